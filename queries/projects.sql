@@ -1,0 +1,22 @@
+-- name: InsertProject :one
+INSERT INTO projects (owner_id, name, starter, install_command, start_command, port, pause_kind)
+VALUES (@owner_id, @name, sqlc.narg('starter'), @install_command, @start_command, @port, @pause_kind)
+RETURNING *;
+
+-- name: GetProjectByOwner :one
+-- Ownership is part of the lookup: another founder's project is simply not found.
+SELECT * FROM projects WHERE id = @id AND owner_id = @owner_id;
+
+-- name: ListProjectsByOwner :many
+SELECT * FROM projects WHERE owner_id = @owner_id ORDER BY created_at DESC, id;
+
+-- name: InsertProjectFile :exec
+INSERT INTO project_files (project_id, path, content) VALUES (@project_id, @path, @content);
+
+-- name: ListProjectFiles :many
+-- Paths and sizes only: the project page lists files without loading them.
+SELECT path, length(content)::integer AS size
+FROM project_files WHERE project_id = @project_id ORDER BY path;
+
+-- name: CountProjectsByOwnerAndStarter :one
+SELECT count(*) FROM projects WHERE owner_id = @owner_id AND starter = @starter;
