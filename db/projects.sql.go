@@ -95,19 +95,10 @@ func (q *Queries) InsertProject(ctx context.Context, arg InsertProjectParams) (P
 	return i, err
 }
 
-const insertProjectFile = `-- name: InsertProjectFile :exec
-INSERT INTO project_files (project_id, path, content) VALUES ($1, $2, $3)
-`
-
-type InsertProjectFileParams struct {
+type InsertProjectFilesParams struct {
 	ProjectID uuid.UUID
 	Path      string
 	Content   []byte
-}
-
-func (q *Queries) InsertProjectFile(ctx context.Context, arg InsertProjectFileParams) error {
-	_, err := q.db.Exec(ctx, insertProjectFile, arg.ProjectID, arg.Path, arg.Content)
-	return err
 }
 
 const listProjectFiles = `-- name: ListProjectFiles :many
@@ -142,28 +133,36 @@ func (q *Queries) ListProjectFiles(ctx context.Context, projectID uuid.UUID) ([]
 }
 
 const listProjectsByOwner = `-- name: ListProjectsByOwner :many
-SELECT id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at FROM projects WHERE owner_id = $1 ORDER BY created_at DESC, id
+SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at,
+       (SELECT count(*) FROM project_files f WHERE f.project_id = projects.id)::integer AS file_count
+FROM projects WHERE owner_id = $1 ORDER BY created_at DESC, id
 `
 
-func (q *Queries) ListProjectsByOwner(ctx context.Context, ownerID uuid.UUID) ([]Project, error) {
+type ListProjectsByOwnerRow struct {
+	Project   Project
+	FileCount int32
+}
+
+func (q *Queries) ListProjectsByOwner(ctx context.Context, ownerID uuid.UUID) ([]ListProjectsByOwnerRow, error) {
 	rows, err := q.db.Query(ctx, listProjectsByOwner, ownerID)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []Project{}
+	items := []ListProjectsByOwnerRow{}
 	for rows.Next() {
-		var i Project
+		var i ListProjectsByOwnerRow
 		if err := rows.Scan(
-			&i.ID,
-			&i.OwnerID,
-			&i.Name,
-			&i.Starter,
-			&i.InstallCommand,
-			&i.StartCommand,
-			&i.Port,
-			&i.PauseKind,
-			&i.CreatedAt,
+			&i.Project.ID,
+			&i.Project.OwnerID,
+			&i.Project.Name,
+			&i.Project.Starter,
+			&i.Project.InstallCommand,
+			&i.Project.StartCommand,
+			&i.Project.Port,
+			&i.Project.PauseKind,
+			&i.Project.CreatedAt,
+			&i.FileCount,
 		); err != nil {
 			return nil, err
 		}

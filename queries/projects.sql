@@ -8,9 +8,11 @@ RETURNING *;
 SELECT * FROM projects WHERE id = @id AND owner_id = @owner_id;
 
 -- name: ListProjectsByOwner :many
-SELECT * FROM projects WHERE owner_id = @owner_id ORDER BY created_at DESC, id;
+SELECT sqlc.embed(projects),
+       (SELECT count(*) FROM project_files f WHERE f.project_id = projects.id)::integer AS file_count
+FROM projects WHERE owner_id = @owner_id ORDER BY created_at DESC, id;
 
--- name: InsertProjectFile :exec
+-- name: InsertProjectFiles :copyfrom
 INSERT INTO project_files (project_id, path, content) VALUES (@project_id, @path, @content);
 
 -- name: ListProjectFiles :many

@@ -1,0 +1,65 @@
+// Package apperr is the small set of errors the domain packages return and the handlers map to
+// HTTP statuses in one place.
+package apperr
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Kind says what went wrong from the caller's point of view.
+type Kind int
+
+// The kinds, each with one HTTP status in handlers.
+const (
+	KindInvalid      Kind = iota + 1 // 422: the input breaks a rule; Fields says which
+	KindNotFound                     // 404: missing, or another founder's
+	KindConflict                     // 409: the current state forbids it
+	KindUnauthorized                 // 401: bad credentials or no session
+	KindRateLimited                  // 429: too many attempts; RetryAfter says when
+	KindNoCredits                    // 402: a build needs a credit the founder does not have
+	KindUnavailable                  // 503: a dependency cannot answer now
+	KindTooLarge                     // 413: the request body is over its limit
+)
+
+// Error is an error a person can act on: Message is safe to show, Err is for the logs.
+type Error struct {
+	Kind       Kind
+	Code       string            // stable machine-readable code for the JSON API
+	Message    string            // shown to the founder
+	Fields     map[string]string // per-field messages for KindInvalid
+	RetryAfter time.Duration
+	Err        error
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s: %v", e.Message, e.Err)
+	}
+	return e.Message
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// As returns the *Error in err's chain, if any.
+func As(err error) (*Error, bool) {
+	var e *Error
+	ok := errors.As(err, &e)
+	return e, ok
+}
+
+// Invalid reports input that breaks rules, one message per field.
+func Invalid(fields map[string]string) *Error {
+	return &Error{Kind: KindInvalid, Code: "invalid", Message: "Please correct the highlighted fields.", Fields: fields}
+}
+
+// NotFound reports a missing (or someone else's) thing.
+func NotFound(what string) *Error {
+	return &Error{Kind: KindNotFound, Code: "not_found", Message: what + " not found."}
+}
+
+// New builds an error of any kind.
+func New(kind Kind, code, message string) *Error {
+	return &Error{Kind: kind, Code: code, Message: message}
+}

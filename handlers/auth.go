@@ -1,0 +1,131 @@
+package handlers
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"sandman/accounts"
+	"sandman/apperr"
+	"sandman/views"
+)
+
+func (h *Handlers) loginPage(c echo.Context) error {
+	if currentUser(c) != nil {
+		return c.Redirect(http.StatusSeeOther, "/")
+	}
+	return render(c, http.StatusOK, views.Auth(views.AuthPage{Layout: h.layout(c, "Log in")}))
+}
+
+func (h *Handlers) signupPage(c echo.Context) error {
+	if currentUser(c) != nil {
+		return c.Redirect(http.StatusSeeOther, "/")
+	}
+	return render(c, http.StatusOK, views.Auth(views.AuthPage{Layout: h.layout(c, "Sign up"), SignUp: true}))
+}
+
+// authFormError re-renders the form with the error next to its field (or above the form).
+func (h *Handlers) authFormError(c echo.Context, signUp bool, email string, err error) error {
+	ae, ok := apperr.As(err)
+	if !ok || ae.Kind == apperr.KindNotFound {
+		return err
+	}
+	title := "Log in"
+	if signUp {
+		title = "Sign up"
+	}
+	p := views.AuthPage{Layout: h.layout(c, title), SignUp: signUp, Email: email, Errors: ae.Fields}
+	if len(ae.Fields) == 0 {
+		p.Message = ae.Message
+	}
+	if ae.RetryAfter > 0 {
+		c.Response().Header().Set("Retry-After", itoa(int(ae.RetryAfter.Seconds())))
+	}
+	return render(c, kindStatus[ae.Kind], views.Auth(p))
+}
+
+func (h *Handlers) signupSubmit(c echo.Context) error {
+	cred := accounts.Credentials{Email: c.FormValue("email"), Password: c.FormValue("password")}
+	u, err := h.Accounts.SignUp(c.Request().Context(), cred)
+	if err != nil {
+		return h.authFormError(c, true, cred.Email, err)
+	}
+	if _, err := h.logIn(c, u); err != nil {
+		return err
+	}
+	return redirect(c, "/")
+}
+
+func (h *Handlers) loginSubmit(c echo.Context) error {
+	cred := accounts.Credentials{Email: c.FormValue("email"), Password: c.FormValue("password")}
+	u, err := h.Accounts.LogIn(c.Request().Context(), cred, c.RealIP())
+	if err != nil {
+		return h.authFormError(c, false, cred.Email, err)
+	}
+	if _, err := h.logIn(c, u); err != nil {
+		return err
+	}
+	return redirect(c, "/")
+}
+
+func (h *Handlers) logoutSubmit(c echo.Context) error {
+	if err := h.logOut(c); err != nil {
+		return err
+	}
+	return redirect(c, "/login")
+}
+
+type credentialsJSON struct {
+	Email    string `json:"email"`
+	Password string `json:"password"`
+}
+
+type sessionJSON struct {
+	Email     string `json:"email"`
+	Credits   int32  `json:"credits"`
+	CSRFToken string `json:"csrfToken"`
+}
+
+func (h *Handlers) apiSignUp(c echo.Context) error {
+	var in credentialsJSON
+	if err := bindJSON(c, &in); err != nil {
+		return err
+	}
+	u, err := h.Accounts.SignUp(c.Request().Context(), accounts.Credentials(in))
+	if err != nil {
+		return err
+	}
+	tok, err := h.logIn(c, u)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, sessionJSON{Email: u.Email, Credits: u.Credits, CSRFToken: tok})
+}
+
+func (h *Handlers) apiLogIn(c echo.Context) error {
+	var in credentialsJSON
+	if err := bindJSON(c, &in); err != nil {
+		return err
+	}
+	u, err := h.Accounts.LogIn(c.Request().Context(), accounts.Credentials(in), c.RealIP())
+	if err != nil {
+		return err
+	}
+	tok, err := h.logIn(c, u)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, sessionJSON{Email: u.Email, Credits: u.Credits, CSRFToken: tok})
+}
+
+func (h *Handlers) apiLogOut(c echo.Context) error {
+	if err := h.logOut(c); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+func (h *Handlers) apiMe(c echo.Context) error {
+	u := currentUser(c)
+	return c.JSON(http.StatusOK, map[string]any{"email": u.Email, "credits": u.Credits})
+}

@@ -1,0 +1,90 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"sandman/apperr"
+	"sandman/db"
+	"sandman/views"
+)
+
+var kindStatus = map[apperr.Kind]int{
+	apperr.KindInvalid:      http.StatusUnprocessableEntity,
+	apperr.KindNotFound:     http.StatusNotFound,
+	apperr.KindConflict:     http.StatusConflict,
+	apperr.KindUnauthorized: http.StatusUnauthorized,
+	apperr.KindRateLimited:  http.StatusTooManyRequests,
+	apperr.KindNoCredits:    http.StatusPaymentRequired,
+	apperr.KindUnavailable:  http.StatusServiceUnavailable,
+	apperr.KindTooLarge:     http.StatusRequestEntityTooLarge,
+}
+
+// errorHandler is the one place errors become responses: apperr kinds map to statuses, echo's
+// own errors keep theirs, anything else is a logged 500 whose details stay out of the page.
+func (h *Handlers) errorHandler(err error, c echo.Context) {
+	if c.Response().Committed || errors.Is(err, context.Canceled) {
+		return
+	}
+	status, code, msg := http.StatusInternalServerError, "internal", "Something went wrong on our side. Try again in a moment."
+	var fields map[string]string
+	var he *echo.HTTPError
+	if ae, ok := apperr.As(err); ok {
+		status, code, msg, fields = kindStatus[ae.Kind], ae.Code, ae.Message, ae.Fields
+		if ae.RetryAfter > 0 {
+			c.Response().Header().Set("Retry-After", strconv.Itoa(int(ae.RetryAfter.Seconds())))
+		}
+	} else if errors.Is(err, db.ErrNotFound) {
+		status, code, msg = http.StatusNotFound, "not_found", "Not found."
+	} else if errors.As(err, &he) {
+		status = he.Code
+		code = statusCode(status)
+		if m, ok := he.Message.(string); ok && status < 500 {
+			msg = m
+		} else {
+			msg = http.StatusText(status)
+		}
+	}
+	if status >= 500 {
+		h.Logger.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "status", status, "err", err)
+	} else {
+		h.Logger.Warn("request refused", "method", c.Request().Method, "path", c.Request().URL.Path, "status", status, "err", err)
+	}
+	if c.Request().Method == http.MethodHead {
+		_ = c.NoContent(status)
+		return
+	}
+	if isAPI(c) || c.Request().URL.Path == "/webhooks/e2b" {
+		_ = jsonError(c, status, code, msg, fields)
+		return
+	}
+	page := views.ErrorPage{Layout: h.layout(c, http.StatusText(status)), Status: status, Heading: http.StatusText(status), Message: msg}
+	if err := render(c, status, views.ErrorView(page)); err != nil {
+		h.Logger.Error("render error page", "err", err)
+	}
+}
+
+func statusCode(status int) string {
+	switch status {
+	case http.StatusNotFound:
+		return "not_found"
+	case http.StatusMethodNotAllowed:
+		return "method_not_allowed"
+	case http.StatusRequestEntityTooLarge:
+		return "too_large"
+	case http.StatusBadRequest:
+		return "bad_request"
+	case http.StatusForbidden:
+		return "forbidden"
+	case http.StatusUnauthorized:
+		return "unauthorized"
+	}
+	if status >= 500 {
+		return "internal"
+	}
+	return "error"
+}

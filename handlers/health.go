@@ -1,0 +1,66 @@
+package handlers
+
+import (
+	"context"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+func (h *Handlers) healthz(c echo.Context) error {
+	return c.String(http.StatusOK, "ok")
+}
+
+// readyz answers 200 only while the database answers, so a load balancer stops sending
+// traffic to an instance that lost it.
+func (h *Handlers) readyz(c echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+	defer cancel()
+	if err := h.Pool.Ping(ctx); err != nil {
+		h.Logger.Warn("readiness: database unreachable", "err", err)
+		return c.String(http.StatusServiceUnavailable, "database unreachable")
+	}
+	return c.String(http.StatusOK, "ready")
+}
+
+func (h *Handlers) metrics() echo.HandlerFunc {
+	var g prometheus.Gatherer = prometheus.DefaultGatherer
+	if h.Registry != nil {
+		g = h.Registry
+	}
+	return echo.WrapHandler(promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+}
+
+func staticHandler(files fs.FS) http.Handler {
+	fsrv := http.FileServerFS(files)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Vendored files carry their version in the name, so they can be cached for good.
+		w.Header().Set("Cache-Control", "public, max-age=3600")
+		fsrv.ServeHTTP(w, r)
+	})
+}
+
+// requestLog writes one structured line per request.
+func (h *Handlers) requestLog(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		err := next(c)
+		if err != nil {
+			c.Error(err)
+		}
+		lvl := slog.LevelInfo
+		if c.Request().URL.Path == "/healthz" || c.Request().URL.Path == "/metrics" {
+			lvl = slog.LevelDebug
+		}
+		h.Logger.Log(c.Request().Context(), lvl, "request",
+			"method", c.Request().Method, "path", c.Request().URL.Path,
+			"status", c.Response().Status, "duration_ms", time.Since(start).Milliseconds(),
+			"ip", c.RealIP())
+		return nil
+	}
+}

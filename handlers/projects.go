@@ -1,0 +1,190 @@
+package handlers
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"sandman/apperr"
+	"sandman/db"
+	"sandman/projects"
+	"sandman/views"
+)
+
+func (h *Handlers) dashboard(c echo.Context) error {
+	u := currentUser(c)
+	rows, err := h.Projects.List(c.Request().Context(), u.ID)
+	if err != nil {
+		return err
+	}
+	p := views.DashboardPage{Layout: h.layout(c, "Your projects")}
+	for _, r := range rows {
+		card := cardVM(r.Project)
+		card.FileCount = int(r.FileCount)
+		p.Projects = append(p.Projects, card)
+	}
+	return render(c, http.StatusOK, views.Dashboard(p))
+}
+
+func cardVM(p db.Project) views.Card {
+	source := "Uploaded files"
+	if p.Starter != nil {
+		if st, ok := projects.StarterByName(*p.Starter); ok {
+			source = st.Title + " starter"
+		}
+	}
+	return views.Card{ProjectID: p.ID.String(), Name: p.Name, Source: source,
+		BuildStatus: "Not built yet", Preview: "No preview yet"}
+}
+
+func (h *Handlers) projectPage(c echo.Context) error {
+	u := currentUser(c)
+	id, err := parseID(c.Param("id"), "Project")
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	p, err := h.Projects.Get(ctx, u.ID, id)
+	if err != nil {
+		return err
+	}
+	files, err := h.Projects.Files(ctx, u.ID, id)
+	if err != nil {
+		return err
+	}
+	vm := views.ProjectPage{Layout: h.layout(c, p.Name), Card: cardVM(p), InstallCommand: p.InstallCommand,
+		StartCommand: p.StartCommand, Port: p.Port, PauseKind: string(p.PauseKind)}
+	vm.FileCount = len(files)
+	for _, f := range files {
+		vm.Files = append(vm.Files, views.File{Path: f.Path, Size: humanSize(f.Size)})
+	}
+	return render(c, http.StatusOK, views.Project(vm))
+}
+
+func (h *Handlers) newProjectPage(c echo.Context) error {
+	return render(c, http.StatusOK, views.NewProject(h.newProjectVM(c)))
+}
+
+func (h *Handlers) newProjectVM(c echo.Context) views.NewProjectPage {
+	p := views.NewProjectPage{Layout: h.layout(c, "New project"), Form: views.NewProjectForm{Port: "3000"}}
+	for _, s := range projects.Starters() {
+		p.Starters = append(p.Starters, views.Starter{Name: s.Name, Title: s.Title, Description: s.Description})
+	}
+	return p
+}
+
+func (h *Handlers) createFromStarter(c echo.Context) error {
+	u := currentUser(c)
+	p, err := h.Projects.CreateFromStarter(c.Request().Context(), u.ID, c.FormValue("name"), c.FormValue("starter"))
+	if err != nil {
+		if ae, ok := apperr.As(err); ok && ae.Kind == apperr.KindInvalid {
+			vm := h.newProjectVM(c)
+			vm.Errors = ae.Fields
+			return render(c, http.StatusUnprocessableEntity, views.NewProject(vm))
+		}
+		return err
+	}
+	return redirect(c, "/projects/"+p.ID.String())
+}
+
+func (h *Handlers) createFromUpload(c echo.Context) error {
+	u := currentUser(c)
+	up, err := readUpload(c)
+	if err != nil {
+		return err
+	}
+	set := projects.Settings{Name: up.fields["name"], InstallCommand: up.fields["install_command"],
+		StartCommand: up.fields["start_command"], PauseKind: db.PauseKind(up.fields["pause_kind"])}
+	var portErr string
+	if n, err := strconv.ParseInt(strings.TrimSpace(up.fields["port"]), 10, 32); err == nil {
+		set.Port = int32(n)
+	} else {
+		portErr = "Enter the dev server's port as a number, like 3000."
+	}
+	p, err := h.Projects.CreateFromFiles(c.Request().Context(), u.ID, set, up.files, up.errs)
+	if err == nil && portErr == "" {
+		return redirect(c, "/projects/"+p.ID.String())
+	}
+	ae, ok := apperr.As(err)
+	if err != nil && (!ok || ae.Kind != apperr.KindInvalid) {
+		return err
+	}
+	fields := map[string]string{}
+	if ae != nil {
+		fields = ae.Fields
+	}
+	if portErr != "" {
+		fields["port"] = portErr
+	}
+	vm := h.newProjectVM(c)
+	vm.Errors = fields
+	vm.Form = views.NewProjectForm{Name: up.fields["name"], InstallCommand: up.fields["install_command"],
+		StartCommand: up.fields["start_command"], Port: up.fields["port"], PauseKind: up.fields["pause_kind"]}
+	for key, msg := range fields {
+		if path, ok := strings.CutPrefix(key, "file:"); ok {
+			vm.FileErrors = append(vm.FileErrors, views.FileError{Path: path, Message: msg})
+		}
+	}
+	sortFileErrors(vm.FileErrors)
+	return render(c, http.StatusUnprocessableEntity, views.NewProject(vm))
+}
+
+// projectJSON is a project in the JSON API.
+type projectJSON struct {
+	ID             string    `json:"id"`
+	Name           string    `json:"name"`
+	Starter        *string   `json:"starter"`
+	InstallCommand string    `json:"installCommand"`
+	StartCommand   string    `json:"startCommand"`
+	Port           int32     `json:"port"`
+	PauseKind      string    `json:"pauseKind"`
+	CreatedAt      time.Time `json:"createdAt"`
+	Build          any       `json:"build"`
+	Sandbox        any       `json:"sandbox"`
+}
+
+func toProjectJSON(p db.Project) projectJSON {
+	return projectJSON{ID: p.ID.String(), Name: p.Name, Starter: p.Starter, InstallCommand: p.InstallCommand,
+		StartCommand: p.StartCommand, Port: p.Port, PauseKind: string(p.PauseKind), CreatedAt: p.CreatedAt}
+}
+
+func (h *Handlers) apiListProjects(c echo.Context) error {
+	rows, err := h.Projects.List(c.Request().Context(), currentUser(c).ID)
+	if err != nil {
+		return err
+	}
+	out := make([]projectJSON, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, toProjectJSON(r.Project))
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func (h *Handlers) apiCreateProject(c echo.Context) error {
+	var in struct {
+		Name    string `json:"name"`
+		Starter string `json:"starter"`
+	}
+	if err := bindJSON(c, &in); err != nil {
+		return err
+	}
+	p, err := h.Projects.CreateFromStarter(c.Request().Context(), currentUser(c).ID, in.Name, in.Starter)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, toProjectJSON(p))
+}
+
+func humanSize(n int32) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

@@ -1,0 +1,28 @@
+package handlers
+
+import (
+	"github.com/a-h/templ"
+	"github.com/labstack/echo/v4"
+)
+
+// render writes a component only after it rendered completely, so a failed render becomes a
+// 500 instead of half a page under a 200.
+func render(c echo.Context, status int, cmp templ.Component) error {
+	buf := templ.GetBuffer()
+	defer templ.ReleaseBuffer(buf)
+	if err := cmp.Render(c.Request().Context(), buf); err != nil {
+		return err
+	}
+	return c.HTMLBlob(status, buf.Bytes())
+}
+
+// apiError is the JSON API's error body.
+type apiError struct {
+	Error  string            `json:"error"`
+	Code   string            `json:"code"`
+	Fields map[string]string `json:"fields,omitempty"`
+}
+
+func jsonError(c echo.Context, status int, code, msg string, fields map[string]string) error {
+	return c.JSON(status, apiError{Error: msg, Code: code, Fields: fields})
+}

@@ -1,0 +1,84 @@
+// Package handlers is Sandman's HTTP surface: pages, htmx actions, the JSON API, health and
+// metrics. Handlers parse a request, call one domain function and render; rules live elsewhere.
+package handlers
+
+import (
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/alexedwards/scs/v2"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"sandman/accounts"
+	"sandman/projects"
+)
+
+// Deps are everything the handlers call.
+type Deps struct {
+	Pool     *pgxpool.Pool
+	Sessions *scs.SessionManager
+	Accounts *accounts.Service
+	Projects *projects.Service
+	Logger   *slog.Logger
+	// Registry serves /metrics; nil uses the default Prometheus registry.
+	Registry *prometheus.Registry
+	// TrustProxy takes the client address from X-Forwarded-For (only behind a proxy that sets it).
+	TrustProxy bool
+	// FrameOrigins may be shown in the preview iframe (the provider's preview hosts).
+	FrameOrigins []string
+}
+
+// Handlers holds the dependencies of every route.
+type Handlers struct {
+	Deps
+}
+
+// New builds the echo server with every route.
+func New(d Deps) *echo.Echo {
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	h := &Handlers{Deps: d}
+	e := echo.New()
+	e.HideBanner = true
+	e.HidePort = true
+	e.HTTPErrorHandler = h.errorHandler
+	if d.TrustProxy {
+		e.IPExtractor = echo.ExtractIPFromXFFHeader()
+	} else {
+		// The default trusts X-Forwarded-For from anyone, which would let a client dodge the
+		// per-address login limit.
+		e.IPExtractor = echo.ExtractIPDirect()
+	}
+	h.routes(e)
+	return e
+}
+
+func (h *Handlers) contentSecurityPolicy() string {
+	frames := "'none'"
+	if len(h.FrameOrigins) > 0 {
+		frames = strings.Join(h.FrameOrigins, " ")
+	}
+	return "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+		"connect-src 'self'; frame-src " + frames + "; frame-ancestors 'none'; form-action 'self'; " +
+		"base-uri 'none'; object-src 'none'"
+}
+
+// isAPI reports whether the request expects JSON answers.
+func isAPI(c echo.Context) bool {
+	return strings.HasPrefix(c.Request().URL.Path, "/api/")
+}
+
+func isHTMX(c echo.Context) bool { return c.Request().Header.Get("HX-Request") == "true" }
+
+// redirect sends a browser elsewhere; htmx requests get HX-Redirect so the whole page changes.
+func redirect(c echo.Context, to string) error {
+	if isHTMX(c) {
+		c.Response().Header().Set("HX-Redirect", to)
+		return c.NoContent(http.StatusOK)
+	}
+	return c.Redirect(http.StatusSeeOther, to)
+}

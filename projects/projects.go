@@ -1,0 +1,166 @@
+// Package projects owns founders' projects: the bundled starters, uploaded files and their rules.
+package projects
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"sandman/apperr"
+	"sandman/db"
+)
+
+// Service creates and reads projects. Every read takes the owner, so another founder's project
+// is not found.
+type Service struct {
+	pool *pgxpool.Pool
+	q    *db.Queries
+}
+
+// New returns a Service.
+func New(pool *pgxpool.Pool) *Service { return &Service{pool: pool, q: db.New(pool)} }
+
+// Settings are what a founder chooses for a project.
+type Settings struct {
+	Name           string
+	InstallCommand string
+	StartCommand   string
+	Port           int32
+	PauseKind      db.PauseKind
+}
+
+// Validate returns a message per field that breaks a rule.
+func (s *Settings) Validate() map[string]string {
+	errs := map[string]string{}
+	s.Name = strings.TrimSpace(s.Name)
+	s.InstallCommand = strings.TrimSpace(s.InstallCommand)
+	s.StartCommand = strings.TrimSpace(s.StartCommand)
+	if s.PauseKind == "" {
+		s.PauseKind = db.PauseKindMemory
+	}
+	if n := utf8.RuneCountInString(s.Name); n == 0 || n > 100 || len(s.Name) > 100 {
+		errs["name"] = "Give the project a name of 1 to 100 characters."
+	}
+	if s.StartCommand == "" {
+		errs["start_command"] = "Enter the command that starts the dev server, like \"npm run dev\"."
+	} else if len(s.StartCommand) > 1000 {
+		errs["start_command"] = "Keep the command under 1000 characters."
+	}
+	if len(s.InstallCommand) > 1000 {
+		errs["install_command"] = "Keep the command under 1000 characters."
+	}
+	if s.Port < 1 || s.Port > 65535 || s.Port == 49983 {
+		errs["port"] = "Enter the dev server's port, a number from 1 to 65535 (49983 is reserved)."
+	}
+	if !s.PauseKind.Valid() {
+		errs["pause_kind"] = "Choose memory or filesystem."
+	}
+	return errs
+}
+
+// CreateFromStarter copies a bundled starter into a new project.
+func (s *Service) CreateFromStarter(ctx context.Context, owner uuid.UUID, name, starter string) (db.Project, error) {
+	st, ok := StarterByName(starter)
+	if !ok {
+		return db.Project{}, apperr.Invalid(map[string]string{"starter": fmt.Sprintf("Unknown starter %q; choose one of the listed starters.", starter)})
+	}
+	if strings.TrimSpace(name) == "" {
+		name = st.Title
+	}
+	files, err := StarterFiles(st.Name)
+	if err != nil {
+		return db.Project{}, err
+	}
+	set := Settings{Name: name, InstallCommand: st.InstallCommand, StartCommand: st.StartCommand, Port: st.Port}
+	return s.create(ctx, owner, &st.Name, set, files, nil)
+}
+
+// CreateFromFiles stores uploaded files as a new project. Errors found while reading the
+// upload (readErrs) are reported with the rule checks, and nothing is stored if there are any.
+func (s *Service) CreateFromFiles(ctx context.Context, owner uuid.UUID, set Settings, files []File, readErrs []FileError) (db.Project, error) {
+	return s.create(ctx, owner, nil, set, files, readErrs)
+}
+
+func (s *Service) create(ctx context.Context, owner uuid.UUID, starter *string, set Settings, files []File, readErrs []FileError) (db.Project, error) {
+	errs := set.Validate()
+	fileErrs := append(readErrs, CheckFiles(files)...)
+	if len(fileErrs) > 0 {
+		errs["files"] = fmt.Sprintf("%d problem(s) with the upload; nothing was stored.", len(fileErrs))
+		for _, fe := range fileErrs {
+			key := "file:" + fe.Path
+			if prev, ok := errs[key]; ok {
+				errs[key] = prev + " " + fe.Message
+			} else {
+				errs[key] = fe.Message
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return db.Project{}, apperr.Invalid(errs)
+	}
+	var p db.Project
+	err := db.InTx(ctx, s.pool, func(q *db.Queries) error {
+		var err error
+		p, err = q.InsertProject(ctx, db.InsertProjectParams{
+			OwnerID: owner, Name: set.Name, Starter: starter, InstallCommand: set.InstallCommand,
+			StartCommand: set.StartCommand, Port: set.Port, PauseKind: set.PauseKind,
+		})
+		if err != nil {
+			return err
+		}
+		rows := make([]db.InsertProjectFilesParams, len(files))
+		for i, f := range files {
+			rows[i] = db.InsertProjectFilesParams{ProjectID: p.ID, Path: f.Path, Content: f.Content}
+		}
+		_, err = q.InsertProjectFiles(ctx, rows)
+		return err
+	})
+	return p, err
+}
+
+// Get returns the owner's project, or a not-found error.
+func (s *Service) Get(ctx context.Context, owner, id uuid.UUID) (db.Project, error) {
+	p, err := s.q.GetProjectByOwner(ctx, db.GetProjectByOwnerParams{ID: id, OwnerID: owner})
+	if err != nil {
+		if errors.Is(db.MapError(err), db.ErrNotFound) {
+			return db.Project{}, apperr.NotFound("Project")
+		}
+		return db.Project{}, err
+	}
+	return p, nil
+}
+
+// List returns the owner's projects, newest first.
+func (s *Service) List(ctx context.Context, owner uuid.UUID) ([]db.ListProjectsByOwnerRow, error) {
+	return s.q.ListProjectsByOwner(ctx, owner)
+}
+
+// Files lists a project's file paths and sizes.
+func (s *Service) Files(ctx context.Context, owner, id uuid.UUID) ([]db.ListProjectFilesRow, error) {
+	if _, err := s.Get(ctx, owner, id); err != nil {
+		return nil, err
+	}
+	return s.q.ListProjectFiles(ctx, id)
+}
+
+// EnsureStarterProjects gives a founder one project per starter they do not have yet; `make run`
+// seeds the demo founder with it.
+func (s *Service) EnsureStarterProjects(ctx context.Context, owner uuid.UUID) error {
+	for _, st := range starters {
+		n, err := s.q.CountProjectsByOwnerAndStarter(ctx, db.CountProjectsByOwnerAndStarterParams{OwnerID: owner, Starter: &st.Name})
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			if _, err := s.CreateFromStarter(ctx, owner, st.Title, st.Name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
