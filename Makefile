@@ -1,0 +1,71 @@
+# Sandman. The two commands a newcomer needs: `make run` and `make test`.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+GO        ?= go
+TOOLS     := .bin
+SQLC      := $(TOOLS)/sqlc
+STATICCHECK := $(TOOLS)/staticcheck
+TEST_TIMEOUT ?= 20m
+
+# System packages the suite and `make run` use: PostgreSQL 15's server, bubblewrap (sandbox
+# isolation in sandboxd) and Chromium (browser tests).
+PG_INITDB := /usr/lib/postgresql/15/bin/initdb
+
+.PHONY: help run test check generate build bench deps deps-run tools clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+run: deps-run build ## start PostgreSQL, sandboxd and Sandman with a demo founder
+	@bin/devrun
+
+test: deps ## run the whole test suite (real PostgreSQL, sandboxd and Chromium)
+	$(GO) test -timeout $(TEST_TIMEOUT) ./...
+
+bench: deps ## run the benchmarks (figures go in BENCHMARKS.md)
+	$(GO) test -run '^$$' -bench . -benchtime 3s -timeout 30m ./...
+
+build: ## build bin/sandman, bin/sandboxd and bin/devrun
+	$(GO) build -o bin/ ./cmd/...
+
+generate: $(SQLC) ## regenerate templ and sqlc output
+	$(GO) tool templ generate -include-version=false
+	$(SQLC) generate
+
+check: $(SQLC) $(STATICCHECK) ## gofmt, vet, staticcheck, and generated code up to date
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(STATICCHECK) ./...
+	$(GO) tool templ fmt -fail views
+	$(GO) tool templ generate -include-version=false
+	$(SQLC) generate
+	@if [ -n "$$(git status --porcelain -- views db)" ]; then \
+		echo "generated code is stale: run 'make generate' and commit the result"; git status --short -- views db; exit 1; fi
+
+tools: $(SQLC) $(STATICCHECK) ## build the pinned code generators and linters (tools/go.mod)
+
+$(SQLC): tools/go.mod tools/go.sum
+	cd tools && $(GO) build -o ../$(SQLC) github.com/sqlc-dev/sqlc/cmd/sqlc
+
+$(STATICCHECK): tools/go.mod tools/go.sum
+	cd tools && $(GO) build -o ../$(STATICCHECK) honnef.co/go/tools/cmd/staticcheck
+
+deps-run: ## install PostgreSQL 15 and bubblewrap if missing
+	@$(MAKE) --no-print-directory install-pkgs PKGS="$(if $(wildcard $(PG_INITDB)),,postgresql-15) $(if $(shell command -v bwrap),,bubblewrap)"
+
+deps: deps-run ## also install Chromium for the browser tests if missing
+	@$(MAKE) --no-print-directory install-pkgs PKGS="$(if $(wildcard /usr/bin/chromium),,chromium)"
+
+.PHONY: install-pkgs
+install-pkgs:
+	@pkgs="$(strip $(PKGS))"; [ -z "$$pkgs" ] && exit 0; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing $$pkgs"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-upgrade $$pkgs >/dev/null; \
+	else \
+		echo "missing system packages: $$pkgs"; echo "install them, e.g. sudo apt-get install -y $$pkgs"; exit 1; \
+	fi
+
+clean: ## remove built binaries (keeps .data)
+	rm -rf bin
