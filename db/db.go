@@ -55,14 +55,20 @@ type TxBeginner interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
+// Tx is an open transaction: its queries, and the pgx.Tx for what must join it (River inserts).
+type Tx struct {
+	*Queries
+	Tx pgx.Tx
+}
+
 // InTx runs fn in one transaction, committing when fn returns nil.
-func InTx(ctx context.Context, b TxBeginner, fn func(q *Queries) error) error {
+func InTx(ctx context.Context, b TxBeginner, fn func(tx Tx) error) error {
 	tx, err := b.Begin(ctx)
 	if err != nil {
 		return MapError(err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
-	if err := fn(New(tx)); err != nil {
+	if err := fn(Tx{Queries: New(tx), Tx: tx}); err != nil {
 		return err
 	}
 	return MapError(tx.Commit(ctx))

@@ -12,6 +12,198 @@ import (
 	"github.com/google/uuid"
 )
 
+type BuildKind string
+
+const (
+	BuildKindInitial BuildKind = "initial"
+	BuildKindRebuild BuildKind = "rebuild"
+)
+
+func (e *BuildKind) Scan(src interface{}) error {
+	switch s := src.(type) {
+	case []byte:
+		*e = BuildKind(s)
+	case string:
+		*e = BuildKind(s)
+	default:
+		return fmt.Errorf("unsupported scan type for BuildKind: %T", src)
+	}
+	return nil
+}
+
+type NullBuildKind struct {
+	BuildKind BuildKind
+	Valid     bool // Valid is true if BuildKind is not NULL
+}
+
+// Scan implements the Scanner interface.
+func (ns *NullBuildKind) Scan(value interface{}) error {
+	if value == nil {
+		ns.BuildKind, ns.Valid = "", false
+		return nil
+	}
+	ns.Valid = true
+	return ns.BuildKind.Scan(value)
+}
+
+// Value implements the driver Valuer interface.
+func (ns NullBuildKind) Value() (driver.Value, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	return string(ns.BuildKind), nil
+}
+
+func (e BuildKind) Valid() bool {
+	switch e {
+	case BuildKindInitial,
+		BuildKindRebuild:
+		return true
+	}
+	return false
+}
+
+func AllBuildKindValues() []BuildKind {
+	return []BuildKind{
+		BuildKindInitial,
+		BuildKindRebuild,
+	}
+}
+
+type BuildStatus string
+
+const (
+	BuildStatusQueued   BuildStatus = "queued"
+	BuildStatusBuilding BuildStatus = "building"
+	BuildStatusReady    BuildStatus = "ready"
+	BuildStatusFailed   BuildStatus = "failed"
+)
+
+func (e *BuildStatus) Scan(src interface{}) error {
+	switch s := src.(type) {
+	case []byte:
+		*e = BuildStatus(s)
+	case string:
+		*e = BuildStatus(s)
+	default:
+		return fmt.Errorf("unsupported scan type for BuildStatus: %T", src)
+	}
+	return nil
+}
+
+type NullBuildStatus struct {
+	BuildStatus BuildStatus
+	Valid       bool // Valid is true if BuildStatus is not NULL
+}
+
+// Scan implements the Scanner interface.
+func (ns *NullBuildStatus) Scan(value interface{}) error {
+	if value == nil {
+		ns.BuildStatus, ns.Valid = "", false
+		return nil
+	}
+	ns.Valid = true
+	return ns.BuildStatus.Scan(value)
+}
+
+// Value implements the driver Valuer interface.
+func (ns NullBuildStatus) Value() (driver.Value, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	return string(ns.BuildStatus), nil
+}
+
+func (e BuildStatus) Valid() bool {
+	switch e {
+	case BuildStatusQueued,
+		BuildStatusBuilding,
+		BuildStatusReady,
+		BuildStatusFailed:
+		return true
+	}
+	return false
+}
+
+func AllBuildStatusValues() []BuildStatus {
+	return []BuildStatus{
+		BuildStatusQueued,
+		BuildStatusBuilding,
+		BuildStatusReady,
+		BuildStatusFailed,
+	}
+}
+
+type EventSource string
+
+const (
+	EventSourceUser       EventSource = "user"
+	EventSourceWebhook    EventSource = "webhook"
+	EventSourceReconciler EventSource = "reconciler"
+	EventSourceScheduler  EventSource = "scheduler"
+	EventSourceBuild      EventSource = "build"
+	EventSourceEventsAPI  EventSource = "events_api"
+)
+
+func (e *EventSource) Scan(src interface{}) error {
+	switch s := src.(type) {
+	case []byte:
+		*e = EventSource(s)
+	case string:
+		*e = EventSource(s)
+	default:
+		return fmt.Errorf("unsupported scan type for EventSource: %T", src)
+	}
+	return nil
+}
+
+type NullEventSource struct {
+	EventSource EventSource
+	Valid       bool // Valid is true if EventSource is not NULL
+}
+
+// Scan implements the Scanner interface.
+func (ns *NullEventSource) Scan(value interface{}) error {
+	if value == nil {
+		ns.EventSource, ns.Valid = "", false
+		return nil
+	}
+	ns.Valid = true
+	return ns.EventSource.Scan(value)
+}
+
+// Value implements the driver Valuer interface.
+func (ns NullEventSource) Value() (driver.Value, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	return string(ns.EventSource), nil
+}
+
+func (e EventSource) Valid() bool {
+	switch e {
+	case EventSourceUser,
+		EventSourceWebhook,
+		EventSourceReconciler,
+		EventSourceScheduler,
+		EventSourceBuild,
+		EventSourceEventsAPI:
+		return true
+	}
+	return false
+}
+
+func AllEventSourceValues() []EventSource {
+	return []EventSource{
+		EventSourceUser,
+		EventSourceWebhook,
+		EventSourceReconciler,
+		EventSourceScheduler,
+		EventSourceBuild,
+		EventSourceEventsAPI,
+	}
+}
+
 type PauseKind string
 
 const (
@@ -70,6 +262,107 @@ func AllPauseKindValues() []PauseKind {
 	}
 }
 
+type SandboxStatus string
+
+const (
+	SandboxStatusStarting     SandboxStatus = "starting"
+	SandboxStatusRunning      SandboxStatus = "running"
+	SandboxStatusPaused       SandboxStatus = "paused"
+	SandboxStatusResuming     SandboxStatus = "resuming"
+	SandboxStatusResumeFailed SandboxStatus = "resume_failed"
+	SandboxStatusKilled       SandboxStatus = "killed"
+	SandboxStatusExpired      SandboxStatus = "expired"
+	SandboxStatusTerminated   SandboxStatus = "terminated"
+	SandboxStatusUnknown      SandboxStatus = "unknown"
+)
+
+func (e *SandboxStatus) Scan(src interface{}) error {
+	switch s := src.(type) {
+	case []byte:
+		*e = SandboxStatus(s)
+	case string:
+		*e = SandboxStatus(s)
+	default:
+		return fmt.Errorf("unsupported scan type for SandboxStatus: %T", src)
+	}
+	return nil
+}
+
+type NullSandboxStatus struct {
+	SandboxStatus SandboxStatus
+	Valid         bool // Valid is true if SandboxStatus is not NULL
+}
+
+// Scan implements the Scanner interface.
+func (ns *NullSandboxStatus) Scan(value interface{}) error {
+	if value == nil {
+		ns.SandboxStatus, ns.Valid = "", false
+		return nil
+	}
+	ns.Valid = true
+	return ns.SandboxStatus.Scan(value)
+}
+
+// Value implements the driver Valuer interface.
+func (ns NullSandboxStatus) Value() (driver.Value, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	return string(ns.SandboxStatus), nil
+}
+
+func (e SandboxStatus) Valid() bool {
+	switch e {
+	case SandboxStatusStarting,
+		SandboxStatusRunning,
+		SandboxStatusPaused,
+		SandboxStatusResuming,
+		SandboxStatusResumeFailed,
+		SandboxStatusKilled,
+		SandboxStatusExpired,
+		SandboxStatusTerminated,
+		SandboxStatusUnknown:
+		return true
+	}
+	return false
+}
+
+func AllSandboxStatusValues() []SandboxStatus {
+	return []SandboxStatus{
+		SandboxStatusStarting,
+		SandboxStatusRunning,
+		SandboxStatusPaused,
+		SandboxStatusResuming,
+		SandboxStatusResumeFailed,
+		SandboxStatusKilled,
+		SandboxStatusExpired,
+		SandboxStatusTerminated,
+		SandboxStatusUnknown,
+	}
+}
+
+type Build struct {
+	ID         uuid.UUID
+	ProjectID  uuid.UUID
+	Version    int32
+	Status     BuildStatus
+	Stage      string
+	Error      string
+	Kind       BuildKind
+	CreatedAt  time.Time
+	FinishedAt *time.Time
+}
+
+type CreditLedger struct {
+	ID             int64
+	UserID         uuid.UUID
+	Delta          int32
+	Reason         string
+	BuildID        *uuid.UUID
+	IdempotencyKey *string
+	CreatedAt      time.Time
+}
+
 type Project struct {
 	ID             uuid.UUID
 	OwnerID        uuid.UUID
@@ -82,10 +375,60 @@ type Project struct {
 	CreatedAt      time.Time
 }
 
+type Sandbox struct {
+	ID                   uuid.UUID
+	ProviderID           *string
+	OwnerID              uuid.UUID
+	ProjectID            uuid.UUID
+	BuildID              uuid.UUID
+	Status               SandboxStatus
+	SnapshotKind         *PauseKind
+	PreviewURL           string
+	EnvdToken            string
+	ProviderDomain       string
+	LastActiveAt         time.Time
+	LastVerifiedAt       *time.Time
+	VerificationFailures int32
+	StateChangedAt       time.Time
+	LastEventAt          *time.Time
+	EndAt                *time.Time
+	KilledAt             *time.Time
+	KilledReason         string
+	FailureCause         string
+	Recreated            bool
+	KillRequested        bool
+	Version              int64
+	CreatedAt            time.Time
+}
+
+type SandboxEvent struct {
+	ID                int64
+	SandboxID         uuid.UUID
+	FromStatus        SandboxStatus
+	ToStatus          SandboxStatus
+	Source            EventSource
+	Reason            string
+	ProviderEventID   *string
+	ProviderTimestamp *time.Time
+	CreatedAt         time.Time
+}
+
 type User struct {
 	ID           uuid.UUID
 	Email        string
 	PasswordHash string
 	Credits      int32
 	CreatedAt    time.Time
+}
+
+type WebhookDelivery struct {
+	ID          int64
+	EventID     string
+	DeliveryID  string
+	EventType   string
+	Headers     []byte
+	Body        []byte
+	Outcome     string
+	ReceivedAt  time.Time
+	ProcessedAt *time.Time
 }

@@ -173,3 +173,30 @@ func (q *Queries) ListProjectsByOwner(ctx context.Context, ownerID uuid.UUID) ([
 	}
 	return items, nil
 }
+
+const lockProjectByOwner = `-- name: LockProjectByOwner :one
+SELECT id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at FROM projects WHERE id = $1 AND owner_id = $2 FOR UPDATE
+`
+
+type LockProjectByOwnerParams struct {
+	ID      uuid.UUID
+	OwnerID uuid.UUID
+}
+
+// Serialises builds of one project: concurrent build and rebuild requests queue here.
+func (q *Queries) LockProjectByOwner(ctx context.Context, arg LockProjectByOwnerParams) (Project, error) {
+	row := q.db.QueryRow(ctx, lockProjectByOwner, arg.ID, arg.OwnerID)
+	var i Project
+	err := row.Scan(
+		&i.ID,
+		&i.OwnerID,
+		&i.Name,
+		&i.Starter,
+		&i.InstallCommand,
+		&i.StartCommand,
+		&i.Port,
+		&i.PauseKind,
+		&i.CreatedAt,
+	)
+	return i, err
+}

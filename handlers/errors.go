@@ -62,6 +62,15 @@ func (h *Handlers) errorHandler(err error, c echo.Context) {
 		_ = jsonError(c, status, code, msg, fields)
 		return
 	}
+	if isHTMX(c) {
+		// Swapping an error page into a card would break the page: show it in the flash region.
+		c.Response().Header().Set("HX-Retarget", "#flash")
+		c.Response().Header().Set("HX-Reswap", "innerHTML")
+		if err := render(c, status, views.Flash(msg)); err != nil {
+			h.Logger.Error("render flash", "err", err)
+		}
+		return
+	}
 	page := views.ErrorPage{Layout: h.layout(c, http.StatusText(status)), Status: status, Heading: http.StatusText(status), Message: msg}
 	if err := render(c, status, views.ErrorView(page)); err != nil {
 		h.Logger.Error("render error page", "err", err)

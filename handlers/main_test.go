@@ -24,6 +24,7 @@ import (
 	"sandman/accounts"
 	"sandman/db/dbtest"
 	"sandman/handlers"
+	"sandman/lifecycle"
 	"sandman/projects"
 )
 
@@ -42,11 +43,17 @@ func setup(t testing.TB) *testBundle {
 	sessions.Store = store
 	sessions.Cookie.Name = "sandman_session"
 	sessions.Cookie.SameSite = http.SameSiteLaxMode
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	life, err := lifecycle.New(lifecycle.Options{Pool: pool, Config: lifecycle.DefaultConfig(), Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
 	e := handlers.New(handlers.Deps{
 		Pool: pool, Sessions: sessions,
-		Accounts: accounts.New(pool, accounts.Options{StartCredits: 10, BcryptCost: bcrypt.MinCost}),
-		Projects: projects.New(pool),
-		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Accounts:  accounts.New(pool, accounts.Options{StartCredits: 10, BcryptCost: bcrypt.MinCost}),
+		Projects:  projects.New(pool),
+		Lifecycle: life,
+		Logger:    logger,
 	})
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)

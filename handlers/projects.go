@@ -16,39 +16,25 @@ import (
 )
 
 func (h *Handlers) dashboard(c echo.Context) error {
-	u := currentUser(c)
-	rows, err := h.Projects.List(c.Request().Context(), u.ID)
+	rows, err := h.Lifecycle.Projects(c.Request().Context(), currentUser(c).ID)
 	if err != nil {
 		return err
 	}
 	p := views.DashboardPage{Layout: h.layout(c, "Your projects")}
 	for _, r := range rows {
-		card := cardVM(r.Project)
-		card.FileCount = int(r.FileCount)
-		p.Projects = append(p.Projects, card)
+		p.Projects = append(p.Projects, previewVM(r))
 	}
 	return render(c, http.StatusOK, views.Dashboard(p))
 }
 
-func cardVM(p db.Project) views.Card {
-	source := "Uploaded files"
-	if p.Starter != nil {
-		if st, ok := projects.StarterByName(*p.Starter); ok {
-			source = st.Title + " starter"
-		}
-	}
-	return views.Card{ProjectID: p.ID.String(), Name: p.Name, Source: source,
-		BuildStatus: "Not built yet", Preview: "No preview yet"}
-}
-
 func (h *Handlers) projectPage(c echo.Context) error {
 	u := currentUser(c)
-	id, err := parseID(c.Param("id"), "Project")
+	id, err := h.projectID(c)
 	if err != nil {
 		return err
 	}
 	ctx := c.Request().Context()
-	p, err := h.Projects.Get(ctx, u.ID, id)
+	v, err := h.Lifecycle.Project(ctx, u.ID, id)
 	if err != nil {
 		return err
 	}
@@ -56,9 +42,9 @@ func (h *Handlers) projectPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	vm := views.ProjectPage{Layout: h.layout(c, p.Name), Card: cardVM(p), InstallCommand: p.InstallCommand,
+	p := v.Project
+	vm := views.ProjectPage{Layout: h.layout(c, p.Name), Preview: previewVM(v), InstallCommand: p.InstallCommand,
 		StartCommand: p.StartCommand, Port: p.Port, PauseKind: string(p.PauseKind)}
-	vm.FileCount = len(files)
 	for _, f := range files {
 		vm.Files = append(vm.Files, views.File{Path: f.Path, Size: humanSize(f.Size)})
 	}
@@ -135,16 +121,16 @@ func (h *Handlers) createFromUpload(c echo.Context) error {
 
 // projectJSON is a project in the JSON API.
 type projectJSON struct {
-	ID             string    `json:"id"`
-	Name           string    `json:"name"`
-	Starter        *string   `json:"starter"`
-	InstallCommand string    `json:"installCommand"`
-	StartCommand   string    `json:"startCommand"`
-	Port           int32     `json:"port"`
-	PauseKind      string    `json:"pauseKind"`
-	CreatedAt      time.Time `json:"createdAt"`
-	Build          any       `json:"build"`
-	Sandbox        any       `json:"sandbox"`
+	ID             string       `json:"id"`
+	Name           string       `json:"name"`
+	Starter        *string      `json:"starter"`
+	InstallCommand string       `json:"installCommand"`
+	StartCommand   string       `json:"startCommand"`
+	Port           int32        `json:"port"`
+	PauseKind      string       `json:"pauseKind"`
+	CreatedAt      time.Time    `json:"createdAt"`
+	Build          *buildJSON   `json:"build"`
+	Sandbox        *sandboxJSON `json:"sandbox"`
 }
 
 func toProjectJSON(p db.Project) projectJSON {
@@ -153,13 +139,22 @@ func toProjectJSON(p db.Project) projectJSON {
 }
 
 func (h *Handlers) apiListProjects(c echo.Context) error {
-	rows, err := h.Projects.List(c.Request().Context(), currentUser(c).ID)
+	rows, err := h.Lifecycle.Projects(c.Request().Context(), currentUser(c).ID)
 	if err != nil {
 		return err
 	}
 	out := make([]projectJSON, 0, len(rows))
 	for _, r := range rows {
-		out = append(out, toProjectJSON(r.Project))
+		pj := toProjectJSON(r.Project)
+		if r.Build != nil {
+			b := toBuildJSON(*r.Build)
+			pj.Build = &b
+		}
+		if r.Sandbox != nil {
+			sb := h.toSandboxJSON(*r.Sandbox)
+			pj.Sandbox = &sb
+		}
+		out = append(out, pj)
 	}
 	return c.JSON(http.StatusOK, out)
 }

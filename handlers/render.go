@@ -1,6 +1,9 @@
 package handlers
 
 import (
+	"bytes"
+	"context"
+
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
 )
@@ -25,4 +28,11 @@ type apiError struct {
 
 func jsonError(c echo.Context, status int, code, msg string, fields map[string]string) error {
 	return c.JSON(status, apiError{Error: msg, Code: code, Fields: fields})
+}
+
+// renderBytes renders a component for a message body (SSE) rather than a response.
+func renderBytes(ctx context.Context, cmp templ.Component) ([]byte, error) {
+	var buf bytes.Buffer
+	err := cmp.Render(ctx, &buf)
+	return buf.Bytes(), err
 }

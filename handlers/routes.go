@@ -26,6 +26,8 @@ func (h *Handlers) routes(e *echo.Echo) {
 	e.GET("/healthz", h.healthz)
 	e.GET("/readyz", h.readyz)
 	e.GET("/metrics", h.metrics())
+	// Signed by the provider instead of a session: no cookies, no CSRF token.
+	e.POST("/webhooks/e2b", h.webhook)
 	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static/", staticHandler(static.Files))))
 
 	s := e.Group("", echo.WrapMiddleware(h.Sessions.LoadAndSave), h.loadUser, h.csrf)
@@ -37,10 +39,17 @@ func (h *Handlers) routes(e *echo.Echo) {
 
 	app := s.Group("", h.requireUser)
 	app.GET("/", h.dashboard)
+	app.GET("/events", h.events)
 	app.GET("/projects/new", h.newProjectPage)
 	app.POST("/projects", h.createFromStarter)
 	app.POST("/projects/upload", h.createFromUpload)
 	app.GET("/projects/:id", h.projectPage)
+	app.POST("/projects/:id/build", h.buildAction(false))
+	app.GET("/projects/:id/rebuild", h.rebuildConfirm)
+	app.POST("/projects/:id/rebuild", h.buildAction(true))
+	app.POST("/sandboxes/:id/resume", h.sandboxAction(h.resume))
+	app.POST("/sandboxes/:id/verify", h.sandboxAction(h.verify))
+	app.POST("/sandboxes/:id/pause", h.sandboxAction(h.pause))
 
 	s.POST("/api/users", h.apiSignUp)
 	s.POST("/api/session", h.apiLogIn)
@@ -49,4 +58,11 @@ func (h *Handlers) routes(e *echo.Echo) {
 	api.GET("/me", h.apiMe)
 	api.GET("/projects", h.apiListProjects)
 	api.POST("/projects", h.apiCreateProject)
+	api.POST("/projects/:id/builds", h.apiBuild(false))
+	api.POST("/projects/:id/rebuild", h.apiBuild(true))
+	api.GET("/sandboxes/:id", h.apiGetSandbox)
+	api.POST("/sandboxes/:id/pause", h.apiSandboxAction(http.StatusAccepted, h.pause))
+	api.POST("/sandboxes/:id/resume", h.apiSandboxAction(http.StatusAccepted, h.resume))
+	api.POST("/sandboxes/:id/verify", h.apiSandboxAction(http.StatusAccepted, h.verify))
+	api.POST("/sandboxes/:id/activity", h.apiSandboxAction(http.StatusOK, h.activity))
 }

@@ -13,16 +13,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"sandman/accounts"
+	"sandman/lifecycle"
+	"sandman/live"
 	"sandman/projects"
 )
 
 // Deps are everything the handlers call.
 type Deps struct {
-	Pool     *pgxpool.Pool
-	Sessions *scs.SessionManager
-	Accounts *accounts.Service
-	Projects *projects.Service
-	Logger   *slog.Logger
+	Pool      *pgxpool.Pool
+	Sessions  *scs.SessionManager
+	Accounts  *accounts.Service
+	Projects  *projects.Service
+	Lifecycle *lifecycle.Service
+	Live      *live.Hub
+	Logger    *slog.Logger
 	// Registry serves /metrics; nil uses the default Prometheus registry.
 	Registry *prometheus.Registry
 	// TrustProxy takes the client address from X-Forwarded-For (only behind a proxy that sets it).

@@ -34,16 +34,13 @@ func (h *Handlers) csrfToken(c echo.Context) string {
 	return tok
 }
 
-// csrfExempt are the state-changing routes that cannot carry a session token: the provider's
-// webhooks (signed instead) and the JSON API's sign-up and log-in, which happen before a session
-// exists. Those two accept only application/json, which a cross-site form cannot send without a
-// CORS preflight that we never grant.
+// csrfExempt are the state-changing routes that cannot carry a session token: the JSON API's
+// sign-up and log-in, which happen before a session exists. They accept only application/json,
+// which a cross-site form cannot send without a CORS preflight that we never grant. (The
+// provider's webhooks are signed and live outside the session routes.)
 func csrfExempt(c echo.Context) bool {
 	r := c.Request()
-	switch {
-	case r.URL.Path == "/webhooks/e2b":
-		return true
-	case r.Method == http.MethodPost && (r.URL.Path == "/api/users" || r.URL.Path == "/api/session"):
+	if r.Method == http.MethodPost && (r.URL.Path == "/api/users" || r.URL.Path == "/api/session") {
 		mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 		return mt == "application/json"
 	}
@@ -150,7 +147,7 @@ func (h *Handlers) logOut(c echo.Context) error {
 func (h *Handlers) layout(c echo.Context, title string) views.Layout {
 	l := views.Layout{Title: title, CSRF: h.csrfToken(c)}
 	if u := currentUser(c); u != nil {
-		l.User = &views.User{Email: u.Email, Credits: u.Credits}
+		l.User = &views.User{ID: u.ID.String(), Email: u.Email, Credits: u.Credits}
 	}
 	return l
 }

@@ -104,7 +104,7 @@ func (s *Service) create(ctx context.Context, owner uuid.UUID, starter *string, 
 		return db.Project{}, apperr.Invalid(errs)
 	}
 	var p db.Project
-	err := db.InTx(ctx, s.pool, func(q *db.Queries) error {
+	err := db.InTx(ctx, s.pool, func(q db.Tx) error {
 		var err error
 		p, err = q.InsertProject(ctx, db.InsertProjectParams{
 			OwnerID: owner, Name: set.Name, Starter: starter, InstallCommand: set.InstallCommand,

@@ -22,3 +22,7 @@ FROM project_files WHERE project_id = @project_id ORDER BY path;
 
 -- name: CountProjectsByOwnerAndStarter :one
 SELECT count(*) FROM projects WHERE owner_id = @owner_id AND starter = @starter;
+
+-- name: LockProjectByOwner :one
+-- Serialises builds of one project: concurrent build and rebuild requests queue here.
+SELECT * FROM projects WHERE id = @id AND owner_id = @owner_id FOR UPDATE;

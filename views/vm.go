@@ -11,6 +11,7 @@ type Layout struct {
 
 // User is the logged-in founder as the header shows them.
 type User struct {
+	ID      string
 	Email   string
 	Credits int32
 }
@@ -28,23 +29,13 @@ type AuthPage struct {
 // DashboardPage lists the founder's projects.
 type DashboardPage struct {
 	Layout
-	Projects []Card
+	Projects []Preview
 }
 
-// Card is one project on the dashboard.
-type Card struct {
-	ProjectID   string
-	Name        string
-	Source      string // the starter's title, or "Uploaded files"
-	BuildStatus string // what the founder sees: "Not built yet", "Building", "Ready", "Failed"
-	Preview     string // one line about the preview
-	FileCount   int
-}
-
-// ProjectPage shows one project and its files.
+// ProjectPage shows one project: its preview pane, settings and files.
 type ProjectPage struct {
 	Layout
-	Card
+	Preview Preview
 	InstallCommand string
 	StartCommand   string
 	Port           int32

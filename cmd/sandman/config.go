@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"sandman/e2b"
+	"sandman/lifecycle"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +18,12 @@ type config struct {
 	TrustProxy   bool
 	LogLevel     string
 	ShutdownWait time.Duration
+
+	Provider      e2b.Config
+	Lifecycle     lifecycle.Config
+	WebhookURL    string // E2B_WEBHOOK_URL: register Sandman's webhook with the provider at start
+	WebhookSecret string // E2B_WEBHOOK_SECRET: checks (and, when registering, sets) signatures
+	Role          string // --role: all, web or worker
 }
 
 func loadConfig(getenv func(string) string) (config, error) {
@@ -40,6 +48,39 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if c.TrustProxy, err = boolEnv(getenv, "SANDMAN_TRUST_PROXY"); err != nil {
 		errs = append(errs, err.Error())
 	}
+	c.Provider = e2b.FromEnv(getenv)
+	c.WebhookURL = getenv("E2B_WEBHOOK_URL")
+	c.WebhookSecret = getenv("E2B_WEBHOOK_SECRET")
+	if c.WebhookURL != "" && c.WebhookSecret == "" {
+		errs = append(errs, "E2B_WEBHOOK_URL is set but E2B_WEBHOOK_SECRET is not: webhooks must be signed")
+	}
+	lc := lifecycle.DefaultConfig()
+	lc.Template = orDefault(getenv("E2B_TEMPLATE"), lc.Template)
+	for _, d := range []struct {
+		name string
+		dst  *time.Duration
+	}{{"SANDMAN_IDLE_TIMEOUT", &lc.IdleTimeout}, {"SANDMAN_SANDBOX_TIMEOUT", &lc.SandboxTimeout}} {
+		if v := getenv(d.name); v != "" {
+			parsed, err := time.ParseDuration(v)
+			if err != nil || parsed <= 0 {
+				errs = append(errs, fmt.Sprintf("%s must be a positive duration like 3m or 1h, not %q", d.name, v))
+				continue
+			}
+			*d.dst = parsed
+		}
+	}
+	if lc.SandboxTimeout < time.Minute {
+		errs = append(errs, "SANDMAN_SANDBOX_TIMEOUT must be at least 1m")
+	}
+	switch v := getenv("SANDMAN_PAUSE_AFTER_READY"); v {
+	case "", "idle":
+	case "immediate":
+		lc.PauseAfterReady = v
+	default:
+		errs = append(errs, fmt.Sprintf("SANDMAN_PAUSE_AFTER_READY must be idle or immediate, not %q", v))
+	}
+	lc.WebhookSecret = c.WebhookSecret
+	c.Lifecycle = lc
 	if len(errs) > 0 {
 		return c, fmt.Errorf("configuration: %s", strings.Join(errs, "; "))
 	}

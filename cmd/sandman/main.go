@@ -1,6 +1,6 @@
 // Command sandman is the web server and background workers of Sandman.
 //
-//	sandman [serve]                         run the server (migrates first)
+//	sandman [serve] [--role=all|web|worker] run the server and/or the background workers
 //	sandman migrate                         apply database migrations and exit
 //	sandman demo-founder EMAIL PASSWORD     create a founder with the starter projects (idempotent)
 package main
@@ -8,6 +8,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -26,7 +28,10 @@ import (
 
 	"sandman/accounts"
 	"sandman/db"
+	"sandman/e2b"
 	"sandman/handlers"
+	"sandman/lifecycle"
+	"sandman/live"
 	"sandman/projects"
 )
 
@@ -67,6 +72,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 		return demoFounder(ctx, pool, cfg, args[0], args[1])
 	case "serve":
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		fs.StringVar(&cfg.Role, "role", "all", "all (web and workers), web (pages and API only) or worker (jobs only)")
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		if cfg.Role != "all" && cfg.Role != "web" && cfg.Role != "worker" {
+			return fmt.Errorf("--role must be all, web or worker, not %q", cfg.Role)
+		}
 		return serve(ctx, pool, cfg, logger)
 	}
 	return fmt.Errorf("unknown command %q (want serve, migrate or demo-founder)", cmd)
@@ -104,17 +117,59 @@ func serve(ctx context.Context, pool *pgxpool.Pool, cfg config, logger *slog.Log
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
+	pc := cfg.Provider
+	pc.Registerer, pc.Logger = reg, logger
+	provider, err := e2b.New(pc)
+	if err != nil {
+		return err
+	}
+	life, err := lifecycle.New(lifecycle.Options{Pool: pool, Provider: provider, Config: cfg.Lifecycle, Logger: logger,
+		Work: cfg.Role != "web"})
+	if err != nil {
+		return err
+	}
+	if err := life.Start(ctx); err != nil {
+		return err
+	}
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownWait)
+		defer cancel()
+		if err := life.Stop(stopCtx); err != nil {
+			logger.Warn("stop workers", "err", err)
+		}
+	}()
+	if cfg.WebhookURL != "" && cfg.Role != "web" {
+		if err := life.RegisterWebhook(ctx, cfg.WebhookURL, cfg.WebhookSecret); err != nil {
+			// Not fatal: reconciliation and the events reader keep state right without webhooks.
+			logger.Error("register webhook with the provider", "url", cfg.WebhookURL, "err", err)
+		} else {
+			logger.Info("webhook registered", "url", cfg.WebhookURL)
+		}
+	}
+	if cfg.Role == "worker" {
+		logger.Info("sandman workers running")
+		<-ctx.Done()
+		return nil
+	}
+
+	hub := live.New(live.Options{Render: handlers.RenderSandbox(life), Snapshot: handlers.RenderSnapshot(life),
+		Logger: logger, Registerer: reg})
+	go hub.Run(ctx)
+	go hub.Listen(ctx, cfg.DatabaseURL)
+
 	acc := accounts.New(pool, accounts.Options{StartCredits: cfg.StartCredits})
 	e := handlers.New(handlers.Deps{
-		Pool: pool, Sessions: sessions, Accounts: acc, Projects: projects.New(pool),
-		Logger: logger, Registry: reg, TrustProxy: cfg.TrustProxy,
+		Pool: pool, Sessions: sessions, Accounts: acc, Projects: projects.New(pool), Lifecycle: life, Live: hub,
+		Logger: logger, Registry: reg, TrustProxy: cfg.TrustProxy, FrameOrigins: []string{frameOrigin(provider)},
 	})
 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on SANDMAN_ADDR %s: %w", cfg.Addr, err)
 	}
+	// No WriteTimeout: it would cut SSE streams; every other handler is bounded by its context.
 	srv := &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	srv.RegisterOnShutdown(hub.Close)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	logger.Info("sandman listening", "addr", "http://"+ln.Addr().String())
@@ -146,4 +201,12 @@ func pruneLoginFailures(ctx context.Context, acc *accounts.Service, logger *slog
 			}
 		}
 	}
+}
+
+// frameOrigin is the CSP source that lets the build page frame any preview host.
+func frameOrigin(p *e2b.Client) string {
+	u := p.PreviewURL(e2b.Sandbox{ID: "x"}, 1)
+	scheme, rest, _ := strings.Cut(u, "://")
+	_, host, _ := strings.Cut(rest, ".")
+	return scheme + "://*." + strings.TrimSuffix(host, "/")
 }

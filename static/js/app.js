@@ -11,3 +11,9 @@ document.addEventListener("click", (ev) => {
     setTimeout(() => { btn.textContent = label; }, 1500);
   });
 });
+
+// "Cancel" in a confirmation removes the confirmation.
+document.addEventListener("click", (ev) => {
+  const btn = ev.target.closest("[data-dismiss]");
+  if (btn) btn.closest(btn.dataset.dismiss)?.remove();
+});

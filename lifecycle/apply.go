@@ -1,0 +1,97 @@
+package lifecycle
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"sandman/db"
+)
+
+// ErrStale means the sandbox changed since it was read (another worker or instance won).
+var ErrStale = errors.New("sandbox changed concurrently")
+
+// ErrNotAllowed means the state machine forbids the transition.
+var ErrNotAllowed = errors.New("transition not allowed")
+
+// Change is one requested state change with what it carries.
+type Change struct {
+	To     db.SandboxStatus
+	Source db.EventSource
+	Reason string
+
+	ProviderEventID   string
+	ProviderTimestamp *time.Time
+
+	PreviewURL   *string
+	SnapshotKind *db.PauseKind // set when pausing; cleared (nil with ClearSnapshot) on resume
+	ClearSnap    bool
+	EndAt        *time.Time
+	KilledReason *string
+	FailureCause string
+	Verified     bool
+	// Recreated marks a rebuilt preview; any later change clears it.
+	Recreated bool
+}
+
+// Apply moves sb to c.To inside the caller's transaction: it checks the state machine, updates
+// the row only if its version is unchanged, inserts the event row and NOTIFYs. sb must be the
+// row as last read; ErrStale means someone else changed it first.
+func Apply(ctx context.Context, q *db.Queries, sb db.Sandbox, c Change) (db.Sandbox, error) {
+	if !CanTransition(sb.Status, c.To) {
+		return sb, fmt.Errorf("%w: %s → %s", ErrNotAllowed, sb.Status, c.To)
+	}
+	now := time.Now()
+	p := db.UpdateSandboxStatusParams{
+		ID: sb.ID, Version: sb.Version, Status: c.To, Recreated: c.Recreated,
+		PreviewURL: c.PreviewURL, EndAt: c.EndAt, KilledReason: c.KilledReason,
+		FailureCause: c.FailureCause, EventAt: c.ProviderTimestamp,
+	}
+	if c.SnapshotKind != nil || c.ClearSnap {
+		p.SetSnapshotKind, p.SnapshotKind = true, c.SnapshotKind
+	}
+	if IsGone(c.To) {
+		p.KilledAt = &now
+	}
+	if c.Verified {
+		p.VerifiedAt = &now
+	}
+	updated, err := q.UpdateSandboxStatus(ctx, p)
+	if err != nil {
+		if errors.Is(db.MapError(err), db.ErrNotFound) {
+			return sb, ErrStale
+		}
+		return sb, err
+	}
+	return updated, record(ctx, q, db.InsertSandboxEventParams{
+		SandboxID: sb.ID, FromStatus: sb.Status, ToStatus: c.To, Source: c.Source, Reason: c.Reason,
+		ProviderEventID: nonEmpty(c.ProviderEventID), ProviderTimestamp: c.ProviderTimestamp,
+	}, sb.OwnerID)
+}
+
+// announce records a new sandbox row (its first event goes from starting to starting) so pages
+// learn of it like of any change.
+func announce(ctx context.Context, q *db.Queries, sb db.Sandbox, source db.EventSource, reason string) error {
+	return record(ctx, q, db.InsertSandboxEventParams{SandboxID: sb.ID, FromStatus: sb.Status, ToStatus: sb.Status,
+		Source: source, Reason: reason}, sb.OwnerID)
+}
+
+func record(ctx context.Context, q *db.Queries, ev db.InsertSandboxEventParams, owner uuid.UUID) error {
+	row, err := q.InsertSandboxEvent(ctx, ev)
+	if err != nil {
+		return err
+	}
+	payload, _ := json.Marshal(db.SandboxNotification{SandboxID: ev.SandboxID, OwnerID: owner, EventID: row.ID})
+	return q.Notify(ctx, db.NotifyParams{Channel: db.SandboxChannel, Payload: string(payload)})
+}
+
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

@@ -1,0 +1,136 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"sandman/db"
+)
+
+// Provider event types (e2b-api.md §4).
+const (
+	EventCreated = "sandbox.lifecycle.created"
+	EventResumed = "sandbox.lifecycle.resumed"
+	EventUpdated = "sandbox.lifecycle.updated"
+	EventPaused  = "sandbox.lifecycle.paused"
+	EventKilled  = "sandbox.lifecycle.killed"
+)
+
+// ProviderEvent is one lifecycle event from a webhook or the events API.
+type ProviderEvent struct {
+	ID         string
+	Type       string
+	SandboxID  string
+	Timestamp  time.Time
+	KillReason *string
+	SetTimeout *time.Time
+}
+
+// ApplyProviderEvent applies one provider event to its sandbox row, in provider-timestamp
+// order: an event older than the newest one applied (or than the row's last change) is ignored,
+// so a late or replayed event never overwrites newer state. Unknown sandboxes and event types
+// are ignored. It reports whether the row changed.
+func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent, source db.EventSource) (bool, error) {
+	sb, err := s.q.GetSandboxByProviderID(ctx, &ev.SandboxID)
+	if errors.Is(db.MapError(err), db.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	changed := false
+	_, err = s.transition(ctx, sb.ID, func(cur db.Sandbox) (*Change, error) {
+		if cur.LastEventAt != nil && !ev.Timestamp.After(*cur.LastEventAt) {
+			return nil, nil
+		}
+		// Our own transitions are stamped with our clock; allow a little skew.
+		if ev.Timestamp.Before(cur.StateChangedAt.Add(-time.Second)) {
+			return nil, s.q.MarkSandboxVerified(ctx, db.MarkSandboxVerifiedParams{ID: cur.ID, EventAt: &ev.Timestamp})
+		}
+		c := Change{Source: source, ProviderEventID: ev.ID, ProviderTimestamp: &ev.Timestamp, Recreated: cur.Recreated}
+		switch ev.Type {
+		case EventKilled:
+			if IsGone(cur.Status) {
+				return nil, nil
+			}
+			c.To, c.Reason = goneStatus(cur, ev.KillReason, ev.Timestamp)
+			c.KilledReason = &c.Reason
+		case EventPaused:
+			// A pause we are already resuming from, or one the row shows, changes nothing.
+			if cur.Status != Running && cur.Status != Unknown {
+				return nil, nil
+			}
+			c.To, c.Reason = Paused, "paused by the provider"
+		case EventResumed, EventCreated:
+			// Resuming and starting rows belong to their workers, which check readiness first.
+			if cur.Status != Paused && cur.Status != Unknown && cur.Status != ResumeFailed {
+				return nil, nil
+			}
+			c.To, c.Reason = Running, "resumed by the provider"
+			c.ClearSnap = true
+		case EventUpdated:
+			if ev.SetTimeout != nil {
+				return nil, s.q.SetSandboxEndAt(ctx, db.SetSandboxEndAtParams{ID: cur.ID, EndAt: ev.SetTimeout})
+			}
+			return nil, nil
+		default:
+			return nil, nil
+		}
+		if !CanTransition(cur.Status, c.To) {
+			return nil, nil
+		}
+		changed = true
+		return &c, nil
+	})
+	return changed, err
+}
+
+type eventsWorker struct {
+	river.WorkerDefaults[EventsArgs]
+	s *Service
+}
+
+func (w *eventsWorker) Timeout(*river.Job[EventsArgs]) time.Duration { return time.Minute }
+
+func (w *eventsWorker) Work(ctx context.Context, _ *river.Job[EventsArgs]) error {
+	return w.s.CatchUpEvents(ctx)
+}
+
+const (
+	eventsCursorName = "events_api"
+	eventsMargin     = 5 * time.Second
+)
+
+// CatchUpEvents reads the provider's events API from the stored cursor (the timestamp of the
+// newest event already read, less a margin for events that become visible out of order) and
+// applies what it finds oldest first. Webhooks normally deliver the same events sooner;
+// applying twice is harmless because ApplyProviderEvent ignores what is not newer.
+func (s *Service) CatchUpEvents(ctx context.Context) error {
+	var since time.Time
+	if raw, err := s.q.GetProviderCursor(ctx, eventsCursorName); err == nil {
+		since, _ = time.Parse(time.RFC3339Nano, raw)
+	} else if !errors.Is(db.MapError(err), db.ErrNotFound) {
+		return err
+	}
+	if since.IsZero() {
+		// First run: nothing before now is news; reconciliation covers the past.
+		since = time.Now().Add(-time.Minute)
+	}
+	events, err := s.providerEventsSince(ctx, since.Add(-eventsMargin))
+	if err != nil {
+		return err
+	}
+	newest := since
+	for _, ev := range events {
+		if _, err := s.ApplyProviderEvent(ctx, ev, db.EventSourceEventsAPI); err != nil {
+			return err
+		}
+		if ev.Timestamp.After(newest) {
+			newest = ev.Timestamp
+		}
+	}
+	return s.q.UpsertProviderCursor(ctx, db.UpsertProviderCursorParams{Name: eventsCursorName, Cursor: newest.Format(time.RFC3339Nano)})
+}

@@ -1,0 +1,98 @@
+package lifecycle
+
+import (
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/riverqueue/river"
+)
+
+// BuildArgs builds a sandbox's build: create, upload, install, start, readiness.
+type BuildArgs struct {
+	SandboxID uuid.UUID `json:"sandbox_id"`
+}
+
+// Kind implements river.JobArgs.
+func (BuildArgs) Kind() string { return "build" }
+
+// InsertOpts gives builds three tries: each step is idempotent, so a crashed worker's build
+// resumes where it can.
+func (BuildArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 3} }
+
+// PauseArgs pauses a running sandbox: at its idle deadline (Idle) or because someone asked.
+type PauseArgs struct {
+	SandboxID uuid.UUID `json:"sandbox_id"`
+	// Idle pauses only if the sandbox is still idle when the job runs; the job waits (snoozes)
+	// until the deadline when activity moved it.
+	Idle bool `json:"idle"`
+}
+
+// Kind implements river.JobArgs.
+func (PauseArgs) Kind() string { return "pause" }
+
+// InsertOpts: pauses are retried a few times (provider hiccups), each attempt idempotent.
+func (PauseArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 5} }
+
+// ResumeArgs brings a sandbox from resuming to running (or resume_failed).
+type ResumeArgs struct {
+	SandboxID uuid.UUID `json:"sandbox_id"`
+}
+
+// Kind implements river.JobArgs.
+func (ResumeArgs) Kind() string { return "resume" }
+
+// InsertOpts: the worker makes its own two attempts; River retries only after a crash.
+func (ResumeArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 2} }
+
+// KillArgs kills a provider sandbox Sandman no longer wants (a replaced or failed build).
+type KillArgs struct {
+	ProviderID string `json:"provider_id"`
+}
+
+// Kind implements river.JobArgs.
+func (KillArgs) Kind() string { return "kill" }
+
+// InsertOpts: kills are retried with River's backoff until the provider answers.
+func (KillArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 10} }
+
+// VerifyArgs checks one sandbox against the provider now.
+type VerifyArgs struct {
+	SandboxID uuid.UUID `json:"sandbox_id"`
+}
+
+// Kind implements river.JobArgs.
+func (VerifyArgs) Kind() string { return "verify" }
+
+// InsertOpts: one verify per sandbox at a time is enough; duplicates within a few seconds
+// collapse.
+func (VerifyArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{MaxAttempts: 1, UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: 5 * time.Second}}
+}
+
+// ReconcileArgs is the periodic list-based sweep.
+type ReconcileArgs struct{}
+
+// Kind implements river.JobArgs.
+func (ReconcileArgs) Kind() string { return "reconcile" }
+
+// InsertOpts: a missed sweep is replaced by the next one.
+func (ReconcileArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 1} }
+
+// EventsArgs is the periodic events-API catch-up read.
+type EventsArgs struct{}
+
+// Kind implements river.JobArgs.
+func (EventsArgs) Kind() string { return "events_catch_up" }
+
+// InsertOpts: a missed read is replaced by the next one.
+func (EventsArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 1} }
+
+// SweepArgs is the periodic safety net: idle sandboxes without a pause, and sandboxes stuck in
+// starting or resuming past their deadline.
+type SweepArgs struct{}
+
+// Kind implements river.JobArgs.
+func (SweepArgs) Kind() string { return "sweep" }
+
+// InsertOpts: a missed sweep is replaced by the next one.
+func (SweepArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 1} }

@@ -1,0 +1,162 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/riverqueue/river"
+
+	"sandman/apperr"
+	"sandman/db"
+)
+
+// schedulePause queues the sandbox's idle pause: at once with SANDMAN_PAUSE_AFTER_READY=immediate,
+// else a little before its idle deadline, because River's scheduler only looks every few
+// seconds; the worker then waits out the remainder itself.
+func (s *Service) schedulePause(ctx context.Context, q db.Tx, sb db.Sandbox) error {
+	if s.cfg.PauseAfterReady == "immediate" {
+		_, err := s.river.InsertTx(ctx, q.Tx, PauseArgs{SandboxID: sb.ID}, nil)
+		return err
+	}
+	at := sb.LastActiveAt.Add(s.cfg.IdleTimeout - schedulerSlack)
+	_, err := s.river.InsertTx(ctx, q.Tx, PauseArgs{SandboxID: sb.ID, Idle: true}, &river.InsertOpts{ScheduledAt: at})
+	return err
+}
+
+// schedulerSlack is how early idle pauses are queued: River's scheduler promotes scheduled jobs
+// every 5 s, and the worker sleeps until the exact deadline.
+const schedulerSlack = 6 * time.Second
+
+type pauseWorker struct {
+	river.WorkerDefaults[PauseArgs]
+	s *Service
+}
+
+func (w *pauseWorker) Timeout(*river.Job[PauseArgs]) time.Duration { return 2 * time.Minute }
+
+func (w *pauseWorker) Work(ctx context.Context, job *river.Job[PauseArgs]) error {
+	s := w.s
+	sb, err := s.q.GetSandbox(ctx, job.Args.SandboxID)
+	if err != nil {
+		return db.MapError(err)
+	}
+	if sb.Status != Running || sb.ProviderID == nil {
+		return nil
+	}
+	if job.Args.Idle {
+		deadline := sb.LastActiveAt.Add(s.cfg.IdleTimeout)
+		wait := time.Until(deadline)
+		if wait > schedulerSlack+time.Second {
+			// Activity moved the deadline: come back shortly before the new one.
+			return river.JobSnooze(wait - schedulerSlack)
+		}
+		if wait > 0 {
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			// Re-read: the founder may have come back while we waited.
+			if sb, err = s.q.GetSandbox(ctx, sb.ID); err != nil {
+				return err
+			}
+			if sb.Status != Running {
+				return nil
+			}
+			if time.Until(sb.LastActiveAt.Add(s.cfg.IdleTimeout)) > 0 {
+				return river.JobSnooze(max(time.Until(sb.LastActiveAt.Add(s.cfg.IdleTimeout))-schedulerSlack, time.Second))
+			}
+		}
+	}
+	return s.pauseNow(ctx, sb, reasonFor(job.Args.Idle))
+}
+
+func reasonFor(idle bool) string {
+	if idle {
+		return "idle"
+	}
+	return "requested"
+}
+
+// pauseNow asks the provider to pause (already paused counts as success) and records it.
+func (s *Service) pauseNow(ctx context.Context, sb db.Sandbox, reason string) error {
+	project, err := s.q.GetProjectByOwner(ctx, db.GetProjectByOwnerParams{ID: sb.ProjectID, OwnerID: sb.OwnerID})
+	if err != nil {
+		return db.MapError(err)
+	}
+	keepMemory := project.PauseKind == db.PauseKindMemory
+	pctx, cancel := context.WithTimeout(ctx, time.Minute)
+	err = s.providerPause(pctx, *sb.ProviderID, keepMemory)
+	cancel()
+	if err != nil {
+		if isNotFound(err) {
+			return s.markGone(ctx, sb, db.EventSourceScheduler, nil)
+		}
+		return err
+	}
+	kind := project.PauseKind
+	source := db.EventSourceScheduler
+	if reason == "requested" {
+		source = db.EventSourceUser
+	}
+	_, err = s.transition(ctx, sb.ID, func(cur db.Sandbox) (*Change, error) {
+		if cur.Status != Running && cur.Status != Unknown {
+			return nil, nil
+		}
+		return &Change{To: Paused, Source: source, Reason: reason, SnapshotKind: &kind, Verified: true}, nil
+	})
+	return err
+}
+
+// RequestPause pauses a founder's running sandbox in the background (idempotent).
+func (s *Service) RequestPause(ctx context.Context, owner, sandboxID uuid.UUID) (db.Sandbox, error) {
+	sb, err := s.OwnedSandbox(ctx, owner, sandboxID)
+	if err != nil {
+		return sb, err
+	}
+	switch sb.Status {
+	case Paused:
+		return sb, nil
+	case Running, Unknown:
+		_, err := s.river.Insert(ctx, PauseArgs{SandboxID: sb.ID}, nil)
+		return sb, err
+	}
+	return sb, apperr.New(apperr.KindConflict, "not_running", "Only a running preview can be paused.")
+}
+
+// transition reads the sandbox under a row lock, lets decide pick the change (nil: none) and
+// applies it, all in one transaction.
+func (s *Service) transition(ctx context.Context, id uuid.UUID, decide func(db.Sandbox) (*Change, error)) (db.Sandbox, error) {
+	var out db.Sandbox
+	err := db.InTx(ctx, s.pool, func(q db.Tx) error {
+		sb, err := q.GetSandboxForUpdate(ctx, id)
+		if err != nil {
+			return db.MapError(err)
+		}
+		out = sb
+		c, err := decide(sb)
+		if err != nil || c == nil {
+			return err
+		}
+		out, err = Apply(ctx, q.Queries, sb, *c)
+		if err != nil {
+			return err
+		}
+		if c.To == Running {
+			return s.schedulePause(ctx, q, out)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// OwnedSandbox returns the founder's sandbox, or a not-found error for anyone else's.
+func (s *Service) OwnedSandbox(ctx context.Context, owner, id uuid.UUID) (db.Sandbox, error) {
+	sb, err := s.q.GetSandboxByOwner(ctx, db.GetSandboxByOwnerParams{ID: id, OwnerID: owner})
+	if errors.Is(db.MapError(err), db.ErrNotFound) {
+		return sb, apperr.NotFound("Sandbox")
+	}
+	return sb, err
+}

@@ -1,0 +1,226 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"sandman/db"
+	"sandman/e2b"
+)
+
+// This file is the lifecycle's only contact with the provider client.
+
+// providerSandbox is what create and connect answer.
+type providerSandbox struct {
+	ID        string
+	Domain    string
+	EnvdToken string
+	EndAt     time.Time
+}
+
+// sandboxHandle addresses a sandbox's envd: its id, domain and access token.
+type sandboxHandle = e2b.Sandbox
+
+func (s *Service) handleOf(sb db.Sandbox) sandboxHandle {
+	return e2b.Sandbox{ID: deref(sb.ProviderID), EnvdAccessToken: sb.EnvdToken, Domain: sb.ProviderDomain}
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+func isNotFound(err error) bool { return errors.Is(err, e2b.ErrNotFound) }
+
+func (s *Service) providerCreate(ctx context.Context, sb db.Sandbox, p db.Project) (providerSandbox, error) {
+	created, err := s.provider.CreateSandbox(ctx, e2b.CreateParams{
+		Template:   s.cfg.Template,
+		TimeoutSec: int(s.cfg.SandboxTimeout.Seconds()),
+		// Killed at the end of its lifetime: Sandman pauses idle sandboxes itself, and an
+		// expiry is what the founder should see if that ever fails.
+		OnTimeout: e2b.OnTimeoutKill,
+		Secure:    true,
+		// An ambiguous failure (timeout after sending) is resolved by finding this key, so a
+		// retried create never makes a second sandbox.
+		IdempotencyKey: sb.ID.String(),
+		Metadata: map[string]string{
+			MetaApp: "sandman", MetaSandbox: sb.ID.String(), MetaProject: sb.ProjectID.String(),
+			MetaBuild: sb.BuildID.String(), MetaOwner: sb.OwnerID.String(),
+		},
+	})
+	if err != nil {
+		return providerSandbox{}, err
+	}
+	return toProviderSandbox(created, s.cfg.SandboxTimeout), nil
+}
+
+// Metadata keys Sandman sets on every sandbox; the reconcile sweep lists by MetaApp.
+const (
+	MetaApp     = "sandman_app"
+	MetaSandbox = "sandman_sandbox"
+	MetaProject = "sandman_project"
+	MetaBuild   = "sandman_build"
+	MetaOwner   = "sandman_owner"
+)
+
+func (s *Service) previewURL(p providerSandbox, port int32) string {
+	return s.provider.PreviewURL(e2b.Sandbox{ID: p.ID, Domain: p.Domain}, int(port))
+}
+
+func (s *Service) providerUpload(ctx context.Context, h sandboxHandle, files []db.ListBuildFilesRow) error {
+	up := make([]e2b.File, len(files))
+	for i, f := range files {
+		up[i] = e2b.File{Path: appDir + "/" + f.Path, Content: f.Content}
+	}
+	return s.provider.UploadFiles(ctx, h, up)
+}
+
+// providerRun runs a command in the app directory and waits for it (ctx bounds the wait).
+func (s *Service) providerRun(ctx context.Context, h sandboxHandle, cmd string) (int, string, error) {
+	p, err := s.provider.StartProcess(ctx, h, e2b.ProcessParams{Command: cmd, Cwd: appDir, Tag: "install"})
+	if err != nil {
+		return 0, "", err
+	}
+	res, err := p.Wait(ctx)
+	if err != nil {
+		return 0, res.Stdout + res.Stderr, err
+	}
+	return res.ExitCode, res.Stdout + res.Stderr, nil
+}
+
+// providerStart starts the dev server and leaves it running; its output goes to a log file in
+// the sandbox.
+func (s *Service) providerStart(ctx context.Context, h sandboxHandle, cmd string, port int32) error {
+	p, err := s.provider.StartProcess(ctx, h, e2b.ProcessParams{
+		Command: "exec " + cmd + " >> /home/user/dev-server.log 2>&1", Cwd: appDir, Tag: "dev-server",
+		Envs: map[string]string{"PORT": strconv.Itoa(int(port)), "HOST": "0.0.0.0"},
+	})
+	if err != nil {
+		return err
+	}
+	p.Detach()
+	return nil
+}
+
+func (s *Service) providerPause(ctx context.Context, id string, keepMemory bool) error {
+	_, err := s.provider.Pause(ctx, id, keepMemory)
+	return err
+}
+
+func (s *Service) providerConnect(ctx context.Context, id string) (providerSandbox, error) {
+	c, _, err := s.provider.Connect(ctx, id, int(s.cfg.SandboxTimeout.Seconds()))
+	if err != nil {
+		return providerSandbox{}, err
+	}
+	return toProviderSandbox(c, s.cfg.SandboxTimeout), nil
+}
+
+func (s *Service) providerSetTimeout(ctx context.Context, id string) error {
+	return s.provider.SetTimeout(ctx, id, int(s.cfg.SandboxTimeout.Seconds()))
+}
+
+func (s *Service) providerKill(ctx context.Context, id string) error {
+	return s.provider.Kill(ctx, id)
+}
+
+// providerGet asks for one sandbox; not found is an answer (Found false), not an error.
+func (s *Service) providerGet(ctx context.Context, id string) (ProviderState, error) {
+	d, err := s.provider.GetSandbox(ctx, id)
+	if isNotFound(err) {
+		return ProviderState{}, nil
+	}
+	if err != nil {
+		return ProviderState{}, err
+	}
+	return ProviderState{Found: true, State: stateOf(d.State), EndAt: d.EndAt}, nil
+}
+
+func toProviderSandbox(sb e2b.Sandbox, lifetime time.Duration) providerSandbox {
+	end := sb.EndAt
+	if end.IsZero() {
+		end = time.Now().Add(lifetime)
+	}
+	return providerSandbox{ID: sb.ID, Domain: sb.Domain, EnvdToken: sb.EnvdAccessToken, EndAt: end}
+}
+
+func stateOf(s e2b.State) db.SandboxStatus {
+	if s == e2b.StatePaused {
+		return Paused
+	}
+	return Running
+}
+
+// providerList lists every Sandman sandbox the provider has, by provider id.
+func (s *Service) providerList(ctx context.Context) (map[string]ProviderState, error) {
+	all, err := s.provider.ListAllSandboxes(ctx, e2b.ListParams{Metadata: map[string]string{MetaApp: "sandman"}, Limit: 100})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]ProviderState, len(all))
+	for _, l := range all {
+		out[l.ID] = ProviderState{Found: true, State: stateOf(l.State), EndAt: l.EndAt}
+	}
+	return out, nil
+}
+
+// providerEventsSince returns the events at or after since, oldest first.
+func (s *Service) providerEventsSince(ctx context.Context, since time.Time) ([]ProviderEvent, error) {
+	evs, _, err := s.provider.CatchUpEvents(ctx, since, 50)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ProviderEvent, len(evs))
+	for i, ev := range evs {
+		out[i] = ToProviderEvent(ev)
+	}
+	return out, nil
+}
+
+// ToProviderEvent converts a parsed provider event (webhook or events API).
+func ToProviderEvent(ev e2b.Event) ProviderEvent {
+	pe := ProviderEvent{ID: ev.ID, Type: ev.Type, SandboxID: ev.SandboxID, Timestamp: ev.Timestamp}
+	if ev.Type == EventKilled {
+		reason := ev.KillReason
+		pe.KillReason = &reason
+	}
+	if !ev.SetTimeout.IsZero() {
+		t := ev.SetTimeout
+		pe.SetTimeout = &t
+	}
+	return pe
+}
+
+// answers reports whether the preview URL gets an answer from the dev server (the provider's
+// proxy answers 502 while nothing listens on the port).
+func (s *Service) answers(ctx context.Context, url string) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false
+	}
+	res, err := s.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return false
+	}
+	res.Body.Close()
+	return res.StatusCode != http.StatusBadGateway && res.StatusCode != http.StatusServiceUnavailable &&
+		res.StatusCode != http.StatusGatewayTimeout
+}
+
+// waitReady polls the preview until it answers or ctx ends.
+func (s *Service) waitReady(ctx context.Context, url string) error {
+	for {
+		if s.answers(ctx, url) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(150 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,109 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+
+	"github.com/google/uuid"
+
+	"sandman/apperr"
+	"sandman/db"
+)
+
+// ProjectView is a project with its current build and sandbox (nil before the first build).
+type ProjectView struct {
+	Project   db.Project
+	FileCount int
+	Build     *db.Build
+	Sandbox   *db.Sandbox
+	// EventID is the sandbox's newest event: the version of this state for live updates.
+	EventID int64
+}
+
+// Projects returns the founder's projects with their current state, read from the database
+// only; stale sandboxes get a verification queued, never awaited.
+func (s *Service) Projects(ctx context.Context, owner uuid.UUID) ([]ProjectView, error) {
+	projects, err := s.q.ListProjectsByOwner(ctx, owner)
+	if err != nil {
+		return nil, err
+	}
+	current, err := s.q.ListCurrentSandboxesByOwner(ctx, owner)
+	if err != nil {
+		return nil, err
+	}
+	byProject := make(map[uuid.UUID]db.ListCurrentSandboxesByOwnerRow, len(current))
+	for _, c := range current {
+		byProject[c.Sandbox.ProjectID] = c
+	}
+	out := make([]ProjectView, len(projects))
+	for i, p := range projects {
+		out[i] = ProjectView{Project: p.Project, FileCount: int(p.FileCount)}
+		if c, ok := byProject[p.Project.ID]; ok {
+			out[i].Sandbox, out[i].Build, out[i].EventID = &c.Sandbox, &c.Build, c.LastEventID
+			s.verifyIfStale(ctx, c.Sandbox)
+		}
+	}
+	return out, nil
+}
+
+// Project returns one of the founder's projects with its current state.
+func (s *Service) Project(ctx context.Context, owner, projectID uuid.UUID) (ProjectView, error) {
+	p, err := s.q.GetProjectByOwner(ctx, db.GetProjectByOwnerParams{ID: projectID, OwnerID: owner})
+	if err != nil {
+		if errors.Is(db.MapError(err), db.ErrNotFound) {
+			return ProjectView{}, apperr.NotFound("Project")
+		}
+		return ProjectView{}, err
+	}
+	v := ProjectView{Project: p}
+	files, err := s.q.ListProjectFiles(ctx, p.ID)
+	if err != nil {
+		return v, err
+	}
+	v.FileCount = len(files)
+	sb, err := s.q.GetCurrentSandboxByProject(ctx, p.ID)
+	if errors.Is(db.MapError(err), db.ErrNotFound) {
+		return v, nil
+	}
+	if err != nil {
+		return v, err
+	}
+	b, err := s.q.GetBuild(ctx, sb.BuildID)
+	if err != nil {
+		return v, err
+	}
+	v.Sandbox, v.Build = &sb, &b
+	if v.EventID, err = s.q.GetLatestSandboxEventID(ctx, sb.ID); err != nil {
+		return v, err
+	}
+	s.verifyIfStale(ctx, sb)
+	return v, nil
+}
+
+// ProjectOfSandbox returns the project view a founder's sandbox belongs to.
+func (s *Service) ProjectOfSandbox(ctx context.Context, owner, sandboxID uuid.UUID) (ProjectView, error) {
+	sb, err := s.OwnedSandbox(ctx, owner, sandboxID)
+	if err != nil {
+		return ProjectView{}, err
+	}
+	return s.Project(ctx, owner, sb.ProjectID)
+}
+
+// verifyIfStale queues a verification without failing the read it rides on.
+func (s *Service) verifyIfStale(ctx context.Context, sb db.Sandbox) {
+	if err := s.VerifyIfStale(ctx, sb); err != nil {
+		s.log.Warn("queue verification", "sandbox_id", sb.ID, "err", err)
+	}
+}
+
+// Credits returns the founder's current credits.
+func (s *Service) Credits(ctx context.Context, owner uuid.UUID) (int32, error) {
+	u, err := s.q.GetUserByID(ctx, owner)
+	return u.Credits, db.MapError(err)
+}
+
+// IdleTimeout is how long a sandbox may go without activity before it is paused.
+func (s *Service) IdleTimeout() int64 { return s.cfg.IdleTimeout.Milliseconds() }
+
+// SandboxTimeout is the lifetime each create or connect gives a sandbox.
+func (s *Service) SandboxTimeout() int64 { return s.cfg.SandboxTimeout.Milliseconds() }

@@ -1,0 +1,158 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/riverqueue/river"
+
+	"sandman/apperr"
+	"sandman/db"
+)
+
+// Resume moves a founder's paused sandbox to resuming at once and resumes it in the background.
+func (s *Service) Resume(ctx context.Context, owner, sandboxID uuid.UUID) (db.Sandbox, error) {
+	if _, err := s.OwnedSandbox(ctx, owner, sandboxID); err != nil {
+		return db.Sandbox{}, err
+	}
+	var out db.Sandbox
+	err := db.InTx(ctx, s.pool, func(q db.Tx) error {
+		sb, err := q.GetSandboxForUpdate(ctx, sandboxID)
+		if err != nil {
+			return db.MapError(err)
+		}
+		out = sb
+		switch sb.Status {
+		case Resuming, Running:
+			return nil // a double click, or another tab was first
+		case Paused, Unknown:
+		default:
+			return apperr.New(apperr.KindConflict, "not_paused", "This preview cannot be resumed; rebuild it instead.")
+		}
+		if out, err = Apply(ctx, q.Queries, sb, Change{To: Resuming, Source: db.EventSourceUser, Reason: "resume",
+			Recreated: sb.Recreated}); err != nil {
+			return err
+		}
+		if err := q.TouchActivity(ctx, sb.ID); err != nil {
+			return err
+		}
+		_, err = s.river.InsertTx(ctx, q.Tx, ResumeArgs{SandboxID: sb.ID}, nil)
+		return err
+	})
+	return out, err
+}
+
+type resumeWorker struct {
+	river.WorkerDefaults[ResumeArgs]
+	s *Service
+}
+
+func (w *resumeWorker) Timeout(*river.Job[ResumeArgs]) time.Duration {
+	return 2*w.s.cfg.ResumeTimeout + w.s.cfg.ResumeRetryWait + 30*time.Second
+}
+
+func (w *resumeWorker) Work(ctx context.Context, job *river.Job[ResumeArgs]) error {
+	s := w.s
+	sb, err := s.q.GetSandbox(ctx, job.Args.SandboxID)
+	if err != nil {
+		return db.MapError(err)
+	}
+	if sb.Status != Resuming || sb.ProviderID == nil {
+		return nil
+	}
+	project, err := s.q.GetProjectByOwner(ctx, db.GetProjectByOwnerParams{ID: sb.ProjectID, OwnerID: sb.OwnerID})
+	if err != nil {
+		return db.MapError(err)
+	}
+	var lastErr error
+	for attempt := 1; attempt <= 2; attempt++ {
+		if attempt == 2 {
+			select {
+			case <-time.After(s.cfg.ResumeRetryWait):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		actx, cancel := context.WithTimeout(ctx, s.cfg.ResumeTimeout)
+		preview, endAt, err := s.resumeOnce(actx, sb, project)
+		cancel()
+		if err == nil {
+			_, err = s.transition(ctx, sb.ID, func(cur db.Sandbox) (*Change, error) {
+				if cur.Status != Resuming {
+					return nil, nil
+				}
+				return &Change{To: Running, Source: db.EventSourceUser, Reason: "resumed", PreviewURL: &preview,
+					EndAt: &endAt, ClearSnap: true, Verified: true, Recreated: cur.Recreated}, nil
+			})
+			return err
+		}
+		lastErr = err
+		s.log.Warn("resume attempt failed", "sandbox_id", sb.ID, "attempt", attempt, "err", err)
+		if isNotFound(err) {
+			break // a lost sandbox does not come back on a second try
+		}
+	}
+	cause := CauseUnreachable
+	if isNotFound(lastErr) {
+		cause = CauseNotFound
+	}
+	_, err = s.transition(context.WithoutCancel(ctx), sb.ID, func(cur db.Sandbox) (*Change, error) {
+		if cur.Status != Resuming {
+			return nil, nil
+		}
+		return &Change{To: ResumeFailed, Source: db.EventSourceUser, Reason: "resume_failed", FailureCause: cause}, nil
+	})
+	return err
+}
+
+// resumeOnce connects (which resumes a paused sandbox with a fresh lifetime), sets the timeout
+// again, makes sure the dev server answers and returns the fresh preview URL and end time.
+func (s *Service) resumeOnce(ctx context.Context, sb db.Sandbox, project db.Project) (string, time.Time, error) {
+	connected, err := s.providerConnect(ctx, *sb.ProviderID)
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("connect: %w", err)
+	}
+	if err := s.providerSetTimeout(ctx, *sb.ProviderID); err != nil && !isNotFound(err) {
+		return "", time.Time{}, fmt.Errorf("set timeout: %w", err)
+	} else if err != nil {
+		return "", time.Time{}, err
+	}
+	connected.EnvdToken = firstNonEmpty(connected.EnvdToken, sb.EnvdToken)
+	preview := s.previewURL(connected, project.Port)
+	// After a filesystem-only snapshot nothing runs: always start the dev server again.
+	coldBoot := sb.SnapshotKind != nil && *sb.SnapshotKind == db.PauseKindFilesystem
+	if err := s.ensureDevServer(ctx, s.handleOf(withProvider(sb, connected)), project, preview, coldBoot); err != nil {
+		return "", time.Time{}, err
+	}
+	if err := s.waitReady(ctx, preview); err != nil {
+		return "", time.Time{}, fmt.Errorf("dev server did not answer: %w", err)
+	}
+	return preview, time.Now().Add(s.cfg.SandboxTimeout), nil
+}
+
+func withProvider(sb db.Sandbox, p providerSandbox) db.Sandbox {
+	sb.EnvdToken = p.EnvdToken
+	return sb
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// Activity records that the founder is looking at the sandbox, moving its idle deadline.
+func (s *Service) Activity(ctx context.Context, owner, sandboxID uuid.UUID) error {
+	if _, err := s.OwnedSandbox(ctx, owner, sandboxID); err != nil {
+		return err
+	}
+	_, err := s.q.TouchSandboxActivity(ctx, db.TouchSandboxActivityParams{ID: sandboxID, OwnerID: owner})
+	if errors.Is(db.MapError(err), db.ErrNotFound) {
+		return nil // touched within the last second already
+	}
+	return err
+}

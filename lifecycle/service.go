@@ -1,0 +1,217 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+
+	"sandman/apperr"
+	"sandman/db"
+	"sandman/e2b"
+)
+
+// Config holds the lifecycle's timings and choices (README lists their variables).
+type Config struct {
+	Template        string        // E2B_TEMPLATE
+	IdleTimeout     time.Duration // SANDMAN_IDLE_TIMEOUT
+	SandboxTimeout  time.Duration // SANDMAN_SANDBOX_TIMEOUT: lifetime given at create and each connect
+	PauseAfterReady string        // SANDMAN_PAUSE_AFTER_READY: "idle" or "immediate"
+	ReconcileEvery  time.Duration // the list-based sweep
+	EventsEvery     time.Duration // the events API catch-up reader
+	SweepEvery      time.Duration // the idle and stuck safety net
+	Workers         int           // concurrent jobs per instance
+	WebhookSecret   string        // E2B_WEBHOOK_SECRET: deliveries must be signed with it
+	VerifyStaleness time.Duration // pages older than this queue a verify
+	ResumeRetryWait time.Duration // between the two resume attempts
+	// Deadlines for each build step and for a resume; past them the worker gives up.
+	CreateTimeout, UploadTimeout, InstallTimeout, ReadyTimeout, ResumeTimeout time.Duration
+	// HTTPClient checks previews for readiness.
+	HTTPClient *http.Client
+}
+
+// Service is the lifecycle's entry point for handlers and workers.
+type Service struct {
+	pool     *pgxpool.Pool
+	q        *db.Queries
+	provider *e2b.Client
+	river    *river.Client[pgx.Tx]
+	cfg      Config
+	log      *slog.Logger
+	work     bool
+}
+
+// BuildResult says what a build or rebuild request started.
+type BuildResult struct {
+	Build   db.Build
+	Sandbox db.Sandbox
+	// Replayed is true when the idempotency key had already been used: nothing new was charged.
+	Replayed bool
+}
+
+// StartBuild charges one credit and starts a build of the project: the first build from the
+// project's files, or a rebuild from the last good build's files that replaces the current
+// sandbox. The debit, the new build and the old sandbox's end happen in one transaction keyed
+// by key, so repeating the request (a double click, a retry) charges once.
+func (s *Service) StartBuild(ctx context.Context, owner, projectID uuid.UUID, key string, rebuild bool) (BuildResult, error) {
+	if key == "" || len(key) > 200 {
+		return BuildResult{}, apperr.Invalid(map[string]string{"idempotencyKey": "Send an idempotency key of 1 to 200 characters."})
+	}
+	var res BuildResult
+	err := db.InTx(ctx, s.pool, func(q db.Tx) error {
+		res = BuildResult{}
+		project, err := q.LockProjectByOwner(ctx, db.LockProjectByOwnerParams{ID: projectID, OwnerID: owner})
+		if err != nil {
+			if errors.Is(db.MapError(err), db.ErrNotFound) {
+				return apperr.NotFound("Project")
+			}
+			return err
+		}
+		ledgerKey := owner.String() + ":" + key
+		ledgerID, err := q.InsertCreditDebit(ctx, db.InsertCreditDebitParams{UserID: owner, Reason: buildReason(rebuild), IdempotencyKey: &ledgerKey})
+		if err != nil {
+			if !errors.Is(db.MapError(err), db.ErrNotFound) {
+				return err
+			}
+			return s.replay(ctx, q, ledgerKey, &res)
+		}
+		_, err = q.GetLatestBuild(ctx, project.ID)
+		hasBuild := err == nil
+		if err != nil && !errors.Is(db.MapError(err), db.ErrNotFound) {
+			return err
+		}
+		switch {
+		case rebuild && !hasBuild:
+			return apperr.New(apperr.KindConflict, "not_built", "This project has not been built yet: build it first.")
+		case !rebuild && hasBuild:
+			return apperr.New(apperr.KindConflict, "already_built", "This project already has a build: use Rebuild to start a fresh one.")
+		}
+		n, err := q.DebitUserCredit(ctx, owner)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return &apperr.Error{Kind: apperr.KindNoCredits, Code: "no_credits",
+				Message: "You have no build credits left, so nothing was charged and the preview was not rebuilt."}
+		}
+		kind := db.BuildKindInitial
+		if rebuild {
+			kind = db.BuildKindRebuild
+		}
+		build, err := q.InsertBuild(ctx, db.InsertBuildParams{ProjectID: project.ID, Kind: kind})
+		if err != nil {
+			return err
+		}
+		if rebuild {
+			source, err := q.GetLastGoodBuild(ctx, project.ID)
+			if err != nil && !errors.Is(db.MapError(err), db.ErrNotFound) {
+				return err
+			}
+			if err == nil {
+				_, err = q.CopyBuildFiles(ctx, db.CopyBuildFilesParams{ToBuildID: build.ID, FromBuildID: source.ID})
+			} else {
+				// No build ever reached Ready: start again from the project's files.
+				_, err = q.CopyProjectFilesToBuild(ctx, db.CopyProjectFilesToBuildParams{BuildID: build.ID, ProjectID: project.ID})
+			}
+			if err != nil {
+				return err
+			}
+			if err := s.replaceCurrent(ctx, q, project.ID); err != nil {
+				return err
+			}
+		} else if _, err := q.CopyProjectFilesToBuild(ctx, db.CopyProjectFilesToBuildParams{BuildID: build.ID, ProjectID: project.ID}); err != nil {
+			return err
+		}
+		if err := q.SetCreditLedgerBuild(ctx, db.SetCreditLedgerBuildParams{ID: ledgerID, BuildID: &build.ID}); err != nil {
+			return err
+		}
+		sb, err := s.createSandboxRow(ctx, q, owner, project.ID, build.ID, rebuild)
+		if err != nil {
+			return err
+		}
+		if _, err := s.river.InsertTx(ctx, q.Tx, BuildArgs{SandboxID: sb.ID}, nil); err != nil {
+			return err
+		}
+		res = BuildResult{Build: build, Sandbox: sb}
+		return nil
+	})
+	return res, err
+}
+
+func buildReason(rebuild bool) string {
+	if rebuild {
+		return "rebuild"
+	}
+	return "build"
+}
+
+// replay answers a repeated idempotency key with what the first request started.
+func (s *Service) replay(ctx context.Context, q db.Tx, ledgerKey string, res *BuildResult) error {
+	ledger, err := q.GetCreditLedgerByKey(ctx, &ledgerKey)
+	if err != nil {
+		return err
+	}
+	if ledger.BuildID == nil {
+		return apperr.New(apperr.KindConflict, "key_used", "This idempotency key was already used for another request.")
+	}
+	build, err := q.GetBuild(ctx, *ledger.BuildID)
+	if err != nil {
+		return err
+	}
+	sb, err := q.GetSandboxByBuild(ctx, build.ID)
+	if err != nil {
+		return err
+	}
+	*res = BuildResult{Build: build, Sandbox: sb, Replayed: true}
+	return nil
+}
+
+// replaceCurrent ends the project's current sandbox as "replaced" and queues the provider-side
+// kill, unless it is already gone.
+func (s *Service) replaceCurrent(ctx context.Context, q db.Tx, projectID uuid.UUID) error {
+	cur, err := q.GetCurrentSandboxByProject(ctx, projectID)
+	if errors.Is(db.MapError(err), db.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if IsGone(cur.Status) {
+		return nil
+	}
+	if err := q.SetSandboxKillRequested(ctx, cur.ID); err != nil {
+		return err
+	}
+	if _, err := Apply(ctx, q.Queries, cur, Change{To: Terminated, Source: db.EventSourceUser, Reason: "replaced", KilledReason: ptr("replaced")}); err != nil {
+		return err
+	}
+	if cur.ProviderID != nil {
+		if _, err := s.river.InsertTx(ctx, q.Tx, KillArgs{ProviderID: *cur.ProviderID}, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// createSandboxRow inserts the new sandbox in `starting` with its creation event.
+func (s *Service) createSandboxRow(ctx context.Context, q db.Tx, owner, projectID, buildID uuid.UUID, recreated bool) (db.Sandbox, error) {
+	sb, err := q.InsertSandbox(ctx, db.InsertSandboxParams{OwnerID: owner, ProjectID: projectID, BuildID: buildID, Recreated: recreated})
+	if err != nil {
+		return sb, err
+	}
+	return sb, announce(ctx, q.Queries, sb, db.EventSourceUser, "created")
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// RegisterWebhook creates or updates Sandman's webhook with the provider (E2B_WEBHOOK_URL).
+func (s *Service) RegisterWebhook(ctx context.Context, url, secret string) error {
+	_, err := s.provider.EnsureWebhook(ctx, url, secret, []string{EventCreated, EventPaused, EventResumed, EventUpdated, EventKilled})
+	return err
+}

@@ -1,0 +1,54 @@
+// Package lifecycle owns the preview's life: the sandbox state machine and every rule about
+// builds, pauses, resumes, rebuilds, credits and verification, and the River workers that run
+// them. Apply is the only code that changes a sandbox's status.
+package lifecycle
+
+import "sandman/db"
+
+// The sandbox states (design §2).
+const (
+	Starting     = db.SandboxStatusStarting
+	Running      = db.SandboxStatusRunning
+	Paused       = db.SandboxStatusPaused
+	Resuming     = db.SandboxStatusResuming
+	ResumeFailed = db.SandboxStatusResumeFailed
+	Killed       = db.SandboxStatusKilled
+	Expired      = db.SandboxStatusExpired
+	Terminated   = db.SandboxStatusTerminated
+	Unknown      = db.SandboxStatusUnknown
+)
+
+// allowed is the whole state machine: from → the states it may move to.
+var allowed = map[db.SandboxStatus][]db.SandboxStatus{
+	Starting:     {Running, Paused, Killed, Expired, Terminated, Unknown},
+	Running:      {Paused, Killed, Expired, Terminated, Unknown},
+	Paused:       {Resuming, Running, Killed, Expired, Terminated, Unknown},
+	Resuming:     {Running, Paused, ResumeFailed, Killed, Expired, Terminated, Unknown},
+	ResumeFailed: {Resuming, Running, Paused, Killed, Expired, Terminated},
+	Unknown:      {Running, Paused, Resuming, Killed, Expired, Terminated},
+	// Gone is final: a new build makes a new sandbox.
+	Killed:     {},
+	Expired:    {},
+	Terminated: {},
+}
+
+// CanTransition reports whether the state machine allows from → to.
+func CanTransition(from, to db.SandboxStatus) bool {
+	for _, s := range allowed[from] {
+		if s == to {
+			return true
+		}
+	}
+	return false
+}
+
+// IsGone reports whether the provider no longer has the sandbox.
+func IsGone(s db.SandboxStatus) bool {
+	return s == Killed || s == Expired || s == Terminated
+}
+
+// Failure causes shown under "Resume failed" (design §2, exact copy).
+const (
+	CauseNotFound    = "This preview was cleaned up and can't be recovered. Rebuild it from your saved files."
+	CauseUnreachable = "The sandbox couldn't be reached. It may be corrupted."
+)

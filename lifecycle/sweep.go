@@ -1,0 +1,64 @@
+package lifecycle
+
+import (
+	"context"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"sandman/db"
+)
+
+type sweepWorker struct {
+	river.WorkerDefaults[SweepArgs]
+	s *Service
+}
+
+func (w *sweepWorker) Timeout(*river.Job[SweepArgs]) time.Duration { return time.Minute }
+
+func (w *sweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {
+	return w.s.Sweep(ctx)
+}
+
+// Sweep is the safety net behind the per-sandbox jobs: it queues a pause for every running
+// sandbox past its idle deadline (a lost job, a crashed worker) and ends every sandbox stuck in
+// starting or resuming past the longest its worker may take.
+func (s *Service) Sweep(ctx context.Context) error {
+	idle, err := s.q.ListIdleRunningSandboxes(ctx, time.Now().Add(-s.cfg.IdleTimeout-10*time.Second))
+	if err != nil {
+		return err
+	}
+	for _, sb := range idle {
+		if _, err := s.river.Insert(ctx, PauseArgs{SandboxID: sb.ID, Idle: true}, nil); err != nil {
+			return err
+		}
+	}
+	c := s.cfg
+	buildDeadline := c.CreateTimeout + c.UploadTimeout + c.InstallTimeout + c.ReadyTimeout + 2*time.Minute
+	resumeDeadline := 2*c.ResumeTimeout + c.ResumeRetryWait + time.Minute
+	stuck, err := s.q.ListStuckSandboxes(ctx, db.ListStuckSandboxesParams{
+		StartingBefore: time.Now().Add(-buildDeadline),
+		ResumingBefore: time.Now().Add(-resumeDeadline),
+	})
+	if err != nil {
+		return err
+	}
+	for _, sb := range stuck {
+		switch sb.Status {
+		case Starting:
+			if err := s.failBuild(ctx, sb.ID, "The build stopped before it finished (the worker running it went away). Rebuild to try again."); err != nil {
+				return err
+			}
+		case Resuming:
+			if _, err := s.transition(ctx, sb.ID, func(cur db.Sandbox) (*Change, error) {
+				if cur.Status != Resuming {
+					return nil, nil
+				}
+				return &Change{To: ResumeFailed, Source: db.EventSourceScheduler, Reason: "resume timed out", FailureCause: CauseUnreachable}, nil
+			}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

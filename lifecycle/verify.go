@@ -1,0 +1,195 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/riverqueue/river"
+
+	"sandman/db"
+)
+
+// ProviderState is what the provider says of one sandbox.
+type ProviderState struct {
+	Found bool
+	State db.SandboxStatus // Running or Paused when Found
+	EndAt time.Time
+}
+
+// goneStatus classifies a sandbox the provider no longer has (design §3 "Why it is gone").
+// killReason is the provider's kill_reason when an event said so, or nil when the sandbox was
+// simply found missing.
+func goneStatus(sb db.Sandbox, killReason *string, now time.Time) (db.SandboxStatus, string) {
+	if killReason != nil {
+		switch *killReason {
+		case "timeout":
+			return Expired, "timeout"
+		case "request":
+			if sb.KillRequested {
+				return Terminated, "request"
+			}
+			return Killed, "request"
+		default:
+			return Killed, *killReason
+		}
+	}
+	// A paused sandbox's end time is its pause time, not an expiry: never classify by it.
+	if sb.Status == Running && sb.EndAt != nil && !now.Before(*sb.EndAt) {
+		return Expired, "missing after its end time"
+	}
+	if sb.KillRequested {
+		return Terminated, "missing after Sandman's kill"
+	}
+	return Killed, "missing"
+}
+
+// markGone records that the provider no longer has the sandbox.
+func (s *Service) markGone(ctx context.Context, sb db.Sandbox, source db.EventSource, killReason *string) error {
+	_, err := s.transition(ctx, sb.ID, func(cur db.Sandbox) (*Change, error) {
+		if IsGone(cur.Status) {
+			return nil, nil
+		}
+		to, reason := goneStatus(cur, killReason, time.Now())
+		return &Change{To: to, Source: source, Reason: reason, KilledReason: &reason, Verified: true}, nil
+	})
+	return err
+}
+
+// syncTo corrects a row in running, paused or unknown to what the provider says.
+func (s *Service) syncTo(ctx context.Context, id uuid.UUID, ps ProviderState, source db.EventSource) error {
+	_, err := s.transition(ctx, id, func(cur db.Sandbox) (*Change, error) {
+		switch cur.Status {
+		case Running, Paused, Unknown:
+		default:
+			return nil, nil // transitional states belong to their worker; gone is final
+		}
+		if !ps.Found {
+			to, reason := goneStatus(cur, nil, time.Now())
+			return &Change{To: to, Source: source, Reason: reason, KilledReason: &reason, Verified: true}, nil
+		}
+		if cur.Status == ps.State {
+			return nil, s.q.MarkSandboxVerified(ctx, db.MarkSandboxVerifiedParams{ID: cur.ID})
+		}
+		c := &Change{To: ps.State, Source: source, Reason: "synced with provider", Verified: true, Recreated: cur.Recreated}
+		if ps.State == Running && !ps.EndAt.IsZero() {
+			c.EndAt = &ps.EndAt
+		}
+		return c, nil
+	})
+	return err
+}
+
+// markUnknown records that the provider cannot be asked now (errors, or the breaker is open).
+func (s *Service) markUnknown(ctx context.Context, id uuid.UUID, cause error) error {
+	_, err := s.transition(ctx, id, func(cur db.Sandbox) (*Change, error) {
+		if cur.Status != Running && cur.Status != Paused {
+			return nil, nil
+		}
+		return &Change{To: Unknown, Source: db.EventSourceReconciler, Reason: "cannot verify: " + cause.Error(), Recreated: cur.Recreated}, nil
+	})
+	return err
+}
+
+// Verify queues a verification of the founder's sandbox now.
+func (s *Service) Verify(ctx context.Context, owner, sandboxID uuid.UUID) error {
+	if _, err := s.OwnedSandbox(ctx, owner, sandboxID); err != nil {
+		return err
+	}
+	_, err := s.river.Insert(ctx, VerifyArgs{SandboxID: sandboxID}, nil)
+	return err
+}
+
+// VerifyIfStale queues a verification when the sandbox was last verified too long ago; pages
+// call it so status reads never wait on the provider.
+func (s *Service) VerifyIfStale(ctx context.Context, sb db.Sandbox) error {
+	switch sb.Status {
+	case Running, Paused, Unknown:
+	default:
+		return nil
+	}
+	if sb.LastVerifiedAt != nil && time.Since(*sb.LastVerifiedAt) < s.cfg.VerifyStaleness {
+		return nil
+	}
+	_, err := s.river.Insert(ctx, VerifyArgs{SandboxID: sb.ID}, nil)
+	return err
+}
+
+type verifyWorker struct {
+	river.WorkerDefaults[VerifyArgs]
+	s *Service
+}
+
+func (w *verifyWorker) Timeout(*river.Job[VerifyArgs]) time.Duration { return time.Minute }
+
+func (w *verifyWorker) Work(ctx context.Context, job *river.Job[VerifyArgs]) error {
+	s := w.s
+	sb, err := s.q.GetSandbox(ctx, job.Args.SandboxID)
+	if err != nil {
+		return db.MapError(err)
+	}
+	if sb.ProviderID == nil {
+		return nil
+	}
+	switch sb.Status {
+	case Running, Paused, Unknown:
+	default:
+		return nil
+	}
+	ps, err := s.providerGet(ctx, *sb.ProviderID)
+	if err != nil {
+		if _, ferr := s.q.IncrementVerificationFailures(ctx, sb.ID); ferr != nil {
+			return ferr
+		}
+		return s.markUnknown(ctx, sb.ID, err)
+	}
+	return s.syncTo(ctx, sb.ID, ps, db.EventSourceReconciler)
+}
+
+type reconcileWorker struct {
+	river.WorkerDefaults[ReconcileArgs]
+	s *Service
+}
+
+func (w *reconcileWorker) Timeout(*river.Job[ReconcileArgs]) time.Duration { return 2 * time.Minute }
+
+func (w *reconcileWorker) Work(ctx context.Context, _ *river.Job[ReconcileArgs]) error {
+	return w.s.Reconcile(ctx)
+}
+
+// Reconcile lists the provider's sandboxes (a few paginated calls, not one per sandbox) and
+// corrects every row in running, paused or unknown that disagrees. A row missing from the list
+// is confirmed with one GET before it is declared gone, so a sandbox that changed state while
+// the list was paged is not misread.
+func (s *Service) Reconcile(ctx context.Context) error {
+	rows, err := s.q.ListSandboxesByStatus(ctx, []db.SandboxStatus{Running, Paused, Unknown})
+	if err != nil {
+		return err
+	}
+	listed, err := s.providerList(ctx)
+	if err != nil {
+		for _, sb := range rows {
+			if uerr := s.markUnknown(ctx, sb.ID, err); uerr != nil {
+				return uerr
+			}
+		}
+		return nil // the next sweep tries again; the failure is recorded as unknown states
+	}
+	for _, sb := range rows {
+		ps, ok := listed[*sb.ProviderID]
+		if !ok {
+			ps, err = s.providerGet(ctx, *sb.ProviderID)
+			if err != nil {
+				if uerr := s.markUnknown(ctx, sb.ID, err); uerr != nil {
+					return uerr
+				}
+				continue
+			}
+		}
+		if err := s.syncTo(ctx, sb.ID, ps, db.EventSourceReconciler); err != nil && !errors.Is(err, ErrStale) {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,104 @@
+package lifecycle
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"sandman/apperr"
+	"sandman/db"
+	"sandman/e2b"
+)
+
+// MaxWebhookBody caps a webhook delivery; the provider's events are a few KiB.
+const MaxWebhookBody = 1 << 20
+
+// WebhookArgs applies one stored webhook delivery.
+type WebhookArgs struct {
+	DeliveryID int64 `json:"delivery_id"`
+}
+
+// Kind implements river.JobArgs.
+func (WebhookArgs) Kind() string { return "webhook" }
+
+// InsertOpts: applying is idempotent, so retries are safe.
+func (WebhookArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 10} }
+
+// WebhookResult says what became of a delivery.
+type WebhookResult struct {
+	EventID   string
+	Duplicate bool
+}
+
+// ReceiveWebhook checks a delivery's signature, stores it once per event id and queues its
+// application; the handler answers as soon as this returns. A missing or wrong signature has
+// no effect at all.
+func (s *Service) ReceiveWebhook(ctx context.Context, header http.Header, body []byte) (WebhookResult, error) {
+	if s.cfg.WebhookSecret == "" || !e2b.VerifyWebhookSignature(s.cfg.WebhookSecret, body, header.Get("e2b-signature")) {
+		return WebhookResult{}, &apperr.Error{Kind: apperr.KindUnauthorized, Code: "bad_signature",
+			Message: "The webhook signature is missing or does not match."}
+	}
+	ev, err := e2b.ParseWebhook(body)
+	if err != nil {
+		return WebhookResult{}, apperr.New(apperr.KindInvalid, "bad_payload", "The webhook body is not a lifecycle event: "+err.Error())
+	}
+	headers, _ := json.Marshal(map[string]string{
+		"e2b-webhook-id":        header.Get("e2b-webhook-id"),
+		"e2b-delivery-id":       header.Get("e2b-delivery-id"),
+		"e2b-signature-version": header.Get("e2b-signature-version"),
+		"content-type":          header.Get("Content-Type"),
+	})
+	res := WebhookResult{EventID: ev.ID}
+	err = db.InTx(ctx, s.pool, func(q db.Tx) error {
+		id, err := q.InsertWebhookDelivery(ctx, db.InsertWebhookDeliveryParams{
+			EventID: ev.ID, DeliveryID: header.Get("e2b-delivery-id"), EventType: ev.Type, Headers: headers, Body: body,
+		})
+		if errors.Is(db.MapError(err), db.ErrNotFound) {
+			res.Duplicate = true
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		_, err = s.river.InsertTx(ctx, q.Tx, WebhookArgs{DeliveryID: id}, nil)
+		return err
+	})
+	return res, err
+}
+
+type webhookWorker struct {
+	river.WorkerDefaults[WebhookArgs]
+	s *Service
+}
+
+func (w *webhookWorker) Timeout(*river.Job[WebhookArgs]) time.Duration { return 30 * time.Second }
+
+func (w *webhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) error {
+	s := w.s
+	d, err := s.q.GetWebhookDelivery(ctx, job.Args.DeliveryID)
+	if err != nil {
+		return db.MapError(err)
+	}
+	ev, err := e2b.ParseWebhook(d.Body)
+	if err != nil {
+		return s.q.SetWebhookDeliveryOutcome(ctx, db.SetWebhookDeliveryOutcomeParams{ID: d.ID, Outcome: "unparseable"})
+	}
+	outcome := "ignored"
+	switch ev.Type {
+	case EventCreated, EventPaused, EventResumed, EventUpdated, EventKilled:
+		changed, err := s.ApplyProviderEvent(ctx, ToProviderEvent(ev), db.EventSourceWebhook)
+		if err != nil {
+			return err
+		}
+		if changed {
+			outcome = "applied"
+		}
+	default:
+		outcome = "unknown_type"
+	}
+	return s.q.SetWebhookDeliveryOutcome(ctx, db.SetWebhookDeliveryOutcomeParams{ID: d.ID, Outcome: outcome})
+}

@@ -1,0 +1,128 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"sandman/db"
+	"sandman/e2b"
+)
+
+// DefaultConfig is the production configuration (design §10's defaults).
+func DefaultConfig() Config {
+	return Config{
+		Template:        "base",
+		IdleTimeout:     3 * time.Minute,
+		SandboxTimeout:  time.Hour,
+		PauseAfterReady: "idle",
+		ReconcileEvery:  15 * time.Second,
+		EventsEvery:     5 * time.Second,
+		SweepEvery:      10 * time.Second,
+		VerifyStaleness: 30 * time.Second,
+		ResumeRetryWait: 5 * time.Second,
+		CreateTimeout:   90 * time.Second,
+		UploadTimeout:   time.Minute,
+		InstallTimeout:  5 * time.Minute,
+		ReadyTimeout:    2 * time.Minute,
+		ResumeTimeout:   time.Minute,
+		Workers:         20,
+	}
+}
+
+// Options assemble a Service.
+type Options struct {
+	Pool     *pgxpool.Pool
+	Provider *e2b.Client
+	Config   Config
+	Logger   *slog.Logger
+	// Work runs the River workers and periodic jobs here; without it the Service only inserts
+	// jobs (a web-only instance).
+	Work bool
+}
+
+// New assembles the Service and its River client.
+func New(opts Options) (*Service, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Config.HTTPClient == nil {
+		opts.Config.HTTPClient = &http.Client{Timeout: 5 * time.Second,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	s := &Service{pool: opts.Pool, q: db.New(opts.Pool), provider: opts.Provider, cfg: opts.Config, log: opts.Logger, work: opts.Work}
+	rc := &river.Config{Logger: opts.Logger, JobTimeout: -1}
+	if opts.Work {
+		workers := river.NewWorkers()
+		river.AddWorker(workers, &buildWorker{s: s})
+		river.AddWorker(workers, &pauseWorker{s: s})
+		river.AddWorker(workers, &resumeWorker{s: s})
+		river.AddWorker(workers, &killWorker{s: s})
+		river.AddWorker(workers, &verifyWorker{s: s})
+		river.AddWorker(workers, &reconcileWorker{s: s})
+		river.AddWorker(workers, &eventsWorker{s: s})
+		river.AddWorker(workers, &sweepWorker{s: s})
+		river.AddWorker(workers, &webhookWorker{s: s})
+		rc.Workers = workers
+		rc.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: max(opts.Config.Workers, 1)}}
+		rc.FetchPollInterval = 200 * time.Millisecond
+		rc.FetchCooldown = 20 * time.Millisecond
+		c := opts.Config
+		// A job whose worker died is retried once it has been "running" longer than any
+		// worker may take.
+		rc.RescueStuckJobsAfter = c.CreateTimeout + c.UploadTimeout + c.InstallTimeout + c.ReadyTimeout + 2*time.Minute
+		periodic := func(every time.Duration, args river.JobArgs) *river.PeriodicJob {
+			return river.NewPeriodicJob(river.PeriodicInterval(every),
+				func() (river.JobArgs, *river.InsertOpts) { return args, nil },
+				&river.PeriodicJobOpts{RunOnStart: true})
+		}
+		rc.PeriodicJobs = []*river.PeriodicJob{
+			periodic(c.ReconcileEvery, ReconcileArgs{}),
+			periodic(c.EventsEvery, EventsArgs{}),
+			periodic(c.SweepEvery, SweepArgs{}),
+		}
+	}
+	client, err := river.NewClient(riverpgxv5.New(opts.Pool), rc)
+	if err != nil {
+		return nil, fmt.Errorf("river: %w", err)
+	}
+	s.river = client
+	return s, nil
+}
+
+// Start runs the workers (when configured to).
+func (s *Service) Start(ctx context.Context) error {
+	if !s.work {
+		return nil
+	}
+	return s.river.Start(ctx)
+}
+
+// Stop lets running jobs finish (until ctx ends) and stops fetching new ones.
+func (s *Service) Stop(ctx context.Context) error {
+	if !s.work {
+		return nil
+	}
+	return s.river.Stop(ctx)
+}
+
+type killWorker struct {
+	river.WorkerDefaults[KillArgs]
+	s *Service
+}
+
+func (w *killWorker) Timeout(*river.Job[KillArgs]) time.Duration { return time.Minute }
+
+func (w *killWorker) Work(ctx context.Context, job *river.Job[KillArgs]) error {
+	err := w.s.providerKill(ctx, job.Args.ProviderID)
+	if err != nil && !isNotFound(err) {
+		return err
+	}
+	return nil
+}

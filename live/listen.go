@@ -1,0 +1,64 @@
+package live
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"sandman/db"
+)
+
+// Listen follows the database's sandbox feed on one dedicated connection and delivers each
+// change to this instance's clients. After the connection drops (a database restart, say) it
+// reconnects with backoff and resyncs every client, since changes may have been missed.
+func (h *Hub) Listen(ctx context.Context, databaseURL string) {
+	backoff := 100 * time.Millisecond
+	first := true
+	for ctx.Err() == nil {
+		err := h.listenOnce(ctx, databaseURL, func() {
+			backoff = 100 * time.Millisecond
+			if !first {
+				h.Resync(ctx)
+			}
+			first = false
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		h.opts.Logger.Warn("live: database feed interrupted; reconnecting", "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+func (h *Hub) listenOnce(ctx context.Context, databaseURL string, connected func()) error {
+	conn, err := pgx.Connect(ctx, databaseURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{db.SandboxChannel}.Sanitize()); err != nil {
+		return err
+	}
+	connected()
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		received := time.Now()
+		var msg db.SandboxNotification
+		if err := json.Unmarshal([]byte(n.Payload), &msg); err != nil {
+			h.opts.Logger.Warn("live: bad notification", "payload", n.Payload)
+			continue
+		}
+		h.Deliver(ctx, msg.OwnerID, msg.SandboxID, msg.EventID)
+		h.metrics.notify.Observe(time.Since(received).Seconds())
+	}
+}

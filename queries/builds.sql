@@ -1,0 +1,34 @@
+-- name: InsertBuild :one
+-- The next version of the project's build.
+INSERT INTO builds (project_id, version, kind)
+VALUES (@project_id, (SELECT coalesce(max(version), 0) + 1 FROM builds WHERE project_id = @project_id), @kind)
+RETURNING *;
+
+-- name: GetBuild :one
+SELECT * FROM builds WHERE id = @id;
+
+-- name: CopyProjectFilesToBuild :execrows
+INSERT INTO build_files (build_id, path, content)
+SELECT @build_id::uuid, f.path, f.content FROM project_files f WHERE f.project_id = @project_id::uuid;
+
+-- name: CopyBuildFiles :execrows
+INSERT INTO build_files (build_id, path, content)
+SELECT @to_build_id::uuid, f.path, f.content FROM build_files f WHERE f.build_id = @from_build_id::uuid;
+
+-- name: ListBuildFiles :many
+SELECT path, content FROM build_files WHERE build_id = @build_id ORDER BY path;
+
+-- name: GetLastGoodBuild :one
+-- The newest build that reached Ready: a rebuild starts from its files.
+SELECT * FROM builds WHERE project_id = @project_id AND status = 'ready'
+ORDER BY version DESC LIMIT 1;
+
+-- name: GetLatestBuild :one
+SELECT * FROM builds WHERE project_id = @project_id ORDER BY version DESC LIMIT 1;
+
+-- name: SetBuildStage :exec
+UPDATE builds SET status = 'building', stage = @stage WHERE id = @id AND status IN ('queued', 'building');
+
+-- name: FinishBuild :exec
+UPDATE builds SET status = @status, stage = '', error = @error, finished_at = now()
+WHERE id = @id AND status IN ('queued', 'building');

@@ -1,0 +1,16 @@
+-- name: InsertCreditDebit :one
+-- Claims the idempotency key; a repeated key inserts nothing and returns no row.
+INSERT INTO credit_ledger (user_id, delta, reason, idempotency_key)
+VALUES (@user_id, -1, @reason, @idempotency_key)
+ON CONFLICT (idempotency_key) DO NOTHING
+RETURNING id;
+
+-- name: GetCreditLedgerByKey :one
+SELECT * FROM credit_ledger WHERE idempotency_key = @idempotency_key;
+
+-- name: SetCreditLedgerBuild :exec
+UPDATE credit_ledger SET build_id = @build_id WHERE id = @id;
+
+-- name: DebitUserCredit :execrows
+-- Zero rows means the founder has no credit left.
+UPDATE users SET credits = credits - 1 WHERE id = @id AND credits >= 1;

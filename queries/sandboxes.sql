@@ -1,0 +1,99 @@
+-- name: InsertSandbox :one
+INSERT INTO sandboxes (owner_id, project_id, build_id, recreated)
+VALUES (@owner_id, @project_id, @build_id, @recreated)
+RETURNING *;
+
+-- name: GetSandbox :one
+SELECT * FROM sandboxes WHERE id = @id;
+
+-- name: GetSandboxByOwner :one
+SELECT * FROM sandboxes WHERE id = @id AND owner_id = @owner_id;
+
+-- name: GetSandboxByProviderID :one
+SELECT * FROM sandboxes WHERE provider_id = @provider_id;
+
+-- name: GetSandboxForUpdate :one
+SELECT * FROM sandboxes WHERE id = @id FOR UPDATE;
+
+-- name: GetCurrentSandboxByProject :one
+-- The sandbox of the project's newest build.
+SELECT * FROM sandboxes WHERE project_id = @project_id ORDER BY created_at DESC LIMIT 1;
+
+-- name: ListCurrentSandboxesByOwner :many
+-- Each project's newest sandbox with its build, for the dashboard and the JSON API.
+SELECT DISTINCT ON (s.project_id) sqlc.embed(s), sqlc.embed(b),
+       (SELECT coalesce(max(e.id), 0) FROM sandbox_events e WHERE e.sandbox_id = s.id)::bigint AS last_event_id
+FROM sandboxes s JOIN builds b ON b.id = s.build_id
+WHERE s.owner_id = @owner_id
+ORDER BY s.project_id, s.created_at DESC;
+
+-- name: UpdateSandboxStatus :one
+-- The only statement that writes status: the lifecycle package calls it inside a transaction
+-- that also inserts the event row. The version check makes concurrent writers lose cleanly.
+UPDATE sandboxes SET
+    status           = @status,
+    version          = version + 1,
+    state_changed_at = now(),
+    recreated        = @recreated,
+    preview_url      = coalesce(sqlc.narg('preview_url'), preview_url),
+    snapshot_kind    = CASE WHEN @set_snapshot_kind::boolean THEN sqlc.narg('snapshot_kind')::pause_kind ELSE snapshot_kind END,
+    end_at           = coalesce(sqlc.narg('end_at'), end_at),
+    killed_at        = coalesce(sqlc.narg('killed_at'), killed_at),
+    killed_reason    = coalesce(sqlc.narg('killed_reason'), killed_reason),
+    failure_cause    = @failure_cause,
+    last_event_at    = greatest(last_event_at, sqlc.narg('event_at')),
+    last_verified_at = coalesce(sqlc.narg('verified_at'), last_verified_at),
+    verification_failures = CASE WHEN sqlc.narg('verified_at')::timestamptz IS NULL THEN verification_failures ELSE 0 END
+WHERE id = @id AND version = @version
+RETURNING *;
+
+-- name: SetSandboxProvider :one
+-- Records what the provider answered at creation; not a state change.
+UPDATE sandboxes SET provider_id = @provider_id, preview_url = @preview_url, envd_token = @envd_token,
+    provider_domain = @provider_domain, end_at = @end_at
+WHERE id = @id AND status = 'starting'
+RETURNING *;
+
+-- name: SetSandboxEndAt :exec
+UPDATE sandboxes SET end_at = @end_at WHERE id = @id;
+
+-- name: SetSandboxKillRequested :exec
+UPDATE sandboxes SET kill_requested = true WHERE id = @id;
+
+-- name: TouchSandboxActivity :one
+-- Moves the idle deadline; at most once per second per sandbox, so many tabs cost little.
+UPDATE sandboxes SET last_active_at = now()
+WHERE id = @id AND owner_id = @owner_id AND last_active_at < now() - interval '1 second'
+RETURNING *;
+
+-- name: MarkSandboxVerified :exec
+UPDATE sandboxes SET last_verified_at = now(), verification_failures = 0,
+    last_event_at = greatest(last_event_at, sqlc.narg('event_at'))
+WHERE id = @id;
+
+-- name: IncrementVerificationFailures :one
+UPDATE sandboxes SET verification_failures = verification_failures + 1 WHERE id = @id
+RETURNING verification_failures;
+
+-- name: ListSandboxesByStatus :many
+SELECT * FROM sandboxes WHERE status = ANY(@statuses::sandbox_status[]) AND provider_id IS NOT NULL
+ORDER BY id;
+
+-- name: ListIdleRunningSandboxes :many
+-- Running sandboxes whose idle deadline has passed (the sweep behind the per-deadline jobs).
+SELECT * FROM sandboxes
+WHERE status = 'running' AND last_active_at < @idle_before::timestamptz
+ORDER BY last_active_at LIMIT 500;
+
+-- name: ListStuckSandboxes :many
+-- Sandboxes left in a transitional state past its deadline (a crashed worker, say).
+SELECT * FROM sandboxes
+WHERE (status = 'starting' AND state_changed_at < @starting_before::timestamptz)
+   OR (status = 'resuming' AND state_changed_at < @resuming_before::timestamptz)
+ORDER BY state_changed_at LIMIT 500;
+
+-- name: GetSandboxByBuild :one
+SELECT * FROM sandboxes WHERE build_id = @build_id;
+
+-- name: TouchActivity :exec
+UPDATE sandboxes SET last_active_at = now() WHERE id = @id;

@@ -1,0 +1,59 @@
+package sandboxd
+
+import (
+	"net/http"
+)
+
+// The admin endpoints are documented on Fault.
+
+func (s *Server) handleFaultAdd(w http.ResponseWriter, r *http.Request) {
+	var f Fault
+	if err := decodeBody(r, &f); err != nil {
+		writeError(w, http.StatusBadRequest, "Invalid request body: "+err.Error())
+		return
+	}
+	if err := f.validate(); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	a := s.faults.add(f)
+	s.log.Info("fault added", "fault_id", a.ID, "route", f.Route, "webhook", f.Webhook, "status", f.Status, "latency_ms", f.LatencyMs, "count", f.Count)
+	writeJSON(w, http.StatusCreated, map[string]string{"id": a.ID})
+}
+
+func (s *Server) handleFaultList(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.faults.list())
+}
+
+func (s *Server) handleFaultClear(w http.ResponseWriter, r *http.Request) {
+	if !s.faults.clear(r.PathValue("faultID")) {
+		writeError(w, http.StatusNotFound, "fault not found")
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// handleDashboardKill kills a sandbox the way the provider's dashboard does:
+// the client sees no API call of its own, only the sandbox gone and the
+// killed event.
+func (s *Server) handleDashboardKill(w http.ResponseWriter, r *http.Request) {
+	id, ok := sandboxIDParam(w, r)
+	if !ok {
+		return
+	}
+	var req struct {
+		Reason string `json:"reason"`
+	}
+	if err := decodeBody(r, &req); err != nil {
+		writeError(w, http.StatusBadRequest, "Invalid request body: "+err.Error())
+		return
+	}
+	if req.Reason == "" {
+		req.Reason = KillReasonRequest
+	}
+	if err := s.kill(id, req.Reason); err != nil {
+		writeOpError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,182 @@
+package sandboxd
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// apiHandler is the one route table of the control-plane API.
+func (s *Server) apiHandler() http.Handler {
+	mux := http.NewServeMux()
+	handle := func(pattern string, h http.HandlerFunc) {
+		mux.Handle(pattern, s.apiMiddleware(pattern, h))
+	}
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "Health check successful")
+	})
+
+	handle("POST /sandboxes", s.handleCreate)
+	// The JS SDK (2.x) creates and connects through the v2 paths.
+	handle("POST /v2/sandboxes", s.handleCreate)
+	handle("GET /sandboxes", s.handleListV1)
+	handle("GET /v2/sandboxes", s.handleListV2)
+	handle("GET /sandboxes/{sandboxID}", s.handleGet)
+	handle("DELETE /sandboxes/{sandboxID}", s.handleKill)
+	handle("POST /sandboxes/{sandboxID}/pause", s.handlePause)
+	handle("POST /sandboxes/{sandboxID}/resume", s.handleResume)
+	handle("POST /sandboxes/{sandboxID}/connect", s.handleConnect)
+	handle("POST /v2/sandboxes/{sandboxID}/connect", s.handleConnect)
+	handle("POST /sandboxes/{sandboxID}/timeout", s.handleSetTimeout)
+	handle("POST /sandboxes/{sandboxID}/refreshes", s.handleRefresh)
+	handle("GET /sandboxes/{sandboxID}/metrics", s.handleMetrics)
+
+	handle("GET /events/sandboxes", s.handleEvents)
+	handle("GET /events/sandboxes/{sandboxID}", s.handleEvents)
+	handle("POST /events/webhooks", s.handleWebhookCreate)
+	handle("GET /events/webhooks", s.handleWebhookList)
+	handle("GET /events/webhooks/{webhookID}", s.handleWebhookGet)
+	handle("PATCH /events/webhooks/{webhookID}", s.handleWebhookUpdate)
+	handle("DELETE /events/webhooks/{webhookID}", s.handleWebhookDelete)
+
+	admin := func(pattern string, h http.HandlerFunc) {
+		mux.Handle(pattern, s.authenticate(h))
+	}
+	admin("POST /_sandboxd/faults", s.handleFaultAdd)
+	admin("GET /_sandboxd/faults", s.handleFaultList)
+	admin("DELETE /_sandboxd/faults", s.handleFaultClear)
+	admin("DELETE /_sandboxd/faults/{faultID}", s.handleFaultClear)
+	admin("POST /_sandboxd/sandboxes/{sandboxID}/kill", s.handleDashboardKill)
+
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "Not found")
+	})
+	return s.logRequests(mux)
+}
+
+// apiMiddleware authenticates, then applies injected faults for pattern.
+func (s *Server) apiMiddleware(pattern string, h http.HandlerFunc) http.Handler {
+	return s.authenticate(func(w http.ResponseWriter, r *http.Request) {
+		if f := s.faults.route(pattern, r.PathValue("sandboxID")); f != nil {
+			if f.LatencyMs > 0 {
+				select {
+				case <-time.After(time.Duration(f.LatencyMs) * time.Millisecond):
+				case <-r.Context().Done():
+					return
+				}
+			}
+			if f.Status != 0 {
+				if f.RetryAfterSeconds > 0 {
+					w.Header().Set("Retry-After", strconv.Itoa(f.RetryAfterSeconds))
+				}
+				s.log.Info("fault injected", "route", pattern, "status", f.Status)
+				writeError(w, f.Status, f.Message)
+				return
+			}
+		}
+		h(w, r)
+	})
+}
+
+// authenticate checks X-API-Key like the provider: format first, then the key.
+func (s *Server) authenticate(h http.HandlerFunc) http.Handler {
+	want := []byte(s.cfg.APIKey)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("X-API-Key")
+		switch {
+		case key == "":
+			writeError(w, http.StatusUnauthorized, "Missing API key, please provide it in the X-API-Key header")
+		case !apiKeyPattern.MatchString(key):
+			writeError(w, http.StatusUnauthorized, "Invalid API key format")
+		case subtle.ConstantTimeCompare([]byte(key), want) != 1:
+			writeError(w, http.StatusUnauthorized, "Cannot get the team for the given API key")
+		default:
+			h(w, r)
+		}
+	})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+func (s *Server) logRequests(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		h.ServeHTTP(rec, r)
+		if rec.status == 0 {
+			rec.status = http.StatusOK
+		}
+		level := slog.LevelInfo
+		if r.URL.Path == "/health" {
+			level = slog.LevelDebug
+		}
+		s.log.Log(r.Context(), level, "api request", "method", r.Method, "path", r.URL.Path,
+			"status", rec.status, "duration_ms", time.Since(start).Milliseconds())
+	})
+}
+
+// apiErrorBody is the provider's Error schema.
+type apiErrorBody struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, apiErrorBody{Code: status, Message: msg})
+}
+
+// writeOpError writes a lifecycle error; anything that is not an *opError
+// is a 500.
+func writeOpError(w http.ResponseWriter, err error) {
+	var oe *opError
+	if errors.As(err, &oe) {
+		writeError(w, oe.Status, oe.Message)
+		return
+	}
+	writeError(w, http.StatusInternalServerError, err.Error())
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// decodeBody decodes an optional JSON body into v; an empty body is fine.
+func decodeBody(r *http.Request, v any) error {
+	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	if len(b) == 0 {
+		return nil
+	}
+	return json.Unmarshal(b, v)
+}
+
+// sandboxIDParam validates the {sandboxID} path value, answering 400 itself.
+func sandboxIDParam(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id, ok := parseSandboxID(r.PathValue("sandboxID"))
+	if !ok {
+		writeError(w, http.StatusBadRequest, "Invalid sandbox ID")
+	}
+	return id, ok
+}

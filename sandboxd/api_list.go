@@ -1,0 +1,252 @@
+package sandboxd
+
+import (
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// parseMetadataFilter reads the list endpoints' metadata parameter the way
+// the provider does. value is the query value after the usual query decoding;
+// the provider unescapes the whole string once more, splits on & and =, and
+// unescapes each key and value again (the JS SDK encodes three times).
+func parseMetadataFilter(value string) (map[string]string, error) {
+	if value == "" {
+		return nil, nil
+	}
+	whole, err := url.QueryUnescape(value)
+	if err != nil {
+		return nil, errors.New("invalid metadata filter")
+	}
+	filter := map[string]string{}
+	for pair := range strings.SplitSeq(whole, "&") {
+		if pair == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(pair, "=")
+		if !ok {
+			return nil, errors.New("invalid metadata filter: want key=value pairs")
+		}
+		if k, err = url.QueryUnescape(k); err != nil {
+			return nil, errors.New("invalid metadata key")
+		}
+		if v, err = url.QueryUnescape(v); err != nil {
+			return nil, errors.New("invalid metadata value")
+		}
+		filter[k] = v
+	}
+	return filter, nil
+}
+
+func matchesMetadata(md, filter map[string]string) bool {
+	for k, v := range filter {
+		if got, ok := md[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// listCursor is the position after the last item of a page.
+type listCursor struct {
+	startedAt time.Time
+	id        string
+	asc       bool
+}
+
+// encodeNextToken uses the provider's format, opaque to clients:
+// URL-safe padded base64 of "<RFC3339Nano startedAt>__<id>[__asc]".
+func encodeNextToken(c listCursor) string {
+	s := c.startedAt.UTC().Format(time.RFC3339Nano) + "__" + c.id
+	if c.asc {
+		s += "__asc"
+	}
+	return base64.URLEncoding.EncodeToString([]byte(s))
+}
+
+func decodeNextToken(tok string) (listCursor, error) {
+	raw, err := base64.URLEncoding.DecodeString(tok)
+	if err != nil {
+		return listCursor{}, err
+	}
+	parts := strings.Split(string(raw), "__")
+	var c listCursor
+	switch {
+	case len(parts) == 3 && parts[2] == "asc":
+		c.asc = true
+	case len(parts) != 2:
+		return listCursor{}, errors.New("malformed token")
+	}
+	if c.startedAt, err = time.Parse(time.RFC3339Nano, parts[0]); err != nil {
+		return listCursor{}, err
+	}
+	if !sandboxIDPattern.MatchString(parts[1]) {
+		return listCursor{}, errors.New("malformed sandbox id")
+	}
+	c.id = parts[1]
+	return c, nil
+}
+
+// before reports whether a sorts before b: desc is (startedAt DESC, id ASC),
+// asc is (startedAt ASC, id DESC), as the provider orders.
+func before(a, b listCursor, asc bool) bool {
+	if !a.startedAt.Equal(b.startedAt) {
+		return a.startedAt.After(b.startedAt) != asc
+	}
+	if a.id == b.id {
+		return false
+	}
+	return (a.id < b.id) != asc
+}
+
+type listQuery struct {
+	states       []sandboxState
+	metadata     map[string]string
+	asc          bool
+	startedAfter time.Time
+	noMatch      bool // a template other than ours: nothing can match
+	limit        int
+	after        *listCursor
+}
+
+func parseListQuery(q url.Values) (listQuery, error) {
+	lq := listQuery{limit: 100}
+	for _, raw := range q["state"] {
+		for st := range strings.SplitSeq(raw, ",") {
+			switch sandboxState(st) {
+			case stateRunning, statePaused:
+				lq.states = append(lq.states, sandboxState(st))
+			default:
+				return lq, errors.New("invalid state: " + st)
+			}
+		}
+	}
+	if len(lq.states) == 0 {
+		lq.states = []sandboxState{stateRunning, statePaused}
+	}
+	var err error
+	if lq.metadata, err = parseMetadataFilter(q.Get("metadata")); err != nil {
+		return lq, err
+	}
+	switch q.Get("order") {
+	case "", "desc":
+	case "asc":
+		lq.asc = true
+	default:
+		return lq, errors.New("invalid order: want asc or desc")
+	}
+	if v := q.Get("startedAfter"); v != "" {
+		if lq.startedAfter, err = time.Parse(time.RFC3339Nano, v); err != nil {
+			return lq, errors.New("invalid startedAfter")
+		}
+		lq.startedAfter = lq.startedAfter.Truncate(time.Microsecond)
+	}
+	if v := q.Get("template"); v != "" {
+		if strings.Contains(v, ":") {
+			return lq, errors.New("template must not have a tag")
+		}
+		_, ok := resolveTemplate(v)
+		lq.noMatch = !ok
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			return lq, errors.New("limit must be between 1 and 100")
+		}
+		lq.limit = n
+	}
+	if v := q.Get("nextToken"); v != "" {
+		c, err := decodeNextToken(v)
+		if err != nil {
+			return lq, &opError{http.StatusBadRequest, "Invalid next token"}
+		}
+		lq.after = &c
+	}
+	return lq, nil
+}
+
+// list returns one page, the cursor of the next page (nil on the last page)
+// and how many running sandboxes match the filters.
+func (s *Server) list(lq listQuery) ([]record, *listCursor, int) {
+	s.mu.Lock()
+	var all []record
+	for _, sb := range s.sandboxes {
+		r := sb.rec
+		if lq.noMatch || !slices.Contains(lq.states, r.State) || !matchesMetadata(r.Metadata, lq.metadata) {
+			continue
+		}
+		if !lq.startedAfter.IsZero() && r.StartedAt.Before(lq.startedAfter) {
+			continue
+		}
+		all = append(all, r.clone())
+	}
+	s.mu.Unlock()
+	running := 0
+	for _, r := range all {
+		if r.State == stateRunning {
+			running++
+		}
+	}
+	pos := func(r record) listCursor { return listCursor{startedAt: r.StartedAt, id: r.ID} }
+	slices.SortFunc(all, func(a, b record) int {
+		if before(pos(a), pos(b), lq.asc) {
+			return -1
+		}
+		return 1
+	})
+	if lq.after != nil {
+		i := 0
+		for i < len(all) && !before(*lq.after, pos(all[i]), lq.asc) {
+			i++
+		}
+		all = all[i:]
+	}
+	var next *listCursor
+	if len(all) > lq.limit {
+		all = all[:lq.limit]
+		c := pos(all[len(all)-1])
+		c.asc = lq.asc
+		next = &c
+	}
+	return all, next, running
+}
+
+func (s *Server) handleListV2(w http.ResponseWriter, r *http.Request) {
+	lq, err := parseListQuery(r.URL.Query())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	recs, next, running := s.list(lq)
+	out := make([]listedSandbox, 0, len(recs))
+	for _, rec := range recs {
+		out = append(out, listed(rec))
+	}
+	if next != nil {
+		w.Header().Set("X-Next-Token", encodeNextToken(*next))
+	}
+	if slices.Contains(lq.states, stateRunning) {
+		w.Header().Set("X-Total-Running", strconv.Itoa(running))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// handleListV1 is the deprecated list: running sandboxes only, no pages.
+func (s *Server) handleListV1(w http.ResponseWriter, r *http.Request) {
+	md, err := parseMetadataFilter(r.URL.Query().Get("metadata"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	recs, _, _ := s.list(listQuery{states: []sandboxState{stateRunning}, metadata: md, limit: 1 << 30})
+	out := make([]listedSandbox, 0, len(recs))
+	for _, rec := range recs {
+		out = append(out, listed(rec))
+	}
+	writeJSON(w, http.StatusOK, out)
+}

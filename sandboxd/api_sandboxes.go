@@ -1,0 +1,383 @@
+package sandboxd
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// sandboxBody is the provider's Sandbox schema (create, connect, resume).
+type sandboxBody struct {
+	TemplateID         string  `json:"templateID"`
+	SandboxID          string  `json:"sandboxID"`
+	Alias              string  `json:"alias"`
+	ClientID           string  `json:"clientID"`
+	EnvdVersion        string  `json:"envdVersion"`
+	EnvdAccessToken    string  `json:"envdAccessToken,omitempty"`
+	TrafficAccessToken *string `json:"trafficAccessToken"`
+	Domain             *string `json:"domain"`
+}
+
+type lifecycleBody struct {
+	AutoResume bool   `json:"autoResume"`
+	OnTimeout  string `json:"onTimeout"`
+}
+
+// sandboxDetail is the provider's SandboxDetail schema (get one).
+type sandboxDetail struct {
+	TemplateID          string            `json:"templateID"`
+	Alias               string            `json:"alias"`
+	SandboxID           string            `json:"sandboxID"`
+	ClientID            string            `json:"clientID"`
+	StartedAt           time.Time         `json:"startedAt"`
+	EndAt               time.Time         `json:"endAt"`
+	CPUCount            int               `json:"cpuCount"`
+	MemoryMB            int               `json:"memoryMB"`
+	DiskSizeMB          int               `json:"diskSizeMB"`
+	State               sandboxState      `json:"state"`
+	EnvdVersion         string            `json:"envdVersion"`
+	EnvdAccessToken     string            `json:"envdAccessToken,omitempty"`
+	AllowInternetAccess *bool             `json:"allowInternetAccess,omitempty"`
+	Domain              *string           `json:"domain"`
+	Metadata            map[string]string `json:"metadata"`
+	Lifecycle           lifecycleBody     `json:"lifecycle"`
+}
+
+// listedSandbox is the provider's ListedSandbox schema.
+type listedSandbox struct {
+	TemplateID  string            `json:"templateID"`
+	Alias       string            `json:"alias"`
+	SandboxID   string            `json:"sandboxID"`
+	ClientID    string            `json:"clientID"`
+	StartedAt   time.Time         `json:"startedAt"`
+	EndAt       time.Time         `json:"endAt"`
+	CPUCount    int               `json:"cpuCount"`
+	MemoryMB    int               `json:"memoryMB"`
+	DiskSizeMB  int               `json:"diskSizeMB"`
+	State       sandboxState      `json:"state"`
+	EnvdVersion string            `json:"envdVersion"`
+	Metadata    map[string]string `json:"metadata"`
+}
+
+func (s *Server) sandboxBody(rec record) sandboxBody {
+	domain := s.SandboxDomain()
+	return sandboxBody{
+		TemplateID: rec.TemplateID, SandboxID: rec.ID, Alias: rec.TemplateID, ClientID: pausedClientID,
+		EnvdVersion: envdVersion, EnvdAccessToken: rec.AccessToken, Domain: &domain,
+	}
+}
+
+func (s *Server) detail(rec record) sandboxDetail {
+	d := sandboxDetail{
+		TemplateID: rec.TemplateID, Alias: rec.TemplateID, SandboxID: rec.ID, ClientID: pausedClientID,
+		StartedAt: rec.StartedAt, EndAt: rec.EndAt, CPUCount: cpuCount, MemoryMB: memoryMB, DiskSizeMB: diskSizeMB,
+		State: rec.State, EnvdVersion: envdVersion, EnvdAccessToken: rec.AccessToken,
+		AllowInternetAccess: rec.AllowInternet, Metadata: nonNil(rec.Metadata),
+		Lifecycle: lifecycleBody{AutoResume: rec.AutoResume, OnTimeout: "kill"},
+	}
+	if rec.AutoPause {
+		d.Lifecycle.OnTimeout = "pause"
+	}
+	if rec.State == stateRunning {
+		domain := s.SandboxDomain()
+		d.Domain = &domain
+	}
+	return d
+}
+
+func listed(rec record) listedSandbox {
+	return listedSandbox{
+		TemplateID: rec.TemplateID, Alias: rec.TemplateID, SandboxID: rec.ID, ClientID: pausedClientID,
+		StartedAt: rec.StartedAt, EndAt: rec.EndAt, CPUCount: cpuCount, MemoryMB: memoryMB, DiskSizeMB: diskSizeMB,
+		State: rec.State, EnvdVersion: envdVersion, Metadata: nonNil(rec.Metadata),
+	}
+}
+
+func nonNil(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}
+
+// validTimeout applies the provider's rules: seconds, positive unless zero
+// is allowed, at most the plan's maximum.
+func (s *Server) validTimeout(secs int64, allowZero bool) (time.Duration, error) {
+	if secs < 0 || (secs == 0 && !allowZero) {
+		return 0, &opError{http.StatusBadRequest, "Timeout must be greater than 0"}
+	}
+	d := time.Duration(secs) * time.Second
+	if d > s.cfg.MaxTimeout {
+		return 0, &opError{http.StatusBadRequest, fmt.Sprintf("Timeout cannot be greater than %d hours", int(s.cfg.MaxTimeout.Hours()))}
+	}
+	return d, nil
+}
+
+// resolveTemplate accepts the one template sandboxd has, by any reference
+// form the provider accepts: alias, namespace/alias, with an optional :tag.
+func resolveTemplate(ref string) (string, bool) {
+	name, _, _ := strings.Cut(ref, ":")
+	if i := strings.LastIndexByte(name, '/'); i >= 0 {
+		name = name[i+1:]
+	}
+	return templateBase, name == templateBase
+}
+
+type newSandboxRequest struct {
+	TemplateID      string `json:"templateID"`
+	Timeout         *int64 `json:"timeout"`
+	AutoPause       *bool  `json:"autoPause"`
+	AutoPauseMemory *bool  `json:"autoPauseMemory"`
+	AutoResume      *struct {
+		Enabled bool `json:"enabled"`
+	} `json:"autoResume"`
+	Secure              *bool             `json:"secure"`
+	AllowInternetAccess *bool             `json:"allow_internet_access"`
+	Metadata            map[string]string `json:"metadata"`
+	EnvVars             map[string]string `json:"envVars"`
+	Network             *struct {
+		AllowPublicTraffic *bool `json:"allowPublicTraffic"`
+	} `json:"network"`
+}
+
+func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
+	var req newSandboxRequest
+	if err := decodeBody(r, &req); err != nil {
+		writeError(w, http.StatusBadRequest, "Invalid request body: "+err.Error())
+		return
+	}
+	if req.TemplateID == "" {
+		writeError(w, http.StatusBadRequest, "templateID is required")
+		return
+	}
+	templateID, ok := resolveTemplate(req.TemplateID)
+	if !ok {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("template '%s' not found", req.TemplateID))
+		return
+	}
+	secs := int64(15) // the spec's default
+	if req.Timeout != nil {
+		secs = *req.Timeout
+	}
+	timeout, err := s.validTimeout(secs, false)
+	if err != nil {
+		writeOpError(w, err)
+		return
+	}
+	p := createParams{
+		templateID: templateID, timeout: timeout, metadata: req.Metadata, envVars: req.EnvVars,
+		secure: req.Secure != nil && *req.Secure, allowInternet: req.AllowInternetAccess,
+		autoPause: req.AutoPause != nil && *req.AutoPause, autoPauseMemory: true,
+		autoResume: req.AutoResume != nil && req.AutoResume.Enabled,
+	}
+	if req.AutoPauseMemory != nil {
+		p.autoPauseMemory = *req.AutoPauseMemory
+	}
+	switch {
+	case !p.autoPauseMemory && !p.autoPause:
+		writeError(w, http.StatusBadRequest, "autoPauseMemory=false only applies when autoPause is true.")
+		return
+	case !p.autoPauseMemory && p.autoResume:
+		writeError(w, http.StatusBadRequest, "autoPauseMemory=false (filesystem-only auto-pause) cannot be combined with autoResume: a filesystem-only snapshot must be resumed explicitly.")
+		return
+	case req.Network != nil && req.Network.AllowPublicTraffic != nil && !*req.Network.AllowPublicTraffic && !p.secure:
+		writeError(w, http.StatusBadRequest, "network.allowPublicTraffic=false requires secure=true")
+		return
+	}
+	rec, err := s.create(p)
+	if err != nil {
+		writeOpError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, s.sandboxBody(rec))
+}
+
+func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
+	id, ok := sandboxIDParam(w, r)
+	if !ok {
+		return
+	}
+	rec, ok := s.get(id)
+	if !ok {
+		writeOpError(w, notFound(id))
+		return
+	}
+	writeJSON(w, http.StatusOK, s.detail(rec))
+}
+
+func (s *Server) handleKill(w http.ResponseWriter, r *http.Request) {
+	id, ok := sandboxIDParam(w, r)
+	if !ok {
+		return
+	}
+	if err := s.kill(id, KillReasonRequest); err != nil {
+		writeOpError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) handlePause(w http.ResponseWriter, r *http.Request) {
+	id, ok := sandboxIDParam(w, r)
+	if !ok {
+		return
+	}
+	var req struct {
+		Memory *bool `json:"memory"`
+	}
+	if err := decodeBody(r, &req); err != nil {
+		writeError(w, http.StatusBadRequest, "Invalid request body: "+err.Error())
+		return
+	}
+	if err := s.pause(id, req.Memory == nil || *req.Memory); err != nil {
+		writeOpError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) handleConnect(w http.ResponseWriter, r *http.Request) {
+	id, ok := sandboxIDParam(w, r)
+	if !ok {
+		return
+	}
+	var req struct {
+		Timeout *int64 `json:"timeout"`
+		Memory  *bool  `json:"memory"`
+	}
+	if err := decodeBody(r, &req); err != nil {
+		writeError(w, http.StatusBadRequest, "Invalid request body: "+err.Error())
+		return
+	}
+	// The spec requires timeout, but the JS SDK omits it when the caller
+	// gave none; 300 s is the SDKs' default lifetime.
+	secs := int64(300)
+	if req.Timeout != nil {
+		secs = *req.Timeout
+	}
+	timeout, err := s.validTimeout(secs, true)
+	if err != nil {
+		writeOpError(w, err)
+		return
+	}
+	rec, resumed, err := s.connect(id, timeout, req.Memory == nil || *req.Memory)
+	if err != nil {
+		writeOpError(w, err)
+		return
+	}
+	status := http.StatusOK
+	if resumed {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, s.sandboxBody(rec))
+}
+
+// handleResume is the deprecated resume: paused only (409 when running).
+func (s *Server) handleResume(w http.ResponseWriter, r *http.Request) {
+	id, ok := sandboxIDParam(w, r)
+	if !ok {
+		return
+	}
+	var req struct {
+		Timeout   *int64 `json:"timeout"`
+		AutoPause *bool  `json:"autoPause"`
+	}
+	if err := decodeBody(r, &req); err != nil {
+		writeError(w, http.StatusBadRequest, "Invalid request body: "+err.Error())
+		return
+	}
+	secs := int64(15)
+	if req.Timeout != nil {
+		secs = *req.Timeout
+	}
+	timeout, err := s.validTimeout(secs, false)
+	if err != nil {
+		writeOpError(w, err)
+		return
+	}
+	sb, err := s.acquire(id)
+	if err != nil {
+		writeOpError(w, err)
+		return
+	}
+	defer sb.op.Unlock()
+	if cur := s.snapshot(sb); cur.State == stateRunning {
+		writeError(w, http.StatusConflict, fmt.Sprintf("Sandbox %s is already running", id))
+		return
+	} else if req.AutoPause != nil {
+		cur.AutoPause = *req.AutoPause
+		s.commit(sb, cur)
+	}
+	rec, _, err := s.connectLocked(sb, timeout, true)
+	if err != nil {
+		writeOpError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, s.sandboxBody(rec))
+}
+
+func (s *Server) handleSetTimeout(w http.ResponseWriter, r *http.Request) {
+	id, ok := sandboxIDParam(w, r)
+	if !ok {
+		return
+	}
+	var req struct {
+		Timeout *int64 `json:"timeout"`
+	}
+	if err := decodeBody(r, &req); err != nil || req.Timeout == nil {
+		writeError(w, http.StatusBadRequest, "Invalid request body: timeout is required")
+		return
+	}
+	// A negative value means zero here, as the provider treats it.
+	timeout, err := s.validTimeout(max(*req.Timeout, 0), true)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "Max instance length exceeded")
+		return
+	}
+	if err := s.setTimeout(id, timeout); err != nil {
+		writeOpError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) handleRefresh(w http.ResponseWriter, r *http.Request) {
+	id, ok := sandboxIDParam(w, r)
+	if !ok {
+		return
+	}
+	var req struct {
+		Duration *int64 `json:"duration"`
+	}
+	if err := decodeBody(r, &req); err != nil {
+		writeError(w, http.StatusBadRequest, "Invalid request body: "+err.Error())
+		return
+	}
+	secs := int64(15)
+	if req.Duration != nil {
+		if *req.Duration < 0 || *req.Duration > 3600 {
+			writeError(w, http.StatusBadRequest, "duration must be between 0 and 3600 seconds")
+			return
+		}
+		secs = max(*req.Duration, 15)
+	}
+	if err := s.refresh(id, time.Duration(secs)*time.Second); err != nil {
+		writeOpError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// handleMetrics answers like a fresh sandbox: sandboxd does not sample usage.
+func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
+	id, ok := sandboxIDParam(w, r)
+	if !ok {
+		return
+	}
+	if _, ok := s.get(id); !ok {
+		writeOpError(w, notFound(id))
+		return
+	}
+	writeJSON(w, http.StatusOK, []struct{}{})
+}

@@ -1,0 +1,274 @@
+package sandboxd
+
+import (
+	"compress/gzip"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"mime"
+	"net/http"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// envdRequest is what every envd handler works on: the sandbox the request
+// was routed to, with the user it authenticated as.
+type envdRequest struct {
+	rec  record
+	fs   sandboxFS
+	user string
+}
+
+type envdHandlerFunc func(w http.ResponseWriter, r *http.Request, er *envdRequest)
+
+// envdHandler emulates envd, the daemon inside each sandbox, on port 49983.
+func (s *Server) envdHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	})
+	handle := func(pattern string, h envdHandlerFunc, signable bool) {
+		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			er, ok := s.envdAuth(w, r, signable)
+			if ok {
+				h(w, r, er)
+			}
+		})
+	}
+	handle("GET /files", s.handleFileRead, true)
+	handle("POST /files", s.handleFileWrite, true)
+	handle("GET /envs", s.handleEnvs, false)
+	handle("GET /metrics", s.handleEnvdMetrics, false)
+	for _, m := range []string{"Start", "Connect", "List", "SendSignal", "SendInput", "StreamInput", "CloseStdin", "Update"} {
+		handle("POST /process.Process/"+m, s.processMethod(m), false)
+	}
+	for _, m := range []string{"Stat", "MakeDir", "Move", "ListDir", "Remove", "WatchDir", "CreateWatcher", "GetWatcherEvents", "RemoveWatcher"} {
+		handle("POST /filesystem.Filesystem/"+m, s.filesystemMethod(m), false)
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not found")
+	})
+	return mux
+}
+
+const envdUnauthorized = "unauthorized access, please provide a valid access token or method signing if supported"
+
+// envdAuth checks X-Access-Token for secure sandboxes (file transfers may
+// carry a signature instead) and reads the user from Basic auth or the
+// username parameter.
+func (s *Server) envdAuth(w http.ResponseWriter, r *http.Request, signable bool) (*envdRequest, bool) {
+	t := r.Context().Value(targetKey{}).(target)
+	rec, ok := s.get(t.id)
+	if !ok {
+		proxyFailure(w, r, http.StatusBadGateway, t.id, "The sandbox was not found", nil)
+		return nil, false
+	}
+	user := r.URL.Query().Get("username")
+	if u, _, ok := r.BasicAuth(); ok {
+		user = u
+	}
+	if user != "" && user != "user" && user != "root" {
+		writeError(w, http.StatusUnauthorized, fmt.Sprintf("user %q does not exist", user))
+		return nil, false
+	}
+	if rec.AccessToken != "" {
+		token := r.Header.Get("X-Access-Token")
+		okToken := subtle.ConstantTimeCompare([]byte(token), []byte(rec.AccessToken)) == 1
+		if !okToken && !(signable && validFileSignature(r, rec.AccessToken)) {
+			writeError(w, http.StatusUnauthorized, envdUnauthorized)
+			return nil, false
+		}
+	}
+	return &envdRequest{rec: rec, fs: sandboxFS{dir: path.Join(s.sandboxesDir(), rec.ID)}, user: user}, true
+}
+
+// fileSignature is envd's signature for uploadUrl/downloadUrl:
+// "v1_" + unpadded standard base64 of SHA-256 over
+// "path:operation:username:accessToken[:expiration]".
+func fileSignature(p, operation, user, token string, expiration int64) string {
+	raw := p + ":" + operation + ":" + user + ":" + token
+	if expiration != 0 {
+		raw += ":" + strconv.FormatInt(expiration, 10)
+	}
+	sum := sha256.Sum256([]byte(raw))
+	return "v1_" + base64.RawStdEncoding.EncodeToString(sum[:])
+}
+
+func validFileSignature(r *http.Request, token string) bool {
+	q := r.URL.Query()
+	sig := q.Get("signature")
+	if sig == "" {
+		return false
+	}
+	var exp int64
+	if v := q.Get("signature_expiration"); v != "" {
+		var err error
+		if exp, err = strconv.ParseInt(v, 10, 64); err != nil || time.Now().Unix() > exp {
+			return false
+		}
+	}
+	op := "read"
+	if r.Method == http.MethodPost {
+		op = "write"
+	}
+	want := fileSignature(q.Get("path"), op, q.Get("username"), token, exp)
+	return subtle.ConstantTimeCompare([]byte(sig), []byte(want)) == 1
+}
+
+// fileError answers a file operation's error with envd's statuses.
+func fileError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		writeError(w, http.StatusNotFound, err.Error())
+	case errors.Is(err, errReadOnly), errors.Is(err, fs.ErrPermission):
+		writeError(w, http.StatusForbidden, err.Error())
+	default:
+		writeError(w, http.StatusBadRequest, err.Error())
+	}
+}
+
+func (s *Server) handleFileRead(w http.ResponseWriter, r *http.Request, er *envdRequest) {
+	fp, err := er.fs.resolve(r.URL.Query().Get("path"), false)
+	if err != nil {
+		fileError(w, err)
+		return
+	}
+	defer fp.close()
+	fi, err := fp.stat()
+	if err != nil {
+		fileError(w, err)
+		return
+	}
+	if fi.IsDir() {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("path '%s' is a directory", fp.display))
+		return
+	}
+	f, err := fp.open()
+	if err != nil {
+		fileError(w, err)
+		return
+	}
+	defer f.Close()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": path.Base(fp.display)}))
+	w.Header().Set("Content-Length", strconv.FormatInt(fi.Size(), 10))
+	_, _ = io.Copy(w, f)
+}
+
+type writtenFile struct {
+	Path string `json:"path"`
+	Name string `json:"name"`
+	Type string `json:"type"`
+}
+
+func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request, er *envdRequest) {
+	queryPath := r.URL.Query().Get("path")
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	var out []writtenFile
+	write := func(p string, body io.Reader) error {
+		fp, err := er.fs.resolve(p, true)
+		if err != nil {
+			return err
+		}
+		defer fp.close()
+		if fi, err := fp.stat(); err == nil && fi.IsDir() {
+			return fmt.Errorf("path '%s' is a directory", fp.display)
+		}
+		f, err := fp.create()
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(f, body); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+		out = append(out, writtenFile{Path: fp.display, Name: path.Base(fp.display), Type: "file"})
+		return nil
+	}
+	switch ct {
+	case "multipart/form-data":
+		mr, err := r.MultipartReader()
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		for {
+			part, err := mr.NextPart()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				writeError(w, http.StatusBadRequest, err.Error())
+				return
+			}
+			if part.FormName() != "file" {
+				continue
+			}
+			// Part.FileName strips directories; the SDK puts whole paths there.
+			_, params, _ := mime.ParseMediaType(part.Header.Get("Content-Disposition"))
+			p := queryPath
+			if p == "" {
+				p = params["filename"]
+			}
+			if p == "" {
+				writeError(w, http.StatusBadRequest, "no path for the uploaded file")
+				return
+			}
+			if err := write(p, part); err != nil {
+				fileError(w, err)
+				return
+			}
+		}
+	case "application/octet-stream":
+		if queryPath == "" {
+			writeError(w, http.StatusBadRequest, "path is required for an octet-stream upload")
+			return
+		}
+		var body io.Reader = r.Body
+		if strings.EqualFold(r.Header.Get("Content-Encoding"), "gzip") {
+			gz, err := gzip.NewReader(r.Body)
+			if err != nil {
+				writeError(w, http.StatusBadRequest, err.Error())
+				return
+			}
+			defer gz.Close()
+			body = gz
+		}
+		if err := write(queryPath, body); err != nil {
+			fileError(w, err)
+			return
+		}
+	default:
+		writeError(w, http.StatusBadRequest, "upload as multipart/form-data or application/octet-stream")
+		return
+	}
+	if len(out) == 0 {
+		writeError(w, http.StatusBadRequest, "no file in the request")
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handleEnvs(w http.ResponseWriter, r *http.Request, er *envdRequest) {
+	writeJSON(w, http.StatusOK, nonNil(er.rec.EnvVars))
+}
+
+// handleEnvdMetrics reports the sandbox's nominal size: sandboxd does not
+// measure usage.
+func (s *Server) handleEnvdMetrics(w http.ResponseWriter, r *http.Request, er *envdRequest) {
+	writeJSON(w, http.StatusOK, map[string]any{
+		"ts": time.Now().Unix(), "cpu_count": cpuCount, "cpu_used_pct": 0,
+		"mem_total": memoryMB << 20, "mem_used": 0, "mem_cache": 0,
+		"mem_total_mib": memoryMB, "mem_used_mib": 0,
+		"disk_used": 0, "disk_total": diskSizeMB << 20,
+	})
+}

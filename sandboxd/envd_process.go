@@ -1,0 +1,356 @@
+package sandboxd
+
+import (
+	"encoding/json"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// flexUint32 reads a protobuf-JSON uint32, which may come as a number or a
+// string.
+type flexUint32 uint32
+
+func (u *flexUint32) UnmarshalJSON(b []byte) error {
+	s := strings.Trim(string(b), `"`)
+	n, err := strconv.ParseUint(s, 10, 32)
+	if err != nil {
+		return err
+	}
+	*u = flexUint32(n)
+	return nil
+}
+
+// processSelector is envd's ProcessSelector oneof.
+type processSelector struct {
+	Pid *flexUint32 `json:"pid"`
+	Tag *string     `json:"tag"`
+}
+
+func (sel processSelector) find(m *machine) (*process, *rpcError) {
+	switch {
+	case m == nil:
+	case sel.Pid != nil:
+		if p := m.process(uint32(*sel.Pid)); p != nil {
+			return p, nil
+		}
+		return nil, rpcErr("not_found", "process with pid %d not found", *sel.Pid)
+	case sel.Tag != nil:
+		if p := m.processByTag(*sel.Tag); p != nil {
+			return p, nil
+		}
+		return nil, rpcErr("not_found", "process with tag %q not found", *sel.Tag)
+	default:
+		return nil, rpcErr("invalid_argument", "process selector needs pid or tag")
+	}
+	return nil, rpcErr("not_found", "process not found")
+}
+
+type startRequest struct {
+	Process processConfig   `json:"process"`
+	Pty     json.RawMessage `json:"pty"`
+	Tag     *string         `json:"tag"`
+	Stdin   *bool           `json:"stdin"`
+}
+
+type processEventMsg struct {
+	Event procEvent `json:"event"`
+}
+
+func (s *Server) processMethod(method string) envdHandlerFunc {
+	switch method {
+	case "Start":
+		return s.rpcStart
+	case "Connect":
+		return s.rpcConnect
+	case "List":
+		return s.rpcList
+	case "SendSignal":
+		return s.rpcSendSignal
+	case "SendInput":
+		return s.rpcSendInput
+	case "CloseStdin":
+		return s.rpcCloseStdin
+	}
+	return func(w http.ResponseWriter, r *http.Request, _ *envdRequest) {
+		writeRPCError(w, rpcErr("unimplemented", "process.Process/%s is not implemented by sandboxd", method))
+	}
+}
+
+// runningMachine returns the machine of a running sandbox, booting it if
+// nothing ran in it yet.
+func (s *Server) runningMachine(id string) (*machine, record, *rpcError) {
+	sb, err := s.acquire(id)
+	if err != nil {
+		return nil, record{}, rpcErr("unavailable", "sandbox %s was not found", id)
+	}
+	defer sb.op.Unlock()
+	rec := s.snapshot(sb)
+	if rec.State != stateRunning {
+		return nil, rec, rpcErr("unavailable", "sandbox %s is paused", id)
+	}
+	m, err := s.machineFor(sb)
+	if err != nil {
+		s.log.Error("boot sandbox", "sandbox_id", id, "err", err)
+		return nil, rec, rpcErr("internal", "boot sandbox: %v", err)
+	}
+	return m, rec, nil
+}
+
+// currentMachine is the sandbox's machine if one runs, without booting.
+func (s *Server) currentMachine(id string) *machine {
+	sb, err := s.acquire(id)
+	if err != nil {
+		return nil
+	}
+	defer sb.op.Unlock()
+	if sb.vm != nil && sb.vm.alive() {
+		return sb.vm
+	}
+	return nil
+}
+
+// processEnv is envd's environment: a fixed base, then the sandbox's
+// variables, then the request's (later ones win).
+func processEnv(rec record, m *machine, user string, extra map[string]string) []string {
+	if user == "" {
+		user = "user"
+	}
+	env := []string{
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME=" + m.homeEnv(), "USER=" + user, "LOGNAME=" + user, "LANG=C.UTF-8",
+		"E2B_SANDBOX=true", "E2B_SANDBOX_ID=" + rec.ID,
+	}
+	for _, vars := range []map[string]string{rec.EnvVars, extra} {
+		keys := make([]string, 0, len(vars))
+		for k := range vars {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			env = append(env, k+"="+vars[k])
+		}
+	}
+	return env
+}
+
+func (s *Server) rpcStart(w http.ResponseWriter, r *http.Request, er *envdRequest) {
+	sw := newStreamWriter(w)
+	var req startRequest
+	if e := decodeStreamRequest(r, &req); e != nil {
+		sw.end(e)
+		return
+	}
+	if len(req.Pty) > 0 && string(req.Pty) != "null" {
+		sw.end(rpcErr("unimplemented", "pty is not supported by sandboxd"))
+		return
+	}
+	if req.Process.Cmd == "" {
+		sw.end(rpcErr("invalid_argument", "process.cmd is required"))
+		return
+	}
+	cwd := homeDir
+	if req.Process.Cwd != nil && *req.Process.Cwd != "" {
+		cwd = cleanSandboxPath(*req.Process.Cwd)
+	}
+	if fp, err := er.fs.resolve(cwd, false); err != nil {
+		sw.end(rpcErr("invalid_argument", "cwd '%s' does not exist", cwd))
+		return
+	} else {
+		fi, err := fp.stat()
+		fp.close()
+		if err != nil || !fi.IsDir() {
+			sw.end(rpcErr("invalid_argument", "cwd '%s' does not exist", cwd))
+			return
+		}
+	}
+	var timeout time.Duration
+	if v := r.Header.Get("Connect-Timeout-Ms"); v != "" {
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || ms < 0 {
+			sw.end(rpcErr("invalid_argument", "invalid Connect-Timeout-Ms"))
+			return
+		}
+		timeout = time.Duration(ms) * time.Millisecond
+	}
+	m, rec, e := s.runningMachine(er.rec.ID)
+	if e != nil {
+		sw.end(e)
+		return
+	}
+	openStdin := req.Stdin == nil || *req.Stdin
+	env := processEnv(rec, m, er.user, req.Process.Envs)
+	p, sub, err := m.startProcess(req.Process, req.Tag, openStdin, env, cwd, timeout)
+	if err != nil {
+		sw.end(rpcErr("invalid_argument", "error starting process '%s': %v", req.Process.Cmd, err))
+		return
+	}
+	s.log.Info("process started", "sandbox_id", rec.ID, "pid", p.pid, "cmd", req.Process.Cmd)
+	if err := sw.send(processEventMsg{Event: procEvent{Start: &procStart{Pid: p.pid}}}); err != nil {
+		p.unsubscribe(sub)
+		return
+	}
+	s.pump(r, sw, p, sub)
+}
+
+// pump streams a process's events until it ends or the client leaves; the
+// process keeps running when the client leaves, as with envd.
+func (s *Server) pump(r *http.Request, sw *streamWriter, p *process, sub *subscriber) {
+	defer p.unsubscribe(sub)
+	interval := s.cfg.KeepaliveMax
+	if v, err := strconv.Atoi(r.Header.Get("Keepalive-Ping-Interval")); err == nil && v > 0 {
+		interval = min(time.Duration(v)*time.Second, interval)
+	}
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	ctx := r.Context()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-sub.ch:
+			if !ok {
+				sw.end(nil)
+				return
+			}
+			if err := sw.send(processEventMsg{Event: ev}); err != nil {
+				return
+			}
+			ticker.Reset(interval)
+		case <-ticker.C:
+			if err := sw.send(processEventMsg{Event: procEvent{Keepalive: &struct{}{}}}); err != nil {
+				return
+			}
+		}
+	}
+}
+
+func (s *Server) rpcConnect(w http.ResponseWriter, r *http.Request, er *envdRequest) {
+	sw := newStreamWriter(w)
+	var req struct {
+		Process processSelector `json:"process"`
+	}
+	if e := decodeStreamRequest(r, &req); e != nil {
+		sw.end(e)
+		return
+	}
+	p, e := req.Process.find(s.currentMachine(er.rec.ID))
+	if e != nil {
+		sw.end(e)
+		return
+	}
+	sub := p.subscribe()
+	if sub == nil {
+		sw.end(rpcErr("not_found", "process with pid %d not found", p.pid))
+		return
+	}
+	if err := sw.send(processEventMsg{Event: procEvent{Start: &procStart{Pid: p.pid}}}); err != nil {
+		p.unsubscribe(sub)
+		return
+	}
+	s.pump(r, sw, p, sub)
+}
+
+type processInfo struct {
+	Config processConfig `json:"config"`
+	Pid    uint32        `json:"pid"`
+	Tag    *string       `json:"tag,omitempty"`
+}
+
+func (s *Server) rpcList(w http.ResponseWriter, r *http.Request, er *envdRequest) {
+	var req struct{}
+	if e := decodeUnary(r, &req); e != nil {
+		writeRPCError(w, e)
+		return
+	}
+	out := []processInfo{}
+	if m := s.currentMachine(er.rec.ID); m != nil {
+		for _, p := range m.processes() {
+			out = append(out, processInfo{Config: p.cfg, Pid: p.pid, Tag: p.tag})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Pid < out[j].Pid })
+	writeJSON(w, http.StatusOK, map[string]any{"processes": out})
+}
+
+// parseSignal reads envd's Signal enum by name or number.
+func parseSignal(raw json.RawMessage) (syscall.Signal, *rpcError) {
+	switch strings.Trim(string(raw), `"`) {
+	case "SIGNAL_SIGKILL", "9":
+		return syscall.SIGKILL, nil
+	case "SIGNAL_SIGTERM", "15":
+		return syscall.SIGTERM, nil
+	}
+	return 0, rpcErr("unimplemented", "signal %s is not supported", string(raw))
+}
+
+func (s *Server) rpcSendSignal(w http.ResponseWriter, r *http.Request, er *envdRequest) {
+	var req struct {
+		Process processSelector `json:"process"`
+		Signal  json.RawMessage `json:"signal"`
+	}
+	if e := decodeUnary(r, &req); e != nil {
+		writeRPCError(w, e)
+		return
+	}
+	sig, e := parseSignal(req.Signal)
+	if e != nil {
+		writeRPCError(w, e)
+		return
+	}
+	p, e := req.Process.find(s.currentMachine(er.rec.ID))
+	if e != nil {
+		writeRPCError(w, e)
+		return
+	}
+	p.signal(sig)
+	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+func (s *Server) rpcSendInput(w http.ResponseWriter, r *http.Request, er *envdRequest) {
+	var req struct {
+		Process processSelector `json:"process"`
+		Input   struct {
+			Stdin []byte `json:"stdin"`
+			Pty   []byte `json:"pty"`
+		} `json:"input"`
+	}
+	if e := decodeUnary(r, &req); e != nil {
+		writeRPCError(w, e)
+		return
+	}
+	p, e := req.Process.find(s.currentMachine(er.rec.ID))
+	if e != nil {
+		writeRPCError(w, e)
+		return
+	}
+	if req.Input.Pty != nil {
+		writeRPCError(w, rpcErr("failed_precondition", "tty not assigned to process"))
+		return
+	}
+	if err := p.writeStdin(req.Input.Stdin); err != nil {
+		writeRPCError(w, rpcErr("failed_precondition", "%v", err))
+		return
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+func (s *Server) rpcCloseStdin(w http.ResponseWriter, r *http.Request, er *envdRequest) {
+	var req struct {
+		Process processSelector `json:"process"`
+	}
+	if e := decodeUnary(r, &req); e != nil {
+		writeRPCError(w, e)
+		return
+	}
+	p, e := req.Process.find(s.currentMachine(er.rec.ID))
+	if e != nil {
+		writeRPCError(w, e)
+		return
+	}
+	p.closeStdin()
+	writeJSON(w, http.StatusOK, struct{}{})
+}

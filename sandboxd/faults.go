@@ -1,0 +1,192 @@
+package sandboxd
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+)
+
+// Webhook fault kinds.
+const (
+	// WebhookDrop loses a delivery for good: no attempt, no retry. The event
+	// stays readable through the events API.
+	WebhookDrop = "drop"
+	// WebhookDelay holds a delivery LatencyMs before sending it.
+	WebhookDelay = "delay"
+)
+
+// Fault is one injected misbehaviour for resilience tests. It is the JSON
+// body of the admin endpoint, which takes the same X-API-Key as the API:
+//
+//	POST   /_sandboxd/faults                          add a Fault → 201 {"id": "..."}
+//	GET    /_sandboxd/faults                          active faults → 200 [{"id", "remaining", ...Fault}]
+//	DELETE /_sandboxd/faults                          clear all → 204
+//	DELETE /_sandboxd/faults/{faultID}                clear one → 204 (404 if unknown)
+//	POST   /_sandboxd/sandboxes/{sandboxID}/kill      "killed from the dashboard" → 204 (404 if unknown);
+//	                                                  optional body {"reason": "request"} sets kill_reason
+//
+// A route fault, for example
+//
+//	{"route": "POST /sandboxes/{sandboxID}/pause", "status": 500, "count": 2}
+//	{"route": "*", "status": 429, "retryAfterSeconds": 1, "count": 1}
+//	{"route": "GET /v2/sandboxes", "latencyMs": 3000, "count": 1}
+//
+// applies to API calls after authentication: it waits LatencyMs, then, if
+// Status is set, answers Status with the provider's error body
+// {"code": Status, "message": Message} instead of doing the call. A webhook
+// fault, for example
+//
+//	{"webhook": "drop", "count": 3}
+//	{"webhook": "delay", "latencyMs": 2000, "count": 1}
+//
+// applies to the next webhook delivery attempts.
+type Fault struct {
+	// Route selects API calls by method and route as sandboxd registers them
+	// (see e2b-api.md; the wildcard's name does not matter, so
+	// "DELETE /sandboxes/{id}" works). A route without a method matches every
+	// method; "*" matches every API route. /health and /_sandboxd are never
+	// affected.
+	Route string `json:"route,omitempty"`
+	// SandboxID limits a route fault to calls naming that sandbox.
+	SandboxID string `json:"sandboxID,omitempty"`
+	// Status is the HTTP status to answer with (400..599).
+	Status int `json:"status,omitempty"`
+	// Message is the error body's message (default "injected fault").
+	Message string `json:"message,omitempty"`
+	// RetryAfterSeconds adds a Retry-After header (useful with 429 and 503).
+	RetryAfterSeconds int `json:"retryAfterSeconds,omitempty"`
+	// LatencyMs delays the call or the delivery.
+	LatencyMs int `json:"latencyMs,omitempty"`
+	// Webhook is WebhookDrop or WebhookDelay; it makes this a webhook fault.
+	Webhook string `json:"webhook,omitempty"`
+	// Count is how many calls or deliveries the fault affects; 0 means all of
+	// them until it is cleared.
+	Count int `json:"count,omitempty"`
+}
+
+func (f *Fault) validate() error {
+	switch {
+	case (f.Route == "") == (f.Webhook == ""):
+		return errors.New("a fault needs exactly one of route and webhook")
+	case f.Webhook != "" && f.Webhook != WebhookDrop && f.Webhook != WebhookDelay:
+		return fmt.Errorf("webhook must be %q or %q", WebhookDrop, WebhookDelay)
+	case f.Webhook == WebhookDelay && f.LatencyMs <= 0:
+		return errors.New("a delay needs latencyMs")
+	case f.Route != "" && f.Status == 0 && f.LatencyMs <= 0:
+		return errors.New("a route fault needs status or latencyMs")
+	case f.Status != 0 && (f.Status < 400 || f.Status > 599):
+		return errors.New("status must be 400..599")
+	case f.Count < 0 || f.LatencyMs < 0 || f.RetryAfterSeconds < 0:
+		return errors.New("count, latencyMs and retryAfterSeconds cannot be negative")
+	}
+	return nil
+}
+
+type activeFault struct {
+	ID        string `json:"id"`
+	Remaining int    `json:"remaining"` // -1: unlimited
+	Fault
+	route string
+}
+
+type faultSet struct {
+	mu     sync.Mutex
+	faults []*activeFault
+}
+
+var wildcardName = regexp.MustCompile(`\{[^}]*\}`)
+
+// normalizeRoute makes route patterns comparable: wildcard names dropped,
+// one space after the method.
+func normalizeRoute(route string) string {
+	route = wildcardName.ReplaceAllString(strings.TrimSpace(route), "{}")
+	if method, path, ok := strings.Cut(route, " "); ok {
+		return method + " " + strings.TrimSpace(path)
+	}
+	return route
+}
+
+func (fs *faultSet) add(f Fault) *activeFault {
+	a := &activeFault{ID: newUUID(), Fault: f, Remaining: f.Count, route: normalizeRoute(f.Route)}
+	if f.Count == 0 {
+		a.Remaining = -1
+	}
+	if a.Message == "" {
+		a.Message = "injected fault"
+	}
+	fs.mu.Lock()
+	fs.faults = append(fs.faults, a)
+	fs.mu.Unlock()
+	return a
+}
+
+func (fs *faultSet) list() []activeFault {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	out := make([]activeFault, 0, len(fs.faults))
+	for _, f := range fs.faults {
+		out = append(out, *f)
+	}
+	return out
+}
+
+func (fs *faultSet) clear(id string) bool {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if id == "" {
+		fs.faults = nil
+		return true
+	}
+	for i, f := range fs.faults {
+		if f.ID == id {
+			fs.faults = append(fs.faults[:i], fs.faults[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// takeLocked consumes one use of fs.faults[i].
+func (fs *faultSet) takeLocked(i int) Fault {
+	f := fs.faults[i]
+	if f.Remaining > 0 {
+		f.Remaining--
+		if f.Remaining == 0 {
+			fs.faults = append(fs.faults[:i], fs.faults[i+1:]...)
+		}
+	}
+	return f.Fault
+}
+
+// route returns the first fault matching an API call, consuming one use.
+func (fs *faultSet) route(pattern, sandboxID string) *Fault {
+	norm := normalizeRoute(pattern)
+	_, path, _ := strings.Cut(norm, " ")
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	for i, f := range fs.faults {
+		if f.route == "" || (f.SandboxID != "" && f.SandboxID != sandboxID) {
+			continue
+		}
+		if f.route == "*" || f.route == norm || f.route == path {
+			taken := fs.takeLocked(i)
+			return &taken
+		}
+	}
+	return nil
+}
+
+// webhook returns the first webhook fault, consuming one use.
+func (fs *faultSet) webhook() *Fault {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	for i, f := range fs.faults {
+		if f.Webhook != "" {
+			taken := fs.takeLocked(i)
+			return &taken
+		}
+	}
+	return nil
+}

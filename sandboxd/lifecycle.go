@@ -1,0 +1,350 @@
+package sandboxd
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// opError is a lifecycle failure the API shows with its status.
+type opError struct {
+	Status  int
+	Message string
+}
+
+func (e *opError) Error() string { return e.Message }
+
+func notFound(id string) *opError {
+	return &opError{http.StatusNotFound, fmt.Sprintf("Sandbox %q doesn't exist or you don't have access to it", id)}
+}
+
+func internalError(err error) *opError {
+	return &opError{http.StatusInternalServerError, "Internal error: " + err.Error()}
+}
+
+// createParams is a validated create request.
+type createParams struct {
+	templateID      string
+	timeout         time.Duration
+	metadata        map[string]string
+	envVars         map[string]string
+	secure          bool
+	allowInternet   *bool
+	autoPause       bool
+	autoPauseMemory bool
+	autoResume      bool
+}
+
+func (s *Server) create(p createParams) (record, error) {
+	id := newSandboxID()
+	dir := filepath.Join(s.sandboxesDir(), id)
+	for _, d := range []string{"home", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return record{}, internalError(err)
+		}
+	}
+	t := now()
+	rec := record{
+		ID: id, TemplateID: p.templateID, Metadata: p.metadata, EnvVars: p.envVars,
+		AllowInternet: p.allowInternet, AutoPause: p.autoPause, AutoPauseMemory: p.autoPauseMemory,
+		AutoResume: p.autoResume, ResumeTimeout: int(p.timeout / time.Second),
+		State: stateRunning, CreatedAt: t, StartedAt: t, EndAt: t.Add(p.timeout), ExecutionID: newUUID(),
+	}
+	if p.secure {
+		rec.AccessToken = randomHex(32)
+	}
+	if err := s.saveRecord(rec); err != nil {
+		os.RemoveAll(dir)
+		return record{}, internalError(err)
+	}
+	sb := &sandbox{id: id, dir: dir, rec: rec}
+	// Held until the created event is out, so no later event of this sandbox
+	// can overtake it.
+	sb.op.Lock()
+	defer sb.op.Unlock()
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		s.removeSandboxFiles(id)
+		return record{}, &opError{http.StatusServiceUnavailable, "sandboxd is shutting down"}
+	}
+	s.sandboxes[id] = sb
+	s.scheduleLocked(sb)
+	s.mu.Unlock()
+	s.emit(rec, EventCreated, nil)
+	return rec.clone(), nil
+}
+
+// acquire locks a sandbox for a transition; the caller must sb.op.Unlock().
+func (s *Server) acquire(id string) (*sandbox, error) {
+	s.mu.Lock()
+	sb := s.sandboxes[id]
+	s.mu.Unlock()
+	if sb == nil {
+		return nil, notFound(id)
+	}
+	sb.op.Lock()
+	s.mu.Lock()
+	gone := sb.gone
+	s.mu.Unlock()
+	if gone {
+		sb.op.Unlock()
+		return nil, notFound(id)
+	}
+	return sb, nil
+}
+
+// get returns a copy of a sandbox's record.
+func (s *Server) get(id string) (record, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sb := s.sandboxes[id]
+	if sb == nil || sb.gone {
+		return record{}, false
+	}
+	return sb.rec.clone(), true
+}
+
+// commit stores a new record for sb (whose op lock the caller holds),
+// reschedules its timeout and persists it.
+func (s *Server) commit(sb *sandbox, rec record) {
+	s.mu.Lock()
+	sb.rec = rec
+	s.scheduleLocked(sb)
+	s.mu.Unlock()
+	if err := s.saveRecord(rec); err != nil {
+		s.log.Error("save sandbox record", "sandbox_id", rec.ID, "err", err)
+	}
+}
+
+func (s *Server) pause(id string, memory bool) error {
+	sb, err := s.acquire(id)
+	if err != nil {
+		return err
+	}
+	defer sb.op.Unlock()
+	return s.pauseLocked(sb, memory)
+}
+
+func (s *Server) pauseLocked(sb *sandbox, memory bool) error {
+	rec := s.snapshot(sb)
+	if rec.State == statePaused {
+		return &opError{http.StatusConflict, fmt.Sprintf("Error pausing sandbox - sandbox '%s' is already paused", rec.ID)}
+	}
+	kind := snapshotFilesystem
+	if memory {
+		kind = snapshotMemory
+		if sb.vm != nil {
+			sb.vm.freeze()
+		}
+	} else if sb.vm != nil {
+		sb.vm.kill()
+		sb.vm = nil
+	}
+	s.proxy.forget()
+	started := rec.StartedAt
+	t := now()
+	rec.State, rec.Snapshot, rec.EndAt = statePaused, kind, t
+	s.commit(sb, rec)
+	s.emit(rec, EventPaused, map[string]any{"execution": execution(started, t)})
+	s.log.Info("sandbox paused", "sandbox_id", rec.ID, "snapshot", string(kind))
+	return nil
+}
+
+func execution(started, ended time.Time) map[string]any {
+	return map[string]any{
+		"started_at":     started.Format(time.RFC3339),
+		"vcpu_count":     cpuCount,
+		"memory_mb":      memoryMB,
+		"execution_time": ended.Sub(started).Milliseconds(),
+	}
+}
+
+// connect resumes a paused sandbox (resumed=true) or extends a running one.
+// keepMemory=false cold-boots even a memory snapshot, like the SDK's
+// onResume "reboot".
+func (s *Server) connect(id string, timeout time.Duration, keepMemory bool) (rec record, resumed bool, err error) {
+	sb, err := s.acquire(id)
+	if err != nil {
+		return record{}, false, err
+	}
+	defer sb.op.Unlock()
+	return s.connectLocked(sb, timeout, keepMemory)
+}
+
+func (s *Server) connectLocked(sb *sandbox, timeout time.Duration, keepMemory bool) (record, bool, error) {
+	rec := s.snapshot(sb)
+	t := now()
+	if rec.State == stateRunning {
+		if end := t.Add(timeout); end.After(rec.EndAt) {
+			rec.EndAt = end
+			s.commit(sb, rec)
+			s.emit(rec, EventUpdated, map[string]any{"set_timeout": end.Format(time.RFC3339)})
+		}
+		return rec, false, nil
+	}
+	if rec.Snapshot == snapshotMemory && keepMemory && sb.vm != nil && sb.vm.alive() {
+		sb.vm.thaw()
+	} else if sb.vm != nil {
+		sb.vm.kill()
+		sb.vm = nil
+	}
+	rec.State, rec.Snapshot = stateRunning, ""
+	rec.StartedAt, rec.EndAt, rec.ExecutionID = t, t.Add(timeout), newUUID()
+	s.commit(sb, rec)
+	s.emit(rec, EventResumed, nil)
+	s.log.Info("sandbox resumed", "sandbox_id", rec.ID)
+	return rec, true, nil
+}
+
+// setTimeout moves a running sandbox's end to now+timeout, shorter or longer.
+func (s *Server) setTimeout(id string, timeout time.Duration) error {
+	sb, err := s.acquire(id)
+	if err != nil {
+		return err
+	}
+	defer sb.op.Unlock()
+	rec := s.snapshot(sb)
+	if rec.State != stateRunning {
+		return notFound(id)
+	}
+	rec.EndAt = now().Add(timeout)
+	s.commit(sb, rec)
+	s.emit(rec, EventUpdated, map[string]any{"set_timeout": rec.EndAt.Format(time.RFC3339)})
+	return nil
+}
+
+// refresh extends a running sandbox's end to now+d if that is later.
+func (s *Server) refresh(id string, d time.Duration) error {
+	sb, err := s.acquire(id)
+	if err != nil {
+		return err
+	}
+	defer sb.op.Unlock()
+	rec := s.snapshot(sb)
+	if rec.State != stateRunning {
+		return notFound(id)
+	}
+	if end := now().Add(d); end.After(rec.EndAt) {
+		rec.EndAt = end
+		s.commit(sb, rec)
+		s.emit(rec, EventUpdated, map[string]any{"set_timeout": end.Format(time.RFC3339)})
+	}
+	return nil
+}
+
+func (s *Server) kill(id, reason string) error {
+	sb, err := s.acquire(id)
+	if err != nil {
+		return err
+	}
+	defer sb.op.Unlock()
+	s.killLocked(sb, reason)
+	return nil
+}
+
+func (s *Server) killLocked(sb *sandbox, reason string) {
+	s.mu.Lock()
+	sb.gone = true
+	if sb.timer != nil {
+		sb.timer.Stop()
+	}
+	delete(s.sandboxes, sb.id)
+	rec := sb.rec.clone()
+	s.mu.Unlock()
+	if sb.vm != nil {
+		sb.vm.kill()
+		sb.vm = nil
+	}
+	s.proxy.forget()
+	s.removeSandboxFiles(sb.id)
+	s.emitKilled(rec, reason)
+	s.log.Info("sandbox killed", "sandbox_id", sb.id, "reason", reason)
+}
+
+func (s *Server) emitKilled(rec record, reason string) {
+	data := map[string]any{"kill_reason": reason}
+	if rec.State == stateRunning {
+		data["execution"] = execution(rec.StartedAt, now())
+	}
+	s.emit(rec, EventKilled, data)
+}
+
+func (s *Server) snapshot(sb *sandbox) record {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return sb.rec.clone()
+}
+
+// scheduleLocked (re)arms the timeout of a running sandbox.
+func (s *Server) scheduleLocked(sb *sandbox) {
+	if sb.timer != nil {
+		sb.timer.Stop()
+		sb.timer = nil
+	}
+	if sb.rec.State != stateRunning || sb.gone || s.closing {
+		return
+	}
+	end := sb.rec.EndAt
+	sb.timer = time.AfterFunc(time.Until(end), func() { s.expire(sb.id, end) })
+}
+
+// expire runs the on-timeout action, unless the end moved meanwhile.
+func (s *Server) expire(id string, end time.Time) {
+	sb, err := s.acquire(id)
+	if err != nil {
+		return
+	}
+	defer sb.op.Unlock()
+	rec := s.snapshot(sb)
+	s.mu.Lock()
+	closing := s.closing
+	s.mu.Unlock()
+	if closing || rec.State != stateRunning || !rec.EndAt.Equal(end) {
+		return
+	}
+	if rec.AutoPause {
+		_ = s.pauseLocked(sb, rec.AutoPauseMemory)
+		return
+	}
+	s.killLocked(sb, KillReasonTimeout)
+}
+
+// emit records a lifecycle event and queues it for the webhooks.
+func (s *Server) emit(rec record, typ string, data map[string]any) {
+	if len(rec.Metadata) > 0 {
+		if data == nil {
+			data = map[string]any{}
+		}
+		data["sandbox_metadata"] = rec.Metadata
+	}
+	ev := &event{
+		Type: typ, EventData: data, SandboxID: rec.ID, SandboxExecution: rec.ExecutionID,
+		SandboxTemplateID: rec.TemplateID, SandboxBuildID: baseBuildID, SandboxTeamID: s.teamID,
+	}
+	if err := s.events.append(ev); err != nil {
+		s.log.Error("record event", "sandbox_id", rec.ID, "type", typ, "err", err)
+		return
+	}
+	s.deliver.enqueue(ev, s.hooks.subscribers(typ))
+}
+
+// machineFor returns the sandbox's running machine, booting one when nothing
+// has run yet (or after a filesystem snapshot). The caller holds sb.op.
+func (s *Server) machineFor(sb *sandbox) (*machine, error) {
+	if sb.vm != nil && sb.vm.alive() {
+		return sb.vm, nil
+	}
+	if sb.vm != nil {
+		s.log.Warn("sandbox holder died, booting a new one", "sandbox_id", sb.id)
+		sb.vm.kill()
+	}
+	m, err := bootMachine(s.iso, sb.id, sb.dir)
+	if err != nil {
+		return nil, err
+	}
+	sb.vm = m
+	return m, nil
+}

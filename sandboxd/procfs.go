@@ -1,0 +1,76 @@
+package sandboxd
+
+import (
+	"os"
+	"strconv"
+	"strings"
+)
+
+// pidsInNamespaceOf lists host pids of the processes that share the PID
+// namespace of pid, except pid itself.
+func pidsInNamespaceOf(pid int) []int {
+	want, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, p := range allPids() {
+		if p == pid {
+			continue
+		}
+		if ns, err := os.Readlink("/proc/" + strconv.Itoa(p) + "/ns/pid"); err == nil && ns == want {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// descendants returns pid and every process below it, parents first.
+func descendants(pid int) []int {
+	children := map[int][]int{}
+	for _, p := range allPids() {
+		if pp := parentPid(p); pp > 0 {
+			children[pp] = append(children[pp], p)
+		}
+	}
+	out := []int{pid}
+	for i := 0; i < len(out); i++ {
+		out = append(out, children[out[i]]...)
+	}
+	return out
+}
+
+func allPids() []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	pids := make([]int, 0, len(entries))
+	for _, e := range entries {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// parentPid reads the ppid field of /proc/<pid>/stat. The command name in
+// parentheses may hold spaces and parentheses, so fields are counted from
+// the last ')'.
+func parentPid(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	fields := strings.Fields(s[i+1:])
+	if len(fields) < 2 {
+		return 0
+	}
+	pp, _ := strconv.Atoi(fields[1])
+	return pp
+}

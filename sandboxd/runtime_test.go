@@ -1,0 +1,140 @@
+package sandboxd_test
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"sandman/sandboxd"
+	"sandman/sandboxd/sandboxdtest"
+)
+
+// forEachIsolation runs f against the best isolation available here and
+// against the plain fallback.
+func forEachIsolation(t *testing.T, f func(t *testing.T, c *client)) {
+	for _, iso := range []sandboxd.Isolation{sandboxd.IsolationAuto, sandboxd.IsolationNone} {
+		t.Run(string(iso), func(t *testing.T) {
+			t.Parallel()
+			f(t, newClient(t, sandboxdtest.WithConfig(func(c *sandboxd.Config) { c.Isolation = iso })))
+		})
+	}
+}
+
+func TestMemoryPauseKeepsProcessState(t *testing.T) {
+	t.Parallel()
+	forEachIsolation(t, func(t *testing.T, c *client) {
+		sb := c.create(nil)
+		port := appPort(t, c.h)
+		c.startCounter(sb, port)
+		if got := c.waitPreview(sb.SandboxID, port); got != "Visits: 2" {
+			t.Fatalf("before pause: %q", got)
+		}
+		c.must(204, "POST", "/sandboxes/"+sb.SandboxID+"/pause", map[string]any{"memory": true}, nil)
+		if status, body := c.preview(sb.SandboxID, port); status != 409 || !strings.Contains(body, "The sandbox is paused") {
+			t.Fatalf("paused sandbox answered %d %s", status, body)
+		}
+		c.must(201, "POST", "/sandboxes/"+sb.SandboxID+"/connect", map[string]any{"timeout": 60}, nil)
+		if got := c.waitPreview(sb.SandboxID, port); got != "Visits: 3" {
+			t.Fatalf("after memory resume: %q, want the count to survive", got)
+		}
+	})
+}
+
+func TestFilesystemPauseKeepsFilesNotProcesses(t *testing.T) {
+	t.Parallel()
+	forEachIsolation(t, func(t *testing.T, c *client) {
+		sb := c.create(nil)
+		port := appPort(t, c.h)
+		c.startCounter(sb, port)
+		c.run(sb, "echo kept > notes.txt && mkdir -p /tmp/t && echo tmp > /tmp/t/x")
+		c.must(204, "POST", "/sandboxes/"+sb.SandboxID+"/pause", map[string]any{"memory": false}, nil)
+		c.must(201, "POST", "/sandboxes/"+sb.SandboxID+"/connect", map[string]any{"timeout": 60}, nil)
+		if status, body := c.preview(sb.SandboxID, port); status != 502 || !strings.Contains(body, "port is not open") {
+			t.Fatalf("after a cold boot the app must be gone, got %d %s", status, body)
+		}
+		if res := c.run(sb, "cat notes.txt /tmp/t/x server.js | head -2"); res.stdout != "kept\ntmp\n" {
+			t.Fatalf("files after cold boot: %+v", res)
+		}
+		// Starting it again works and counts from zero.
+		c.startBackground(sb, "node server.js "+strconv.Itoa(port))
+		if got := c.waitPreview(sb.SandboxID, port); got != "Visits: 1" {
+			t.Fatalf("restarted app: %q", got)
+		}
+	})
+}
+
+func TestKillStopsEveryProcess(t *testing.T) {
+	t.Parallel()
+	forEachIsolation(t, func(t *testing.T, c *client) {
+		sb := c.create(nil)
+		// A grandchild that leaves the process group (setsid) must die too
+		// with bubblewrap; the plain mode can only reach the group.
+		marker := "sleep 3" + strconv.Itoa(int(time.Now().UnixNano()%1e6)) + ".5"
+		pid := c.startBackground(sb, "setsid "+marker+" & echo $! > child.pid; wait")
+		dir := filepath.Join(c.h.StateDir, "sandboxes", sb.SandboxID)
+		waitFor(t, "the grandchild", 5*time.Second, func() bool { return len(pidsRunning(marker)) > 0 })
+		c.must(204, "DELETE", "/sandboxes/"+sb.SandboxID, nil, nil)
+		if err := syscall.Kill(int(pid), 0); err == nil {
+			t.Fatalf("process %d survived the kill", pid)
+		}
+		if left := pidsRunning(marker); len(left) > 0 && c.h.Server.Isolation() == sandboxd.IsolationBwrap {
+			t.Fatalf("grandchild %v that left the process group survived the kill", left)
+		} else if len(left) > 0 {
+			// Documented limit of the plain mode; do not leak it past the test.
+			for _, p := range left {
+				_ = syscall.Kill(p, syscall.SIGKILL)
+			}
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Fatalf("sandbox directory survived the kill: %v", err)
+		}
+		if status, body := c.preview(sb.SandboxID, 3000); status != 502 || !strings.Contains(body, "The sandbox was not found") {
+			t.Fatalf("killed sandbox answered %d %s", status, body)
+		}
+	})
+}
+
+func TestSandboxesHaveTheirOwnPorts(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	if c.h.Server.Isolation() != sandboxd.IsolationBwrap {
+		t.Skip("needs bubblewrap isolation")
+	}
+	a, b := c.create(nil), c.create(nil)
+	c.startCounter(a, 3000)
+	c.startCounter(b, 3000)
+	c.waitPreview(a.SandboxID, 3000)
+	c.waitPreview(a.SandboxID, 3000)
+	if got := c.waitPreview(b.SandboxID, 3000); got != "Visits: 2" {
+		t.Fatalf("b: %q (a and b must not share a server)", got)
+	}
+	if got := c.waitPreview(a.SandboxID, 3000); got != "Visits: 4" {
+		t.Fatalf("a: %q", got)
+	}
+	// The sandbox sees its own root: its home, not the host's files.
+	res := c.run(a, "pwd; ls /home; test -e /work && echo host-visible || echo private; hostname")
+	if !strings.HasPrefix(res.stdout, "/home/user\nuser\nprivate\ne2b-"+a.SandboxID) {
+		t.Fatalf("sandbox view: %q %q", res.stdout, res.stderr)
+	}
+}
+
+// pidsRunning lists host processes whose command line contains s.
+func pidsRunning(s string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), s) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}

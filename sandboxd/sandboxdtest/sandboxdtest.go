@@ -1,0 +1,186 @@
+// Package sandboxdtest runs a real sandboxd on loopback for tests of any
+// package: random ports, a temporary state directory, an API key of the
+// provider's format, and helpers for the admin (fault injection) endpoint.
+package sandboxdtest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"sandman/sandboxd"
+)
+
+// Host is a running sandboxd. Its fields change on Restart (new ports).
+type Host struct {
+	// APIURL is E2B_API_URL, e.g. http://127.0.0.1:41234.
+	APIURL string
+	// SandboxURL is E2B_SANDBOX_URL, e.g. http://localhost:41235: envd is
+	// reached there with the E2b-Sandbox-Id and E2b-Sandbox-Port headers.
+	SandboxURL string
+	// Domain is the sandbox domain, e.g. localhost:41235; port P of sandbox
+	// ID answers at http://P-ID.localhost:41235/.
+	Domain string
+	// APIKey is E2B_API_KEY (e2b_ and 40 hex characters).
+	APIKey   string
+	StateDir string
+	Server   *sandboxd.Server
+
+	cfg sandboxd.Config
+}
+
+// Option configures Start.
+type Option func(*sandboxd.Config)
+
+// WithWebhook makes sandboxd deliver every event to url, signed with secret
+// (sandboxd's --webhook-url and --webhook-secret).
+func WithWebhook(url, secret string) Option {
+	return func(c *sandboxd.Config) { c.WebhookURL, c.WebhookSecret = url, secret }
+}
+
+// WithStateDir uses dir instead of a fresh temporary directory.
+func WithStateDir(dir string) Option {
+	return func(c *sandboxd.Config) { c.StateDir = dir }
+}
+
+// WithConfig edits the configuration freely (isolation, retry timings...).
+func WithConfig(f func(*sandboxd.Config)) Option { return f }
+
+// Start runs sandboxd on 127.0.0.1 with random ports and stops it when the
+// test ends. Webhook retries start at 50ms so tests stay fast. Logs go to
+// stderr when SANDBOXD_TEST_LOG is set.
+func Start(t testing.TB, opts ...Option) *Host {
+	t.Helper()
+	key := make([]byte, 20)
+	rand.Read(key)
+	cfg := sandboxd.Config{
+		APIAddr:           "127.0.0.1:0",
+		SandboxAddr:       "127.0.0.1:0",
+		APIKey:            "e2b_" + hex.EncodeToString(key),
+		WebhookRetryDelay: 50 * time.Millisecond,
+		WebhookTimeout:    5 * time.Second,
+		Logger:            slog.New(slog.DiscardHandler),
+	}
+	if os.Getenv("SANDBOXD_TEST_LOG") != "" {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.StateDir == "" {
+		cfg.StateDir = t.TempDir()
+	}
+	h := &Host{cfg: cfg}
+	h.start(t)
+	t.Cleanup(func() { h.stop(t) })
+	return h
+}
+
+func (h *Host) start(t testing.TB) {
+	t.Helper()
+	srv, err := sandboxd.New(h.cfg)
+	if err != nil {
+		t.Fatalf("sandboxd: %v", err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatalf("sandboxd: %v", err)
+	}
+	h.Server = srv
+	h.APIURL, h.SandboxURL, h.Domain = srv.APIURL(), srv.SandboxURL(), srv.SandboxDomain()
+	h.APIKey, h.StateDir = h.cfg.APIKey, h.cfg.StateDir
+}
+
+func (h *Host) stop(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.Server.Shutdown(ctx); err != nil {
+		t.Errorf("sandboxd shutdown: %v", err)
+	}
+}
+
+// Restart stops sandboxd cleanly and starts it again on the same state
+// directory and API key. Ports change; the fields are updated.
+func (h *Host) Restart(t testing.TB) {
+	t.Helper()
+	h.stop(t)
+	h.start(t)
+}
+
+// InjectFault adds a fault through the admin endpoint.
+func (h *Host) InjectFault(t testing.TB, f sandboxd.Fault) {
+	t.Helper()
+	body, _ := json.Marshal(f)
+	h.admin(t, http.MethodPost, "/_sandboxd/faults", body, http.StatusCreated)
+}
+
+// ClearFaults removes every injected fault.
+func (h *Host) ClearFaults(t testing.TB) {
+	t.Helper()
+	h.admin(t, http.MethodDelete, "/_sandboxd/faults", nil, http.StatusNoContent)
+}
+
+// KillFromDashboard kills a sandbox as the provider's dashboard would: the
+// client made no call, and a killed event (kill_reason "request") follows.
+func (h *Host) KillFromDashboard(t testing.TB, sandboxID string) {
+	t.Helper()
+	h.admin(t, http.MethodPost, "/_sandboxd/sandboxes/"+sandboxID+"/kill", nil, http.StatusNoContent)
+}
+
+func (h *Host) admin(t testing.TB, method, path string, body []byte, want int) {
+	t.Helper()
+	req, err := http.NewRequest(method, h.APIURL+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-API-Key", h.APIKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("sandboxd admin %s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != want {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("sandboxd admin %s %s: %d %s", method, path, resp.StatusCode, b)
+	}
+}
+
+// PreviewURL is the browser URL of a sandbox port, e.g.
+// http://3000-i123.localhost:41235/.
+func (h *Host) PreviewURL(sandboxID string, port int) string {
+	return "http://" + strconv.Itoa(port) + "-" + sandboxID + "." + h.Domain + "/"
+}
+
+// HTTPClient returns a client that reaches *.localhost hosts: browsers send
+// them to loopback by themselves, but Go's resolver (and glibc's) do not.
+func (h *Host) HTTPClient() *http.Client {
+	return &http.Client{Transport: LoopbackTransport(), Timeout: 30 * time.Second}
+}
+
+// LoopbackTransport is an http.Transport that dials every host ending in
+// ".localhost" on 127.0.0.1, keeping the Host header (which carries the
+// sandbox routing).
+func LoopbackTransport() *http.Transport {
+	var d net.Dialer
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, port, err := net.SplitHostPort(addr)
+		if err == nil && (host == "localhost" || strings.HasSuffix(host, ".localhost")) {
+			addr = net.JoinHostPort("127.0.0.1", port)
+		}
+		return d.DialContext(ctx, network, addr)
+	}
+	return tr
+}

@@ -1,0 +1,236 @@
+package sandboxd
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Server is a running sandboxd: the control-plane API, the sandbox traffic
+// proxy with its envd emulation, the sandboxes and their processes, the
+// event log and the webhook deliverer.
+type Server struct {
+	cfg    Config
+	log    *slog.Logger
+	iso    Isolation
+	teamID string
+
+	events  *eventStore
+	hooks   *webhookRegistry
+	deliver *deliverer
+	faults  faultSet
+	proxy   *sandboxProxy
+
+	mu        sync.Mutex
+	sandboxes map[string]*sandbox
+	closing   bool
+
+	apiLn, sbxLn   net.Listener
+	apiSrv, sbxSrv *http.Server
+	baseCtx        context.Context
+	cancelBase     context.CancelFunc
+	shutdownOnce   sync.Once
+	shutdownErr    error
+}
+
+// New prepares a Server from cfg: it reads the state directory, kills (with
+// events) the sandboxes a previous run left that cannot be served any more,
+// and picks the isolation. It does not listen yet.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, sandboxes: map[string]*sandbox{}}
+	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
+	// One team per API key, stable across restarts.
+	sum := sha256.Sum256([]byte(cfg.APIKey))
+	s.teamID = formatUUID([16]byte(sum[:16]))
+
+	if err := os.MkdirAll(s.sandboxesDir(), 0o755); err != nil {
+		return nil, fmt.Errorf("sandboxd: state dir: %w", err)
+	}
+	iso, reason, err := detectIsolation(cfg.Isolation)
+	if err != nil {
+		return nil, err
+	}
+	s.iso = iso
+	s.log.Info("sandbox isolation", "mode", string(iso), "reason", reason)
+
+	if s.events, err = openEventStore(cfg.StateDir, cfg.EventRetention); err != nil {
+		return nil, fmt.Errorf("sandboxd: events: %w", err)
+	}
+	var static *webhook
+	if cfg.WebhookURL != "" {
+		if err := validateWebhookURL(cfg.WebhookURL); err != nil {
+			return nil, fmt.Errorf("sandboxd: webhook url: %w", err)
+		}
+		static = &webhook{ID: staticWebhookID, Name: "static", URL: cfg.WebhookURL, Enabled: true, Secret: cfg.WebhookSecret}
+	}
+	if s.hooks, err = openWebhookRegistry(cfg.StateDir, static); err != nil {
+		return nil, fmt.Errorf("sandboxd: webhooks: %w", err)
+	}
+	if s.deliver, err = newDeliverer(s); err != nil {
+		return nil, fmt.Errorf("sandboxd: pending deliveries: %w", err)
+	}
+	s.proxy = newSandboxProxy(s)
+	if err := s.recover(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// recover loads the sandboxes of the previous run. Only filesystem snapshots
+// survive a restart: a running or memory-paused sandbox lost its processes
+// with the previous sandboxd, so it is killed and reported as such.
+func (s *Server) recover() error {
+	recs, bad, err := s.loadRecords()
+	if err != nil {
+		return fmt.Errorf("sandboxd: read sandboxes: %w", err)
+	}
+	known := map[string]bool{}
+	for _, r := range recs {
+		known[r.ID] = true
+		if r.State == statePaused && r.Snapshot == snapshotFilesystem {
+			s.sandboxes[r.ID] = &sandbox{id: r.ID, dir: filepath.Join(s.sandboxesDir(), r.ID), rec: r}
+			continue
+		}
+		s.log.Warn("sandbox lost with the previous run, killing it", "sandbox_id", r.ID, "state", string(r.State), "snapshot", string(r.Snapshot))
+		s.removeSandboxFiles(r.ID)
+		s.emitKilled(r, KillReasonOrphaned)
+	}
+	for _, id := range bad {
+		s.log.Error("unreadable sandbox record, removing it", "sandbox_id", id)
+		s.removeSandboxFiles(id)
+	}
+	// Directories without a record are leftovers of an interrupted create or kill.
+	entries, err := os.ReadDir(s.sandboxesDir())
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.IsDir() && !known[e.Name()] {
+			_ = os.RemoveAll(filepath.Join(s.sandboxesDir(), e.Name()))
+		}
+	}
+	return nil
+}
+
+func (s *Server) removeSandboxFiles(id string) {
+	if err := os.RemoveAll(filepath.Join(s.sandboxesDir(), id)); err != nil {
+		s.log.Error("remove sandbox files", "sandbox_id", id, "err", err)
+	}
+	if err := os.Remove(s.recordPath(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		s.log.Error("remove sandbox record", "sandbox_id", id, "err", err)
+	}
+}
+
+// Start listens on the API and sandbox addresses and starts serving.
+func (s *Server) Start() error {
+	var err error
+	if s.apiLn, err = net.Listen("tcp", s.cfg.APIAddr); err != nil {
+		return fmt.Errorf("sandboxd: api listen: %w", err)
+	}
+	if s.sbxLn, err = net.Listen("tcp", s.cfg.SandboxAddr); err != nil {
+		s.apiLn.Close()
+		return fmt.Errorf("sandboxd: sandbox listen: %w", err)
+	}
+	base := func(net.Listener) context.Context { return s.baseCtx }
+	s.apiSrv = &http.Server{Handler: s.apiHandler(), BaseContext: base, ReadHeaderTimeout: 10 * time.Second}
+	s.sbxSrv = &http.Server{Handler: s.proxy, BaseContext: base, ReadHeaderTimeout: 10 * time.Second}
+	go s.serve(s.apiSrv, s.apiLn, "api")
+	go s.serve(s.sbxSrv, s.sbxLn, "sandbox")
+	s.deliver.start()
+	s.log.Info("sandboxd listening", "api_url", s.APIURL(), "sandbox_url", s.SandboxURL(), "state_dir", s.cfg.StateDir)
+	return nil
+}
+
+func (s *Server) serve(srv *http.Server, ln net.Listener, name string) {
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		s.log.Error("serve", "listener", name, "err", err)
+	}
+}
+
+// APIURL is the control-plane base URL (E2B_API_URL), e.g. http://127.0.0.1:49982.
+func (s *Server) APIURL() string {
+	return "http://" + s.apiLn.Addr().String()
+}
+
+// SandboxDomain is the sandbox domain (E2B_DOMAIN for sandbox hosts):
+// localhost and the sandbox port, so that a browser reaches port P of
+// sandbox ID at http://P-ID.localhost:PORT/.
+func (s *Server) SandboxDomain() string {
+	return "localhost:" + strconv.Itoa(s.sbxLn.Addr().(*net.TCPAddr).Port)
+}
+
+// SandboxURL is what E2B_SANDBOX_URL should be: envd is reached on it with
+// the E2b-Sandbox-Id and E2b-Sandbox-Port headers.
+func (s *Server) SandboxURL() string {
+	return "http://" + s.SandboxDomain()
+}
+
+// Isolation reports the isolation in use.
+func (s *Server) Isolation() Isolation { return s.iso }
+
+// Shutdown stops serving, stops every sandbox process, delivers the webhooks
+// that are due until ctx ends and saves the rest, and closes the event log.
+// Filesystem-paused sandboxes stay on disk; the others are reported killed
+// at the next start.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.shutdownOnce.Do(func() { s.shutdownErr = s.shutdown(ctx) })
+	return s.shutdownErr
+}
+
+func (s *Server) shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	sandboxes := make([]*sandbox, 0, len(s.sandboxes))
+	for _, sb := range s.sandboxes {
+		if sb.timer != nil {
+			sb.timer.Stop()
+		}
+		sandboxes = append(sandboxes, sb)
+	}
+	s.mu.Unlock()
+
+	// Streams (process output, proxied connections) never go idle on their
+	// own: cancel them first so that the servers can drain.
+	s.cancelBase()
+	var errs []error
+	for _, srv := range []*http.Server{s.apiSrv, s.sbxSrv} {
+		if srv == nil {
+			continue
+		}
+		if err := srv.Shutdown(ctx); err != nil {
+			srv.Close()
+		}
+	}
+	var wg sync.WaitGroup
+	for _, sb := range sandboxes {
+		wg.Go(func() {
+			sb.op.Lock()
+			defer sb.op.Unlock()
+			if sb.vm != nil {
+				sb.vm.kill()
+				sb.vm = nil
+			}
+		})
+	}
+	wg.Wait()
+	if err := s.deliver.shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("save pending deliveries: %w", err))
+	}
+	if err := s.events.close(); err != nil {
+		errs = append(errs, fmt.Errorf("close events: %w", err))
+	}
+	s.log.Info("sandboxd stopped")
+	return errors.Join(errs...)
+}

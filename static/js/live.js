@@ -1,0 +1,80 @@
+// Live updates for htmx-ext-sse through a shared connection (see live-worker.js), and the
+// build page's activity reports. Loaded after htmx and its SSE extension.
+"use strict";
+
+(function () {
+  const user = document.querySelector('meta[name="sandman-user"]')?.content;
+  if (!user || typeof SharedWorker === "undefined") return; // htmx-ext-sse's own EventSource then
+
+  // A fake EventSource that htmx-ext-sse drives like the real one.
+  function SharedSource(url) {
+    this.url = url;
+    this.readyState = 0; // CONNECTING
+    this.onopen = null;
+    this.onerror = null;
+    this.listeners = new Map();
+    this.worker = new SharedWorker("/static/js/live-worker.js", { name: "sandman-live-" + user });
+    this.port = this.worker.port;
+    this.port.onmessage = (m) => this.receive(m.data);
+    this.port.start();
+    this.port.postMessage({ kind: "connect", url });
+    window.addEventListener("pagehide", () => this.close());
+  }
+  SharedSource.prototype.receive = function (msg) {
+    if (msg.kind === "open") {
+      this.readyState = 1;
+      if (this.onopen) this.onopen(new Event("open"));
+    } else if (msg.kind === "error") {
+      this.readyState = msg.closed ? 2 : 0;
+      if (this.onerror) this.onerror(new Event("error"));
+    } else if (msg.kind === "event") {
+      const ev = new MessageEvent(msg.name, { data: msg.data, lastEventId: msg.lastEventId });
+      for (const fn of this.listeners.get(msg.name) || []) fn(ev);
+    }
+  };
+  SharedSource.prototype.addEventListener = function (name, fn) {
+    if (!this.listeners.has(name)) {
+      this.listeners.set(name, new Set());
+      this.port.postMessage({ kind: "listen", name });
+    }
+    this.listeners.get(name).add(fn);
+  };
+  SharedSource.prototype.removeEventListener = function (name, fn) {
+    this.listeners.get(name)?.delete(fn);
+  };
+  SharedSource.prototype.close = function () {
+    if (this.readyState === 2) return;
+    this.readyState = 2;
+    this.port.postMessage({ kind: "bye" });
+  };
+
+  htmx.createEventSource = (url) => new SharedSource(url);
+})();
+
+// The build page tells Sandman the founder is looking, while the tab is visible, at most once a
+// minute; that moves the sandbox's idle deadline.
+(function () {
+  const MINUTE = 60 * 1000;
+  let last = 0;
+  function csrf() {
+    try {
+      return JSON.parse(document.body.getAttribute("hx-headers"))["X-CSRF-Token"];
+    } catch (e) {
+      return "";
+    }
+  }
+  function report() {
+    const pane = document.querySelector("[data-testid=preview-pane]:not([data-sandbox-id=\"\"])");
+    if (!pane || document.visibilityState !== "visible" || Date.now() - last < MINUTE) return;
+    last = Date.now();
+    fetch("/api/sandboxes/" + pane.dataset.sandboxId + "/activity", {
+      method: "POST",
+      headers: { "X-CSRF-Token": csrf() },
+      credentials: "same-origin",
+      keepalive: true,
+    }).catch(() => {});
+  }
+  document.addEventListener("visibilitychange", report);
+  document.addEventListener("DOMContentLoaded", report);
+  setInterval(report, MINUTE);
+})();
