@@ -410,11 +410,11 @@ func (q *Queries) ListIdleRunningSandboxes(ctx context.Context, idleBefore time.
 }
 
 const listSandboxesByStatus = `-- name: ListSandboxesByStatus :many
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at FROM sandboxes WHERE status = ANY($1::sandbox_status[]) AND provider_id IS NOT NULL
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at FROM sandboxes WHERE status::text = ANY($1::text[]) AND provider_id IS NOT NULL
 ORDER BY id
 `
 
-func (q *Queries) ListSandboxesByStatus(ctx context.Context, statuses []SandboxStatus) ([]Sandbox, error) {
+func (q *Queries) ListSandboxesByStatus(ctx context.Context, statuses []string) ([]Sandbox, error) {
 	rows, err := q.db.Query(ctx, listSandboxesByStatus, statuses)
 	if err != nil {
 		return nil, err

@@ -145,8 +145,8 @@ func (c *Client) retry(ctx context.Context, r *request) (*response, error) {
 		if err == nil {
 			return resp, nil
 		}
-		wait, reason, ok := c.retryWait(r, attempt, err)
-		if !ok && reason == "ambiguous" && r.resolveAmbiguous != nil && attempt < len(c.cfg.RetryDelays) {
+		retryable, ambiguous, wait, reason := c.classify(r, err)
+		if ambiguous && r.resolveAmbiguous != nil {
 			found, rerr := r.resolveAmbiguous(ctx)
 			if rerr != nil {
 				return nil, fmt.Errorf("%w (and checking whether it took effect failed: %v)", err, rerr)
@@ -155,11 +155,12 @@ func (c *Client) retry(ctx context.Context, r *request) (*response, error) {
 				c.log.Info("e2b call took effect despite the error", "op", r.op, "err", err)
 				return found, nil
 			}
-			wait, reason, ok = c.cfg.RetryDelays[attempt], "transient", true
+			retryable, reason = true, "transient"
 		}
-		if !ok {
+		if !retryable || attempt >= len(c.cfg.RetryDelays) {
 			return nil, err
 		}
+		wait = max(wait, c.cfg.RetryDelays[attempt])
 		if deadline, has := ctx.Deadline(); has && time.Until(deadline) < wait {
 			// Waiting would only end in the deadline: fail now and let the caller decide.
 			return nil, err
@@ -172,35 +173,31 @@ func (c *Client) retry(ctx context.Context, r *request) (*response, error) {
 	}
 }
 
-// retryWait decides whether a failed attempt is worth repeating and after how long. reason is
-// "ambiguous" when a non-idempotent call failed in a way that may have taken effect.
-func (c *Client) retryWait(r *request, attempt int, err error) (time.Duration, string, bool) {
-	if attempt >= len(c.cfg.RetryDelays) || errors.Is(err, ErrCircuitOpen) {
-		return 0, "", false
+// classify decides whether a failed attempt may be repeated. ambiguous marks a non-idempotent
+// call that failed in a way that may have taken effect. wait is what the provider asked for
+// (Retry-After), to be raised to the configured backoff.
+func (c *Client) classify(r *request, err error) (retryable, ambiguous bool, wait time.Duration, reason string) {
+	if errors.Is(err, ErrCircuitOpen) {
+		return false, false, 0, ""
 	}
-	backoff := c.cfg.RetryDelays[attempt]
 	var rl *RateLimitedError
 	if errors.As(err, &rl) {
-		// A 429 means the provider did nothing: safe to repeat even a create.
-		if rl.RetryAfter > 0 {
-			return rl.RetryAfter, "rate_limited", true
-		}
-		return backoff, "rate_limited", true
+		// A 429 means the provider did nothing: safe to repeat even a create. Retry-After is
+		// honoured as the least wait (the backoff still applies when it is longer).
+		return true, false, rl.RetryAfter, "rate_limited"
 	}
 	if !errors.Is(err, ErrTransient) {
-		return 0, "", false
+		return false, false, 0, ""
 	}
 	var apiErr *APIError
-	isAPIErr := errors.As(err, &apiErr)
 	// 503 is an explicit "not now": nothing was done, and Retry-After (if any) says when.
-	unavailable := isAPIErr && apiErr.Status == http.StatusServiceUnavailable
-	if unavailable && apiErr.retryAfter > backoff {
-		backoff = apiErr.retryAfter
+	if errors.As(err, &apiErr) && apiErr.Status == http.StatusServiceUnavailable {
+		return true, false, apiErr.retryAfter, "transient"
 	}
-	if r.idempotent || unavailable || notSent(err) {
-		return backoff, "transient", true
+	if r.idempotent || notSent(err) {
+		return true, false, 0, "transient"
 	}
-	return 0, "ambiguous", false
+	return false, true, 0, ""
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -46,6 +46,7 @@ type APIError struct {
 	retryAfter time.Duration // Retry-After on a 503, honoured by the retry loop
 }
 
+// Error reads like "e2b pause: 404: Sandbox … doesn't exist".
 func (e *APIError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "e2b %s: ", e.Op)
@@ -82,6 +83,7 @@ type RateLimitedError struct {
 	Err *APIError
 }
 
+// Error adds the Retry-After to the answer's text.
 func (e *RateLimitedError) Error() string {
 	if e.RetryAfter > 0 {
 		return fmt.Sprintf("%v (retry after %s)", e.Err, e.RetryAfter)

@@ -56,6 +56,8 @@ type Event struct {
 	Data json.RawMessage
 }
 
+// eventFields is the shape both wire forms convert into. webhookJSON and apiEventJSON must
+// keep its field order and types: they are converted to it, only their tags differ.
 type eventFields struct {
 	ID, Version, Type, Timestamp                        string
 	Category, Label                                     string
@@ -305,6 +307,8 @@ func (c *Client) CatchUpEvents(ctx context.Context, since time.Time, maxPages in
 	if maxPages <= 0 {
 		return nil, false, errors.New("e2b events: maxPages must be positive")
 	}
+	ctx, cancel := c.withDeadline(ctx)
+	defer cancel()
 	seen := map[string]bool{}
 	for page := range maxPages {
 		evs, items, err := c.listEvents(ctx, EventsParams{Offset: page * 100, Limit: 100})

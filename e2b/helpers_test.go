@@ -72,7 +72,6 @@ func (s *script) gaps() []time.Duration {
 	return out
 }
 
-
 // countingTransport counts the requests that actually leave the client.
 type countingTransport struct {
 	next http.RoundTripper

@@ -325,6 +325,9 @@ func (c *Client) ListAllSandboxes(ctx context.Context, p ListParams) ([]Sandbox,
 	if p.Limit == 0 {
 		p.Limit = MaxListLimit
 	}
+	// One deadline for the whole walk, not one per page.
+	ctx, cancel := c.withDeadline(ctx)
+	defer cancel()
 	var all []Sandbox
 	seen := map[string]bool{}
 	tokens := map[string]bool{}

@@ -2,7 +2,6 @@ package lifecycle_test
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"os"
 	"testing"
@@ -33,8 +32,11 @@ func setup(t *testing.T, work bool) *testBundle {
 func setupWith(t *testing.T, provider *e2b.Client, cfg lifecycle.Config, work bool) *testBundle {
 	t.Helper()
 	pool := dbtest.NewPool(t)
-	svc, err := lifecycle.New(lifecycle.Options{Pool: pool, Provider: provider, Config: cfg, Work: work,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	logger := slog.New(slog.DiscardHandler)
+	if os.Getenv("SANDMAN_TEST_LOG") != "" {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()}))
+	}
+	svc, err := lifecycle.New(lifecycle.Options{Pool: pool, Provider: provider, Config: cfg, Work: work, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,4 +75,10 @@ func (b *testBundle) sandboxesOf(t *testing.T, projectID uuid.UUID) []db.Sandbox
 		out = append(out, sb)
 	}
 	return out
+}
+
+func logLevel() slog.Level {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(os.Getenv("SANDMAN_TEST_LOG")))
+	return l
 }

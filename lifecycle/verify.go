@@ -163,7 +163,7 @@ func (w *reconcileWorker) Work(ctx context.Context, _ *river.Job[ReconcileArgs])
 // is confirmed with one GET before it is declared gone, so a sandbox that changed state while
 // the list was paged is not misread.
 func (s *Service) Reconcile(ctx context.Context) error {
-	rows, err := s.q.ListSandboxesByStatus(ctx, []db.SandboxStatus{Running, Paused, Unknown})
+	rows, err := s.q.ListSandboxesByStatus(ctx, []string{string(Running), string(Paused), string(Unknown)})
 	if err != nil {
 		return err
 	}

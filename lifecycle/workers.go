@@ -53,7 +53,8 @@ func New(opts Options) (*Service, error) {
 		opts.Logger = slog.Default()
 	}
 	if opts.Config.HTTPClient == nil {
-		opts.Config.HTTPClient = &http.Client{Timeout: 5 * time.Second,
+		// The provider transport also reaches *.localhost previews (sandboxd) on loopback.
+		opts.Config.HTTPClient = &http.Client{Transport: e2b.NewHTTPTransport(), Timeout: 5 * time.Second,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	s := &Service{pool: opts.Pool, q: db.New(opts.Pool), provider: opts.Provider, cfg: opts.Config, log: opts.Logger, work: opts.Work}

@@ -76,7 +76,7 @@ UPDATE sandboxes SET verification_failures = verification_failures + 1 WHERE id 
 RETURNING verification_failures;
 
 -- name: ListSandboxesByStatus :many
-SELECT * FROM sandboxes WHERE status = ANY(@statuses::sandbox_status[]) AND provider_id IS NOT NULL
+SELECT * FROM sandboxes WHERE status::text = ANY(@statuses::text[]) AND provider_id IS NOT NULL
 ORDER BY id;
 
 -- name: ListIdleRunningSandboxes :many

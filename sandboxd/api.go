@@ -124,8 +124,12 @@ func (s *Server) logRequests(h http.Handler) http.Handler {
 		if rec.status == 0 {
 			rec.status = http.StatusOK
 		}
+		// Reads that succeed are the bulk (reconcilers poll): debug only.
 		level := slog.LevelInfo
-		if r.URL.Path == "/health" {
+		switch {
+		case rec.status >= 500:
+			level = slog.LevelWarn
+		case r.Method == http.MethodGet && rec.status < 400:
 			level = slog.LevelDebug
 		}
 		s.log.Log(r.Context(), level, "api request", "method", r.Method, "path", r.URL.Path,

@@ -307,7 +307,7 @@ func (s *Server) handleResume(w http.ResponseWriter, r *http.Request) {
 		return
 	} else if req.AutoPause != nil {
 		cur.AutoPause = *req.AutoPause
-		s.commit(sb, cur)
+		s.commit(sb, cur, "", nil)
 	}
 	rec, _, err := s.connectLocked(sb, timeout, true)
 	if err != nil {

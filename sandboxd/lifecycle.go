@@ -72,8 +72,9 @@ func (s *Server) create(p createParams) (record, error) {
 	}
 	s.sandboxes[id] = sb
 	s.scheduleLocked(sb)
+	ev := s.recordEventLocked(rec, EventCreated, nil)
 	s.mu.Unlock()
-	s.emit(rec, EventCreated, nil)
+	s.deliverEvent(ev)
 	return rec.clone(), nil
 }
 
@@ -108,15 +109,23 @@ func (s *Server) get(id string) (record, bool) {
 }
 
 // commit stores a new record for sb (whose op lock the caller holds),
-// reschedules its timeout and persists it.
-func (s *Server) commit(sb *sandbox, rec record) {
+// reschedules its timeout, records the event of the change (if typ is not
+// empty) and persists the record. The new state and its event become
+// visible together: whoever sees the state through the API finds the event
+// in the events API.
+func (s *Server) commit(sb *sandbox, rec record, typ string, data map[string]any) {
 	s.mu.Lock()
 	sb.rec = rec
 	s.scheduleLocked(sb)
+	var ev *event
+	if typ != "" {
+		ev = s.recordEventLocked(rec, typ, data)
+	}
 	s.mu.Unlock()
 	if err := s.saveRecord(rec); err != nil {
 		s.log.Error("save sandbox record", "sandbox_id", rec.ID, "err", err)
 	}
+	s.deliverEvent(ev)
 }
 
 func (s *Server) pause(id string, memory bool) error {
@@ -147,8 +156,7 @@ func (s *Server) pauseLocked(sb *sandbox, memory bool) error {
 	started := rec.StartedAt
 	t := now()
 	rec.State, rec.Snapshot, rec.EndAt = statePaused, kind, t
-	s.commit(sb, rec)
-	s.emit(rec, EventPaused, map[string]any{"execution": execution(started, t)})
+	s.commit(sb, rec, EventPaused, map[string]any{"execution": execution(started, t)})
 	s.log.Info("sandbox paused", "sandbox_id", rec.ID, "snapshot", string(kind))
 	return nil
 }
@@ -180,8 +188,7 @@ func (s *Server) connectLocked(sb *sandbox, timeout time.Duration, keepMemory bo
 	if rec.State == stateRunning {
 		if end := t.Add(timeout); end.After(rec.EndAt) {
 			rec.EndAt = end
-			s.commit(sb, rec)
-			s.emit(rec, EventUpdated, map[string]any{"set_timeout": end.Format(time.RFC3339)})
+			s.commit(sb, rec, EventUpdated, map[string]any{"set_timeout": end.Format(time.RFC3339)})
 		}
 		return rec, false, nil
 	}
@@ -193,8 +200,7 @@ func (s *Server) connectLocked(sb *sandbox, timeout time.Duration, keepMemory bo
 	}
 	rec.State, rec.Snapshot = stateRunning, ""
 	rec.StartedAt, rec.EndAt, rec.ExecutionID = t, t.Add(timeout), newUUID()
-	s.commit(sb, rec)
-	s.emit(rec, EventResumed, nil)
+	s.commit(sb, rec, EventResumed, nil)
 	s.log.Info("sandbox resumed", "sandbox_id", rec.ID)
 	return rec, true, nil
 }
@@ -211,8 +217,7 @@ func (s *Server) setTimeout(id string, timeout time.Duration) error {
 		return notFound(id)
 	}
 	rec.EndAt = now().Add(timeout)
-	s.commit(sb, rec)
-	s.emit(rec, EventUpdated, map[string]any{"set_timeout": rec.EndAt.Format(time.RFC3339)})
+	s.commit(sb, rec, EventUpdated, map[string]any{"set_timeout": rec.EndAt.Format(time.RFC3339)})
 	return nil
 }
 
@@ -229,8 +234,7 @@ func (s *Server) refresh(id string, d time.Duration) error {
 	}
 	if end := now().Add(d); end.After(rec.EndAt) {
 		rec.EndAt = end
-		s.commit(sb, rec)
-		s.emit(rec, EventUpdated, map[string]any{"set_timeout": end.Format(time.RFC3339)})
+		s.commit(sb, rec, EventUpdated, map[string]any{"set_timeout": end.Format(time.RFC3339)})
 	}
 	return nil
 }
@@ -246,30 +250,30 @@ func (s *Server) kill(id, reason string) error {
 }
 
 func (s *Server) killLocked(sb *sandbox, reason string) {
+	if sb.vm != nil {
+		sb.vm.kill()
+		sb.vm = nil
+	}
+	s.proxy.forget()
 	s.mu.Lock()
 	sb.gone = true
 	if sb.timer != nil {
 		sb.timer.Stop()
 	}
 	delete(s.sandboxes, sb.id)
-	rec := sb.rec.clone()
+	ev := s.recordEventLocked(sb.rec, EventKilled, killData(sb.rec, reason))
 	s.mu.Unlock()
-	if sb.vm != nil {
-		sb.vm.kill()
-		sb.vm = nil
-	}
-	s.proxy.forget()
 	s.removeSandboxFiles(sb.id)
-	s.emitKilled(rec, reason)
+	s.deliverEvent(ev)
 	s.log.Info("sandbox killed", "sandbox_id", sb.id, "reason", reason)
 }
 
-func (s *Server) emitKilled(rec record, reason string) {
+func killData(rec record, reason string) map[string]any {
 	data := map[string]any{"kill_reason": reason}
 	if rec.State == stateRunning {
 		data["execution"] = execution(rec.StartedAt, now())
 	}
-	s.emit(rec, EventKilled, data)
+	return data
 }
 
 func (s *Server) snapshot(sb *sandbox) record {
@@ -312,13 +316,15 @@ func (s *Server) expire(id string, end time.Time) {
 	s.killLocked(sb, KillReasonTimeout)
 }
 
-// emit records a lifecycle event and queues it for the webhooks.
-func (s *Server) emit(rec record, typ string, data map[string]any) {
+// recordEventLocked appends a lifecycle event to the log; s.mu is held so
+// that the change it reports becomes visible at the same time. It returns
+// nil when the event could not be written.
+func (s *Server) recordEventLocked(rec record, typ string, data map[string]any) *event {
 	if len(rec.Metadata) > 0 {
 		if data == nil {
 			data = map[string]any{}
 		}
-		data["sandbox_metadata"] = rec.Metadata
+		data["sandbox_metadata"] = cloneMap(rec.Metadata)
 	}
 	ev := &event{
 		Type: typ, EventData: data, SandboxID: rec.ID, SandboxExecution: rec.ExecutionID,
@@ -326,9 +332,16 @@ func (s *Server) emit(rec record, typ string, data map[string]any) {
 	}
 	if err := s.events.append(ev); err != nil {
 		s.log.Error("record event", "sandbox_id", rec.ID, "type", typ, "err", err)
-		return
+		return nil
 	}
-	s.deliver.enqueue(ev, s.hooks.subscribers(typ))
+	return ev
+}
+
+// deliverEvent queues an event for the webhooks subscribed to it.
+func (s *Server) deliverEvent(ev *event) {
+	if ev != nil {
+		s.deliver.enqueue(ev, s.hooks.subscribers(ev.Type))
+	}
 }
 
 // machineFor returns the sandbox's running machine, booting one when nothing

@@ -1,7 +1,6 @@
 package sandboxd_test
 
 import (
-	"fmt"
 	"net/url"
 	"slices"
 	"strconv"
@@ -150,9 +149,8 @@ func TestListPaginationAndFilters(t *testing.T) {
 func TestListPageSurvivesRemovals(t *testing.T) {
 	t.Parallel()
 	c := newClient(t)
-	var ids []string
 	for range 6 {
-		ids = append(ids, c.create(nil).SandboxID)
+		c.create(nil)
 	}
 	var page []listedSandbox
 	hdr := c.must(200, "GET", "/v2/sandboxes?limit=3", nil, &page)
@@ -167,9 +165,8 @@ func TestListPageSurvivesRemovals(t *testing.T) {
 	for _, it := range next {
 		for _, p := range page {
 			if it.SandboxID == p.SandboxID {
-				t.Fatal(fmt.Sprintf("%s on both pages", it.SandboxID))
+				t.Fatalf("%s on both pages", it.SandboxID)
 			}
 		}
 	}
-	_ = ids
 }

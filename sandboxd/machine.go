@@ -47,8 +47,10 @@ func (m *machine) alive() bool {
 	case <-m.exited:
 		return false
 	default:
-		return !m.killed
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return !m.killed
 }
 
 // bootMachine starts the holder of a sandbox whose files live in dir.
@@ -69,7 +71,10 @@ func bootMachine(iso Isolation, id, dir string) (*machine, error) {
 	if err := os.Chmod(m.tmpDir, 0o1777); err != nil {
 		return nil, err
 	}
+	// info and ready are read ends; writeEnds go to bwrap and are closed
+	// here once it has them, so that a bwrap that dies early ends the reads.
 	var info, ready *os.File
+	var writeEnds []*os.File
 	switch iso {
 	case IsolationBwrap:
 		infoR, infoW, err := os.Pipe()
@@ -83,8 +88,7 @@ func bootMachine(iso Isolation, id, dir string) (*machine, error) {
 			return nil, err
 		}
 		info, ready = infoR, readyR
-		defer infoW.Close()
-		defer readyW.Close()
+		writeEnds = []*os.File{infoW, readyW}
 		// bwrap reports the child's pid before the child has built the
 		// private root; the holder's first output line says it is built,
 		// and only then may commands enter its mount namespace.
@@ -100,7 +104,11 @@ func bootMachine(iso Isolation, id, dir string) (*machine, error) {
 	// Pdeathsig ties the holder, and through it the sandbox, to sandboxd:
 	// nothing survives a crash of the host process.
 	m.holder.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := m.holder.Start(); err != nil {
+	err := m.holder.Start()
+	for _, f := range writeEnds {
+		f.Close()
+	}
+	if err != nil {
 		if info != nil {
 			info.Close()
 			ready.Close()

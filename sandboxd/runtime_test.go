@@ -1,6 +1,10 @@
 package sandboxd_test
 
 import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -137,4 +141,43 @@ func pidsRunning(s string) []int {
 		}
 	}
 	return pids
+}
+
+// upgradeServer answers an HTTP upgrade and then echoes, like a dev
+// server's hot-reload socket.
+const upgradeServer = `const http = require("http");
+const s = http.createServer((req, res) => res.end("plain"));
+s.on("upgrade", (req, socket) => {
+  socket.write("HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n");
+  socket.pipe(socket);
+});
+s.listen(Number(process.argv[2]), "127.0.0.1");
+`
+
+func TestProxyUpgrade(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	sb := c.create(nil)
+	port := appPort(t, c.h)
+	c.upload(sb, "/home/user/ws.js", upgradeServer)
+	c.startBackground(sb, "node ws.js "+strconv.Itoa(port))
+	c.waitPreview(sb.SandboxID, port)
+
+	conn, err := net.Dial("tcp", "127.0.0.1"+strings.TrimPrefix(c.h.Domain, "localhost"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	host := strconv.Itoa(port) + "-" + sb.SandboxID + "." + c.h.Domain
+	fmt.Fprintf(conn, "GET /hmr HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n", host)
+	r := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %v %v", resp, err)
+	}
+	fmt.Fprint(conn, "ping\n")
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if line, err := r.ReadString('\n'); err != nil || line != "ping\n" {
+		t.Fatalf("echo through the upgraded connection: %q %v", line, err)
+	}
 }

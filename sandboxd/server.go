@@ -105,7 +105,8 @@ func (s *Server) recover() error {
 		}
 		s.log.Warn("sandbox lost with the previous run, killing it", "sandbox_id", r.ID, "state", string(r.State), "snapshot", string(r.Snapshot))
 		s.removeSandboxFiles(r.ID)
-		s.emitKilled(r, KillReasonOrphaned)
+		// Nothing else runs yet, so s.mu need not be held.
+		s.deliverEvent(s.recordEventLocked(r, EventKilled, killData(r, KillReasonOrphaned)))
 	}
 	for _, id := range bad {
 		s.log.Error("unreadable sandbox record, removing it", "sandbox_id", id)

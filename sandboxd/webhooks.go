@@ -37,7 +37,7 @@ func (w *webhook) wants(eventType string) bool {
 type webhookView struct {
 	ID        string    `json:"id"`
 	TeamID    string    `json:"teamID"`
-	TeamId    string    `json:"teamId"` //nolint:revive // second spelling on purpose
+	TeamId    string    `json:"teamId"`
 	Name      string    `json:"name"`
 	CreatedAt time.Time `json:"createdAt"`
 	Enabled   bool      `json:"enabled"`

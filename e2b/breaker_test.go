@@ -1,0 +1,169 @@
+package e2b
+
+import (
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// breakerClient has no retries, so each call is one request and the counts are easy to read.
+func breakerClient(t *testing.T, s *script, openFor time.Duration) (*Client, *countingTransport, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	ct := &countingTransport{next: http.DefaultTransport}
+	c, _ := newFakeClient(t, s, func(cfg *Config) {
+		cfg.RetryDelays = []time.Duration{}
+		cfg.BreakerOpenFor = openFor
+		cfg.HTTPClient = &http.Client{Transport: ct}
+		cfg.Registerer = reg
+	})
+	return c, ct, reg
+}
+
+func TestBreakerOpensAfterConsecutiveFailuresAndFailsFast(t *testing.T) {
+	t.Parallel()
+	s := &script{statuses: []int{500}}
+	c, ct, reg := breakerClient(t, s, time.Hour)
+	for i := range 5 {
+		if _, err := c.GetSandbox(t.Context(), "iabc"); !errors.Is(err, ErrTransient) {
+			t.Fatalf("call %d: err = %v, want ErrTransient", i+1, err)
+		}
+	}
+	if got := c.CircuitState(); got != "open" {
+		t.Fatalf("state after 5 failures = %s, want open", got)
+	}
+	before := ct.n.Load()
+	start := time.Now()
+	_, err := c.GetSandbox(t.Context(), "iabc")
+	if !errors.Is(err, ErrCircuitOpen) {
+		t.Fatalf("err = %v, want ErrCircuitOpen", err)
+	}
+	if errors.Is(err, ErrTransient) {
+		t.Error("ErrCircuitOpen must be distinguishable from a transient failure")
+	}
+	if ct.n.Load() != before {
+		t.Error("a call with the breaker open reached the network")
+	}
+	if took := time.Since(start); took > 100*time.Millisecond {
+		t.Errorf("fail-fast took %s", took)
+	}
+	if v := metricValue(t, reg, "sandman_e2b_circuit_state", nil); v != 2 {
+		t.Errorf("circuit_state gauge = %v, want 2 (open)", v)
+	}
+	if n := metricValue(t, reg, "sandman_e2b_calls_total", map[string]string{"op": "get", "outcome": "circuit_open"}); n != 1 {
+		t.Errorf("calls_total{get,circuit_open} = %v, want 1", n)
+	}
+	// The breaker is for the control plane only: envd calls go on.
+	_, err = c.ListProcesses(t.Context(), Sandbox{ID: "iabc"})
+	if errors.Is(err, ErrCircuitOpen) {
+		t.Error("envd calls must not pass the API breaker")
+	}
+}
+
+func TestBreakerHalfOpenProbe(t *testing.T) {
+	t.Parallel()
+	s := &script{statuses: []int{500, 500, 500, 500, 500, 500, 200}, body: sandboxJSON}
+	c, ct, _ := breakerClient(t, s, 250*time.Millisecond)
+	for range 5 {
+		_, _ = c.GetSandbox(t.Context(), "iabc")
+	}
+	if c.CircuitState() != "open" {
+		t.Fatal("breaker did not open")
+	}
+	time.Sleep(300 * time.Millisecond)
+	if got := c.CircuitState(); got != "half-open" {
+		t.Fatalf("state after the open period = %s, want half-open", got)
+	}
+	// The probe fails (6th 500): open again for another period.
+	if _, err := c.GetSandbox(t.Context(), "iabc"); !errors.Is(err, ErrTransient) {
+		t.Fatalf("probe err = %v", err)
+	}
+	if got := c.CircuitState(); got != "open" {
+		t.Fatalf("state after a failed probe = %s, want open", got)
+	}
+	n := ct.n.Load()
+	if _, err := c.GetSandbox(t.Context(), "iabc"); !errors.Is(err, ErrCircuitOpen) || ct.n.Load() != n {
+		t.Fatalf("reopened breaker let a call through: %v", err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	// The next probe succeeds: closed.
+	if _, err := c.GetSandbox(t.Context(), "iabc"); err != nil {
+		t.Fatalf("probe: %v", err)
+	}
+	if got := c.CircuitState(); got != "closed" {
+		t.Fatalf("state after a good probe = %s, want closed", got)
+	}
+}
+
+func TestBreakerIgnoresAnswers(t *testing.T) {
+	t.Parallel()
+	// 404, 409, 400, 401 and 429 come from a healthy provider: they must never open it.
+	for _, status := range []int{404, 409, 400, 401, 429} {
+		s := &script{statuses: []int{status}}
+		c, _, _ := breakerClient(t, s, time.Hour)
+		for range 10 {
+			_ = c.Kill(t.Context(), "iabc")
+		}
+		if got := c.CircuitState(); got != "closed" {
+			t.Errorf("%d ×10 left the breaker %s", status, got)
+		}
+	}
+}
+
+func TestBreakerCountsAttemptsNotCalls(t *testing.T) {
+	t.Parallel()
+	// With retries, one call is up to 4 attempts; two failing calls open the breaker, and the
+	// second call stops retrying at once instead of waiting out its backoff.
+	s := &script{statuses: []int{500}}
+	c, _ := newFakeClient(t, s, func(cfg *Config) { cfg.BreakerOpenFor = time.Hour })
+	if _, err := c.GetSandbox(t.Context(), "iabc"); !errors.Is(err, ErrTransient) {
+		t.Fatal(err)
+	}
+	_, err := c.GetSandbox(t.Context(), "iabc")
+	if !errors.Is(err, ErrCircuitOpen) {
+		t.Fatalf("second call: %v, want ErrCircuitOpen after 5 failed attempts", err)
+	}
+	if n := s.calls.Load(); n != 5 {
+		t.Errorf("%d requests, want 5", n)
+	}
+}
+
+func TestMetricsShareARegistry(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	for range 2 {
+		if _, err := New(Config{APIKey: testKey, Registerer: reg}); err != nil {
+			t.Fatalf("second client on one registry: %v", err)
+		}
+	}
+}
+
+// metricValue reads one gauge or counter from reg; labels select among a vector's series.
+func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if want, ok := labels[l.GetName()]; ok && want != l.GetValue() {
+					continue series
+				}
+			}
+			if m.GetGauge() != nil {
+				return m.GetGauge().GetValue()
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return -1
+}

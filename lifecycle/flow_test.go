@@ -1,0 +1,190 @@
+package lifecycle_test
+
+import (
+	"context"
+	"io"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"sandman/db"
+	"sandman/e2b"
+	"sandman/lifecycle"
+	"sandman/sandboxd/sandboxdtest"
+)
+
+// fastConfig keeps the real flows but with test-sized timings.
+func fastConfig() lifecycle.Config {
+	c := lifecycle.DefaultConfig()
+	c.IdleTimeout = 4 * time.Second
+	c.SandboxTimeout = 10 * time.Minute
+	c.ReconcileEvery = time.Second
+	c.EventsEvery = time.Hour // these tests check the other paths; events_test covers the reader
+	c.SweepEvery = time.Second
+	c.ResumeRetryWait = 200 * time.Millisecond
+	c.CreateTimeout, c.UploadTimeout, c.InstallTimeout, c.ReadyTimeout, c.ResumeTimeout =
+		20*time.Second, 20*time.Second, time.Minute, 30*time.Second, 20*time.Second
+	return c
+}
+
+// providerFor is a client of the sandboxd host, with fast retries.
+func providerFor(t *testing.T, h *sandboxdtest.Host, tweak ...func(*e2b.Config)) *e2b.Client {
+	t.Helper()
+	cfg := e2b.Config{APIURL: h.APIURL, APIKey: h.APIKey, Domain: h.Domain,
+		RetryDelays: []time.Duration{20 * time.Millisecond, 40 * time.Millisecond, 80 * time.Millisecond},
+		BreakerOpenFor: 2 * time.Second}
+	for _, f := range tweak {
+		f(&cfg)
+	}
+	c, err := e2b.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// waitStatus polls the row until it reaches want (or fails the test after d).
+func (b *testBundle) waitStatus(t *testing.T, id uuid.UUID, want db.SandboxStatus, d time.Duration) db.Sandbox {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	var sb db.Sandbox
+	for time.Now().Before(deadline) {
+		var err error
+		sb, err = db.New(b.pool).GetSandbox(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sb.Status == want {
+			return sb
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	build, _ := db.New(b.pool).GetBuild(context.Background(), sb.BuildID)
+	t.Fatalf("sandbox %s is %s after %s, want %s (build %s %q: %s)", id, sb.Status, d, want, build.Status, build.Stage, build.Error)
+	return sb
+}
+
+var visitsRe = regexp.MustCompile(`Visits: (\d+)`)
+
+// visits loads the counter's page and returns its count.
+func visits(t *testing.T, h *sandboxdtest.Host, url string) int {
+	t.Helper()
+	res, err := h.HTTPClient().Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	m := visitsRe.FindSubmatch(body)
+	if m == nil {
+		t.Fatalf("no visit count at %s (%d): %.300s", url, res.StatusCode, body)
+	}
+	n, _ := strconv.Atoi(string(m[1]))
+	return n
+}
+
+func TestPreviewLifecycleEndToEnd(t *testing.T) {
+	t.Parallel()
+	host := sandboxdtest.Start(t)
+	b := setupWith(t, providerFor(t, host), fastConfig(), true)
+	ctx := context.Background()
+	u, p := founder(t, b.pool, 5)
+
+	res, err := b.svc.StartBuild(ctx, u.ID, p.ID, "build-1", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := b.waitStatus(t, res.Sandbox.ID, lifecycle.Running, time.Minute)
+	if sb.PreviewURL == "" || sb.ProviderID == nil {
+		t.Fatalf("running without a preview: %+v", sb)
+	}
+	build, _ := db.New(b.pool).GetBuild(ctx, sb.BuildID)
+	if build.Status != db.BuildStatusReady {
+		t.Fatalf("build %s", build.Status)
+	}
+	first := visits(t, host, sb.PreviewURL)
+	if n := visits(t, host, sb.PreviewURL); n != first+1 {
+		t.Fatalf("counter went %d → %d", first, n)
+	}
+
+	// Idle: nobody reports activity, so the sandbox is paused at its deadline (memory snapshot).
+	sb = b.waitStatus(t, sb.ID, lifecycle.Paused, 20*time.Second)
+	if sb.SnapshotKind == nil || *sb.SnapshotKind != db.PauseKindMemory {
+		t.Fatalf("snapshot kind %v", sb.SnapshotKind)
+	}
+
+	// Resume: resuming at once, then running with the count kept by the memory snapshot.
+	resumed, err := b.svc.Resume(ctx, u.ID, sb.ID)
+	if err != nil || resumed.Status != lifecycle.Resuming {
+		t.Fatalf("resume: %+v %v", resumed.Status, err)
+	}
+	sb = b.waitStatus(t, sb.ID, lifecycle.Running, 30*time.Second)
+	if n := visits(t, host, sb.PreviewURL); n <= first+1 {
+		t.Fatalf("count after a memory resume = %d, want > %d", n, first+1)
+	}
+
+	// Killed in the provider's dashboard: reconciliation alone finds it (webhooks are off).
+	host.KillFromDashboard(t, *sb.ProviderID)
+	sb = b.waitStatus(t, sb.ID, lifecycle.Killed, 5*time.Second)
+
+	// Rebuild: one credit, a new running sandbox marked Recreated.
+	before := credits(t, b.pool, u.ID)
+	rb, err := b.svc.StartBuild(ctx, u.ID, p.ID, "rebuild-1", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := b.waitStatus(t, rb.Sandbox.ID, lifecycle.Running, time.Minute)
+	if !fresh.Recreated {
+		t.Fatal("rebuilt sandbox not marked recreated")
+	}
+	if got := credits(t, b.pool, u.ID); got != before-1 {
+		t.Fatalf("credits %d → %d", before, got)
+	}
+	// The readiness check itself is the server's first visit.
+	if n := visits(t, host, fresh.PreviewURL); n > 2 {
+		t.Fatalf("a fresh build counts from scratch, got %d", n)
+	}
+	// The killed one stays killed (gone is final).
+	if old, _ := db.New(b.pool).GetSandbox(ctx, sb.ID); old.Status != lifecycle.Killed {
+		t.Fatalf("old sandbox became %s", old.Status)
+	}
+}
+
+func TestFilesystemPauseRestartsDevServer(t *testing.T) {
+	t.Parallel()
+	host := sandboxdtest.Start(t)
+	b := setupWith(t, providerFor(t, host), fastConfig(), true)
+	ctx := context.Background()
+	u, p := founder(t, b.pool, 5)
+	if _, err := b.pool.Exec(ctx, "UPDATE projects SET pause_kind = 'filesystem' WHERE id = $1", p.ID); err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.svc.StartBuild(ctx, u.ID, p.ID, "k", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := b.waitStatus(t, res.Sandbox.ID, lifecycle.Running, time.Minute)
+	for range 3 {
+		visits(t, host, sb.PreviewURL)
+	}
+	before := visits(t, host, sb.PreviewURL)
+	if _, err := b.svc.RequestPause(ctx, u.ID, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	sb = b.waitStatus(t, sb.ID, lifecycle.Paused, 20*time.Second)
+	if *sb.SnapshotKind != db.PauseKindFilesystem {
+		t.Fatalf("snapshot %s", *sb.SnapshotKind)
+	}
+	if _, err := b.svc.Resume(ctx, u.ID, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	sb = b.waitStatus(t, sb.ID, lifecycle.Running, 30*time.Second)
+	// A cold boot: the files were kept and the server was started again, counting afresh
+	// (the readiness check is its first visit).
+	if n := visits(t, host, sb.PreviewURL); n > 2 || n >= before {
+		t.Fatalf("count after a filesystem-only resume = %d (before the pause %d), want a fresh count", n, before)
+	}
+}
