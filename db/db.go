@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -32,11 +33,19 @@ func Migrations() fs.FS {
 	return sub
 }
 
+// defaultMaxConns is the pool size unless DATABASE_URL sets pool_max_conns.
+const defaultMaxConns = 25
+
 // Open connects a pool and checks the database answers.
 func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
+	}
+	if !strings.Contains(url, "pool_max_conns") {
+		// pgxpool's default (the CPU count, at least 4) starves River on a small machine: its
+		// notifier, elector, producer and completer each want a connection beside the jobs'.
+		cfg.MaxConns = defaultMaxConns
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

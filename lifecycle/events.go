@@ -42,13 +42,13 @@ func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent, sour
 		return false, err
 	}
 	changed := false
-	_, err = s.transition(ctx, sb.ID, func(cur db.Sandbox) (*Change, error) {
+	_, err = s.transition(ctx, sb.ID, func(q *db.Queries, cur db.Sandbox) (*Change, error) {
 		if cur.LastEventAt != nil && !ev.Timestamp.After(*cur.LastEventAt) {
 			return nil, nil
 		}
 		// Our own transitions are stamped with our clock; allow a little skew.
 		if ev.Timestamp.Before(cur.StateChangedAt.Add(-time.Second)) {
-			return nil, s.q.MarkSandboxVerified(ctx, db.MarkSandboxVerifiedParams{ID: cur.ID, EventAt: &ev.Timestamp})
+			return nil, q.MarkSandboxVerified(ctx, db.MarkSandboxVerifiedParams{ID: cur.ID, EventAt: &ev.Timestamp})
 		}
 		c := Change{Source: source, ProviderEventID: ev.ID, ProviderTimestamp: &ev.Timestamp, Recreated: cur.Recreated}
 		switch ev.Type {
@@ -73,7 +73,7 @@ func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent, sour
 			c.ClearSnap = true
 		case EventUpdated:
 			if ev.SetTimeout != nil {
-				return nil, s.q.SetSandboxEndAt(ctx, db.SetSandboxEndAtParams{ID: cur.ID, EndAt: ev.SetTimeout})
+				return nil, q.SetSandboxEndAt(ctx, db.SetSandboxEndAtParams{ID: cur.ID, EndAt: ev.SetTimeout})
 			}
 			return nil, nil
 		default:

@@ -101,7 +101,7 @@ func (s *Service) pauseNow(ctx context.Context, sb db.Sandbox, reason string) er
 	if reason == "requested" {
 		source = db.EventSourceUser
 	}
-	_, err = s.transition(ctx, sb.ID, func(cur db.Sandbox) (*Change, error) {
+	_, err = s.transition(ctx, sb.ID, func(q *db.Queries, cur db.Sandbox) (*Change, error) {
 		if cur.Status != Running && cur.Status != Unknown {
 			return nil, nil
 		}
@@ -127,8 +127,9 @@ func (s *Service) RequestPause(ctx context.Context, owner, sandboxID uuid.UUID) 
 }
 
 // transition reads the sandbox under a row lock, lets decide pick the change (nil: none) and
-// applies it, all in one transaction.
-func (s *Service) transition(ctx context.Context, id uuid.UUID, decide func(db.Sandbox) (*Change, error)) (db.Sandbox, error) {
+// applies it, all in one transaction. decide must write through q: the row is locked, so a
+// write on another connection would wait for this transaction forever.
+func (s *Service) transition(ctx context.Context, id uuid.UUID, decide func(*db.Queries, db.Sandbox) (*Change, error)) (db.Sandbox, error) {
 	var out db.Sandbox
 	err := db.InTx(ctx, s.pool, func(q db.Tx) error {
 		sb, err := q.GetSandboxForUpdate(ctx, id)
@@ -136,7 +137,7 @@ func (s *Service) transition(ctx context.Context, id uuid.UUID, decide func(db.S
 			return db.MapError(err)
 		}
 		out = sb
-		c, err := decide(sb)
+		c, err := decide(q.Queries, sb)
 		if err != nil || c == nil {
 			return err
 		}

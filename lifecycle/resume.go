@@ -80,7 +80,7 @@ func (w *resumeWorker) Work(ctx context.Context, job *river.Job[ResumeArgs]) err
 		preview, endAt, err := s.resumeOnce(actx, sb, project)
 		cancel()
 		if err == nil {
-			_, err = s.transition(ctx, sb.ID, func(cur db.Sandbox) (*Change, error) {
+			_, err = s.transition(ctx, sb.ID, func(q *db.Queries, cur db.Sandbox) (*Change, error) {
 				if cur.Status != Resuming {
 					return nil, nil
 				}
@@ -99,7 +99,7 @@ func (w *resumeWorker) Work(ctx context.Context, job *river.Job[ResumeArgs]) err
 	if isNotFound(lastErr) {
 		cause = CauseNotFound
 	}
-	_, err = s.transition(context.WithoutCancel(ctx), sb.ID, func(cur db.Sandbox) (*Change, error) {
+	_, err = s.transition(context.WithoutCancel(ctx), sb.ID, func(q *db.Queries, cur db.Sandbox) (*Change, error) {
 		if cur.Status != Resuming {
 			return nil, nil
 		}

@@ -50,7 +50,7 @@ func (s *Service) Sweep(ctx context.Context) error {
 				return err
 			}
 		case Resuming:
-			if _, err := s.transition(ctx, sb.ID, func(cur db.Sandbox) (*Change, error) {
+			if _, err := s.transition(ctx, sb.ID, func(q *db.Queries, cur db.Sandbox) (*Change, error) {
 				if cur.Status != Resuming {
 					return nil, nil
 				}

@@ -47,7 +47,7 @@ func goneStatus(sb db.Sandbox, killReason *string, now time.Time) (db.SandboxSta
 
 // markGone records that the provider no longer has the sandbox.
 func (s *Service) markGone(ctx context.Context, sb db.Sandbox, source db.EventSource, killReason *string) error {
-	_, err := s.transition(ctx, sb.ID, func(cur db.Sandbox) (*Change, error) {
+	_, err := s.transition(ctx, sb.ID, func(q *db.Queries, cur db.Sandbox) (*Change, error) {
 		if IsGone(cur.Status) {
 			return nil, nil
 		}
@@ -59,7 +59,7 @@ func (s *Service) markGone(ctx context.Context, sb db.Sandbox, source db.EventSo
 
 // syncTo corrects a row in running, paused or unknown to what the provider says.
 func (s *Service) syncTo(ctx context.Context, id uuid.UUID, ps ProviderState, source db.EventSource) error {
-	_, err := s.transition(ctx, id, func(cur db.Sandbox) (*Change, error) {
+	_, err := s.transition(ctx, id, func(q *db.Queries, cur db.Sandbox) (*Change, error) {
 		switch cur.Status {
 		case Running, Paused, Unknown:
 		default:
@@ -70,7 +70,7 @@ func (s *Service) syncTo(ctx context.Context, id uuid.UUID, ps ProviderState, so
 			return &Change{To: to, Source: source, Reason: reason, KilledReason: &reason, Verified: true}, nil
 		}
 		if cur.Status == ps.State {
-			return nil, s.q.MarkSandboxVerified(ctx, db.MarkSandboxVerifiedParams{ID: cur.ID})
+			return nil, q.MarkSandboxVerified(ctx, db.MarkSandboxVerifiedParams{ID: cur.ID})
 		}
 		c := &Change{To: ps.State, Source: source, Reason: "synced with provider", Verified: true, Recreated: cur.Recreated}
 		if ps.State == Running && !ps.EndAt.IsZero() {
@@ -83,7 +83,7 @@ func (s *Service) syncTo(ctx context.Context, id uuid.UUID, ps ProviderState, so
 
 // markUnknown records that the provider cannot be asked now (errors, or the breaker is open).
 func (s *Service) markUnknown(ctx context.Context, id uuid.UUID, cause error) error {
-	_, err := s.transition(ctx, id, func(cur db.Sandbox) (*Change, error) {
+	_, err := s.transition(ctx, id, func(q *db.Queries, cur db.Sandbox) (*Change, error) {
 		if cur.Status != Running && cur.Status != Paused {
 			return nil, nil
 		}
