@@ -34,7 +34,7 @@ func fastConfig() lifecycle.Config {
 func providerFor(t *testing.T, h *sandboxdtest.Host, tweak ...func(*e2b.Config)) *e2b.Client {
 	t.Helper()
 	cfg := e2b.Config{APIURL: h.APIURL, APIKey: h.APIKey, Domain: h.Domain,
-		RetryDelays: []time.Duration{20 * time.Millisecond, 40 * time.Millisecond, 80 * time.Millisecond},
+		RetryDelays:    []time.Duration{20 * time.Millisecond, 40 * time.Millisecond, 80 * time.Millisecond},
 		BreakerOpenFor: 2 * time.Second}
 	for _, f := range tweak {
 		f(&cfg)

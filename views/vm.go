@@ -35,7 +35,7 @@ type DashboardPage struct {
 // ProjectPage shows one project: its preview pane, settings and files.
 type ProjectPage struct {
 	Layout
-	Preview Preview
+	Preview        Preview
 	InstallCommand string
 	StartCommand   string
 	Port           int32
