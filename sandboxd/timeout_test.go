@@ -53,7 +53,8 @@ func TestTimeoutAutoPause(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			c := newClient(t)
-			body := map[string]any{"timeout": 1, "autoPause": true}
+			// A long first lifetime: a slow machine must not time out while the app starts.
+			body := map[string]any{"timeout": 60, "autoPause": true}
 			if tt.keepMem != nil {
 				body["autoPauseMemory"] = tt.keepMem
 			}
@@ -64,7 +65,8 @@ func TestTimeoutAutoPause(t *testing.T) {
 			port := appPort(t, c.h)
 			c.startCounter(sb, port)
 			c.waitPreview(sb.SandboxID, port)
-			c.waitState(sb.SandboxID, "paused", 3*time.Second)
+			c.must(204, "POST", "/sandboxes/"+sb.SandboxID+"/timeout", map[string]any{"timeout": 1}, nil)
+			c.waitState(sb.SandboxID, "paused", 5*time.Second)
 			evs := c.events("/" + sb.SandboxID)
 			if evs[0].Type != "sandbox.lifecycle.paused" {
 				t.Fatalf("events: %s", mustJSON(t, evs))
