@@ -25,6 +25,7 @@ import (
 	"sandman/db/dbtest"
 	"sandman/handlers"
 	"sandman/lifecycle"
+	"sandman/live"
 	"sandman/projects"
 )
 
@@ -38,26 +39,45 @@ type testBundle struct {
 func setup(t testing.TB) *testBundle {
 	t.Helper()
 	pool := dbtest.NewPool(t)
-	sessions := scs.New()
-	store := pgxstore.NewWithCleanupInterval(pool, 0)
-	sessions.Store = store
-	sessions.Cookie.Name = "sandman_session"
-	sessions.Cookie.SameSite = http.SameSiteLaxMode
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	life, err := lifecycle.New(lifecycle.Options{Pool: pool, Config: lifecycle.DefaultConfig(), Logger: logger})
+	life, err := lifecycle.New(lifecycle.Options{Pool: pool, Config: lifecycle.DefaultConfig(), Logger: testLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serve(t, pool, life, nil)
+}
+
+// serve runs the handlers over pool, life and (when not nil) the live hub on an httptest server.
+func serve(t testing.TB, pool *pgxpool.Pool, life *lifecycle.Service, hub *live.Hub) *testBundle {
+	t.Helper()
+	sessions := scs.New()
+	sessions.Store = pgxstore.NewWithCleanupInterval(pool, 0)
+	sessions.Cookie.Name = "sandman_session"
+	sessions.Cookie.SameSite = http.SameSiteLaxMode
 	e := handlers.New(handlers.Deps{
 		Pool: pool, Sessions: sessions,
 		Accounts:  accounts.New(pool, accounts.Options{StartCredits: 10, BcryptCost: bcrypt.MinCost}),
 		Projects:  projects.New(pool),
 		Lifecycle: life,
-		Logger:    logger,
+		Live:      hub,
+		Logger:    testLogger(),
 	})
 	srv := httptest.NewServer(e)
+	if hub != nil {
+		srv.Config.RegisterOnShutdown(hub.Close)
+	}
 	t.Cleanup(srv.Close)
 	return &testBundle{srv: srv, pool: pool}
+}
+
+// testLogger discards logs unless SANDMAN_TEST_LOG names a level (debug, info, warn).
+func testLogger() *slog.Logger {
+	level := os.Getenv("SANDMAN_TEST_LOG")
+	if level == "" {
+		return slog.New(slog.DiscardHandler)
+	}
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level))
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
 }
 
 // client is a browser-like HTTP client with its own cookies that does not follow redirects.
