@@ -127,5 +127,6 @@ func (h *Handlers) apiLogOut(c echo.Context) error {
 
 func (h *Handlers) apiMe(c echo.Context) error {
 	u := currentUser(c)
-	return c.JSON(http.StatusOK, map[string]any{"email": u.Email, "credits": u.Credits})
+	// The token lets a client that logged in through the form call the JSON API too.
+	return c.JSON(http.StatusOK, sessionJSON{Email: u.Email, Credits: u.Credits, CSRFToken: h.csrfToken(c)})
 }

@@ -165,33 +165,71 @@ func TestOtherFoundersProjectIsNotFound(t *testing.T) {
 	var p struct{ ID string }
 	requireStatus(t, owner.api(http.MethodPost, "/api/projects", map[string]string{"starter": "counter"}, &p), http.StatusCreated)
 
+	var built struct{ Sandbox struct{ ID string } }
+	requireStatus(t, owner.api(http.MethodPost, "/api/projects/"+p.ID+"/builds", map[string]string{"idempotencyKey": "k"}, &built), http.StatusAccepted)
+
 	other := b.newClient(t)
 	other.signUp("other@example.com")
 	other.get("/")
-	for _, id := range []string{p.ID, "00000000-0000-0000-0000-000000000000", "not-a-uuid"} {
-		for _, route := range idRoutes {
+	routes := map[string][]idRoute{p.ID: projectRoutes, built.Sandbox.ID: sandboxRoutes}
+	for _, id := range []string{p.ID, built.Sandbox.ID, "00000000-0000-0000-0000-000000000000", "not-a-uuid"} {
+		list, ok := routes[id]
+		if !ok {
+			list = append(projectRoutes, sandboxRoutes...)
+		}
+		for _, route := range list {
 			t.Run(route.method+" "+route.path+" "+id, func(t *testing.T) {
 				path := strings.ReplaceAll(route.path, "{id}", id)
 				var r response
-				if route.method == http.MethodGet {
+				switch {
+				case route.method == http.MethodGet:
 					r = other.get(path)
-				} else {
+				case strings.HasPrefix(path, "/api/"):
 					r = other.api(route.method, path, route.body, nil)
+				default: // a page's button: a form body, as htmx sends it
+					vals := url.Values{}
+					for k, v := range route.body {
+						vals.Set(k, v)
+					}
+					r = other.htmx(route.method, path, vals)
 				}
 				requireStatus(t, r, http.StatusNotFound)
 			})
 		}
 	}
 	requireStatus(t, owner.get("/projects/"+p.ID), http.StatusOK)
+	requireStatus(t, owner.api(http.MethodGet, "/api/sandboxes/"+built.Sandbox.ID, nil, nil), http.StatusOK)
+	if n := owner.credits(); n != 9 {
+		t.Fatalf("the other founder's requests changed the owner's credits: %d", n)
+	}
 }
 
-// idRoutes lists every route with a project id; later features add theirs here.
-var idRoutes = []struct {
+type idRoute struct {
 	method, path string
-	body         any
-}{
-	{http.MethodGet, "/projects/{id}", nil},
+	body         map[string]string
 }
+
+// projectRoutes and sandboxRoutes list every route that takes a project or a sandbox id.
+var (
+	projectRoutes = []idRoute{
+		{http.MethodGet, "/projects/{id}", nil},
+		{http.MethodPost, "/projects/{id}/build", map[string]string{"idempotencyKey": "x"}},
+		{http.MethodGet, "/projects/{id}/rebuild", nil},
+		{http.MethodPost, "/projects/{id}/rebuild", map[string]string{"idempotencyKey": "y"}},
+		{http.MethodPost, "/api/projects/{id}/builds", map[string]string{"idempotencyKey": "x"}},
+		{http.MethodPost, "/api/projects/{id}/rebuild", map[string]string{"idempotencyKey": "y"}},
+	}
+	sandboxRoutes = []idRoute{
+		{http.MethodPost, "/sandboxes/{id}/resume", nil},
+		{http.MethodPost, "/sandboxes/{id}/verify", nil},
+		{http.MethodPost, "/sandboxes/{id}/pause", nil},
+		{http.MethodGet, "/api/sandboxes/{id}", nil},
+		{http.MethodPost, "/api/sandboxes/{id}/pause", nil},
+		{http.MethodPost, "/api/sandboxes/{id}/resume", nil},
+		{http.MethodPost, "/api/sandboxes/{id}/verify", nil},
+		{http.MethodPost, "/api/sandboxes/{id}/activity", nil},
+	}
+)
 
 func FuzzUpload(f *testing.F) {
 	body, ct := multipartBody(f, map[string]string{"name": "n", "start_command": "s", "port": "1"}, []upFile{{"a/b.js", "x"}})

@@ -2,7 +2,7 @@
 //
 //	sandman [serve] [--role=all|web|worker] run the server and/or the background workers
 //	sandman migrate                         apply database migrations and exit
-//	sandman demo-founder EMAIL PASSWORD     create a founder with the starter projects (idempotent)
+//	sandman demo-founder EMAIL PASSWORD     create a founder with the starter projects, built (idempotent)
 package main
 
 import (
@@ -93,13 +93,35 @@ func newLogger(w io.Writer, level string) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl}))
 }
 
+// demoFounder creates the demo founder with the starter projects and queues a first build of
+// each project never built, so `make run` opens on live previews.
 func demoFounder(ctx context.Context, pool *pgxpool.Pool, cfg config, email, password string) error {
 	u, err := accounts.New(pool, accounts.Options{StartCredits: cfg.StartCredits}).
 		EnsureUser(ctx, accounts.Credentials{Email: email, Password: password})
 	if err != nil {
 		return err
 	}
-	return projects.New(pool).EnsureStarterProjects(ctx, u.ID)
+	if err := projects.New(pool).EnsureStarterProjects(ctx, u.ID); err != nil {
+		return err
+	}
+	life, err := lifecycle.New(lifecycle.Options{Pool: pool, Config: cfg.Lifecycle})
+	if err != nil {
+		return err
+	}
+	views, err := life.Projects(ctx, u.ID)
+	if err != nil {
+		return err
+	}
+	for _, v := range views {
+		if v.Build != nil {
+			continue
+		}
+		// The key makes a second `make run` before the first build lands a replay, not a charge.
+		if _, err := life.StartBuild(ctx, u.ID, v.Project.ID, "demo-first-build-"+v.Project.ID.String(), false); err != nil {
+			return fmt.Errorf("build %s: %w", v.Project.Name, err)
+		}
+	}
+	return nil
 }
 
 func serve(ctx context.Context, pool *pgxpool.Pool, cfg config, logger *slog.Logger) error {
