@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -45,13 +46,30 @@ func staticHandler(files fs.FS) http.Handler {
 	})
 }
 
-// requestLog writes one structured line per request.
+// newRequestMetric is the request histogram, labelled by route pattern (not path: ids would
+// make a series per project).
+func newRequestMetric(reg prometheus.Registerer) *prometheus.HistogramVec {
+	m := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "sandman_http_request_duration_seconds", Help: "HTTP requests by route, method and status.",
+		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+	}, []string{"method", "route", "status"})
+	if reg != nil {
+		reg.MustRegister(m)
+	}
+	return m
+}
+
+// requestLog writes one structured line per request and observes its duration.
 func (h *Handlers) requestLog(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Now()
 		err := next(c)
 		if err != nil {
 			c.Error(err)
+		}
+		if c.Path() != "/events" { // a stream's duration is its lifetime, not a latency
+			h.requests.WithLabelValues(c.Request().Method, c.Path(), strconv.Itoa(c.Response().Status)).
+				Observe(time.Since(start).Seconds())
 		}
 		lvl := slog.LevelInfo
 		if c.Request().URL.Path == "/healthz" || c.Request().URL.Path == "/metrics" {

@@ -19,6 +19,7 @@ import (
 	"github.com/alexedwards/scs/pgxstore"
 	"github.com/alexedwards/scs/v2"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/bcrypt"
 
 	"sandman/accounts"
@@ -60,6 +61,7 @@ func serve(t testing.TB, pool *pgxpool.Pool, life *lifecycle.Service, hub *live.
 		Lifecycle: life,
 		Live:      hub,
 		Logger:    testLogger(),
+		Registry:  prometheus.NewRegistry(),
 	})
 	srv := httptest.NewServer(e)
 	if hub != nil {

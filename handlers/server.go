@@ -38,6 +38,7 @@ type Deps struct {
 // Handlers holds the dependencies of every route.
 type Handlers struct {
 	Deps
+	requests *prometheus.HistogramVec
 }
 
 // New builds the echo server with every route.
@@ -45,7 +46,11 @@ func New(d Deps) *echo.Echo {
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
-	h := &Handlers{Deps: d}
+	var reg prometheus.Registerer
+	if d.Registry != nil {
+		reg = d.Registry
+	}
+	h := &Handlers{Deps: d, requests: newRequestMetric(reg)}
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
