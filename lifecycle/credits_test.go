@@ -18,7 +18,7 @@ import (
 )
 
 // founder creates a founder with credits and one counter project.
-func founder(t *testing.T, pool *pgxpool.Pool, credits int32) (db.User, db.Project) {
+func founder(t testing.TB, pool *pgxpool.Pool, credits int32) (db.User, db.Project) {
 	t.Helper()
 	ctx := context.Background()
 	u, err := accounts.New(pool, accounts.Options{StartCredits: credits, BcryptCost: bcrypt.MinCost}).
@@ -33,7 +33,7 @@ func founder(t *testing.T, pool *pgxpool.Pool, credits int32) (db.User, db.Proje
 	return u, p
 }
 
-func credits(t *testing.T, pool *pgxpool.Pool, id uuid.UUID) int32 {
+func credits(t testing.TB, pool *pgxpool.Pool, id uuid.UUID) int32 {
 	t.Helper()
 	u, err := db.New(pool).GetUserByID(context.Background(), id)
 	if err != nil {

@@ -31,7 +31,7 @@ func fastConfig() lifecycle.Config {
 }
 
 // providerFor is a client of the sandboxd host, with fast retries.
-func providerFor(t *testing.T, h *sandboxdtest.Host, tweak ...func(*e2b.Config)) *e2b.Client {
+func providerFor(t testing.TB, h *sandboxdtest.Host, tweak ...func(*e2b.Config)) *e2b.Client {
 	t.Helper()
 	cfg := e2b.Config{APIURL: h.APIURL, APIKey: h.APIKey, Domain: h.Domain,
 		RetryDelays:    []time.Duration{20 * time.Millisecond, 40 * time.Millisecond, 80 * time.Millisecond},
@@ -47,7 +47,7 @@ func providerFor(t *testing.T, h *sandboxdtest.Host, tweak ...func(*e2b.Config))
 }
 
 // waitStatus polls the row until it reaches want (or fails the test after d).
-func (b *testBundle) waitStatus(t *testing.T, id uuid.UUID, want db.SandboxStatus, d time.Duration) db.Sandbox {
+func (b *testBundle) waitStatus(t testing.TB, id uuid.UUID, want db.SandboxStatus, d time.Duration) db.Sandbox {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	var sb db.Sandbox
@@ -70,7 +70,7 @@ func (b *testBundle) waitStatus(t *testing.T, id uuid.UUID, want db.SandboxStatu
 var visitsRe = regexp.MustCompile(`Visits: (\d+)`)
 
 // visits loads the counter's page and returns its count.
-func visits(t *testing.T, h *sandboxdtest.Host, url string) int {
+func visits(t testing.TB, h *sandboxdtest.Host, url string) int {
 	t.Helper()
 	res, err := h.HTTPClient().Get(url)
 	if err != nil {

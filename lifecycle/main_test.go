@@ -24,12 +24,12 @@ type testBundle struct {
 
 // setup gives a test its own database and a lifecycle Service; work starts the River workers
 // (which then need a provider, see setupWithProvider).
-func setup(t *testing.T, work bool) *testBundle {
+func setup(t testing.TB, work bool) *testBundle {
 	t.Helper()
 	return setupWith(t, nil, lifecycle.DefaultConfig(), work)
 }
 
-func setupWith(t *testing.T, provider *e2b.Client, cfg lifecycle.Config, work bool) *testBundle {
+func setupWith(t testing.TB, provider *e2b.Client, cfg lifecycle.Config, work bool) *testBundle {
 	t.Helper()
 	pool := dbtest.NewPool(t)
 	logger := slog.New(slog.DiscardHandler)
@@ -54,7 +54,7 @@ func setupWith(t *testing.T, provider *e2b.Client, cfg lifecycle.Config, work bo
 }
 
 // sandboxesOf lists a project's sandboxes, newest first.
-func (b *testBundle) sandboxesOf(t *testing.T, projectID uuid.UUID) []db.Sandbox {
+func (b *testBundle) sandboxesOf(t testing.TB, projectID uuid.UUID) []db.Sandbox {
 	t.Helper()
 	rows, err := b.pool.Query(context.Background(), "SELECT id FROM sandboxes WHERE project_id = $1 ORDER BY created_at DESC", projectID)
 	if err != nil {
