@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/riverqueue/river"
 
 	"sandman/db"
@@ -30,8 +31,8 @@ type ProviderEvent struct {
 }
 
 // ApplyProviderEvent applies one provider event to its sandbox row, in provider-timestamp
-// order: an event older than the newest one applied (or than the row's last change) is ignored,
-// so a late or replayed event never overwrites newer state. Unknown sandboxes and event types
+// order: an event older than the newest one seen (or than Sandman's own last change) is
+// ignored, so a late or replayed event never overwrites newer state. Unknown sandboxes and event types
 // are ignored. It reports whether the row changed.
 func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent, source db.EventSource) (bool, error) {
 	sb, err := s.q.GetSandboxByProviderID(ctx, &ev.SandboxID)
@@ -46,46 +47,75 @@ func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent, sour
 		if cur.LastEventAt != nil && !ev.Timestamp.After(*cur.LastEventAt) {
 			return nil, nil
 		}
-		// Our own transitions are stamped with our clock; allow a little skew.
-		if ev.Timestamp.Before(cur.StateChangedAt.Add(-time.Second)) {
+		// An event that changes nothing is still the newest word from the provider: remember
+		// its time, or an older event arriving later would be applied over it.
+		seen := func() (*Change, error) {
 			return nil, q.MarkSandboxVerified(ctx, db.MarkSandboxVerifiedParams{ID: cur.ID, EventAt: &ev.Timestamp})
+		}
+		// Our own transitions carry no provider time, only our clock (allow a little skew). A
+		// change made by a provider event is ordered by last_event_at above instead: its
+		// state_changed_at is merely when the delivery arrived, and retried or caught-up
+		// deliveries of newer events routinely arrive seconds later.
+		if ev.Timestamp.Before(cur.StateChangedAt.Add(-time.Second)) {
+			own, err := lastChangeWasOurs(ctx, q, cur.ID)
+			if err != nil {
+				return nil, err
+			}
+			if own {
+				return seen()
+			}
 		}
 		c := Change{Source: source, ProviderEventID: ev.ID, ProviderTimestamp: &ev.Timestamp, Recreated: cur.Recreated}
 		switch ev.Type {
 		case EventKilled:
 			if IsGone(cur.Status) {
-				return nil, nil
+				return seen()
 			}
 			c.To, c.Reason = goneStatus(cur, ev.KillReason, ev.Timestamp)
 			c.KilledReason = &c.Reason
 		case EventPaused:
 			// A pause we are already resuming from, or one the row shows, changes nothing.
 			if cur.Status != Running && cur.Status != Unknown {
-				return nil, nil
+				return seen()
 			}
 			c.To, c.Reason = Paused, "paused by the provider"
 		case EventResumed, EventCreated:
 			// Resuming and starting rows belong to their workers, which check readiness first.
 			if cur.Status != Paused && cur.Status != Unknown && cur.Status != ResumeFailed {
-				return nil, nil
+				return seen()
 			}
 			c.To, c.Reason = Running, "resumed by the provider"
 			c.ClearSnap = true
 		case EventUpdated:
 			if ev.SetTimeout != nil {
-				return nil, q.SetSandboxEndAt(ctx, db.SetSandboxEndAtParams{ID: cur.ID, EndAt: ev.SetTimeout})
+				if err := q.SetSandboxEndAt(ctx, db.SetSandboxEndAtParams{ID: cur.ID, EndAt: ev.SetTimeout}); err != nil {
+					return nil, err
+				}
 			}
-			return nil, nil
+			return seen()
 		default:
 			return nil, nil
 		}
 		if !CanTransition(cur.Status, c.To) {
-			return nil, nil
+			return seen()
 		}
 		changed = true
 		return &c, nil
 	})
 	return changed, err
+}
+
+// lastChangeWasOurs reports whether the sandbox's newest state change was made by Sandman
+// rather than by applying a provider event.
+func lastChangeWasOurs(ctx context.Context, q *db.Queries, id uuid.UUID) (bool, error) {
+	events, err := q.ListSandboxEvents(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	if len(events) == 0 {
+		return true, nil
+	}
+	return events[len(events)-1].ProviderTimestamp == nil, nil
 }
 
 type eventsWorker struct {

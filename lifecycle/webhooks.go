@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -46,16 +47,21 @@ func (s *Service) ReceiveWebhook(ctx context.Context, header http.Header, body [
 	if err != nil {
 		return WebhookResult{}, apperr.New(apperr.KindInvalid, "bad_payload", "The webhook body is not a lifecycle event: "+err.Error())
 	}
+	// PostgreSQL text cannot hold NUL, which JSON can escape: such ids could never be stored
+	// or looked up, so the event is refused rather than failing in the database.
+	if strings.ContainsRune(ev.ID+ev.Type+ev.SandboxID, 0) {
+		return WebhookResult{}, apperr.New(apperr.KindInvalid, "bad_payload", "The webhook event has a NUL character in its id, type or sandbox id.")
+	}
 	headers, _ := json.Marshal(map[string]string{
-		"e2b-webhook-id":        header.Get("e2b-webhook-id"),
-		"e2b-delivery-id":       header.Get("e2b-delivery-id"),
-		"e2b-signature-version": header.Get("e2b-signature-version"),
-		"content-type":          header.Get("Content-Type"),
+		"e2b-webhook-id":        storableHeader(header.Get("e2b-webhook-id")),
+		"e2b-delivery-id":       storableHeader(header.Get("e2b-delivery-id")),
+		"e2b-signature-version": storableHeader(header.Get("e2b-signature-version")),
+		"content-type":          storableHeader(header.Get("Content-Type")),
 	})
 	res := WebhookResult{EventID: ev.ID}
 	err = db.InTx(ctx, s.pool, func(q db.Tx) error {
 		id, err := q.InsertWebhookDelivery(ctx, db.InsertWebhookDeliveryParams{
-			EventID: ev.ID, DeliveryID: header.Get("e2b-delivery-id"), EventType: ev.Type, Headers: headers, Body: body,
+			EventID: ev.ID, DeliveryID: storableHeader(header.Get("e2b-delivery-id")), EventType: ev.Type, Headers: headers, Body: body,
 		})
 		if errors.Is(db.MapError(err), db.ErrNotFound) {
 			res.Duplicate = true
@@ -68,6 +74,13 @@ func (s *Service) ReceiveWebhook(ctx context.Context, header http.Header, body [
 		return err
 	})
 	return res, err
+}
+
+// storableHeader makes a header value fit a text column: HTTP lets values carry bytes that are
+// not UTF-8, which PostgreSQL would refuse (failing a delivery the signature already vouched
+// for, since headers are not signed).
+func storableHeader(v string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(v, "\uFFFD"), "\x00", "")
 }
 
 type webhookWorker struct {

@@ -61,9 +61,17 @@ type conn struct {
 	rc    *http.ResponseController
 	once  sync.Once
 	hub   *Hub
+	// ctx is the stream's request context; cancel ends the stream (see end).
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu   sync.Mutex
 	sent map[string]int64 // project → newest event id sent, so an older render never follows a newer one
+	// syncing is set while the founder's whole state is being sent (see sync); held keeps the
+	// changes that arrive meanwhile and again asks for another round.
+	syncing bool
+	held    map[string]Fragments
+	again   bool
 }
 
 // New returns a Hub; call Run to start its heartbeat and Listen for the database feed.
@@ -91,7 +99,10 @@ func New(opts Options) *Hub {
 
 // ServeHTTP streams the owner's sandbox states until the client goes away or is dropped.
 func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request, owner uuid.UUID) {
-	c := &conn{id: newID(), owner: owner, rc: http.NewResponseController(w), hub: h, sent: map[string]int64{}}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	c := &conn{id: newID(), owner: owner, rc: http.NewResponseController(w), hub: h, sent: map[string]int64{},
+		ctx: ctx, cancel: cancel}
 	// The server's write timeout would cut the stream: this response has none.
 	_ = c.rc.SetWriteDeadline(time.Time{})
 	if !h.add(c) {
@@ -101,7 +112,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request, owner uuid.UUID)
 	defer h.remove(c)
 	q := r.URL.Query()
 	q.Set("stream", c.id)
-	r2 := r.Clone(r.Context())
+	r2 := r.Clone(ctx)
 	r2.URL.RawQuery = q.Encode()
 	// Our ids restart the state, not a replay: a stale Last-Event-ID means nothing here.
 	r2.Header.Del("Last-Event-ID")
@@ -140,15 +151,23 @@ func (h *Hub) remove(c *conn) {
 	h.srv.RemoveStream(c.id)
 }
 
-// drop disconnects a client that fell behind: its writes are made to fail at once so the
-// stream's goroutine, possibly blocked handing it events, can finish; the browser reconnects
-// and resyncs.
+// drop disconnects a client that fell behind; the browser reconnects and resyncs.
 func (c *conn) drop() {
 	c.once.Do(func() {
-		c.hub.metrics.dropped.Inc()
-		_ = c.rc.SetWriteDeadline(time.Now())
-		c.hub.srv.RemoveStream(c.id)
+		if c.ctx.Err() == nil { // not merely a client that already left
+			c.hub.metrics.dropped.Inc()
+		}
+		c.end()
 	})
+}
+
+// end finishes the stream. Its writes are made to fail at once, so a handler blocked writing to
+// a stalled client gets going again. The stream is ended through the request's context, not by
+// removing it: r3labs deregisters the subscriber when that context ends and blocks forever
+// doing so if the stream has already stopped, so the stream goes only after ServeHTTP returns.
+func (c *conn) end() {
+	_ = c.rc.SetWriteDeadline(time.Now())
+	c.cancel()
 }
 
 // onSubscribe sends a new connection the founder's current state.
@@ -165,35 +184,125 @@ func (h *Hub) onSubscribe(streamID string, _ *sse.Subscriber) {
 	if c == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	frags, err := h.opts.Snapshot(ctx, c.owner)
-	if err != nil {
-		h.opts.Logger.Warn("live: snapshot failed", "err", err)
-		c.drop()
+	h.sync(c, nil)
+}
+
+// syncPatience is how long a connection may take to accept its whole state (a burst of two
+// messages per project, far more than Buffer for a founder with many projects) before it
+// counts as stalled.
+const syncPatience = 10 * time.Second
+
+// sync sends c the founder's whole state: frags, or a fresh snapshot when frags is nil. The
+// burst is paced to what the connection takes instead of dropping it when its buffer fills;
+// changes arriving meanwhile are held (newest per project) and sent after it, and a second
+// sync asked for meanwhile runs again from a fresh snapshot.
+func (h *Hub) sync(c *conn, frags []Fragments) {
+	c.mu.Lock()
+	if c.syncing {
+		c.again = true
+		c.mu.Unlock()
 		return
 	}
-	for _, f := range frags {
-		if !h.send(c, f) {
+	c.syncing = true
+	c.mu.Unlock()
+	for {
+		if frags == nil {
+			ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
+			var err error
+			frags, err = h.opts.Snapshot(ctx, c.owner)
+			cancel()
+			if err != nil {
+				if c.ctx.Err() == nil {
+					h.opts.Logger.Warn("live: snapshot failed", "err", err)
+				}
+				c.drop()
+				return
+			}
+		}
+		for _, f := range frags {
+			if !h.sendPatiently(c, f) {
+				return
+			}
+		}
+		c.mu.Lock()
+		held, again := c.held, c.again
+		c.held, c.again = nil, false
+		if len(held) == 0 && !again {
+			c.syncing = false
+			c.mu.Unlock()
 			return
+		}
+		c.mu.Unlock()
+		frags = nil
+		if !again { // a fresh snapshot would include what was held
+			for _, f := range held {
+				frags = append(frags, f)
+			}
 		}
 	}
 }
 
-// send publishes one project's fragments to one connection: two events, the card and the pane,
-// named for the elements they replace.
+// sendPatiently is send for a sync: it waits for room (up to syncPatience) instead of
+// dropping the connection at once. Only the syncing goroutine publishes to c meanwhile.
+func (h *Hub) sendPatiently(c *conn, f Fragments) bool {
+	deadline := time.Now().Add(syncPatience)
+	evs := fragmentEvents(f)
+	for {
+		c.mu.Lock()
+		if f.EventID < c.sent[f.ProjectID] {
+			c.mu.Unlock()
+			return true
+		}
+		for len(evs) > 0 && h.srv.TryPublish(c.id, evs[0]) {
+			evs = evs[1:]
+		}
+		if len(evs) == 0 {
+			c.sent[f.ProjectID] = f.EventID
+			c.mu.Unlock()
+			return true
+		}
+		c.mu.Unlock()
+		if time.Now().After(deadline) {
+			c.drop()
+			return false
+		}
+		select {
+		case <-c.ctx.Done():
+			return false
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// fragmentEvents are the two events of one project's state, the card and the pane, named for
+// the elements they replace.
+func fragmentEvents(f Fragments) []*sse.Event {
+	id := []byte(strconv.FormatInt(f.EventID, 10))
+	return []*sse.Event{
+		{ID: id, Event: []byte("card-" + f.ProjectID), Data: f.Card},
+		{ID: id, Event: []byte("pane-" + f.ProjectID), Data: f.Pane},
+	}
+}
+
+// send publishes one project's fragments to one connection, dropping a connection that has
+// fallen Buffer messages behind. During a sync it holds them for the sync to send.
 func (h *Hub) send(c *conn, f Fragments) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.syncing {
+		if old, ok := c.held[f.ProjectID]; !ok || f.EventID >= old.EventID {
+			if c.held == nil {
+				c.held = map[string]Fragments{}
+			}
+			c.held[f.ProjectID] = f
+		}
+		return true
+	}
 	if f.EventID < c.sent[f.ProjectID] {
 		return true // a newer state of this project already went out
 	}
 	c.sent[f.ProjectID] = f.EventID
-	id := strconv.FormatInt(f.EventID, 10)
-	for _, ev := range []*sse.Event{
-		{ID: []byte(id), Event: []byte("card-" + f.ProjectID), Data: f.Card},
-		{ID: []byte(id), Event: []byte("pane-" + f.ProjectID), Data: f.Pane},
-	} {
+	for _, ev := range fragmentEvents(f) {
 		if !h.srv.TryPublish(c.id, ev) {
 			c.drop()
 			return false
@@ -224,6 +333,7 @@ func (h *Hub) Deliver(ctx context.Context, owner, sandboxID uuid.UUID, eventID i
 }
 
 // Resync sends every connected founder their current state (after the feed was interrupted).
+// Each connection takes it at its own pace, so a slow one holds up no other.
 func (h *Hub) Resync(ctx context.Context) {
 	h.mu.Lock()
 	owners := make([]uuid.UUID, 0, len(h.byOwner))
@@ -238,11 +348,7 @@ func (h *Hub) Resync(ctx context.Context) {
 			continue
 		}
 		for _, c := range h.conns(o) {
-			for _, f := range frags {
-				if !h.send(c, f) {
-					break
-				}
-			}
+			go h.sync(c, frags)
 		}
 	}
 }
@@ -277,11 +383,19 @@ func (h *Hub) Run(ctx context.Context) {
 			}
 			h.mu.Unlock()
 			for _, c := range all {
-				if !h.srv.TryPublish(c.id, ping) {
-					c.drop()
-				}
+				h.ping(c, ping)
 			}
 		}
+	}
+}
+
+// ping keeps the connection alive; a sync in progress already does, and may fill its buffer.
+func (h *Hub) ping(c *conn, ev *sse.Event) {
+	c.mu.Lock()
+	ok := c.syncing || h.srv.TryPublish(c.id, ev)
+	c.mu.Unlock()
+	if !ok {
+		c.drop()
 	}
 }
 
@@ -289,8 +403,16 @@ func (h *Hub) Run(ctx context.Context) {
 func (h *Hub) Close() {
 	h.mu.Lock()
 	h.closed = true
+	var all []*conn
+	for _, m := range h.byOwner {
+		for _, c := range m {
+			all = append(all, c)
+		}
+	}
 	h.mu.Unlock()
-	h.srv.Close()
+	for _, c := range all {
+		c.end()
+	}
 }
 
 // Clients is the number of open connections on this instance.

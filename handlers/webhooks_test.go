@@ -1,0 +1,465 @@
+package handlers_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"sandman/db/dbtest"
+	"sandman/e2b"
+	"sandman/lifecycle"
+)
+
+// sign computes e2b-signature as e2b-api.md §5 defines it: base64 of SHA-256(secret ‖ body),
+// unpadded, standard alphabet. The e2b package only verifies, so the test computes it
+// independently, which also keeps a mistake there from being mirrored here.
+func sign(secret string, body []byte) string {
+	sum := sha256.Sum256(append([]byte(secret), body...))
+	return base64.RawStdEncoding.EncodeToString(sum[:])
+}
+
+// hookBody is a webhook payload as the provider sends it (snake_case).
+func hookBody(eventID, typ, providerID string, at time.Time, data map[string]any) []byte {
+	m := map[string]any{
+		"id": eventID, "version": "v2", "type": typ, "timestamp": at.UTC().Format(time.RFC3339Nano),
+		"event_category": "lifecycle", "sandbox_id": providerID, "sandbox_execution_id": uuid.NewString(),
+		"sandbox_template_id": "base", "sandbox_build_id": uuid.NewString(), "sandbox_team_id": uuid.NewString(),
+	}
+	if data != nil {
+		m["event_data"] = data
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// webhookRequest is one delivery; an empty signature sends no e2b-signature header.
+func webhookRequest(base string, body []byte, signature, deliveryID string) *http.Request {
+	req, err := http.NewRequest(http.MethodPost, base+"/webhooks/e2b", bytes.NewReader(body))
+	if err != nil {
+		panic(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("e2b-webhook-id", "wh-test")
+	req.Header.Set("e2b-delivery-id", deliveryID)
+	req.Header.Set("e2b-signature-version", "v1")
+	if signature != "" {
+		req.Header.Set("e2b-signature", signature)
+	}
+	return req
+}
+
+type hookAnswer struct {
+	status int
+	EventID,
+	Status string
+}
+
+// deliver posts a delivery over HTTP, as the provider does.
+func (b *testBundle) deliver(t testing.TB, body []byte, signature, deliveryID string) hookAnswer {
+	t.Helper()
+	a, err := b.tryDeliver(body, signature, deliveryID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// tryDeliver is deliver for goroutines other than the test's.
+func (b *testBundle) tryDeliver(body []byte, signature, deliveryID string) (hookAnswer, error) {
+	res, err := http.DefaultClient.Do(webhookRequest(b.srv.URL, body, signature, deliveryID))
+	if err != nil {
+		return hookAnswer{}, err
+	}
+	defer res.Body.Close()
+	a := hookAnswer{status: res.StatusCode}
+	if res.StatusCode == http.StatusOK {
+		err = json.NewDecoder(res.Body).Decode(&a)
+	}
+	return a, err
+}
+
+func (b *testBundle) count(t testing.TB, query string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := b.pool.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func (b *testBundle) deliveries(t testing.TB, eventID string) int {
+	t.Helper()
+	return b.count(t, "SELECT count(*) FROM webhook_deliveries WHERE event_id = $1", eventID)
+}
+
+func (b *testBundle) appliedEvents(t testing.TB, eventID string) int {
+	t.Helper()
+	return b.count(t, "SELECT count(*) FROM sandbox_events WHERE provider_event_id = $1", eventID)
+}
+
+// waitOutcome waits until the webhook job has processed the delivery and returns its outcome.
+func (b *testBundle) waitOutcome(t testing.TB, eventID string) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var outcome string
+		err := b.pool.QueryRow(context.Background(),
+			"SELECT outcome FROM webhook_deliveries WHERE event_id = $1 AND processed_at IS NOT NULL", eventID).Scan(&outcome)
+		if err == nil {
+			return outcome
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("delivery %s not processed: %v", eventID, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// webhookStack is a stack whose sandbox states change only through the webhooks a test sends:
+// sandboxd delivers none and the reconciler would otherwise undo a synthetic pause.
+func webhookStack(t *testing.T) *stack {
+	return newStack(t, stackOptions{config: func(c *lifecycle.Config) {
+		c.ReconcileEvery = time.Hour
+		c.SweepEvery = time.Hour
+	}})
+}
+
+func TestWebhookSignatures(t *testing.T) {
+	t.Parallel()
+	s := webhookStack(t)
+	c := s.newClient(t)
+	c.signUp("signed@example.com")
+	_, sandboxID := s.buildCounter(t, c)
+	sb := c.waitSandbox(sandboxID, "running", time.Second)
+	now := time.Now()
+
+	kill := hookBody("ev-forged-kill", e2b.EventKilled, sb.ProviderID, now, map[string]any{"kill_reason": "admin"})
+	for name, sig := range map[string]string{
+		"missing":             "",
+		"other secret":        sign("not-the-secret", kill),
+		"other body":          sign(testWebhookSecret, append([]byte(" "), kill...)),
+		"empty secret":        sign("", kill),
+		"truncated":           sign(testWebhookSecret, kill)[:20],
+		"hex instead of b64":  fmt.Sprintf("%x", sha256.Sum256(append([]byte(testWebhookSecret), kill...))),
+		"hmac-like prefix v1": "v1," + sign(testWebhookSecret, kill),
+	} {
+		if a := s.deliver(t, kill, sig, "d-"+name); a.status != http.StatusUnauthorized {
+			t.Fatalf("%s signature: status %d, want 401", name, a.status)
+		}
+	}
+	if n := s.deliveries(t, "ev-forged-kill"); n != 0 {
+		t.Fatalf("a rejected delivery was stored %d times", n)
+	}
+
+	// The provider's docs and its live service disagree on the alphabet: both must verify. Pick
+	// an event id whose signature has a character where the two alphabets differ.
+	var pause []byte
+	var urlSig string
+	for i := 0; ; i++ {
+		pause = hookBody(fmt.Sprintf("ev-pause-%d", i), e2b.EventPaused, sb.ProviderID, now.Add(time.Second), nil)
+		std := sign(testWebhookSecret, pause)
+		if strings.ContainsAny(std, "+/") {
+			urlSig = strings.NewReplacer("+", "-", "/", "_").Replace(std) + "="
+			break
+		}
+	}
+	a := s.deliver(t, pause, urlSig, "d-pause")
+	if a.status != http.StatusOK || a.Status != "queued" {
+		t.Fatalf("URL-safe signature: %+v, want 200 queued", a)
+	}
+	if got := s.waitOutcome(t, a.EventID); got != "applied" {
+		t.Fatalf("outcome %q, want applied", got)
+	}
+	c.waitSandbox(sandboxID, "paused", 5*time.Second)
+
+	resume := hookBody("ev-resume", e2b.EventResumed, sb.ProviderID, now.Add(2*time.Second), nil)
+	if a := s.deliver(t, resume, sign(testWebhookSecret, resume), "d-resume"); a.status != http.StatusOK {
+		t.Fatalf("standard signature: status %d, want 200", a.status)
+	}
+	if got := s.waitOutcome(t, "ev-resume"); got != "applied" {
+		t.Fatalf("outcome %q, want applied", got)
+	}
+	c.waitSandbox(sandboxID, "running", 5*time.Second)
+	if n := s.appliedEvents(t, "ev-forged-kill"); n != 0 {
+		t.Fatalf("the unsigned kill was applied")
+	}
+}
+
+func TestWebhookReplaysAndDuplicatesApplyOnce(t *testing.T) {
+	t.Parallel()
+	s := webhookStack(t)
+	c := s.newClient(t)
+	c.signUp("replay@example.com")
+	_, sandboxID := s.buildCounter(t, c)
+	sb := c.waitSandbox(sandboxID, "running", time.Second)
+	now := time.Now()
+
+	// A captured delivery sent again, each time under a new delivery id (as a retry is).
+	pause := hookBody("ev-replayed", e2b.EventPaused, sb.ProviderID, now, nil)
+	sig := sign(testWebhookSecret, pause)
+	for i := range 4 {
+		a := s.deliver(t, pause, sig, fmt.Sprintf("d-replay-%d", i))
+		want := "duplicate"
+		if i == 0 {
+			want = "queued"
+		}
+		if a.status != http.StatusOK || a.Status != want {
+			t.Fatalf("delivery %d: %+v, want 200 %s", i, a, want)
+		}
+	}
+	c.waitSandbox(sandboxID, "paused", 30*time.Second)
+	s.waitOutcome(t, "ev-replayed")
+	if n := s.deliveries(t, "ev-replayed"); n != 1 {
+		t.Fatalf("%d deliveries stored, want 1", n)
+	}
+	if n := s.appliedEvents(t, "ev-replayed"); n != 1 {
+		t.Fatalf("%d state changes recorded, want 1", n)
+	}
+	var stored string
+	if err := s.pool.QueryRow(context.Background(), "SELECT delivery_id FROM webhook_deliveries WHERE event_id = 'ev-replayed'").Scan(&stored); err != nil || stored != "d-replay-0" {
+		t.Fatalf("stored delivery %q (%v), want the first, d-replay-0", stored, err)
+	}
+
+	// Concurrent deliveries of one event, serialised differently (so differently signed), as
+	// the provider's retries racing its first attempt.
+	const n = 8
+	body := hookBody("ev-concurrent", e2b.EventResumed, sb.ProviderID, now.Add(time.Second), nil)
+	var m map[string]any
+	if err := json.Unmarshal(body, &m); err != nil {
+		t.Fatal(err)
+	}
+	answers := make([]hookAnswer, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		variant, _ := json.MarshalIndent(m, "", strings.Repeat(" ", i))
+		wg.Go(func() {
+			answers[i], errs[i] = s.tryDeliver(variant, sign(testWebhookSecret, variant), fmt.Sprintf("d-concurrent-%d", i))
+		})
+	}
+	wg.Wait()
+	queued := 0
+	for i, a := range answers {
+		if errs[i] != nil || a.status != http.StatusOK {
+			t.Fatalf("delivery %d: status %d (%v)", i, a.status, errs[i])
+		}
+		if a.Status == "queued" {
+			queued++
+		}
+	}
+	if queued != 1 {
+		t.Fatalf("%d deliveries were queued, want 1", queued)
+	}
+	c.waitSandbox(sandboxID, "running", 30*time.Second)
+	s.waitOutcome(t, "ev-concurrent")
+	if n := s.deliveries(t, "ev-concurrent"); n != 1 {
+		t.Fatalf("%d deliveries stored, want 1", n)
+	}
+	if n := s.appliedEvents(t, "ev-concurrent"); n != 1 {
+		t.Fatalf("%d state changes recorded, want 1", n)
+	}
+}
+
+func TestWebhookUnknownTypeIsStoredAndIgnored(t *testing.T) {
+	t.Parallel()
+	s := webhookStack(t)
+	c := s.newClient(t)
+	c.signUp("unknown-type@example.com")
+	_, sandboxID := s.buildCounter(t, c)
+	sb := c.waitSandbox(sandboxID, "running", time.Second)
+	before := s.count(t, "SELECT count(*) FROM sandbox_events")
+
+	for i, typ := range []string{e2b.EventCheckpointed, "sandbox.lifecycle.teleported"} {
+		id := fmt.Sprintf("ev-unknown-%d", i)
+		body := hookBody(id, typ, sb.ProviderID, time.Now(), map[string]any{"kill_reason": "admin"})
+		if a := s.deliver(t, body, sign(testWebhookSecret, body), "d-"+id); a.status != http.StatusOK || a.Status != "queued" {
+			t.Fatalf("%s: %+v, want 200 queued", typ, a)
+		}
+		if got := s.waitOutcome(t, id); got != "unknown_type" {
+			t.Fatalf("%s: outcome %q, want unknown_type", typ, got)
+		}
+		var storedType string
+		var storedBody []byte
+		if err := s.pool.QueryRow(context.Background(), "SELECT event_type, body FROM webhook_deliveries WHERE event_id = $1", id).
+			Scan(&storedType, &storedBody); err != nil {
+			t.Fatal(err)
+		}
+		if storedType != typ || !bytes.Equal(storedBody, body) {
+			t.Fatalf("stored %q %q, want the raw delivery of %s", storedType, storedBody, typ)
+		}
+	}
+	if after := s.count(t, "SELECT count(*) FROM sandbox_events"); after != before {
+		t.Fatalf("unknown types changed state: %d events, were %d", after, before)
+	}
+	c.waitSandbox(sandboxID, "running", time.Second)
+}
+
+func TestWebhookKillOfATerminatedSandboxKeepsTerminated(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{webhooks: true})
+	c := s.newClient(t)
+	c.signUp("terminated@example.com")
+	projectID, sandboxID := s.buildCounter(t, c)
+	old := c.waitSandbox(sandboxID, "running", time.Second)
+
+	var res struct{ Sandbox struct{ ID string } }
+	requireStatus(t, c.api(http.MethodPost, "/api/projects/"+projectID+"/rebuild", map[string]string{"idempotencyKey": "rebuild-1"}, &res), http.StatusAccepted)
+	c.waitSandbox(sandboxID, "terminated", 5*time.Second)
+	// Sandman's own kill comes back from the provider as killed (request): wait until that
+	// delivery has been processed, so the check below is not made before it.
+	deadline := time.Now().Add(30 * time.Second)
+	for s.count(t, `SELECT count(*) FROM webhook_deliveries WHERE event_type = $1 AND processed_at IS NOT NULL
+		AND convert_from(body, 'UTF8')::jsonb->>'sandbox_id' = $2`, e2b.EventKilled, old.ProviderID) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the provider's kill event never arrived")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Whatever the provider says later (here: an operator kill), Sandman's reason stands.
+	body := hookBody("ev-late-admin-kill", e2b.EventKilled, old.ProviderID, time.Now().Add(time.Minute), map[string]any{"kill_reason": "admin"})
+	requireStatus(t, response{status: s.deliver(t, body, sign(testWebhookSecret, body), "d-late").status}, http.StatusOK)
+	s.waitOutcome(t, "ev-late-admin-kill")
+	c.waitSandbox(sandboxID, "terminated", time.Second)
+	c.waitSandbox(res.Sandbox.ID, "running", 90*time.Second)
+}
+
+// webhookReceiver is the handler with nothing behind it but a database: no workers, no
+// provider, which is all the receiving side needs.
+func webhookReceiver(t testing.TB) *testBundle {
+	t.Helper()
+	pool := dbtest.NewPool(t)
+	cfg := lifecycle.DefaultConfig()
+	cfg.WebhookSecret = testWebhookSecret
+	life, err := lifecycle.New(lifecycle.Options{Pool: pool, Config: cfg, Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serve(t, pool, life, nil)
+}
+
+// padded is a valid signed event of exactly size bytes (the padding is sandbox metadata).
+func padded(t *testing.T, eventID string, size int) []byte {
+	t.Helper()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	base := hookBody(eventID, e2b.EventPaused, "sbx-none", at, map[string]any{"sandbox_metadata": map[string]string{"pad": ""}})
+	pad := size - len(base)
+	if pad < 0 {
+		t.Fatalf("size %d is under the empty event's %d", size, len(base))
+	}
+	body := hookBody(eventID, e2b.EventPaused, "sbx-none", at, map[string]any{"sandbox_metadata": map[string]string{"pad": strings.Repeat("x", pad)}})
+	if len(body) != size {
+		t.Fatalf("built %d bytes, want %d", len(body), size)
+	}
+	return body
+}
+
+func TestWebhookBodyLimit(t *testing.T) {
+	t.Parallel()
+	b := webhookReceiver(t)
+
+	atLimit := padded(t, "ev-at-limit", lifecycle.MaxWebhookBody)
+	if a := b.deliver(t, atLimit, sign(testWebhookSecret, atLimit), "d-at-limit"); a.status != http.StatusOK {
+		t.Fatalf("a body of exactly 1 MiB: status %d, want 200", a.status)
+	}
+	if n := b.deliveries(t, "ev-at-limit"); n != 1 {
+		t.Fatalf("the 1 MiB delivery was stored %d times, want 1", n)
+	}
+
+	over := padded(t, "ev-over-limit", lifecycle.MaxWebhookBody+1)
+	if a := b.deliver(t, over, sign(testWebhookSecret, over), "d-over"); a.status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a body of 1 MiB + 1: status %d, want 413", a.status)
+	}
+	if n := b.deliveries(t, "ev-over-limit"); n != 0 {
+		t.Fatalf("an oversized delivery was stored")
+	}
+}
+
+// validHeaderValue reports whether net/http would carry v as a header value on the wire, so
+// the fuzzer only sends what a real client could.
+func validHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func FuzzWebhook(f *testing.F) {
+	b := webhookReceiver(f)
+	handler := b.srv.Config.Handler
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	const (
+		noSignature = iota
+		validStd
+		validURL
+		given
+	)
+	valid := hookBody("ev-fuzz-seed", e2b.EventKilled, "sbx-1", at, map[string]any{"kill_reason": "timeout"})
+	f.Add(valid, uint8(validStd), "", "d-1")
+	f.Add(valid, uint8(validURL), "", "d-2")
+	f.Add(valid, uint8(given), sign(testWebhookSecret, valid), "d-3")
+	f.Add(valid, uint8(given), "not a signature", "d-4")
+	f.Add(valid, uint8(noSignature), "", "")
+	f.Add(hookBody("ev-fuzz-unknown", "sandbox.lifecycle.mystery", "sbx-1", at, nil), uint8(validStd), "", "d-5")
+	f.Add([]byte(`{"id":"","type":"","sandbox_id":"","timestamp":""}`), uint8(validStd), "", "d-6")
+	f.Add([]byte(`{"id":"e","version":"v1","event_category":"lifecycle","event_label":"kill","sandbox_id":"s","timestamp":"2026-01-01T00:00:00Z","event_data":null}`), uint8(validStd), "", "d-7")
+	f.Add([]byte(`{"id":"e\u0000nul","type":"sandbox.lifecycle.paused","sandbox_id":"s","timestamp":"2026-01-01T00:00:00Z"}`), uint8(validStd), "", "d-8")
+	f.Add([]byte(`{"id":"e9","type":"sandbox.lifecycle.paused\u0000","sandbox_id":"s\u0000","timestamp":"2026-01-01T00:00:00Z"}`), uint8(validStd), "", "d-9")
+	f.Add(hookBody("ev-fuzz-latin1", e2b.EventPaused, "sbx-1", at, nil), uint8(validStd), "", "d-\xff\xfe")
+	f.Add([]byte(`{"id":"e10","type":"sandbox.lifecycle.updated","sandbox_id":"s","timestamp":"2026-01-01T00:00:00Z","event_data":[1,2]}`), uint8(validStd), "", "d-10")
+	f.Add([]byte("null"), uint8(validStd), "", "d-11")
+	f.Add([]byte("\xff\xfe{"), uint8(validStd), "", "d-12")
+	f.Add([]byte{}, uint8(given), "", "d-13")
+
+	f.Fuzz(func(t *testing.T, body []byte, mode uint8, signature, deliveryID string) {
+		if !validHeaderValue(signature) || !validHeaderValue(deliveryID) {
+			t.Skip("not a header value net/http would carry")
+		}
+		switch mode % 4 {
+		case noSignature:
+			signature = ""
+		case validStd:
+			signature = sign(testWebhookSecret, body)
+		case validURL:
+			signature = strings.NewReplacer("+", "-", "/", "_").Replace(sign(testWebhookSecret, body)) + "="
+		}
+		before := b.count(t, "SELECT count(*) FROM webhook_deliveries")
+		req := webhookRequest("http://sandman.test", body, signature, deliveryID)
+		if signature == "" {
+			req.Header.Del("e2b-signature")
+		}
+		rec := httptest.NewRecorder()
+		handler.ServeHTTP(rec, req)
+		stored := b.count(t, "SELECT count(*) FROM webhook_deliveries") - before
+
+		verified := e2b.VerifyWebhookSignature(testWebhookSecret, body, signature)
+		_, parseErr := e2b.ParseWebhook(body)
+		switch {
+		case rec.Code >= 500:
+			t.Fatalf("status %d for body %q: %s", rec.Code, body, rec.Body)
+		case !verified && rec.Code != http.StatusUnauthorized:
+			t.Fatalf("unverified delivery answered %d, want 401", rec.Code)
+		case rec.Code == http.StatusOK && parseErr != nil:
+			t.Fatalf("accepted an unparseable body (%v)", parseErr)
+		case rec.Code != http.StatusOK && stored != 0:
+			t.Fatalf("refused with %d but stored %d deliveries", rec.Code, stored)
+		case rec.Code == http.StatusOK && stored > 1:
+			t.Fatalf("one delivery stored %d times", stored)
+		}
+	})
+}

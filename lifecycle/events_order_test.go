@@ -1,0 +1,186 @@
+package lifecycle_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"sandman/db"
+	"sandman/lifecycle"
+)
+
+// orderEvent is one provider event of the scenario with the state it implies (empty for
+// updated, which only moves the end time).
+type orderEvent struct {
+	ev    lifecycle.ProviderEvent
+	state db.SandboxStatus
+}
+
+// scenario is a realistic life of one sandbox as the provider reports it: created, a timeout
+// change, an idle pause, a resume (connect extends the lifetime again), another pause, the end.
+func scenario(providerID string, base time.Time, killReason string) []orderEvent {
+	at := func(i int) time.Time { return base.Add(time.Duration(i) * time.Second) }
+	endA, endB := at(3600), at(7200)
+	var gone db.SandboxStatus
+	switch killReason {
+	case "timeout":
+		gone = lifecycle.Expired
+	default: // request (Sandman did not ask: KillRequested is false), admin, orphaned…
+		gone = lifecycle.Killed
+	}
+	mk := func(i int, typ string, state db.SandboxStatus) orderEvent {
+		return orderEvent{state: state, ev: lifecycle.ProviderEvent{ID: providerID + "-" + strconv.Itoa(i), Type: typ,
+			SandboxID: providerID, Timestamp: at(i)}}
+	}
+	evs := []orderEvent{
+		mk(1, lifecycle.EventCreated, lifecycle.Running),
+		mk(2, lifecycle.EventUpdated, ""),
+		mk(3, lifecycle.EventPaused, lifecycle.Paused),
+		mk(4, lifecycle.EventResumed, lifecycle.Running),
+		mk(5, lifecycle.EventUpdated, ""),
+		mk(6, lifecycle.EventPaused, lifecycle.Paused),
+		mk(7, lifecycle.EventKilled, gone),
+	}
+	evs[1].ev.SetTimeout = &endA
+	evs[4].ev.SetTimeout = &endB
+	evs[6].ev.KillReason = &killReason
+	return evs
+}
+
+// runningSandbox inserts a sandbox row as a finished build leaves it: running, with the
+// provider id the events name, changed well before the first of them (webhooks arrive late).
+func runningSandbox(t *testing.T, b *testBundle, owner, project uuid.UUID, providerID string, changedAt time.Time) uuid.UUID {
+	t.Helper()
+	ctx := context.Background()
+	q := db.New(b.pool)
+	build, err := q.InsertBuild(ctx, db.InsertBuildParams{ProjectID: project, Kind: db.BuildKindInitial})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := q.InsertSandbox(ctx, db.InsertSandboxParams{OwnerID: owner, ProjectID: project, BuildID: build.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fixture only: the build worker would set these through Apply.
+	if _, err := b.pool.Exec(ctx, `UPDATE sandboxes SET provider_id = $2, status = 'running', state_changed_at = $3
+		WHERE id = $1`, sb.ID, providerID, changedAt); err != nil {
+		t.Fatal(err)
+	}
+	return sb.ID
+}
+
+// TestProviderEventsInAnyOrderEndInTheNewestState delivers a sandbox's events (some twice, as
+// webhook retries and the events API do) in many random orders: whatever the order, the row
+// ends in the state of the newest event, and no older event is ever applied after a newer one.
+func TestProviderEventsInAnyOrderEndInTheNewestState(t *testing.T) {
+	t.Parallel()
+	b := setup(t, false)
+	ctx := context.Background()
+	u, p := founder(t, b.pool, 1)
+	q := db.New(b.pool)
+
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("SANDMAN_ORDER_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	rng := rand.New(rand.NewPCG(seed, seed>>1))
+	defer func() {
+		if t.Failed() {
+			t.Logf("seed %d (rerun with SANDMAN_ORDER_SEED=%d)", seed, seed)
+		}
+	}()
+
+	reasons := []string{"request", "timeout", "admin"}
+	const orders = 200
+	for n := range orders {
+		// Hours old: far more than any skew allowance, as for a webhook retried after an outage.
+		base := time.Now().Add(-2 * time.Hour).Truncate(time.Microsecond)
+		providerID := fmt.Sprintf("order-%d-%s", n, uuid.NewString()[:8])
+		all := scenario(providerID, base, reasons[rng.IntN(len(reasons))])
+		// Every state-bearing event may be the newest one the provider has sent so far.
+		var ends []int
+		for i, e := range all {
+			if e.state != "" {
+				ends = append(ends, i)
+			}
+		}
+		evs := all[:ends[rng.IntN(len(ends))]+1]
+		newest := evs[len(evs)-1]
+
+		var deliveries []orderEvent
+		for _, e := range evs {
+			deliveries = append(deliveries, e)
+			if rng.IntN(3) == 0 {
+				deliveries = append(deliveries, e)
+			}
+		}
+		rng.Shuffle(len(deliveries), func(i, j int) { deliveries[i], deliveries[j] = deliveries[j], deliveries[i] })
+
+		id := runningSandbox(t, b, u.ID, p.ID, providerID, base.Add(-time.Minute))
+		endAtTime := map[int64]time.Time{} // end time (µs) → timestamp of the event that set it
+		for _, e := range evs {
+			if e.ev.SetTimeout != nil {
+				endAtTime[e.ev.SetTimeout.UnixMicro()] = e.ev.Timestamp
+			}
+		}
+		var lastEndSource time.Time
+		order := make([]string, 0, len(deliveries))
+		for _, d := range deliveries {
+			order = append(order, d.ev.ID[len(providerID)+1:])
+			if _, err := b.svc.ApplyProviderEvent(ctx, d.ev, db.EventSourceWebhook); err != nil {
+				t.Fatalf("order %d %v: apply %s: %v", n, order, d.ev.Type, err)
+			}
+			sb, err := q.GetSandbox(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sb.EndAt != nil {
+				src, ok := endAtTime[sb.EndAt.UnixMicro()]
+				if !ok {
+					t.Fatalf("order %d %v: end time %s was set by no event", n, order, sb.EndAt)
+				}
+				if src.Before(lastEndSource) {
+					t.Fatalf("order %d %v: an older update (%s) overwrote the end time of a newer one (%s)", n, order, src, lastEndSource)
+				}
+				lastEndSource = src
+			}
+		}
+
+		sb, err := q.GetSandbox(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sb.Status != newest.state {
+			t.Fatalf("order %d (events 1..%d, applied %v): status %s, want %s from the newest event %s",
+				n, len(evs), order, sb.Status, newest.state, newest.ev.Type)
+		}
+		if newest.ev.Type == lifecycle.EventKilled && sb.KilledReason != *newest.ev.KillReason {
+			t.Fatalf("order %d %v: killed reason %q, want %q", n, order, sb.KilledReason, *newest.ev.KillReason)
+		}
+		events, err := q.ListSandboxEvents(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var prev time.Time
+		seen := map[string]bool{}
+		for _, e := range events {
+			if e.ProviderTimestamp == nil {
+				continue
+			}
+			if !e.ProviderTimestamp.After(prev) {
+				t.Fatalf("order %d %v: event %s (%s) applied after a newer one (%s)", n, order, *e.ProviderEventID, e.ProviderTimestamp, prev)
+			}
+			if seen[*e.ProviderEventID] {
+				t.Fatalf("order %d %v: event %s applied twice", n, order, *e.ProviderEventID)
+			}
+			seen[*e.ProviderEventID] = true
+			prev = *e.ProviderTimestamp
+		}
+	}
+}

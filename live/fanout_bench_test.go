@@ -1,0 +1,103 @@
+package live_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"sandman/db"
+	"sandman/db/dbtest"
+)
+
+// BenchmarkLiveFanout measures change → SSE delivery: from the NOTIFY of a committed change,
+// through LISTEN, render and the per-connection streams, to the client having read the pane.
+// Changes go one at a time (the next after every client has the last), so the figures are
+// latency, not queueing. Run it with, for example:
+//
+//	go test -run '^$' -bench BenchmarkLiveFanout -benchtime 200x ./live
+func BenchmarkLiveFanout(b *testing.B) {
+	for _, clients := range []int{1, 50} {
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) { benchFanout(b, clients) })
+	}
+}
+
+func benchFanout(b *testing.B, clients int) {
+	dbURL := dbtest.NewDatabase(b)
+	pool, err := db.Open(context.Background(), dbURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	// Fragments the size of a real card and pane.
+	h := newHubServer(b, 2<<10, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	go h.hub.Listen(ctx, dbURL)
+	waitUntil(b, 10*time.Second, "the feed listening", func() bool {
+		var n int
+		_ = pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'LISTEN %'").Scan(&n)
+		return n == 1
+	})
+
+	owner, sandbox := uuid.New(), uuid.New()
+	project := projectOf(sandbox)
+	h.state.set(owner, project, 0)
+	type receipt struct {
+		id int64
+		at time.Time
+	}
+	receipts := make(chan receipt, clients*4)
+	for range clients {
+		events := h.stream(b, ctx, owner)
+		waitFor(b, events, 10*time.Second, "the snapshot", func(ev sseEvent) bool { return ev.event == "pane-"+project })
+		go func() {
+			for ev := range events {
+				if ev.event == "pane-"+project {
+					id, _ := strconv.ParseInt(ev.id, 10, 64)
+					select {
+					case receipts <- receipt{id, time.Now()}:
+					case <-ctx.Done():
+						return
+					}
+				}
+			}
+		}()
+	}
+
+	latencies := make([]time.Duration, 0, b.N*clients)
+	b.ResetTimer()
+	for i := range b.N {
+		id := int64(i + 1)
+		h.state.set(owner, project, id) // the committed change the render will show
+		payload, _ := json.Marshal(db.SandboxNotification{SandboxID: sandbox, OwnerID: owner, EventID: id})
+		start := time.Now()
+		if _, err := pool.Exec(ctx, "SELECT pg_notify($1, $2)", db.SandboxChannel, string(payload)); err != nil {
+			b.Fatal(err)
+		}
+		timeout := time.After(10 * time.Second)
+		for got := 0; got < clients; {
+			select {
+			case r := <-receipts:
+				if r.id == id {
+					latencies = append(latencies, r.at.Sub(start))
+					got++
+				}
+			case <-timeout:
+				b.Fatalf("change %d reached %d of %d clients", id, got, clients)
+			}
+		}
+	}
+	b.StopTimer()
+	slices.Sort(latencies)
+	pct := func(p float64) float64 {
+		return float64(latencies[int(p*float64(len(latencies)-1))].Microseconds()) / 1000
+	}
+	b.ReportMetric(pct(0.50), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+}

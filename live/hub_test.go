@@ -1,0 +1,232 @@
+package live_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime/pprof"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// stalledClient opens /events over a raw connection with a tiny receive buffer and never
+// reads from it, like a browser tab frozen by the OS or a client behind a dead link.
+func stalledClient(t *testing.T, h *hubServer, owner uuid.UUID) net.Conn {
+	t.Helper()
+	addr := h.srv.Listener.Addr().String()
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var err error
+		if cerr := rc.Control(func(fd uintptr) {
+			err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 1024)
+		}); cerr != nil {
+			return cerr
+		}
+		return err
+	}}
+	conn, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if _, err := fmt.Fprintf(conn, "GET /events?owner=%s HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n\r\n", owner, addr); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// strandedGoroutines counts goroutines left blocked in r3labs' subscriber shutdown, which only
+// finishes while the subscriber's stream still runs.
+func strandedGoroutines() int {
+	var buf bytes.Buffer
+	_ = pprof.Lookup("goroutine").WriteTo(&buf, 2)
+	return bytes.Count(buf.Bytes(), []byte("sse.(*Subscriber).close"))
+}
+
+// requireServerClosed reads the raw connection to its end: the server must have closed it.
+func requireServerClosed(t *testing.T, conn net.Conn) {
+	t.Helper()
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	_, err := io.Copy(io.Discard, conn)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatal("the server never closed the stalled connection")
+	}
+}
+
+// Not parallel: the goroutine count must not see other tests' streams closing.
+func TestStalledClientIsDroppedWithoutHoldingBackOthers(t *testing.T) {
+	// Large fragments fill the stalled client's socket and buffers after a few hundred changes.
+	h := newHubServer(t, 32<<10, nil)
+	owner := uuid.New()
+	sandbox := uuid.New()
+	project := projectOf(sandbox)
+	h.state.set(owner, project, 1)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	healthy := h.stream(t, ctx, owner)
+	stalled := stalledClient(t, h, owner)
+	waitUntil(t, 10*time.Second, "both clients connected", func() bool { return h.hub.Clients() == 2 })
+
+	// Lockstep: each change must reach the healthy client before the next is made, so a hub
+	// that waited on the stalled one would stop here (and fail) instead of racing ahead.
+	id := int64(1)
+	for h.hub.Clients() == 2 {
+		if id > 5000 {
+			t.Fatal("the stalled client was never dropped")
+		}
+		id++
+		h.state.set(owner, project, id)
+		h.hub.Deliver(ctx, owner, sandbox, id)
+		want := strconv.FormatInt(id, 10)
+		waitFor(t, healthy, 10*time.Second, "change "+want+" on the healthy client", func(ev sseEvent) bool {
+			return ev.event == "pane-"+project && ev.id == want
+		})
+	}
+	t.Logf("stalled client dropped after %d changes", id)
+	if got := h.counter(t, "sandman_sse_dropped_total"); got != 1 {
+		t.Fatalf("dropped counter %v, want 1", got)
+	}
+	if got := h.counter(t, "sandman_sse_clients"); got != 1 {
+		t.Fatalf("clients gauge %v, want 1", got)
+	}
+	requireServerClosed(t, stalled)
+
+	for range 3 {
+		id++
+		h.state.set(owner, project, id)
+		h.hub.Deliver(ctx, owner, sandbox, id)
+		want := strconv.FormatInt(id, 10)
+		waitFor(t, healthy, 10*time.Second, "change "+want+" after the drop", func(ev sseEvent) bool {
+			return ev.event == "pane-"+project && ev.id == want
+		})
+	}
+	waitUntil(t, 10*time.Second, "no goroutine stranded by the drop", func() bool { return strandedGoroutines() == 0 })
+}
+
+// Not parallel, for the goroutine count.
+func TestCloseEndsEveryStream(t *testing.T) {
+	h := newHubServer(t, 32<<10, nil)
+	quick, slow := uuid.New(), uuid.New()
+	quickSandbox, slowSandbox := uuid.New(), uuid.New()
+	h.state.set(quick, projectOf(quickSandbox), 1)
+	h.state.set(slow, projectOf(slowSandbox), 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	healthy := h.stream(t, ctx, quick)
+	stalled := stalledClient(t, h, slow)
+	waitUntil(t, 10*time.Second, "both clients connected", func() bool { return h.hub.Clients() == 2 })
+	// More than the sockets hold but less than gets it dropped: its handler is blocked
+	// writing when Close comes.
+	for id := int64(2); id < 30; id++ {
+		h.state.set(slow, projectOf(slowSandbox), id)
+		h.hub.Deliver(ctx, slow, slowSandbox, id)
+	}
+	dropped := h.counter(t, "sandman_sse_dropped_total")
+
+	h.hub.Close()
+	waitUntil(t, 10*time.Second, "every stream ended", func() bool { return h.hub.Clients() == 0 })
+	timeout := time.After(10 * time.Second)
+	for open := true; open; {
+		select {
+		case _, open = <-healthy:
+		case <-timeout:
+			t.Fatal("the healthy client's stream did not end")
+		}
+	}
+	requireServerClosed(t, stalled)
+	if got := h.counter(t, "sandman_sse_dropped_total"); got != dropped {
+		t.Fatalf("shutdown counted %v clients as dropped", got-dropped)
+	}
+	waitUntil(t, 10*time.Second, "no goroutine stranded by Close", func() bool { return strandedGoroutines() == 0 })
+
+	res, err := http.Get(h.srv.URL + "/events?owner=" + quick.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a connection after Close: %d, want 503", res.StatusCode)
+	}
+}
+
+// A founder's first messages are every project's state; with many projects that burst must
+// not count as falling behind, and a change made meanwhile must not be lost behind it.
+func TestSnapshotOfManyProjectsArrivesWhole(t *testing.T) {
+	t.Parallel()
+	h := newHubServer(t, 200, nil)
+	owner := uuid.New()
+	const projects = 200
+	var changed uuid.UUID
+	for i := range projects {
+		sb := uuid.New()
+		if i == 0 {
+			changed = sb
+		}
+		h.state.set(owner, projectOf(sb), 1)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events := h.stream(t, ctx, owner)
+	waitUntil(t, 10*time.Second, "connected", func() bool { return h.hub.Clients() == 1 })
+	h.state.set(owner, projectOf(changed), 2)
+	h.hub.Deliver(ctx, owner, changed, 2)
+
+	panes := map[string]bool{}
+	newest := false
+	waitFor(t, events, 20*time.Second, fmt.Sprintf("the panes of all %d projects and the change", projects), func(ev sseEvent) bool {
+		if ev.event == "pane-"+projectOf(changed) {
+			if newest && ev.id != "2" {
+				t.Fatalf("state %s of the changed project followed state 2", ev.id)
+			}
+			newest = newest || ev.id == "2"
+		}
+		if len(ev.event) > 5 && ev.event[:5] == "pane-" {
+			panes[ev.event] = true
+		}
+		return len(panes) == projects && newest
+	})
+	if got := h.counter(t, "sandman_sse_dropped_total"); got != 0 {
+		t.Fatalf("the snapshot dropped %v clients", got)
+	}
+}
+
+func TestClientsGetOnlyTheirOwnersChanges(t *testing.T) {
+	t.Parallel()
+	h := newHubServer(t, 50, nil)
+	alice, bob := uuid.New(), uuid.New()
+	aliceSandbox, bobSandbox := uuid.New(), uuid.New()
+	h.state.set(alice, projectOf(aliceSandbox), 1)
+	h.state.set(bob, projectOf(bobSandbox), 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	aliceEvents := h.stream(t, ctx, alice)
+	bobEvents := h.stream(t, ctx, bob)
+	isPane := func(sandbox uuid.UUID, id string) func(sseEvent) bool {
+		return func(ev sseEvent) bool { return ev.event == "pane-"+projectOf(sandbox) && ev.id == id }
+	}
+	waitFor(t, aliceEvents, 10*time.Second, "alice's snapshot", isPane(aliceSandbox, "1"))
+	waitFor(t, bobEvents, 10*time.Second, "bob's snapshot", isPane(bobSandbox, "1"))
+
+	h.state.set(alice, projectOf(aliceSandbox), 2)
+	h.hub.Deliver(ctx, alice, aliceSandbox, 2)
+	waitFor(t, aliceEvents, 10*time.Second, "alice's change", isPane(aliceSandbox, "2"))
+	// Bob's own change comes after alice's on the same path: anything of alice's would
+	// arrive before it.
+	h.state.set(bob, projectOf(bobSandbox), 3)
+	h.hub.Deliver(ctx, bob, bobSandbox, 3)
+	waitFor(t, bobEvents, 10*time.Second, "bob's change", func(ev sseEvent) bool {
+		if ev.event != "card-"+projectOf(bobSandbox) && ev.event != "pane-"+projectOf(bobSandbox) {
+			t.Fatalf("bob received %s %q", ev.event, ev.data)
+		}
+		return isPane(bobSandbox, "3")(ev)
+	})
+}

@@ -1,0 +1,200 @@
+package live_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"sandman/db/dbtest"
+	"sandman/live"
+)
+
+// The database is started only by the tests that follow LISTEN/NOTIFY.
+func TestMain(m *testing.M) { os.Exit(dbtest.Main(m)) }
+
+// fakeState stands in for the rendered sandbox states: one fragment per project.
+type fakeState struct {
+	mu    sync.Mutex
+	byOwn map[uuid.UUID]map[string]live.Fragments
+	size  int // bytes of each card and pane
+}
+
+func newFakeState(size int) *fakeState {
+	return &fakeState{byOwn: map[uuid.UUID]map[string]live.Fragments{}, size: size}
+}
+
+// set makes eventID the project's current state and returns it as fragments.
+func (s *fakeState) set(owner uuid.UUID, project string, eventID int64) live.Fragments {
+	body := fmt.Sprintf("%s@%d ", project, eventID)
+	if pad := s.size - len(body); pad > 0 {
+		body += strings.Repeat("x", pad)
+	}
+	f := live.Fragments{EventID: eventID, ProjectID: project, Card: []byte("card " + body), Pane: []byte("pane " + body)}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byOwn[owner] == nil {
+		s.byOwn[owner] = map[string]live.Fragments{}
+	}
+	s.byOwn[owner][project] = f
+	return f
+}
+
+// projectOf maps a sandbox to its project in these tests: they share the uuid text.
+func projectOf(sandboxID uuid.UUID) string { return sandboxID.String() }
+
+func (s *fakeState) render(_ context.Context, owner, sandboxID uuid.UUID) (live.Fragments, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f, ok := s.byOwn[owner][projectOf(sandboxID)]
+	if !ok {
+		return f, fmt.Errorf("no sandbox %s for %s", sandboxID, owner)
+	}
+	return f, nil
+}
+
+func (s *fakeState) snapshot(_ context.Context, owner uuid.UUID) ([]live.Fragments, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []live.Fragments
+	for _, f := range s.byOwn[owner] {
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// hubServer serves hub at /events, the founder named by the owner query parameter.
+type hubServer struct {
+	hub   *live.Hub
+	state *fakeState
+	srv   *httptest.Server
+	reg   *prometheus.Registry
+}
+
+func newHubServer(t testing.TB, size int, tweak func(*live.Options)) *hubServer {
+	t.Helper()
+	st := newFakeState(size)
+	reg := prometheus.NewRegistry()
+	opts := live.Options{Render: st.render, Snapshot: st.snapshot, Registerer: reg}
+	if tweak != nil {
+		tweak(&opts)
+	}
+	hub := live.New(opts)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hub.ServeHTTP(w, r, uuid.MustParse(r.URL.Query().Get("owner")))
+	}))
+	srv.Config.RegisterOnShutdown(hub.Close)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return &hubServer{hub: hub, state: st, srv: srv, reg: reg}
+}
+
+// counter reads one of the hub's metrics.
+func (h *hubServer) counter(t testing.TB, name string) float64 {
+	t.Helper()
+	mfs, err := h.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			m := mf.GetMetric()[0]
+			if m.GetCounter() != nil {
+				return m.GetCounter().GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}
+
+// sseEvent is one message of the stream.
+type sseEvent struct{ id, event, data string }
+
+// stream opens /events for owner and returns its messages as they arrive; the channel closes
+// when the server ends the stream.
+func (h *hubServer) stream(t testing.TB, ctx context.Context, owner uuid.UUID) <-chan sseEvent {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.srv.URL+"/events?owner="+owner.String(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("/events: %d", res.StatusCode)
+	}
+	out := make(chan sseEvent, 1024)
+	go func() {
+		defer res.Body.Close()
+		defer close(out)
+		sc := bufio.NewScanner(res.Body)
+		sc.Buffer(make([]byte, 4<<20), 4<<20)
+		var ev sseEvent
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == "":
+				if ev.event != "" || ev.data != "" {
+					select {
+					case out <- ev:
+					case <-ctx.Done():
+						return
+					}
+				}
+				ev = sseEvent{}
+			case strings.HasPrefix(line, "id: "):
+				ev.id = line[4:]
+			case strings.HasPrefix(line, "event: "):
+				ev.event = line[7:]
+			case strings.HasPrefix(line, "data: "):
+				ev.data += line[6:]
+			}
+		}
+	}()
+	return out
+}
+
+// waitFor reads events until one satisfies ok, failing the test after within.
+func waitFor(t testing.TB, events <-chan sseEvent, within time.Duration, what string, ok func(sseEvent) bool) sseEvent {
+	t.Helper()
+	timer := time.NewTimer(within)
+	defer timer.Stop()
+	for {
+		select {
+		case ev, open := <-events:
+			if !open {
+				t.Fatalf("stream ended while waiting for %s", what)
+			}
+			if ok(ev) {
+				return ev
+			}
+		case <-timer.C:
+			t.Fatalf("no %s within %s", what, within)
+		}
+	}
+}
+
+// waitUntil polls cond, failing the test after within.
+func waitUntil(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, within)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
