@@ -64,6 +64,18 @@ func (q *Queries) InsertSandboxEvent(ctx context.Context, arg InsertSandboxEvent
 	return i, err
 }
 
+const latestSandboxEventFromProvider = `-- name: LatestSandboxEventFromProvider :one
+SELECT (provider_timestamp IS NOT NULL)::boolean AS from_provider FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id DESC LIMIT 1
+`
+
+// Whether the sandbox's newest change came from a provider event (it carries the provider's time).
+func (q *Queries) LatestSandboxEventFromProvider(ctx context.Context, sandboxID uuid.UUID) (bool, error) {
+	row := q.db.QueryRow(ctx, latestSandboxEventFromProvider, sandboxID)
+	var from_provider bool
+	err := row.Scan(&from_provider)
+	return from_provider, err
+}
+
 const listSandboxEvents = `-- name: ListSandboxEvents :many
 SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id
 `

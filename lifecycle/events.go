@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
 	"sandman/db"
@@ -108,14 +109,11 @@ func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent, sour
 // lastChangeWasOurs reports whether the sandbox's newest state change was made by Sandman
 // rather than by applying a provider event.
 func lastChangeWasOurs(ctx context.Context, q *db.Queries, id uuid.UUID) (bool, error) {
-	events, err := q.ListSandboxEvents(ctx, id)
-	if err != nil {
-		return false, err
-	}
-	if len(events) == 0 {
+	fromProvider, err := q.LatestSandboxEventFromProvider(ctx, id)
+	if errors.Is(err, pgx.ErrNoRows) {
 		return true, nil
 	}
-	return events[len(events)-1].ProviderTimestamp == nil, nil
+	return !fromProvider, err
 }
 
 type eventsWorker struct {

@@ -3,6 +3,7 @@ package live
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -38,7 +39,16 @@ func (h *Hub) Listen(ctx context.Context, databaseURL string) {
 }
 
 func (h *Hub) listenOnce(ctx context.Context, databaseURL string, connected func()) error {
-	conn, err := pgx.Connect(ctx, databaseURL)
+	cfg, err := pgx.ParseConfig(databaseURL)
+	if err != nil {
+		return err
+	}
+	// The connection only ever waits: without aggressive keepalives a database host that
+	// vanished (no FIN, no RST) would leave the feed silent for the kernel's two hours.
+	dialer := &net.Dialer{Timeout: 10 * time.Second,
+		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 10 * time.Second, Interval: 5 * time.Second, Count: 3}}
+	cfg.DialFunc = dialer.DialContext
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return err
 	}
