@@ -51,7 +51,7 @@ func stackConfig() lifecycle.Config {
 	return c
 }
 
-func newStack(t *testing.T, opts stackOptions) *stack {
+func newStack(t testing.TB, opts stackOptions) *stack {
 	t.Helper()
 	host := opts.host
 	if host == nil {
@@ -104,7 +104,7 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 
 // buildCounter creates a counter project for the client's founder, builds it and waits until
 // its sandbox runs; it returns the project and sandbox ids.
-func (s *stack) buildCounter(t *testing.T, c *client) (projectID, sandboxID string) {
+func (s *stack) buildCounter(t testing.TB, c *client) (projectID, sandboxID string) {
 	t.Helper()
 	var p struct{ ID string }
 	requireStatus(t, c.api(http.MethodPost, "/api/projects", map[string]string{"name": "Counter", "starter": "counter"}, &p), http.StatusCreated)
