@@ -191,7 +191,7 @@ func (s *Service) finishBuild(ctx context.Context, sandboxID uuid.UUID) error {
 		if err != nil {
 			return err
 		}
-		return s.schedulePause(ctx, q, sb)
+		return s.schedulePause(ctx, q, sb, true)
 	})
 }
 

@@ -53,11 +53,17 @@ func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent, sour
 		seen := func() (*Change, error) {
 			return nil, q.MarkSandboxVerified(ctx, db.MarkSandboxVerifiedParams{ID: cur.ID, EventAt: &ev.Timestamp})
 		}
-		// Our own transitions carry no provider time, only our clock (allow a little skew). A
-		// change made by a provider event is ordered by last_event_at above instead: its
-		// state_changed_at is merely when the delivery arrived, and retried or caught-up
-		// deliveries of newer events routinely arrive seconds later.
-		if ev.Timestamp.Before(cur.StateChangedAt.Add(-time.Second)) {
+		// Our own transitions carry no provider time, only our clock. No skew is allowed: the
+		// provider's record of what Sandman itself just did (a build's created event, our
+		// connect's resumed event, our pause's paused event) is stamped before Sandman records
+		// the change, often well under a second before, and the events reader re-reads the
+		// recent past, so any allowance would replay those facts over newer state (a paused
+		// row flipping to running and back). A genuinely newer event stamped early by a
+		// provider clock behind ours is ignored instead, and reconcile corrects that. A change
+		// made by a provider event is ordered by last_event_at above: its state_changed_at is
+		// merely when the delivery arrived, and retried or caught-up deliveries of newer
+		// events routinely arrive seconds later.
+		if ev.Timestamp.Before(cur.StateChangedAt) {
 			own, err := lastChangeWasOurs(ctx, q, cur.ID)
 			if err != nil {
 				return nil, err

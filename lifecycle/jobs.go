@@ -25,6 +25,8 @@ type PauseArgs struct {
 	// Idle pauses only if the sandbox is still idle when the job runs; the job waits (snoozes)
 	// until the deadline when activity moved it.
 	Idle bool `json:"idle"`
+	// Ready is the pause SANDMAN_PAUSE_AFTER_READY=immediate asks for when a build is ready.
+	Ready bool `json:"ready,omitempty"`
 }
 
 // Kind implements river.JobArgs.

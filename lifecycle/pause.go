@@ -12,12 +12,13 @@ import (
 	"sandman/db"
 )
 
-// schedulePause queues the sandbox's idle pause: at once with SANDMAN_PAUSE_AFTER_READY=immediate,
-// else a little before its idle deadline, because River's scheduler only looks every few
-// seconds; the worker then waits out the remainder itself.
-func (s *Service) schedulePause(ctx context.Context, q db.Tx, sb db.Sandbox) error {
-	if s.cfg.PauseAfterReady == "immediate" {
-		_, err := s.river.InsertTx(ctx, q.Tx, PauseArgs{SandboxID: sb.ID}, nil)
+// schedulePause queues the sandbox's idle pause: at once when a build just became Ready with
+// SANDMAN_PAUSE_AFTER_READY=immediate, else a little before its idle deadline, because River's
+// scheduler only looks every few seconds; the worker then waits out the remainder itself.
+// Only the build's Ready pauses at once: a resumed sandbox is one the founder asked to see.
+func (s *Service) schedulePause(ctx context.Context, q db.Tx, sb db.Sandbox, buildReady bool) error {
+	if buildReady && s.cfg.PauseAfterReady == "immediate" {
+		_, err := s.river.InsertTx(ctx, q.Tx, PauseArgs{SandboxID: sb.ID, Ready: true}, nil)
 		return err
 	}
 	at := sb.LastActiveAt.Add(s.cfg.IdleTimeout - schedulerSlack)
@@ -70,12 +71,15 @@ func (w *pauseWorker) Work(ctx context.Context, job *river.Job[PauseArgs]) error
 			}
 		}
 	}
-	return s.pauseNow(ctx, sb, reasonFor(job.Args.Idle))
+	return s.pauseNow(ctx, sb, reasonFor(job.Args))
 }
 
-func reasonFor(idle bool) string {
-	if idle {
+func reasonFor(a PauseArgs) string {
+	switch {
+	case a.Idle:
 		return "idle"
+	case a.Ready:
+		return "paused after the build (SANDMAN_PAUSE_AFTER_READY=immediate)"
 	}
 	return "requested"
 }
@@ -92,7 +96,7 @@ func (s *Service) pauseNow(ctx context.Context, sb db.Sandbox, reason string) er
 	cancel()
 	if err != nil {
 		if isNotFound(err) {
-			return s.markGone(ctx, sb, db.EventSourceScheduler, nil)
+			return s.markGone(ctx, sb, db.EventSourceScheduler, s.providerKillReason(ctx, *sb.ProviderID))
 		}
 		return err
 	}
@@ -146,7 +150,7 @@ func (s *Service) transition(ctx context.Context, id uuid.UUID, decide func(*db.
 			return err
 		}
 		if c.To == Running {
-			return s.schedulePause(ctx, q, out)
+			return s.schedulePause(ctx, q, out, false)
 		}
 		return nil
 	})

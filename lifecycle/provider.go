@@ -128,16 +128,35 @@ func (s *Service) providerKill(ctx context.Context, id string) error {
 	return s.provider.Kill(ctx, id)
 }
 
-// providerGet asks for one sandbox; not found is an answer (Found false), not an error.
+// providerGet asks for one sandbox; not found is an answer (Found false, with the provider's
+// kill reason when its events tell it), not an error.
 func (s *Service) providerGet(ctx context.Context, id string) (ProviderState, error) {
 	d, err := s.provider.GetSandbox(ctx, id)
 	if isNotFound(err) {
-		return ProviderState{}, nil
+		return ProviderState{KillReason: s.providerKillReason(ctx, id)}, nil
 	}
 	if err != nil {
 		return ProviderState{}, err
 	}
 	return ProviderState{Found: true, State: stateOf(d.State), EndAt: d.EndAt}, nil
+}
+
+// providerKillReason reads why the provider killed a sandbox it no longer has, from the
+// sandbox's newest killed event; nil when the events do not say (or cannot be read now). Our
+// own copy of the end time is only an estimate (taken after the provider set it, on another
+// clock, and blind to changes made elsewhere), so a sandbox that timed out moments before it
+// would be classified as killed; the provider's reason is exact. One call per missing
+// sandbox, which is rare: the list-based sweep stays a few calls.
+func (s *Service) providerKillReason(ctx context.Context, id string) *string {
+	evs, err := s.provider.ListEvents(ctx, e2b.EventsParams{SandboxID: id, Types: []string{EventKilled}, Limit: 1})
+	if err != nil {
+		s.log.Warn("read the kill reason", "provider_id", id, "err", err)
+		return nil
+	}
+	if len(evs) == 0 || evs[0].KillReason == "" || evs[0].KillReason == "unknown" {
+		return nil
+	}
+	return &evs[0].KillReason
 }
 
 func toProviderSandbox(sb e2b.Sandbox, lifetime time.Duration) providerSandbox {

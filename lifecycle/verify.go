@@ -16,6 +16,8 @@ type ProviderState struct {
 	Found bool
 	State db.SandboxStatus // Running or Paused when Found
 	EndAt time.Time
+	// KillReason is the provider's kill_reason for a sandbox it no longer has, when known.
+	KillReason *string
 }
 
 // goneStatus classifies a sandbox the provider no longer has (design §3 "Why it is gone").
@@ -66,7 +68,7 @@ func (s *Service) syncTo(ctx context.Context, id uuid.UUID, ps ProviderState, so
 			return nil, nil // transitional states belong to their worker; gone is final
 		}
 		if !ps.Found {
-			to, reason := goneStatus(cur, nil, time.Now())
+			to, reason := goneStatus(cur, ps.KillReason, time.Now())
 			return &Change{To: to, Source: source, Reason: reason, KilledReason: &reason, Verified: true}, nil
 		}
 		if cur.Status == ps.State {

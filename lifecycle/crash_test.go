@@ -1,0 +1,174 @@
+package lifecycle_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"sandman/db"
+	"sandman/db/dbtest"
+	"sandman/e2b"
+	"sandman/lifecycle"
+	"sandman/sandboxd/sandboxdtest"
+)
+
+// crashJob makes the sandbox's queued job look as a worker that took it and died leaves it:
+// running, attempted long ago by an instance that is gone. The row's last change is moved as
+// far back, past every deadline.
+func crashJob(t testing.TB, b *testBundle, kind string, id uuid.UUID) {
+	t.Helper()
+	ctx := context.Background()
+	tag, err := b.pool.Exec(ctx, `UPDATE river_job SET state = 'running', attempt = 1,
+		attempted_at = now() - interval '1 hour', attempted_by = ARRAY['crashed-instance']
+		WHERE kind = $1 AND args->>'sandbox_id' = $2 AND state = 'available'`, kind, id.String())
+	if err != nil || tag.RowsAffected() != 1 {
+		t.Fatalf("crash the %s job: %d rows, %v", kind, tag.RowsAffected(), err)
+	}
+	if _, err := b.pool.Exec(ctx, `UPDATE sandboxes SET state_changed_at = now() - interval '1 hour' WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// jobState is the state of the sandbox's newest job of kind.
+func jobState(t testing.TB, b *testBundle, kind string, id uuid.UUID) string {
+	t.Helper()
+	var state string
+	err := b.pool.QueryRow(context.Background(), `SELECT state::text FROM river_job
+		WHERE kind = $1 AND args->>'sandbox_id' = $2 ORDER BY id DESC LIMIT 1`, kind, id.String()).Scan(&state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return state
+}
+
+// TestCrashedWorkerNeverStrandsASandbox: an instance dies in the middle of a build or a
+// resume, leaving the sandbox in starting or resuming and its job "running" for ever. Another
+// instance must move the sandbox on, either finishing the work (River rescues the job and the
+// idempotent worker runs again) or ending it as failed (the sweep), and whichever it is, the
+// outcome must be whole: a failed build leaves no provider sandbox running up a bill.
+func TestCrashedWorkerNeverStrandsASandbox(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		// crash leaves a sandbox mid-flight on the (stopped) first instance and returns it.
+		crash func(t *testing.T, first *testBundle, stopFirst func(), client *e2b.Client, owner, project uuid.UUID) uuid.UUID
+		// finished and failed are the two acceptable ends.
+		finished, failed db.SandboxStatus
+		check            func(t *testing.T, b *testBundle, host *sandboxdtest.Host, client *e2b.Client, sb db.Sandbox)
+	}{
+		{
+			name: "build, after the provider sandbox was created",
+			crash: func(t *testing.T, first *testBundle, stopFirst func(), client *e2b.Client, owner, project uuid.UUID) uuid.UUID {
+				stopFirst()
+				ctx := context.Background()
+				res, err := first.svc.StartBuild(ctx, owner, project, "k", false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sb := res.Sandbox
+				// What the worker got done before it died: the provider sandbox exists.
+				created, err := client.CreateSandbox(ctx, e2b.CreateParams{Template: "base", TimeoutSec: 600, Secure: true,
+					Metadata: map[string]string{lifecycle.MetaApp: "sandman", lifecycle.MetaSandbox: sb.ID.String()}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := db.New(first.pool).SetSandboxProvider(ctx, db.SetSandboxProviderParams{ID: sb.ID, ProviderID: &created.ID,
+					PreviewURL: client.PreviewURL(created, 3000), EnvdToken: created.EnvdAccessToken, EndAt: &created.EndAt}); err != nil {
+					t.Fatal(err)
+				}
+				crashJob(t, first, "build", sb.ID)
+				return sb.ID
+			},
+			finished: lifecycle.Running, failed: lifecycle.Terminated,
+			check: func(t *testing.T, b *testBundle, host *sandboxdtest.Host, client *e2b.Client, sb db.Sandbox) {
+				build, err := db.New(b.pool).GetBuild(context.Background(), sb.BuildID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if sb.Status == lifecycle.Running {
+					if build.Status != db.BuildStatusReady {
+						t.Fatalf("running, but the build is %s", build.Status)
+					}
+					visits(t, host, sb.PreviewURL)
+					return
+				}
+				if build.Status != db.BuildStatusFailed || !strings.Contains(build.Error, "stopped before it finished") ||
+					sb.KilledReason != "build_failed" {
+					t.Fatalf("build %s %q, killed_reason %q: want a failed build with a readable reason", build.Status, build.Error, sb.KilledReason)
+				}
+				eventually(t, 30*time.Second, func() bool {
+					_, err := client.GetSandbox(context.Background(), *sb.ProviderID)
+					return errors.Is(err, e2b.ErrNotFound)
+				}, func() string { return "the failed build's provider sandbox was never killed" })
+			},
+		},
+		{
+			name: "resume",
+			crash: func(t *testing.T, first *testBundle, stopFirst func(), _ *e2b.Client, owner, project uuid.UUID) uuid.UUID {
+				ctx := context.Background()
+				res, err := first.svc.StartBuild(ctx, owner, project, "k", false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				first.waitStatus(t, res.Sandbox.ID, lifecycle.Paused, time.Minute)
+				stopFirst()
+				if _, err := first.svc.Resume(ctx, owner, res.Sandbox.ID); err != nil {
+					t.Fatal(err)
+				}
+				crashJob(t, first, "resume", res.Sandbox.ID)
+				return res.Sandbox.ID
+			},
+			finished: lifecycle.Running, failed: lifecycle.ResumeFailed,
+			check: func(t *testing.T, b *testBundle, host *sandboxdtest.Host, _ *e2b.Client, sb db.Sandbox) {
+				if sb.Status == lifecycle.Running {
+					visits(t, host, sb.PreviewURL)
+					return
+				}
+				if sb.FailureCause != lifecycle.CauseUnreachable {
+					t.Fatalf("failure cause %q", sb.FailureCause)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			host := sandboxdtest.Start(t)
+			client := providerFor(t, host)
+			cfg := fastConfig()
+			cfg.PauseAfterReady = "immediate"
+			pool := dbtest.NewPool(t)
+			u, p := founder(t, pool, 5)
+			first, stopFirst := instance(t, pool, client, cfg, true)
+			id := tt.crash(t, first, stopFirst, client, u.ID, p.ID)
+			if s := first.get(t, id).Status; s != lifecycle.Starting && s != lifecycle.Resuming {
+				t.Fatalf("the crash left the sandbox %s", s)
+			}
+
+			survivor, _ := instance(t, pool, client, cfg, true)
+			var sb db.Sandbox
+			eventually(t, 30*time.Second, func() bool {
+				sb = survivor.get(t, id)
+				return sb.Status != lifecycle.Starting && sb.Status != lifecycle.Resuming
+			}, func() string { return "the sandbox is still " + string(sb.Status) })
+			if sb.Status != tt.finished && sb.Status != tt.failed {
+				t.Fatalf("the sandbox ended %s, want %s or %s: %s", sb.Status, tt.finished, tt.failed, history(survivor.eventsOf(t, id)))
+			}
+			t.Logf("the survivor ended it %s: %s", sb.Status, history(survivor.eventsOf(t, id)))
+			tt.check(t, survivor, host, client, sb)
+			// The dead worker's job does not stay "running" either: River rescues it, and the
+			// retry sees the work done (or finishes it).
+			kind := map[bool]string{true: "build", false: "resume"}[tt.failed == lifecycle.Terminated]
+			eventually(t, 30*time.Second, func() bool { return jobState(t, survivor, kind, id) == "completed" },
+				func() string { return "the crashed " + kind + " job is " + jobState(t, survivor, kind, id) })
+			// Nothing moved it again afterwards.
+			if again := survivor.get(t, id); again.Status != sb.Status {
+				t.Fatalf("the sandbox moved on from %s to %s", sb.Status, again.Status)
+			}
+		})
+	}
+}

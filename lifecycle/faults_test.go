@@ -1,0 +1,192 @@
+package lifecycle_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"sandman/db"
+	"sandman/e2b"
+	"sandman/lifecycle"
+	"sandman/sandboxd"
+	"sandman/sandboxd/sandboxdtest"
+)
+
+const pauseRoute = "POST /sandboxes/{sandboxID}/pause"
+
+// riverJob is what a test needs of a River job row.
+type riverJob struct {
+	State   string
+	Attempt int
+	Errors  int
+}
+
+// requestedPauses lists the sandbox's pause jobs that a founder asked for (not idle ones).
+func requestedPauses(t testing.TB, b *testBundle, id uuid.UUID) []riverJob {
+	t.Helper()
+	rows, err := b.pool.Query(context.Background(), `SELECT state::text, attempt, coalesce(array_length(errors, 1), 0)
+		FROM river_job WHERE kind = 'pause' AND args->>'sandbox_id' = $1 AND NOT (args->>'idle')::boolean`, id.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []riverJob
+	for rows.Next() {
+		var j riverJob
+		if err := rows.Scan(&j.State, &j.Attempt, &j.Errors); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, j)
+	}
+	return out
+}
+
+// TestProviderFaultsAreRetriedByTheClient pauses a sandbox through injected provider faults:
+// the e2b client absorbs them within the one pause job (River's own retry, seconds later, must
+// not be what saves it), and a 429 is retried only after its Retry-After.
+func TestProviderFaultsAreRetriedByTheClient(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		fault sandboxd.Fault
+		tweak func(*e2b.Config)
+		// minWait is the least time the pause can take (Retry-After); 0: no bound.
+		minWait time.Duration
+	}{
+		{name: "5xx answers", fault: sandboxd.Fault{Status: 500, Count: 3}},
+		{
+			name: "a call that hangs past the attempt timeout", fault: sandboxd.Fault{LatencyMs: 10_000, Count: 2},
+			tweak: func(c *e2b.Config) { c.AttemptTimeout = time.Second },
+		},
+		{name: "429 with Retry-After", fault: sandboxd.Fault{Status: 429, RetryAfterSeconds: 2, Count: 1}, minWait: 2 * time.Second},
+		{name: "503 with Retry-After", fault: sandboxd.Fault{Status: 503, RetryAfterSeconds: 1, Count: 1}, minWait: time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			host := sandboxdtest.Start(t)
+			var tweaks []func(*e2b.Config)
+			if tt.tweak != nil {
+				tweaks = append(tweaks, tt.tweak)
+			}
+			cfg := fastConfig()
+			cfg.IdleTimeout = 10 * time.Minute
+			b := setupWith(t, providerFor(t, host, tweaks...), cfg, true)
+			ctx := context.Background()
+			u, p := founder(t, b.pool, 5)
+			sb := b.buildRunning(t, u.ID, p.ID)
+
+			f := tt.fault
+			f.Route, f.SandboxID = pauseRoute, *sb.ProviderID
+			host.InjectFault(t, f)
+			start := time.Now()
+			if _, err := b.svc.RequestPause(ctx, u.ID, sb.ID); err != nil {
+				t.Fatal(err)
+			}
+			sb = b.waitStatus(t, sb.ID, lifecycle.Paused, time.Minute)
+			took := time.Since(start)
+
+			if left := remainingUses(t, host, pauseRoute); left != 0 {
+				t.Fatalf("%d faulty calls were never made: the pause did not go through the fault", left)
+			}
+			// River records the job's end just after its work is done.
+			var jobs []riverJob
+			eventually(t, 30*time.Second, func() bool {
+				jobs = requestedPauses(t, b, sb.ID)
+				return len(jobs) != 1 || jobs[0].State != "running"
+			}, func() string { return "the pause job never finished" })
+			if len(jobs) != 1 || jobs[0].State != "completed" || jobs[0].Attempt != 1 || jobs[0].Errors != 0 {
+				t.Fatalf("pause jobs %+v, want one completed at its first attempt", jobs)
+			}
+			if took < tt.minWait {
+				t.Fatalf("the pause went through after %s, before the provider's Retry-After of %s", took, tt.minWait)
+			}
+			// The provider agrees: the sandbox is paused there.
+			d, err := providerFor(t, host).GetSandbox(ctx, *sb.ProviderID)
+			if err != nil || d.State != e2b.StatePaused {
+				t.Fatalf("provider state %q (%v), want paused", d.State, err)
+			}
+		})
+	}
+}
+
+// TestOpenBreakerMarksUnknownThenRecovers: a provider failing every call opens the circuit
+// breaker after five failures; reconcile and verifications then mark the sandboxes unknown and
+// stop calling the provider, and once it answers again every row returns to the provider's
+// truth.
+func TestOpenBreakerMarksUnknownThenRecovers(t *testing.T) {
+	t.Parallel()
+	host := sandboxdtest.Start(t)
+	const openFor = 3 * time.Second
+	client := providerFor(t, host, func(c *e2b.Config) { c.BreakerOpenFor = openFor })
+	cfg := fastConfig()
+	cfg.IdleTimeout = 10 * time.Minute
+	b := setupWith(t, client, cfg, true)
+	ctx := context.Background()
+
+	u1, p1 := founder(t, b.pool, 5)
+	u2, p2 := founder(t, b.pool, 5)
+	running := b.buildRunning(t, u1.ID, p1.ID)
+	paused := b.buildRunning(t, u2.ID, p2.ID)
+	if _, err := b.svc.RequestPause(ctx, u2.ID, paused.ID); err != nil {
+		t.Fatal(err)
+	}
+	b.waitStatus(t, paused.ID, lifecycle.Paused, 30*time.Second)
+
+	const uses = 100_000
+	host.InjectFault(t, sandboxd.Fault{Route: "*", Status: 500, Count: uses})
+	var lastClosed, opened time.Time
+	eventually(t, 30*time.Second, func() bool {
+		if client.CircuitState() == "open" {
+			opened = time.Now()
+			return true
+		}
+		lastClosed = time.Now()
+		return false
+	}, func() string { return "the breaker never opened; it is " + client.CircuitState() })
+	if failed := uses - remainingUses(t, host, "*"); failed < 5 {
+		t.Fatalf("the breaker opened after %d failed calls, want at least 5", failed)
+	}
+	b.waitStatus(t, running.ID, lifecycle.Unknown, 30*time.Second)
+	b.waitStatus(t, paused.ID, lifecycle.Unknown, 30*time.Second)
+
+	// While it is open, a verification is answered without a provider call.
+	before := remainingUses(t, host, "*")
+	failures := b.get(t, running.ID).VerificationFailures
+	if err := b.svc.Verify(ctx, u1.ID, running.ID); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() bool { return b.get(t, running.ID).VerificationFailures > failures },
+		func() string { return "the verification never ran" })
+	after := remainingUses(t, host, "*")
+	// A half-open probe may only start openFor after the breaker opened, at the earliest
+	// openFor after it was last seen closed: before that, no call may have been made.
+	if time.Since(lastClosed) < openFor {
+		if after != before {
+			t.Fatalf("%d provider calls were made while the breaker was open", before-after)
+		}
+	} else {
+		t.Logf("too slow to check the open breaker's silence (opened %s ago)", time.Since(opened))
+	}
+
+	host.ClearFaults(t)
+	b.waitStatus(t, running.ID, lifecycle.Running, 30*time.Second)
+	b.waitStatus(t, paused.ID, lifecycle.Paused, 30*time.Second)
+	if s := client.CircuitState(); s != "closed" {
+		t.Fatalf("breaker %s after recovery", s)
+	}
+	for id, was := range map[uuid.UUID]db.SandboxStatus{running.ID: lifecycle.Running, paused.ID: lifecycle.Paused} {
+		evs := b.eventsOf(t, id)
+		n := len(evs)
+		if n < 2 || evs[n-2].FromStatus != was || evs[n-2].ToStatus != lifecycle.Unknown ||
+			evs[n-1].FromStatus != lifecycle.Unknown || evs[n-1].ToStatus != was ||
+			evs[n-2].Source != db.EventSourceReconciler || evs[n-1].Source != db.EventSourceReconciler {
+			t.Fatalf("want %s→unknown→%s by the reconciler: %s", was, was, history(evs))
+		}
+	}
+	if sb := b.get(t, running.ID); sb.VerificationFailures != 0 || sb.LastVerifiedAt == nil {
+		t.Fatalf("recovered sandbox: %d verification failures, verified at %v", sb.VerificationFailures, sb.LastVerifiedAt)
+	}
+}
