@@ -17,7 +17,7 @@ import (
 const chromiumPath = "/usr/bin/chromium"
 
 // newBrowser starts one headless Chromium for the test; tabs are chromedp.NewContext(browser).
-func newBrowser(t *testing.T) context.Context {
+func newBrowser(t testing.TB) context.Context {
 	t.Helper()
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Fatalf("browser tests need Debian's Chromium at %s: run `make deps` (apt-get install -y chromium)", chromiumPath)
@@ -45,7 +45,7 @@ type tab struct {
 }
 
 // openTab opens url in a new tab of browser and records every request the page sends.
-func openTab(t *testing.T, browser context.Context, url string) *tab {
+func openTab(t testing.TB, browser context.Context, url string) *tab {
 	t.Helper()
 	ctx, cancel := chromedp.NewContext(browser)
 	t.Cleanup(cancel)
@@ -68,7 +68,7 @@ func openTab(t *testing.T, browser context.Context, url string) *tab {
 	return tb
 }
 
-func (tb *tab) do(t *testing.T, steps ...chromedp.Action[chromedp.Void]) {
+func (tb *tab) do(t testing.TB, steps ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(tb.ctx, 30*time.Second)
 	defer cancel()
@@ -78,7 +78,7 @@ func (tb *tab) do(t *testing.T, steps ...chromedp.Action[chromedp.Void]) {
 }
 
 // eval runs JavaScript in the tab and returns its result.
-func eval[T any](t *testing.T, tb *tab, js string) T {
+func eval[T any](t testing.TB, tb *tab, js string) T {
 	t.Helper()
 	v, err := chromedp.Run(tb.ctx, chromedp.Evaluate[T](js))
 	if err != nil {
@@ -88,7 +88,7 @@ func eval[T any](t *testing.T, tb *tab, js string) T {
 }
 
 // waitFor polls a JavaScript condition in the tab (the test's view, not the page's).
-func (tb *tab) waitFor(t *testing.T, what, js string) {
+func (tb *tab) waitFor(t testing.TB, what, js string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(tb.ctx, 30*time.Second)
 	defer cancel()
@@ -115,7 +115,7 @@ func (tb *tab) requests() []string {
 }
 
 // logIn signs in through the login form in tb, as a founder would.
-func logIn(t *testing.T, tb *tab, base, email string) {
+func logIn(t testing.TB, tb *tab, base, email string) {
 	t.Helper()
 	tb.do(t, chromedp.Navigate(base+"/login"),
 		chromedp.SendKeys(chromedp.ID("email"), email),
