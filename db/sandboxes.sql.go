@@ -531,6 +531,24 @@ func (q *Queries) MarkSandboxVerified(ctx context.Context, arg MarkSandboxVerifi
 	return err
 }
 
+const markSandboxesVerified = `-- name: MarkSandboxesVerified :exec
+UPDATE sandboxes s SET last_verified_at = now(), verification_failures = 0
+FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::text[]) AS status) v
+WHERE s.id = v.id AND s.status::text = v.status
+`
+
+type MarkSandboxesVerifiedParams struct {
+	Ids      []uuid.UUID
+	Statuses []string
+}
+
+// The reconcile sweep's batch for rows the provider agrees with; a row that changed status since
+// it was read is left for the next pass.
+func (q *Queries) MarkSandboxesVerified(ctx context.Context, arg MarkSandboxesVerifiedParams) error {
+	_, err := q.db.Exec(ctx, markSandboxesVerified, arg.Ids, arg.Statuses)
+	return err
+}
+
 const setSandboxEndAt = `-- name: SetSandboxEndAt :exec
 UPDATE sandboxes SET end_at = $1 WHERE id = $2
 `

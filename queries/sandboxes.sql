@@ -97,3 +97,10 @@ SELECT * FROM sandboxes WHERE build_id = @build_id;
 
 -- name: TouchActivity :exec
 UPDATE sandboxes SET last_active_at = now() WHERE id = @id;
+
+-- name: MarkSandboxesVerified :exec
+-- The reconcile sweep's batch for rows the provider agrees with; a row that changed status since
+-- it was read is left for the next pass.
+UPDATE sandboxes s SET last_verified_at = now(), verification_failures = 0
+FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@statuses::text[]) AS status) v
+WHERE s.id = v.id AND s.status::text = v.status;

@@ -1,0 +1,104 @@
+package lifecycle_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"sandman/e2b"
+	"sandman/lifecycle"
+	"sandman/sandboxd"
+	"sandman/sandboxd/sandboxdtest"
+)
+
+// Design §7: "reconcile 10,000 sandboxes ≤ 101 provider calls, ≤ 5 s". Ten thousand running
+// sandboxes at the provider (sandboxd without isolation, so none costs a process) and their
+// ten thousand rows; one Reconcile pass must list them a page at a time, not ask one by one.
+func BenchmarkReconcile10k(b *testing.B) {
+	const n = 10000
+	host := sandboxdtest.Start(b, sandboxdtest.WithConfig(func(c *sandboxd.Config) { c.Isolation = sandboxd.IsolationNone }))
+	reg := prometheus.NewRegistry()
+	provider := providerFor(b, host, func(c *e2b.Config) { c.Registerer = reg })
+	cfg := fastConfig()
+	cfg.ReconcileEvery, cfg.SweepEvery = time.Hour, time.Hour
+	tb := setupWith(b, provider, cfg, false)
+	u, p := founder(b, tb.pool, 1)
+	ctx := context.Background()
+
+	ids := make([]string, n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				sb, err := provider.CreateSandbox(ctx, e2b.CreateParams{Template: "base", TimeoutSec: 3600,
+					Metadata: map[string]string{lifecycle.MetaApp: "sandman"}})
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				ids[i] = sb.ID
+			}
+		})
+	}
+	wg.Wait()
+	if b.Failed() {
+		b.FailNow()
+	}
+	_, err := tb.pool.Exec(ctx, `
+		WITH b AS (
+			INSERT INTO builds (project_id, version, kind, status)
+			SELECT $1, g, 'initial', 'ready' FROM generate_series(1, $3::int) g RETURNING id, version)
+		INSERT INTO sandboxes (provider_id, owner_id, project_id, build_id, status, end_at)
+		SELECT ids.id, $2, $1, b.id, 'running', now() + interval '1 hour'
+		FROM unnest($4::text[]) WITH ORDINALITY AS ids(id, n) JOIN b ON b.version = ids.n`,
+		p.ID, u.ID, n, ids)
+	if err != nil {
+		b.Fatal(err)
+	}
+
+	b.ResetTimer()
+	for range b.N {
+		before := providerCalls(b, reg)
+		start := time.Now()
+		if err := tb.svc.Reconcile(ctx); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(time.Since(start).Seconds(), "seconds/pass")
+		b.ReportMetric(providerCalls(b, reg)-before, "provider-calls/pass")
+	}
+	b.StopTimer()
+	var running int
+	if err := tb.pool.QueryRow(ctx, "SELECT count(*) FROM sandboxes WHERE status = 'running' AND last_verified_at IS NOT NULL").Scan(&running); err != nil {
+		b.Fatal(err)
+	}
+	if running != n {
+		b.Fatalf("%d of %d sandboxes verified running", running, n)
+	}
+}
+
+// providerCalls sums sandman_e2b_calls_total.
+func providerCalls(b *testing.B, reg *prometheus.Registry) float64 {
+	b.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total float64
+	for _, f := range families {
+		if f.GetName() != "sandman_e2b_calls_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			total += counterValue(m)
+		}
+	}
+	return total
+}
+
+func counterValue(m *dto.Metric) float64 { return m.GetCounter().GetValue() }
