@@ -1,0 +1,162 @@
+package live_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Design §7: "SSE connections on one instance: 10,000 at ≤ 512 MiB RSS, fan-out p99 ≤ 1 s".
+// 1,000 founders with ten tabs each hold 10,000 streams; the clients live in a child process
+// (TestSSEClientProcess), so the RSS measured is the server's alone and neither side runs out
+// of file descriptors. Then every founder's sandbox changes at once and the time until each of
+// the 10,000 streams has the new state is the fan-out.
+func BenchmarkSSE10k(b *testing.B) {
+	const founders, tabs = 1000, 10
+	h := newHubServer(b, 2<<10, nil)
+	owners := make([]uuid.UUID, founders)
+	sandboxes := make([]uuid.UUID, founders)
+	for i := range owners {
+		owners[i], sandboxes[i] = uuid.New(), uuid.New()
+		h.state.set(owners[i], projectOf(sandboxes[i]), 1)
+	}
+	var list bytes.Buffer
+	for _, o := range owners {
+		fmt.Fprintln(&list, o)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSSEClientProcess$", "-test.v")
+	cmd.Env = append(os.Environ(), "SANDMAN_SSE_CLIENTS="+h.srv.URL, "SANDMAN_SSE_TABS="+strconv.Itoa(tabs))
+	cmd.Stdin = &list
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	lines := bufio.NewScanner(out)
+	next := func() string {
+		if !lines.Scan() {
+			b.Fatalf("client process ended: %v", lines.Err())
+		}
+		return lines.Text()
+	}
+	for line := next(); line != "ready"; line = next() {
+	}
+	if n := h.hub.Clients(); n != founders*tabs {
+		b.Fatalf("%d streams open, want %d", n, founders*tabs)
+	}
+	idleRSS := rssMiB(b)
+
+	b.ResetTimer()
+	start := time.Now()
+	for i, o := range owners {
+		h.state.set(o, projectOf(sandboxes[i]), 2)
+		h.hub.Deliver(context.Background(), o, sandboxes[i], 2)
+	}
+	var latencies []time.Duration
+	for len(latencies) < founders*tabs {
+		line := next()
+		at, ok := strings.CutPrefix(line, "got ")
+		if !ok {
+			continue
+		}
+		ns, _ := strconv.ParseInt(at, 10, 64)
+		latencies = append(latencies, time.Unix(0, ns).Sub(start))
+	}
+	b.StopTimer()
+	slices.Sort(latencies)
+	b.ReportMetric(float64(latencies[len(latencies)/2].Milliseconds()), "fanout-p50-ms")
+	b.ReportMetric(float64(latencies[len(latencies)*99/100].Milliseconds()), "fanout-p99-ms")
+	b.ReportMetric(idleRSS, "server-rss-MiB")
+	b.ReportMetric(rssMiB(b), "server-rss-after-MiB")
+}
+
+// TestSSEClientProcess is BenchmarkSSE10k's client side; it does nothing in a normal run.
+// It opens SANDMAN_SSE_TABS streams for every founder id on stdin, prints "ready" when each has
+// its first state, then "got <unix ns>" as each receives its second.
+func TestSSEClientProcess(t *testing.T) {
+	base := os.Getenv("SANDMAN_SSE_CLIENTS")
+	if base == "" {
+		t.Skip("the client side of BenchmarkSSE10k")
+	}
+	tabs, _ := strconv.Atoi(os.Getenv("SANDMAN_SSE_TABS"))
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var owners []string
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		owners = append(owners, in.Text())
+	}
+	var ready sync.WaitGroup
+	got := make(chan int64, len(owners)*tabs)
+	for _, owner := range owners {
+		for range tabs {
+			conn, err := net.Dial("tcp", u.Host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(conn, "GET /events?owner=%s HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n\r\n", owner, u.Host)
+			ready.Add(1)
+			go func() {
+				r := bufio.NewReaderSize(conn, 4096)
+				first := true
+				for {
+					line, err := r.ReadSlice('\n')
+					if err != nil {
+						return
+					}
+					switch string(bytes.TrimSpace(line)) {
+					case "id: 1":
+						if first {
+							first = false
+							ready.Done()
+						}
+					case "id: 2":
+						got <- time.Now().UnixNano()
+						return
+					}
+				}
+			}()
+		}
+	}
+	ready.Wait()
+	fmt.Println("ready")
+	for range len(owners) * tabs {
+		fmt.Printf("got %d\n", <-got)
+	}
+}
+
+// rssMiB is this process's resident memory.
+func rssMiB(b *testing.B) float64 {
+	b.Helper()
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+			return float64(kb) / 1024
+		}
+	}
+	b.Fatal("no VmRSS")
+	return 0
+}
