@@ -64,7 +64,7 @@ func (c *client) stream(ctx context.Context) <-chan sseEvent {
 }
 
 // nextMatching waits for a message of the given event name whose data contains want.
-func nextMatching(t *testing.T, events <-chan sseEvent, name, want string, within time.Duration) sseEvent {
+func nextMatching(t testing.TB, events <-chan sseEvent, name, want string, within time.Duration) sseEvent {
 	t.Helper()
 	timer := time.NewTimer(within)
 	defer timer.Stop()

@@ -72,8 +72,11 @@ func New(opts Options) (*Service, error) {
 		river.AddWorker(workers, &webhookWorker{s: s})
 		rc.Workers = workers
 		rc.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: max(opts.Config.Workers, 1)}}
-		rc.FetchPollInterval = 200 * time.Millisecond
-		rc.FetchCooldown = 20 * time.Millisecond
+		// A webhook's job is the path from the provider to the founder's screen (design §7: p99
+		// ≤ 50 ms). River wakes on insert notifications but misses a few of them under load, and
+		// then only the poll finds the job: BenchmarkWebhookToSSE's p99 follows this interval.
+		rc.FetchPollInterval = 25 * time.Millisecond
+		rc.FetchCooldown = 5 * time.Millisecond
 		c := opts.Config
 		// A job whose worker died is retried once it has been "running" longer than any
 		// worker may take.

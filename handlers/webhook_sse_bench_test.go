@@ -1,0 +1,54 @@
+package handlers_test
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"testing"
+
+	"github.com/google/uuid"
+
+	"sandman/lifecycle"
+)
+
+// Design §7: "webhook received → SSE message written, p99 ≤ 50 ms". Each iteration posts one
+// signed provider event that changes the sandbox (paused, then resumed, alternately) and waits
+// until the founder's open stream carries the new pane: the whole path of verify, store, job,
+// transition, NOTIFY, LISTEN, render and stream.
+func BenchmarkWebhookToSSE(b *testing.B) {
+	s := newStack(b, stackOptions{config: func(c *lifecycle.Config) { c.ReconcileEvery = time.Hour }})
+	c := s.newClient(b)
+	c.signUp("latency@example.com")
+	projectID, sandboxID := s.buildCounter(b, c)
+	sb := c.waitSandbox(sandboxID, "running", time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events := c.stream(ctx)
+	nextMatching(b, events, "pane-"+projectID, `data-status="running"`, 5*time.Second)
+
+	at := time.Now()
+	var samples []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		typ, want := lifecycle.EventPaused, `data-status="paused"`
+		if i%2 == 1 {
+			typ, want = lifecycle.EventResumed, `data-status="running"`
+		}
+		at = at.Add(time.Millisecond)
+		body := hookBody(uuid.NewString(), typ, sb.ProviderID, at, nil)
+		start := time.Now()
+		res, err := http.DefaultClient.Do(webhookRequest(s.srv.URL, body, sign(testWebhookSecret, body), uuid.NewString()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			b.Fatalf("webhook answered %d", res.StatusCode)
+		}
+		nextMatching(b, events, "pane-"+projectID, want, 10*time.Second)
+		samples = append(samples, time.Since(start))
+	}
+	b.StopTimer()
+	reportQuantiles(b, "webhook-to-sse", samples)
+}
