@@ -63,21 +63,24 @@ func BenchmarkSSE10k(b *testing.B) {
 	}
 	idleRSS := rssMiB(b)
 
-	b.ResetTimer()
-	start := time.Now()
-	for i, o := range owners {
-		h.state.set(o, projectOf(sandboxes[i]), 2)
-		h.hub.Deliver(context.Background(), o, sandboxes[i], 2)
-	}
 	var latencies []time.Duration
-	for len(latencies) < founders*tabs {
-		line := next()
-		at, ok := strings.CutPrefix(line, "got ")
-		if !ok {
-			continue
+	b.ResetTimer()
+	for i := range b.N {
+		id := int64(i + 2)
+		start := time.Now()
+		for j, o := range owners {
+			h.state.set(o, projectOf(sandboxes[j]), id)
+			h.hub.Deliver(context.Background(), o, sandboxes[j], id)
 		}
-		ns, _ := strconv.ParseInt(at, 10, 64)
-		latencies = append(latencies, time.Unix(0, ns).Sub(start))
+		for got := 0; got < founders*tabs; {
+			fields := strings.Fields(next())
+			if len(fields) != 3 || fields[0] != "got" || fields[1] != strconv.FormatInt(id, 10) {
+				continue
+			}
+			ns, _ := strconv.ParseInt(fields[2], 10, 64)
+			latencies = append(latencies, time.Unix(0, ns).Sub(start))
+			got++
+		}
 	}
 	b.StopTimer()
 	slices.Sort(latencies)
@@ -89,7 +92,7 @@ func BenchmarkSSE10k(b *testing.B) {
 
 // TestSSEClientProcess is BenchmarkSSE10k's client side; it does nothing in a normal run.
 // It opens SANDMAN_SSE_TABS streams for every founder id on stdin, prints "ready" when each has
-// its first state, then "got <unix ns>" as each receives its second.
+// its first state, then "got <event id> <unix ns>" for every later state each receives.
 func TestSSEClientProcess(t *testing.T) {
 	base := os.Getenv("SANDMAN_SSE_CLIENTS")
 	if base == "" {
@@ -106,7 +109,8 @@ func TestSSEClientProcess(t *testing.T) {
 		owners = append(owners, in.Text())
 	}
 	var ready sync.WaitGroup
-	got := make(chan int64, len(owners)*tabs)
+	var out sync.Mutex
+	w := bufio.NewWriterSize(os.Stdout, 1<<16)
 	for _, owner := range owners {
 		for range tabs {
 			conn, err := net.Dial("tcp", u.Host)
@@ -123,24 +127,35 @@ func TestSSEClientProcess(t *testing.T) {
 					if err != nil {
 						return
 					}
-					switch string(bytes.TrimSpace(line)) {
-					case "id: 1":
+					id, ok := bytes.CutPrefix(bytes.TrimSpace(line), []byte("id: "))
+					switch {
+					case !ok:
+					case string(id) == "1":
 						if first {
 							first = false
 							ready.Done()
 						}
-					case "id: 2":
-						got <- time.Now().UnixNano()
-						return
+					default:
+						at := time.Now().UnixNano()
+						out.Lock()
+						fmt.Fprintf(w, "got %s %d\n", id, at)
+						out.Unlock()
 					}
 				}
 			}()
 		}
 	}
 	ready.Wait()
-	fmt.Println("ready")
-	for range len(owners) * tabs {
-		fmt.Printf("got %d\n", <-got)
+	out.Lock()
+	fmt.Fprintln(w, "ready")
+	w.Flush()
+	out.Unlock()
+	// Flush receipts as they come, until the benchmark ends this process.
+	for {
+		time.Sleep(5 * time.Millisecond)
+		out.Lock()
+		w.Flush()
+		out.Unlock()
 	}
 }
 
