@@ -46,7 +46,7 @@ func BenchmarkWebhookToSSE(b *testing.B) {
 		if res.StatusCode != http.StatusOK {
 			b.Fatalf("webhook answered %d", res.StatusCode)
 		}
-		nextMatching(b, events, "pane-"+projectID, want, 10*time.Second)
+		nextMatching(b, events, "pane-"+projectID, want, 30*time.Second)
 		samples = append(samples, time.Since(start))
 	}
 	b.StopTimer()
