@@ -6,5 +6,5 @@ import "embed"
 
 // Files are served under /static/.
 //
-//go:embed css js vendor
+//go:embed css js vendor favicon.svg
 var Files embed.FS
