@@ -1,0 +1,72 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLoadConfig(t *testing.T) {
+	t.Parallel()
+	base := map[string]string{"DATABASE_URL": "postgres://localhost/sandman"}
+	tests := []struct {
+		name    string
+		env     map[string]string
+		wantErr string // empty: valid
+		check   func(t *testing.T, c config)
+	}{
+		{name: "defaults", check: func(t *testing.T, c config) {
+			if c.Addr != "127.0.0.1:8080" || c.StartCredits != 10 || c.Lifecycle.IdleTimeout != 3*time.Minute ||
+				c.Lifecycle.SandboxTimeout != time.Hour || c.Lifecycle.Template != "base" || c.Lifecycle.PauseAfterReady != "idle" {
+				t.Fatalf("defaults: %+v", c)
+			}
+		}},
+		{name: "every setting", env: map[string]string{
+			"SANDMAN_ADDR": "0.0.0.0:9000", "SANDMAN_START_CREDITS": "3", "SANDMAN_COOKIE_SECURE": "true",
+			"SANDMAN_TRUST_PROXY": "1", "SANDMAN_IDLE_TIMEOUT": "90s", "SANDMAN_SANDBOX_TIMEOUT": "2h",
+			"SANDMAN_PAUSE_AFTER_READY": "immediate", "E2B_TEMPLATE": "node", "E2B_WEBHOOK_URL": "https://x/webhooks/e2b",
+			"E2B_WEBHOOK_SECRET": "s",
+		}, check: func(t *testing.T, c config) {
+			if c.Addr != "0.0.0.0:9000" || c.StartCredits != 3 || !c.CookieSecure || !c.TrustProxy ||
+				c.Lifecycle.IdleTimeout != 90*time.Second || c.Lifecycle.SandboxTimeout != 2*time.Hour ||
+				c.Lifecycle.PauseAfterReady != "immediate" || c.Lifecycle.Template != "node" ||
+				c.WebhookURL == "" || c.Lifecycle.WebhookSecret != "s" {
+				t.Fatalf("settings not taken: %+v", c)
+			}
+		}},
+		{name: "no database", env: map[string]string{"DATABASE_URL": ""}, wantErr: "DATABASE_URL is not set"},
+		{name: "negative credits", env: map[string]string{"SANDMAN_START_CREDITS": "-1"}, wantErr: "SANDMAN_START_CREDITS"},
+		{name: "credits not a number", env: map[string]string{"SANDMAN_START_CREDITS": "ten"}, wantErr: "SANDMAN_START_CREDITS"},
+		{name: "bad bool", env: map[string]string{"SANDMAN_COOKIE_SECURE": "yes please"}, wantErr: "SANDMAN_COOKIE_SECURE must be true or false"},
+		{name: "bad duration", env: map[string]string{"SANDMAN_IDLE_TIMEOUT": "3 minutes"}, wantErr: "SANDMAN_IDLE_TIMEOUT must be a positive duration"},
+		{name: "negative duration", env: map[string]string{"SANDMAN_IDLE_TIMEOUT": "-3m"}, wantErr: "SANDMAN_IDLE_TIMEOUT"},
+		{name: "lifetime too short", env: map[string]string{"SANDMAN_SANDBOX_TIMEOUT": "30s"}, wantErr: "at least 1m"},
+		{name: "unknown pause policy", env: map[string]string{"SANDMAN_PAUSE_AFTER_READY": "never"}, wantErr: "idle or immediate"},
+		{name: "unsigned webhooks", env: map[string]string{"E2B_WEBHOOK_URL": "https://x/webhooks/e2b"}, wantErr: "E2B_WEBHOOK_SECRET is not"},
+		{name: "every error at once", env: map[string]string{"DATABASE_URL": "", "SANDMAN_START_CREDITS": "x"},
+			wantErr: "DATABASE_URL is not set (e.g. postgres://user@localhost:5432/sandman); SANDMAN_START_CREDITS"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			env := map[string]string{}
+			for k, v := range base {
+				env[k] = v
+			}
+			for k, v := range tt.env {
+				env[k] = v
+			}
+			c, err := loadConfig(func(k string) string { return env[k] })
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, c)
+		})
+	}
+}
