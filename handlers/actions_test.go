@@ -50,7 +50,9 @@ func TestPreviewButtons(t *testing.T) {
 	requireStatus(t, c.api(http.MethodGet, "/api/projects", nil, &list), http.StatusOK)
 	sbID := list[0].Sandbox.ID
 	sb := c.waitSandbox(sbID, "running", 90*time.Second)
-	requireContains(t, c.get("/projects/"+p.ID).body, "Live preview ready")
+	page = c.get("/projects/" + p.ID)
+	requireContains(t, page.body, "Live preview ready")
+	requireContains(t, page.body, `hx-post="/sandboxes/`+sbID+`/pause"`)
 
 	r = c.htmx(http.MethodPost, "/sandboxes/"+sbID+"/pause", nil)
 	requireStatus(t, r, http.StatusOK)
