@@ -39,6 +39,8 @@ func TestPreviewButtons(t *testing.T) {
 	requireStatus(t, r, http.StatusOK)
 	requireContains(t, r.body, `id="pane-`+p.ID+`"`)
 	requireContains(t, r.body, `data-status="starting"`)
+	// The header's balance follows, out of band.
+	requireContains(t, r.body, `id="credits" class="credits" data-testid="credits" hx-swap-oob="true">9 credits<`)
 	// A double click sends the same key again: the same build, not a second charge.
 	requireStatus(t, c.htmx(http.MethodPost, "/projects/"+p.ID+"/build", url.Values{"idempotencyKey": {"b-1"}}), http.StatusOK)
 	if n := c.credits(); n != 9 {

@@ -70,7 +70,15 @@ func (h *Handlers) buildAction(rebuild bool) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		return h.renderPreview(c, http.StatusOK, v)
+		if err := h.renderPreview(c, http.StatusOK, v); err != nil {
+			return err
+		}
+		credits, err := h.Lifecycle.Credits(ctx, u.ID)
+		if err != nil {
+			return err
+		}
+		// The header's balance changed too.
+		return views.Credits(credits, true).Render(ctx, c.Response())
 	}
 }
 
