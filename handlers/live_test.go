@@ -208,7 +208,7 @@ func (s *stack) listenerPID(t *testing.T) int {
 func TestFeedResyncsAfterItsConnectionIsKilled(t *testing.T) {
 	t.Parallel()
 	// No reconciler: it would correct the silent change below and announce that instead.
-	s := newStack(t, stackOptions{config: func(c *lifecycle.Config) { c.ReconcileEvery = time.Hour }})
+	s := newStack(t, stackOptions{config: func(c *lifecycle.Config) { c.ReconcileEvery = 0 }})
 	c := s.newClient(t)
 	c.signUp("listener@example.com")
 	projectID, sandboxID := s.buildCounter(t, c)
@@ -247,7 +247,7 @@ func TestFeedResyncsAfterItsConnectionIsKilled(t *testing.T) {
 func TestWebhookOnOneInstanceReachesAClientOnAnother(t *testing.T) {
 	t.Parallel()
 	// Only webhooks carry the kill: no reconciler or events reader on either instance.
-	quiet := func(c *lifecycle.Config) { c.ReconcileEvery = time.Hour }
+	quiet := func(c *lifecycle.Config) { c.ReconcileEvery = 0 }
 	a := newStack(t, stackOptions{webhooks: true, config: quiet})
 	b := newStack(t, stackOptions{host: a.host, databaseURL: a.url, config: quiet})
 	c := a.newClient(t)

@@ -44,7 +44,7 @@ func stackConfig() lifecycle.Config {
 	c := lifecycle.DefaultConfig()
 	c.IdleTimeout = 10 * time.Minute
 	c.ReconcileEvery = 2 * time.Second
-	c.EventsEvery = time.Hour
+	c.EventsEvery = 0
 	c.SweepEvery = 2 * time.Second
 	c.ResumeRetryWait = 200 * time.Millisecond
 	c.WebhookSecret = testWebhookSecret

@@ -19,7 +19,7 @@ import (
 // concurrent senders; the rate is of accepted deliveries. Afterwards every event must be stored
 // once and applied at most once.
 func BenchmarkWebhookIngest(b *testing.B) {
-	s := newStack(b, stackOptions{config: func(c *lifecycle.Config) { c.ReconcileEvery = time.Hour }})
+	s := newStack(b, stackOptions{config: func(c *lifecycle.Config) { c.ReconcileEvery = 0 }})
 	c := s.newClient(b)
 	c.signUp("hooks@example.com")
 	_, sandboxID := s.buildCounter(b, c)

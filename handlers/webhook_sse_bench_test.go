@@ -17,7 +17,7 @@ import (
 // until the founder's open stream carries the new pane: the whole path of verify, store, job,
 // transition, NOTIFY, LISTEN, render and stream.
 func BenchmarkWebhookToSSE(b *testing.B) {
-	s := newStack(b, stackOptions{config: func(c *lifecycle.Config) { c.ReconcileEvery = time.Hour }})
+	s := newStack(b, stackOptions{config: func(c *lifecycle.Config) { c.ReconcileEvery = 0 }})
 	c := s.newClient(b)
 	c.signUp("latency@example.com")
 	projectID, sandboxID := s.buildCounter(b, c)

@@ -133,8 +133,8 @@ func (b *testBundle) waitOutcome(t testing.TB, eventID string) string {
 // sandboxd delivers none and the reconciler would otherwise undo a synthetic pause.
 func webhookStack(t *testing.T) *stack {
 	return newStack(t, stackOptions{config: func(c *lifecycle.Config) {
-		c.ReconcileEvery = time.Hour
-		c.SweepEvery = time.Hour
+		c.ReconcileEvery = 0
+		c.SweepEvery = 0
 	}})
 }
 

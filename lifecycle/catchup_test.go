@@ -20,7 +20,7 @@ func TestCatchUpDoesNotReplayWhatSandmanAlreadyDid(t *testing.T) {
 	cfg := fastConfig()
 	cfg.PauseAfterReady = "immediate"
 	cfg.IdleTimeout = 10 * time.Minute
-	cfg.ReconcileEvery, cfg.EventsEvery = time.Hour, time.Hour
+	cfg.ReconcileEvery, cfg.EventsEvery = 0, 0
 	b := setupWith(t, providerFor(t, host), cfg, true)
 	ctx := context.Background()
 	u, p := founder(t, b.pool, 5)

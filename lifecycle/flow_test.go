@@ -22,7 +22,7 @@ func fastConfig() lifecycle.Config {
 	c.IdleTimeout = 4 * time.Second
 	c.SandboxTimeout = 10 * time.Minute
 	c.ReconcileEvery = time.Second
-	c.EventsEvery = time.Hour // these tests check the other paths; events_test covers the reader
+	c.EventsEvery = 0 // these tests check the other paths; events_test covers the reader
 	c.SweepEvery = time.Second
 	c.ResumeRetryWait = 200 * time.Millisecond
 	c.CreateTimeout, c.UploadTimeout, c.InstallTimeout, c.ReadyTimeout, c.ResumeTimeout =

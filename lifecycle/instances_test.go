@@ -76,7 +76,7 @@ func TestTwoInstancesNeverApplyATransitionTwice(t *testing.T) {
 	cfg := fastConfig()
 	cfg.IdleTimeout = 10 * time.Minute
 	// Only the test's own calls watch the provider, all at once.
-	cfg.ReconcileEvery, cfg.EventsEvery = time.Hour, time.Hour
+	cfg.ReconcileEvery, cfg.EventsEvery = 0, 0
 	pool := dbtest.NewPool(t)
 	a, _ := instance(t, pool, providerFor(t, host), cfg, true)
 	b, _ := instance(t, pool, providerFor(t, host), cfg, true)

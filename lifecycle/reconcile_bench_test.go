@@ -25,7 +25,7 @@ func BenchmarkReconcile10k(b *testing.B) {
 	reg := prometheus.NewRegistry()
 	provider := providerFor(b, host, func(c *e2b.Config) { c.Registerer = reg })
 	cfg := fastConfig()
-	cfg.ReconcileEvery, cfg.SweepEvery = time.Hour, time.Hour
+	cfg.ReconcileEvery, cfg.SweepEvery = 0, 0
 	tb := setupWith(b, provider, cfg, false)
 	u, p := founder(b, tb.pool, 1)
 	ctx := context.Background()

@@ -73,7 +73,7 @@ func TestResumeFailsAfterTwoAttempts(t *testing.T) {
 			cfg.PauseAfterReady = "immediate"
 			// Nothing but the resume worker may look at the provider: a reconcile would find
 			// the killed sandbox first, and its successful calls would reset the breaker's count.
-			cfg.ReconcileEvery, cfg.EventsEvery = time.Hour, time.Hour
+			cfg.ReconcileEvery, cfg.EventsEvery = 0, 0
 			b := setupWith(t, providerFor(t, host, tweaks...), cfg, true)
 			ctx := context.Background()
 			u, p := founder(t, b.pool, 5)

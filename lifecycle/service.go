@@ -23,9 +23,9 @@ type Config struct {
 	IdleTimeout     time.Duration // SANDMAN_IDLE_TIMEOUT
 	SandboxTimeout  time.Duration // SANDMAN_SANDBOX_TIMEOUT: lifetime given at create and each connect
 	PauseAfterReady string        // SANDMAN_PAUSE_AFTER_READY: "idle" or "immediate"
-	ReconcileEvery  time.Duration // the list-based sweep
-	EventsEvery     time.Duration // the events API catch-up reader
-	SweepEvery      time.Duration // the idle and stuck safety net
+	ReconcileEvery  time.Duration // the list-based sweep (0: off)
+	EventsEvery     time.Duration // the events API catch-up reader (0: off)
+	SweepEvery      time.Duration // the idle and stuck safety net (0: off)
 	Workers         int           // concurrent jobs per instance
 	WebhookSecret   string        // E2B_WEBHOOK_SECRET: deliveries must be signed with it
 	VerifyStaleness time.Duration // pages older than this queue a verify

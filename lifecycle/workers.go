@@ -86,10 +86,13 @@ func New(opts Options) (*Service, error) {
 				func() (river.JobArgs, *river.InsertOpts) { return args, nil },
 				&river.PeriodicJobOpts{RunOnStart: true})
 		}
-		rc.PeriodicJobs = []*river.PeriodicJob{
-			periodic(c.ReconcileEvery, ReconcileArgs{}),
-			periodic(c.EventsEvery, EventsArgs{}),
-			periodic(c.SweepEvery, SweepArgs{}),
+		for _, p := range []struct {
+			every time.Duration
+			args  river.JobArgs
+		}{{c.ReconcileEvery, ReconcileArgs{}}, {c.EventsEvery, EventsArgs{}}, {c.SweepEvery, SweepArgs{}}} {
+			if p.every > 0 { // zero turns the job off (tests that drive states by hand)
+				rc.PeriodicJobs = append(rc.PeriodicJobs, periodic(p.every, p.args))
+			}
 		}
 	}
 	client, err := river.NewClient(riverpgxv5.New(opts.Pool), rc)
