@@ -169,6 +169,8 @@ func TestBrowserLiveUpdates(t *testing.T) {
 	}
 	for _, step := range steps {
 		step.change()
+		// The backend first, so a failure below is the page's, not the lifecycle's.
+		c.waitSandbox(sandboxID, step.status, 30*time.Second)
 		dash.waitFor(t, "the card "+step.status+" after "+step.name, statusIs("card", projectID, step.status))
 		page.waitFor(t, "the pane "+step.status+" after "+step.name, statusIs("pane", projectID, step.status))
 		page.waitFor(t, "the heading after "+step.name, fmt.Sprintf(`document.querySelector("#pane-%s").innerText.includes(%q)`, projectID, step.heading))

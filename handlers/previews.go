@@ -17,7 +17,7 @@ import (
 // previewVM turns a project's state into the card and pane view model.
 func previewVM(v lifecycle.ProjectView) views.Preview {
 	p := views.Preview{ProjectID: v.Project.ID.String(), ProjectName: v.Project.Name,
-		Source: sourceText(v.Project), FileCount: v.FileCount, Key: uuid.NewString()}
+		Source: sourceText(v.Project), FileCount: v.FileCount, Key: uuid.NewString(), EventID: v.EventID}
 	if v.Sandbox != nil {
 		sb := v.Sandbox
 		p.SandboxID, p.Status, p.PreviewURL = sb.ID.String(), string(sb.Status), sb.PreviewURL

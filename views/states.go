@@ -17,6 +17,8 @@ type Preview struct {
 	Recreated    bool
 	// Key is a fresh idempotency key for the Build button rendered with this fragment.
 	Key string
+	// EventID is the sandbox event this state follows from (the live stream's message id).
+	EventID int64
 }
 
 // stateCopy is the founder-facing text of each state (design §2, exact copy).

@@ -13,6 +13,8 @@
     this.onopen = null;
     this.onerror = null;
     this.listeners = new Map();
+    this.latest = new Map(); // event name → newest message, for elements swapped in after it
+    this.pending = null;
     this.worker = new SharedWorker("/static/js/live-worker.js", { name: "sandman-live-" + user });
     this.port = this.worker.port;
     this.port.onmessage = (m) => this.receive(m.data);
@@ -28,8 +30,23 @@
       this.readyState = msg.closed ? 2 : 0;
       if (this.onerror) this.onerror(new Event("error"));
     } else if (msg.kind === "event") {
-      const ev = new MessageEvent(msg.name, { data: msg.data, lastEventId: msg.lastEventId });
-      for (const fn of this.listeners.get(msg.name) || []) fn(ev);
+      this.latest.set(msg.name, msg);
+      this.dispatch(msg);
+      // A state that arrives while htmx is still swapping in the previous one reaches only the
+      // old element's listener, which drops it: look again once the swap has settled.
+      clearTimeout(this.pending);
+      this.pending = setTimeout(() => this.catchUp(), 100);
+    }
+  };
+  SharedSource.prototype.dispatch = function (msg) {
+    const ev = new MessageEvent(msg.name, { data: msg.data, lastEventId: msg.lastEventId });
+    for (const fn of [...(this.listeners.get(msg.name) || [])]) fn(ev);
+  };
+  // catchUp hands the newest state to every element that shows an older one (data-event-id).
+  SharedSource.prototype.catchUp = function () {
+    for (const el of document.querySelectorAll("[sse-swap][data-event-id]")) {
+      const msg = this.latest.get(el.getAttribute("sse-swap"));
+      if (msg && Number(msg.lastEventId) > Number(el.dataset.eventId)) this.dispatch(msg);
     }
   };
   SharedSource.prototype.addEventListener = function (name, fn) {
@@ -48,7 +65,9 @@
     this.port.postMessage({ kind: "bye" });
   };
 
-  htmx.createEventSource = (url) => new SharedSource(url);
+  let current = null;
+  htmx.createEventSource = (url) => (current = new SharedSource(url));
+  document.addEventListener("htmx:afterSettle", () => current && current.catchUp());
 })();
 
 // The build page tells Sandman the founder is looking, while the tab is visible, at most once a
