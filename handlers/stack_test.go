@@ -35,6 +35,8 @@ type stackOptions struct {
 	databaseURL string
 	// config edits the test-sized lifecycle configuration.
 	config func(*lifecycle.Config)
+	// webOnly runs no jobs here (sandman serve --role=web): it only inserts them.
+	webOnly bool
 }
 
 const testWebhookSecret = "test-webhook-secret"
@@ -76,7 +78,7 @@ func newStack(t testing.TB, opts stackOptions) *stack {
 	if opts.config != nil {
 		opts.config(&cfg)
 	}
-	life, err := lifecycle.New(lifecycle.Options{Pool: pool, Provider: provider, Config: cfg, Work: true, Logger: testLogger()})
+	life, err := lifecycle.New(lifecycle.Options{Pool: pool, Provider: provider, Config: cfg, Work: !opts.webOnly, Logger: testLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,14 +16,33 @@ import (
 // Design §7: "verified webhooks ingested ≥ 2,000/s, none lost, none applied twice". Signed
 // deliveries for a running sandbox (pause and resume events with rising timestamps, one in ten
 // delivered twice under a new delivery id, as the provider's retries do) are posted by 16
-// concurrent senders; the rate is of accepted deliveries. Afterwards every event must be stored
-// once and applied at most once.
+// concurrent senders; the rate is of accepted deliveries. Two set-ups:
+//   - applying: one instance takes the webhooks and applies them at the same time;
+//   - web-only: a --role=web instance takes them while no worker runs; a worker instance then
+//     applies the backlog (its rate is reported as applied-events/s).
+//
+// Afterwards every event must be stored once, processed, and applied at most once.
 func BenchmarkWebhookIngest(b *testing.B) {
-	s := newStack(b, stackOptions{config: func(c *lifecycle.Config) { c.ReconcileEvery = 0 }})
-	c := s.newClient(b)
+	b.Run("applying", func(b *testing.B) { benchIngest(b, false) })
+	b.Run("web-only", func(b *testing.B) { benchIngest(b, true) })
+}
+
+func benchIngest(b *testing.B, webOnly bool) {
+	quiet := func(c *lifecycle.Config) { c.ReconcileEvery, c.EventsEvery, c.SweepEvery = 0, 0, 0 }
+	worker := newStack(b, stackOptions{config: quiet})
+	c := worker.newClient(b)
 	c.signUp("hooks@example.com")
-	_, sandboxID := s.buildCounter(b, c)
+	_, sandboxID := worker.buildCounter(b, c)
 	sb := c.waitSandbox(sandboxID, "running", time.Second)
+	s := worker
+	if webOnly {
+		s = newStack(b, stackOptions{config: quiet, host: worker.host, databaseURL: worker.url, webOnly: true})
+		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := worker.life.Stop(stopCtx); err != nil {
+			b.Fatal(err)
+		}
+		cancel()
+	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 	start := time.Now()
 	const perRound = 4000
@@ -77,6 +96,11 @@ func BenchmarkWebhookIngest(b *testing.B) {
 	b.ReportMetric(float64(accepted.Load())/took.Seconds(), "deliveries/s")
 
 	// None lost: every event stored once and processed; none applied twice.
+	applyFrom := began
+	if webOnly {
+		applyFrom = time.Now()
+		newStack(b, stackOptions{config: quiet, host: worker.host, databaseURL: worker.url})
+	}
 	deadline := time.Now().Add(2 * time.Minute)
 	for s.count(b, "SELECT count(*) FROM webhook_deliveries WHERE processed_at IS NULL") > 0 {
 		if time.Now().After(deadline) {
@@ -84,7 +108,7 @@ func BenchmarkWebhookIngest(b *testing.B) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	b.ReportMetric(float64(total)/time.Since(began).Seconds(), "applied-events/s")
+	b.ReportMetric(float64(total)/time.Since(applyFrom).Seconds(), "applied-events/s")
 	if n := s.count(b, "SELECT count(DISTINCT event_id) FROM webhook_deliveries"); n != total {
 		b.Fatalf("%d of %d events stored", n, total)
 	}
