@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"sandman/internal/testkit"
 )
 
 // stalledClient opens /events over a raw connection with a tiny receive buffer and never
@@ -74,7 +76,7 @@ func TestStalledClientIsDroppedWithoutHoldingBackOthers(t *testing.T) {
 	defer cancel()
 	healthy := h.stream(t, ctx, owner)
 	stalled := stalledClient(t, h, owner)
-	waitUntil(t, 10*time.Second, "both clients connected", func() bool { return h.hub.Clients() == 2 })
+	testkit.Until(t, 10*time.Second, "both clients connected", func() bool { return h.hub.Clients() == 2 })
 
 	// Lockstep: each change must reach the healthy client before the next is made, so a hub
 	// that waited on the stalled one would stop here (and fail) instead of racing ahead.
@@ -87,8 +89,8 @@ func TestStalledClientIsDroppedWithoutHoldingBackOthers(t *testing.T) {
 		h.state.set(owner, project, id)
 		h.hub.Deliver(ctx, owner, sandbox, id)
 		want := strconv.FormatInt(id, 10)
-		waitFor(t, healthy, 10*time.Second, "change "+want+" on the healthy client", func(ev sseEvent) bool {
-			return ev.event == "pane-"+project && ev.id == want
+		testkit.NextSSE(t, healthy, 10*time.Second, "change "+want+" on the healthy client", func(ev testkit.SSEEvent) bool {
+			return ev.Event == "pane-"+project && ev.ID == want
 		})
 	}
 	t.Logf("stalled client dropped after %d changes", id)
@@ -105,11 +107,11 @@ func TestStalledClientIsDroppedWithoutHoldingBackOthers(t *testing.T) {
 		h.state.set(owner, project, id)
 		h.hub.Deliver(ctx, owner, sandbox, id)
 		want := strconv.FormatInt(id, 10)
-		waitFor(t, healthy, 10*time.Second, "change "+want+" after the drop", func(ev sseEvent) bool {
-			return ev.event == "pane-"+project && ev.id == want
+		testkit.NextSSE(t, healthy, 10*time.Second, "change "+want+" after the drop", func(ev testkit.SSEEvent) bool {
+			return ev.Event == "pane-"+project && ev.ID == want
 		})
 	}
-	waitUntil(t, 10*time.Second, "no goroutine stranded by the drop", func() bool { return strandedGoroutines() == 0 })
+	testkit.Until(t, 10*time.Second, "no goroutine stranded by the drop", func() bool { return strandedGoroutines() == 0 })
 }
 
 // Not parallel, for the goroutine count.
@@ -123,7 +125,7 @@ func TestCloseEndsEveryStream(t *testing.T) {
 	defer cancel()
 	healthy := h.stream(t, ctx, quick)
 	stalled := stalledClient(t, h, slow)
-	waitUntil(t, 10*time.Second, "both clients connected", func() bool { return h.hub.Clients() == 2 })
+	testkit.Until(t, 10*time.Second, "both clients connected", func() bool { return h.hub.Clients() == 2 })
 	// More than the sockets hold but less than gets it dropped: its handler is blocked
 	// writing when Close comes.
 	for id := int64(2); id < 30; id++ {
@@ -133,7 +135,7 @@ func TestCloseEndsEveryStream(t *testing.T) {
 	dropped := h.counter(t, "sandman_sse_dropped_total")
 
 	h.hub.Close()
-	waitUntil(t, 10*time.Second, "every stream ended", func() bool { return h.hub.Clients() == 0 })
+	testkit.Until(t, 10*time.Second, "every stream ended", func() bool { return h.hub.Clients() == 0 })
 	timeout := time.After(10 * time.Second)
 	for open := true; open; {
 		select {
@@ -146,7 +148,7 @@ func TestCloseEndsEveryStream(t *testing.T) {
 	if got := h.counter(t, "sandman_sse_dropped_total"); got != dropped {
 		t.Fatalf("shutdown counted %v clients as dropped", got-dropped)
 	}
-	waitUntil(t, 10*time.Second, "no goroutine stranded by Close", func() bool { return strandedGoroutines() == 0 })
+	testkit.Until(t, 10*time.Second, "no goroutine stranded by Close", func() bool { return strandedGoroutines() == 0 })
 
 	res, err := http.Get(h.srv.URL + "/events?owner=" + quick.String())
 	if err != nil {
@@ -176,21 +178,21 @@ func TestSnapshotOfManyProjectsArrivesWhole(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	events := h.stream(t, ctx, owner)
-	waitUntil(t, 10*time.Second, "connected", func() bool { return h.hub.Clients() == 1 })
+	testkit.Until(t, 10*time.Second, "connected", func() bool { return h.hub.Clients() == 1 })
 	h.state.set(owner, projectOf(changed), 2)
 	h.hub.Deliver(ctx, owner, changed, 2)
 
 	panes := map[string]bool{}
 	newest := false
-	waitFor(t, events, 20*time.Second, fmt.Sprintf("the panes of all %d projects and the change", projects), func(ev sseEvent) bool {
-		if ev.event == "pane-"+projectOf(changed) {
-			if newest && ev.id != "2" {
-				t.Fatalf("state %s of the changed project followed state 2", ev.id)
+	testkit.NextSSE(t, events, 20*time.Second, fmt.Sprintf("the panes of all %d projects and the change", projects), func(ev testkit.SSEEvent) bool {
+		if ev.Event == "pane-"+projectOf(changed) {
+			if newest && ev.ID != "2" {
+				t.Fatalf("state %s of the changed project followed state 2", ev.ID)
 			}
-			newest = newest || ev.id == "2"
+			newest = newest || ev.ID == "2"
 		}
-		if len(ev.event) > 5 && ev.event[:5] == "pane-" {
-			panes[ev.event] = true
+		if len(ev.Event) > 5 && ev.Event[:5] == "pane-" {
+			panes[ev.Event] = true
 		}
 		return len(panes) == projects && newest
 	})
@@ -210,22 +212,22 @@ func TestClientsGetOnlyTheirOwnersChanges(t *testing.T) {
 	defer cancel()
 	aliceEvents := h.stream(t, ctx, alice)
 	bobEvents := h.stream(t, ctx, bob)
-	isPane := func(sandbox uuid.UUID, id string) func(sseEvent) bool {
-		return func(ev sseEvent) bool { return ev.event == "pane-"+projectOf(sandbox) && ev.id == id }
+	isPane := func(sandbox uuid.UUID, id string) func(testkit.SSEEvent) bool {
+		return func(ev testkit.SSEEvent) bool { return ev.Event == "pane-"+projectOf(sandbox) && ev.ID == id }
 	}
-	waitFor(t, aliceEvents, 10*time.Second, "alice's snapshot", isPane(aliceSandbox, "1"))
-	waitFor(t, bobEvents, 10*time.Second, "bob's snapshot", isPane(bobSandbox, "1"))
+	testkit.NextSSE(t, aliceEvents, 10*time.Second, "alice's snapshot", isPane(aliceSandbox, "1"))
+	testkit.NextSSE(t, bobEvents, 10*time.Second, "bob's snapshot", isPane(bobSandbox, "1"))
 
 	h.state.set(alice, projectOf(aliceSandbox), 2)
 	h.hub.Deliver(ctx, alice, aliceSandbox, 2)
-	waitFor(t, aliceEvents, 10*time.Second, "alice's change", isPane(aliceSandbox, "2"))
+	testkit.NextSSE(t, aliceEvents, 10*time.Second, "alice's change", isPane(aliceSandbox, "2"))
 	// Bob's own change comes after alice's on the same path: anything of alice's would
 	// arrive before it.
 	h.state.set(bob, projectOf(bobSandbox), 3)
 	h.hub.Deliver(ctx, bob, bobSandbox, 3)
-	waitFor(t, bobEvents, 10*time.Second, "bob's change", func(ev sseEvent) bool {
-		if ev.event != "card-"+projectOf(bobSandbox) && ev.event != "pane-"+projectOf(bobSandbox) {
-			t.Fatalf("bob received %s %q", ev.event, ev.data)
+	testkit.NextSSE(t, bobEvents, 10*time.Second, "bob's change", func(ev testkit.SSEEvent) bool {
+		if ev.Event != "card-"+projectOf(bobSandbox) && ev.Event != "pane-"+projectOf(bobSandbox) {
+			t.Fatalf("bob received %s %q", ev.Event, ev.Data)
 		}
 		return isPane(bobSandbox, "3")(ev)
 	})
