@@ -99,6 +99,13 @@ func MapError(err error) error {
 	return err
 }
 
+// IsNotFound reports whether err says a row was not found: a query that returned no row
+// (pgx.ErrNoRows, mapped or not) or ErrNotFound itself. Write-once inserts (ON CONFLICT DO
+// NOTHING RETURNING …) also answer this way when the row already existed.
+func IsNotFound(err error) bool {
+	return errors.Is(err, ErrNotFound) || errors.Is(err, pgx.ErrNoRows)
+}
+
 // IsConstraint reports whether err is a violation of the named constraint.
 func IsConstraint(err error, name string) bool {
 	var pgErr *pgconn.PgError

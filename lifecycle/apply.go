@@ -62,7 +62,7 @@ func Apply(ctx context.Context, q *db.Queries, sb db.Sandbox, c Change) (db.Sand
 	}
 	updated, err := q.UpdateSandboxStatus(ctx, p)
 	if err != nil {
-		if errors.Is(db.MapError(err), db.ErrNotFound) {
+		if db.IsNotFound(err) {
 			return sb, ErrStale
 		}
 		return sb, err

@@ -98,7 +98,7 @@ func (s *Service) runBuild(ctx context.Context, sb db.Sandbox, build db.Build, p
 		if err != nil {
 			// The row moved on (replaced or failed) while we created: give the sandbox back.
 			_ = s.providerKill(context.WithoutCancel(ctx), created.ID)
-			if errors.Is(db.MapError(err), db.ErrNotFound) {
+			if db.IsNotFound(err) {
 				return nil
 			}
 			return err

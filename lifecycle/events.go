@@ -2,11 +2,9 @@ package lifecycle
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
 	"sandman/db"
@@ -37,7 +35,7 @@ type ProviderEvent struct {
 // are ignored. It reports whether the row changed.
 func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent, source db.EventSource) (bool, error) {
 	sb, err := s.q.GetSandboxByProviderID(ctx, &ev.SandboxID)
-	if errors.Is(db.MapError(err), db.ErrNotFound) {
+	if db.IsNotFound(err) {
 		return false, nil
 	}
 	if err != nil {
@@ -116,7 +114,7 @@ func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent, sour
 // rather than by applying a provider event.
 func lastChangeWasOurs(ctx context.Context, q *db.Queries, id uuid.UUID) (bool, error) {
 	fromProvider, err := q.LatestSandboxEventFromProvider(ctx, id)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if db.IsNotFound(err) {
 		return true, nil
 	}
 	return !fromProvider, err
@@ -146,7 +144,7 @@ func (s *Service) CatchUpEvents(ctx context.Context) error {
 	var since time.Time
 	if raw, err := s.q.GetProviderCursor(ctx, eventsCursorName); err == nil {
 		since, _ = time.Parse(time.RFC3339Nano, raw)
-	} else if !errors.Is(db.MapError(err), db.ErrNotFound) {
+	} else if !db.IsNotFound(err) {
 		return err
 	}
 	if since.IsZero() {

@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/google/uuid"
@@ -160,7 +159,7 @@ func (s *Service) transition(ctx context.Context, id uuid.UUID, decide func(*db.
 // OwnedSandbox returns the founder's sandbox, or a not-found error for anyone else's.
 func (s *Service) OwnedSandbox(ctx context.Context, owner, id uuid.UUID) (db.Sandbox, error) {
 	sb, err := s.q.GetSandboxByOwner(ctx, db.GetSandboxByOwnerParams{ID: id, OwnerID: owner})
-	if errors.Is(db.MapError(err), db.ErrNotFound) {
+	if db.IsNotFound(err) {
 		return sb, apperr.NotFound("Sandbox")
 	}
 	return sb, err

@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"errors"
 
 	"github.com/google/uuid"
 
@@ -50,7 +49,7 @@ func (s *Service) Projects(ctx context.Context, owner uuid.UUID) ([]ProjectView,
 func (s *Service) Project(ctx context.Context, owner, projectID uuid.UUID) (ProjectView, error) {
 	p, err := s.q.GetProjectByOwner(ctx, db.GetProjectByOwnerParams{ID: projectID, OwnerID: owner})
 	if err != nil {
-		if errors.Is(db.MapError(err), db.ErrNotFound) {
+		if db.IsNotFound(err) {
 			return ProjectView{}, apperr.NotFound("Project")
 		}
 		return ProjectView{}, err
@@ -62,7 +61,7 @@ func (s *Service) Project(ctx context.Context, owner, projectID uuid.UUID) (Proj
 	}
 	v.FileCount = len(files)
 	sb, err := s.q.GetCurrentSandboxByProject(ctx, p.ID)
-	if errors.Is(db.MapError(err), db.ErrNotFound) {
+	if db.IsNotFound(err) {
 		return v, nil
 	}
 	if err != nil {

@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -151,7 +150,7 @@ func (s *Service) Activity(ctx context.Context, owner, sandboxID uuid.UUID) erro
 		return err
 	}
 	_, err := s.q.TouchSandboxActivity(ctx, db.TouchSandboxActivityParams{ID: sandboxID, OwnerID: owner})
-	if errors.Is(db.MapError(err), db.ErrNotFound) {
+	if db.IsNotFound(err) {
 		return nil // touched within the last second already
 	}
 	return err

@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -68,7 +67,7 @@ func (s *Service) StartBuild(ctx context.Context, owner, projectID uuid.UUID, ke
 		res = BuildResult{}
 		project, err := q.LockProjectByOwner(ctx, db.LockProjectByOwnerParams{ID: projectID, OwnerID: owner})
 		if err != nil {
-			if errors.Is(db.MapError(err), db.ErrNotFound) {
+			if db.IsNotFound(err) {
 				return apperr.NotFound("Project")
 			}
 			return err
@@ -76,14 +75,14 @@ func (s *Service) StartBuild(ctx context.Context, owner, projectID uuid.UUID, ke
 		ledgerKey := owner.String() + ":" + key
 		ledgerID, err := q.InsertCreditDebit(ctx, db.InsertCreditDebitParams{UserID: owner, Reason: buildReason(rebuild), IdempotencyKey: &ledgerKey})
 		if err != nil {
-			if !errors.Is(db.MapError(err), db.ErrNotFound) {
+			if !db.IsNotFound(err) {
 				return err
 			}
 			return s.replay(ctx, q, ledgerKey, &res)
 		}
 		_, err = q.GetLatestBuild(ctx, project.ID)
 		hasBuild := err == nil
-		if err != nil && !errors.Is(db.MapError(err), db.ErrNotFound) {
+		if err != nil && !db.IsNotFound(err) {
 			return err
 		}
 		switch {
@@ -110,7 +109,7 @@ func (s *Service) StartBuild(ctx context.Context, owner, projectID uuid.UUID, ke
 		}
 		if rebuild {
 			source, err := q.GetLastGoodBuild(ctx, project.ID)
-			if err != nil && !errors.Is(db.MapError(err), db.ErrNotFound) {
+			if err != nil && !db.IsNotFound(err) {
 				return err
 			}
 			if err == nil {
@@ -176,7 +175,7 @@ func (s *Service) replay(ctx context.Context, q db.Tx, ledgerKey string, res *Bu
 // kill, unless it is already gone.
 func (s *Service) replaceCurrent(ctx context.Context, q db.Tx, projectID uuid.UUID) error {
 	cur, err := q.GetCurrentSandboxByProject(ctx, projectID)
-	if errors.Is(db.MapError(err), db.ErrNotFound) {
+	if db.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {

@@ -3,7 +3,6 @@ package lifecycle
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -63,7 +62,7 @@ func (s *Service) ReceiveWebhook(ctx context.Context, header http.Header, body [
 		id, err := q.InsertWebhookDelivery(ctx, db.InsertWebhookDeliveryParams{
 			EventID: ev.ID, DeliveryID: storableHeader(header.Get("e2b-delivery-id")), EventType: ev.Type, Headers: headers, Body: body,
 		})
-		if errors.Is(db.MapError(err), db.ErrNotFound) {
+		if db.IsNotFound(err) {
 			res.Duplicate = true
 			return nil
 		}

@@ -3,7 +3,6 @@ package projects
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -127,7 +126,7 @@ func (s *Service) create(ctx context.Context, owner uuid.UUID, starter *string, 
 func (s *Service) Get(ctx context.Context, owner, id uuid.UUID) (db.Project, error) {
 	p, err := s.q.GetProjectByOwner(ctx, db.GetProjectByOwnerParams{ID: id, OwnerID: owner})
 	if err != nil {
-		if errors.Is(db.MapError(err), db.ErrNotFound) {
+		if db.IsNotFound(err) {
 			return db.Project{}, apperr.NotFound("Project")
 		}
 		return db.Project{}, err
