@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"sandman/app"
+	"sandman/app/apptest"
 	"sandman/lifecycle"
 )
 
@@ -17,14 +19,14 @@ import (
 // until the founder's open stream carries the new pane: the whole path of verify, store, job,
 // transition, NOTIFY, LISTEN, render and stream.
 func BenchmarkWebhookToSSE(b *testing.B) {
-	s := newStack(b, stackOptions{config: func(c *lifecycle.Config) { c.ReconcileEvery = 0 }})
-	c := s.newClient(b)
-	c.signUp("latency@example.com")
-	projectID, sandboxID := s.buildCounter(b, c)
-	sb := c.waitSandbox(sandboxID, "running", time.Second)
+	s := start(b, apptest.Options{Config: func(c *app.Config) { c.Lifecycle.ReconcileEvery = 0 }})
+	c := s.NewClient(b)
+	c.SignUp("latency@example.com")
+	projectID, sandboxID := c.BuildCounter()
+	sb := c.WaitSandbox(sandboxID, "running", time.Second)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	events := c.stream(ctx)
+	events := c.Stream(ctx)
 	nextMatching(b, events, "pane-"+projectID, `data-status="running"`, 5*time.Second)
 
 	at := time.Now()
@@ -38,7 +40,7 @@ func BenchmarkWebhookToSSE(b *testing.B) {
 		at = at.Add(time.Millisecond)
 		body := hookBody(uuid.NewString(), typ, sb.ProviderID, at, nil)
 		start := time.Now()
-		res, err := http.DefaultClient.Do(webhookRequest(s.srv.URL, body, sign(testWebhookSecret, body), uuid.NewString()))
+		res, err := http.DefaultClient.Do(webhookRequest(s.URL(), body, sign(apptest.WebhookSecret, body), uuid.NewString()))
 		if err != nil {
 			b.Fatal(err)
 		}

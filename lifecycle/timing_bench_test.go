@@ -71,7 +71,7 @@ func waitStatusSince(b *testing.B, tb *testBundle, id uuid.UUID, want db.Sandbox
 // which NOTIFYs in the same transaction.
 func BenchmarkResumeMemory(b *testing.B) {
 	host := sandboxdtest.Start(b)
-	tb := setupWith(b, providerFor(b, host), fastConfig(), true)
+	tb := setupWith(b, host, fastConfig(), true)
 	owners, sbs := runningCounters(b, tb, 1)
 	ctx := context.Background()
 	var samples []time.Duration
@@ -100,7 +100,7 @@ func BenchmarkIdlePauseLag(b *testing.B) {
 	cfg := fastConfig()
 	// Long enough that the pause job goes through River's scheduler like a production 3m one.
 	cfg.IdleTimeout = 8 * time.Second
-	tb := setupWith(b, providerFor(b, host), cfg, true)
+	tb := setupWith(b, host, cfg, true)
 	owners, sbs := runningCounters(b, tb, 4)
 	ctx := context.Background()
 	var samples []time.Duration
@@ -145,7 +145,7 @@ func BenchmarkMissedWebhookCorrected(b *testing.B) {
 	def := lifecycle.DefaultConfig()
 	cfg.ReconcileEvery, cfg.EventsEvery, cfg.SweepEvery = def.ReconcileEvery, def.EventsEvery, def.SweepEvery
 	cfg.IdleTimeout = time.Hour
-	tb := setupWith(b, providerFor(b, host), cfg, true)
+	tb := setupWith(b, host, cfg, true)
 	_, sbs := runningCounters(b, tb, 3)
 	var samples []time.Duration
 	b.ResetTimer()
