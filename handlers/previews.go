@@ -132,7 +132,7 @@ func (h *Handlers) pause(c echo.Context, owner, id uuid.UUID) error {
 	return err
 }
 
-// sandboxJSON is a sandbox in the JSON API (design §10).
+// sandboxJSON is a sandbox in the JSON API (README, "JSON API").
 type sandboxJSON struct {
 	ID                 string     `json:"id"`
 	ProviderID         *string    `json:"providerId"`
@@ -156,9 +156,7 @@ func (h *Handlers) toSandboxJSON(sb db.Sandbox) sandboxJSON {
 		k := string(*sb.SnapshotKind)
 		out.SnapshotKind = &k
 	}
-	if sb.Status == lifecycle.Running || sb.Status == lifecycle.Starting {
-		out.ExpiresAt = sb.EndAt
-	}
+	out.ExpiresAt = lifecycle.ExpiresAt(sb)
 	return out
 }
 

@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"archive/zip"
 	"bytes"
+	"context"
 	"fmt"
 	"mime/multipart"
 	"net/http"
@@ -12,7 +13,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
+
 	"sandman/app/apptest"
+	"sandman/handlers"
 )
 
 type upFile struct {
@@ -248,4 +252,49 @@ func FuzzUpload(f *testing.F) {
 			t.Fatalf("status %d for %q: %s", r.Status, body, r.Body)
 		}
 	})
+}
+
+// Only a page the founder opens asks the provider about a stale sandbox; rendering the same
+// card for the live feed (a NOTIFY, a reconnect's snapshot) reads and nothing more.
+func TestOnlyOpeningAPageQueuesAVerification(t *testing.T) {
+	t.Parallel()
+	s := webOnly(t) // no workers: queued jobs stay in the table to be counted
+	c := s.NewClient(t)
+	c.SignUp("verify@example.com")
+	var p struct{ ID string }
+	apptest.RequireStatus(t, c.API(http.MethodPost, "/api/projects", map[string]string{"starter": "counter"}, &p), http.StatusCreated)
+	var built struct{ Sandbox struct{ ID string } }
+	apptest.RequireStatus(t, c.API(http.MethodPost, "/api/projects/"+p.ID+"/builds", map[string]string{"idempotencyKey": "k"}, &built), http.StatusAccepted)
+	ctx := context.Background()
+	// Fixture: a running sandbox never verified, as a build leaves it before any check.
+	var owner uuid.UUID
+	if err := s.Pool().QueryRow(ctx, `UPDATE sandboxes SET status = 'running', provider_id = 'i-fixture', last_verified_at = NULL
+		WHERE id = $1 RETURNING owner_id`, built.Sandbox.ID).Scan(&owner); err != nil {
+		t.Fatal(err)
+	}
+	verifies := func() int {
+		return s.count(t, "SELECT count(*) FROM river_job WHERE kind = 'verify' AND args->>'sandbox_id' = $1", built.Sandbox.ID)
+	}
+
+	if _, err := handlers.RenderSandbox(s.Lifecycle())(ctx, owner, uuid.MustParse(built.Sandbox.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := handlers.RenderSnapshot(s.Lifecycle())(ctx, owner); err != nil {
+		t.Fatal(err)
+	}
+	if n := verifies(); n != 0 {
+		t.Fatalf("rendering for the live feed queued %d verifications", n)
+	}
+	apptest.RequireStatus(t, c.Get("/projects/"+p.ID), http.StatusOK)
+	if n := verifies(); n != 1 {
+		t.Fatalf("opening the build page of a stale sandbox queued %d verifications, want 1", n)
+	}
+	// Verified a moment ago: opening the dashboard asks nothing more.
+	if _, err := s.Pool().Exec(ctx, "UPDATE sandboxes SET last_verified_at = now() WHERE id = $1", built.Sandbox.ID); err != nil {
+		t.Fatal(err)
+	}
+	apptest.RequireStatus(t, c.Get("/"), http.StatusOK)
+	if n := verifies(); n != 1 {
+		t.Fatalf("opening the dashboard of a fresh sandbox queued more: %d verifications", n)
+	}
 }

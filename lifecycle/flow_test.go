@@ -142,6 +142,20 @@ func TestPreviewLifecycleEndToEnd(t *testing.T) {
 	if old, _ := db.New(b.pool).GetSandbox(ctx, sb.ID); old.Status != lifecycle.Killed {
 		t.Fatalf("old sandbox became %s", old.Status)
 	}
+
+	// The badge lasts until the rebuilt preview first sleeps, and does not come back with it.
+	if _, err := b.svc.RequestPause(ctx, u.ID, fresh.ID); err != nil {
+		t.Fatal(err)
+	}
+	if paused := b.waitStatus(t, fresh.ID, lifecycle.Paused, 30*time.Second); paused.Recreated {
+		t.Fatal("a paused rebuilt preview still shows Recreated")
+	}
+	if _, err := b.svc.Resume(ctx, u.ID, fresh.ID); err != nil {
+		t.Fatal(err)
+	}
+	if resumed := b.waitStatus(t, fresh.ID, lifecycle.Running, 30*time.Second); resumed.Recreated {
+		t.Fatal("the badge came back with the resume")
+	}
 }
 
 func TestFilesystemPauseRestartsDevServer(t *testing.T) {

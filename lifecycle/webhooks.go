@@ -58,8 +58,8 @@ func (s *Service) ReceiveWebhook(ctx context.Context, header http.Header, body [
 		"content-type":          storableHeader(header.Get("Content-Type")),
 	})
 	res := WebhookResult{EventID: ev.ID}
-	err = db.InTx(ctx, s.pool, func(q db.Tx) error {
-		id, err := q.InsertWebhookDelivery(ctx, db.InsertWebhookDeliveryParams{
+	err = db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		id, err := tx.InsertWebhookDelivery(ctx, db.InsertWebhookDeliveryParams{
 			EventID: ev.ID, DeliveryID: storableHeader(header.Get("e2b-delivery-id")), EventType: ev.Type, Headers: headers, Body: body,
 		})
 		if db.IsNotFound(err) {
@@ -69,7 +69,7 @@ func (s *Service) ReceiveWebhook(ctx context.Context, header http.Header, body [
 		if err != nil {
 			return err
 		}
-		_, err = s.river.InsertTx(ctx, q.Tx, WebhookArgs{DeliveryID: id}, nil)
+		_, err = s.river.InsertTx(ctx, tx.Pgx(), WebhookArgs{DeliveryID: id}, nil)
 		return err
 	})
 	return res, err
