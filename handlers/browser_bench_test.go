@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"sandman/app/apptest"
+	"sandman/views"
 )
 
 // Design §7: "requests from an idle open dashboard: 0 per minute". A dashboard with a running
@@ -19,7 +20,7 @@ func BenchmarkIdleDashboardRequests(b *testing.B) {
 	browser := apptest.NewBrowser(b)
 	dash := browser.Open(b, s.URL()+"/login")
 	dash.LogIn(b, s.URL(), "idle@example.com")
-	dash.WaitFor(b, "the card running", statusIs("card", projectID, "running"))
+	dash.WaitFor(b, "the card running", statusIs(views.Card, projectID, "running"))
 	before := len(dash.Requests())
 	b.ResetTimer()
 	for range b.N {

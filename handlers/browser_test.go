@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"sandman/app/apptest"
+	"sandman/views"
 )
 
-func statusIs(kind, projectID, status string) string {
-	return fmt.Sprintf(`document.querySelector("#%s-%s")?.dataset.status === %q`, kind, projectID, status)
+// statusIs is the JavaScript condition that the project's fragment shows status.
+func statusIs(f views.Fragment, projectID, status string) string {
+	return fmt.Sprintf(`document.getElementById(%q)?.dataset.status === %q`, views.DOMID(f, projectID), status)
 }
 
 // TestBrowserLiveUpdates opens the dashboard and the build page, changes the sandbox through
@@ -29,9 +31,9 @@ func TestBrowserLiveUpdates(t *testing.T) {
 	browser := apptest.NewBrowser(t)
 	dash := browser.Open(t, s.URL()+"/login")
 	dash.LogIn(t, s.URL(), "browser@example.com")
-	dash.WaitFor(t, "the card running", statusIs("card", projectID, "running"))
+	dash.WaitFor(t, "the card running", statusIs(views.Card, projectID, "running"))
 	page := browser.Open(t, s.URL()+"/projects/"+projectID)
-	page.WaitFor(t, "the pane running", statusIs("pane", projectID, "running"))
+	page.WaitFor(t, "the pane running", statusIs(views.Pane, projectID, "running"))
 	// The iframe really shows the starter's page: the preview's origin (sandboxd's
 	// *.localhost) is allowed by the production Content-Security-Policy, and it answers.
 	page.FrameText(t, sb.PreviewURL, "Visits: ")
@@ -61,9 +63,9 @@ func TestBrowserLiveUpdates(t *testing.T) {
 		step.change()
 		// The backend first, so a failure below is the page's, not the lifecycle's.
 		c.WaitSandbox(sandboxID, step.status, 30*time.Second)
-		dash.WaitFor(t, "the card "+step.status+" after "+step.name, statusIs("card", projectID, step.status))
-		page.WaitFor(t, "the pane "+step.status+" after "+step.name, statusIs("pane", projectID, step.status))
-		page.WaitFor(t, "the heading after "+step.name, fmt.Sprintf(`document.querySelector("#pane-%s").innerText.includes(%q)`, projectID, step.heading))
+		dash.WaitFor(t, "the card "+step.status+" after "+step.name, statusIs(views.Card, projectID, step.status))
+		page.WaitFor(t, "the pane "+step.status+" after "+step.name, statusIs(views.Pane, projectID, step.status))
+		page.WaitFor(t, "the heading after "+step.name, fmt.Sprintf(`document.getElementById(%q).innerText.includes(%q)`, views.DOMID(views.Pane, projectID), step.heading))
 		if step.name == "resume" {
 			// The pane came back with a fresh iframe, which loads the preview by itself.
 			resumed := c.WaitSandbox(sandboxID, "running", time.Second)
@@ -116,9 +118,9 @@ func TestBrowserTenTabs(t *testing.T) {
 	waitAll := func(status string) {
 		t.Helper()
 		for i, tb := range tabs {
-			kind := "card"
+			kind := views.Card
 			if apptest.Eval[bool](t, tb, `location.pathname.startsWith("/projects/")`) {
-				kind = "pane"
+				kind = views.Pane
 			}
 			tb.WaitFor(t, fmt.Sprintf("tab %d %s %s", i, kind, status), statusIs(kind, projectID, status))
 		}

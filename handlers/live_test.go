@@ -14,6 +14,7 @@ import (
 	"sandman/db"
 	"sandman/e2b"
 	"sandman/internal/testkit"
+	"sandman/views"
 )
 
 // nextMatching waits for a message of the given event name whose data contains want.
@@ -35,10 +36,10 @@ func TestProviderKillReachesTheStreamThroughTheWebhook(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	events := c.Stream(ctx)
-	nextMatching(t, events, "card-"+projectID, "Live preview ready", 5*time.Second)
+	nextMatching(t, events, views.DOMID(views.Card, projectID), "Live preview ready", 5*time.Second)
 
 	s.Host.KillFromDashboard(t, sb.ProviderID)
-	nextMatching(t, events, "pane-"+projectID, "Sandbox not found", 5*time.Second)
+	nextMatching(t, events, views.DOMID(views.Pane, projectID), "Sandbox not found", 5*time.Second)
 	c.WaitSandbox(sandboxID, "killed", time.Second)
 }
 
@@ -67,11 +68,11 @@ func TestStreamCarriesOnlyTheFoundersOwnChanges(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	aliceEvents, bobEvents := alice.Stream(ctx), bob.Stream(ctx)
-	nextMatching(t, aliceEvents, "pane-"+aliceProject, "Live preview ready", 10*time.Second)
-	nextMatching(t, bobEvents, "pane-"+bobProject, "Live preview ready", 10*time.Second)
+	nextMatching(t, aliceEvents, views.DOMID(views.Pane, aliceProject), "Live preview ready", 10*time.Second)
+	nextMatching(t, bobEvents, views.DOMID(views.Pane, bobProject), "Live preview ready", 10*time.Second)
 
 	alice.Pause(aliceSandbox)
-	nextMatching(t, aliceEvents, "pane-"+aliceProject, sleeping, 10*time.Second)
+	nextMatching(t, aliceEvents, views.DOMID(views.Pane, aliceProject), sleeping, 10*time.Second)
 	// Every change goes through one feed in commit order: once bob sees his own later change,
 	// anything of alice's would already have reached him.
 	bob.Pause(bobSandbox)
@@ -85,7 +86,7 @@ func TestStreamCarriesOnlyTheFoundersOwnChanges(t *testing.T) {
 			if !strings.HasSuffix(ev.Event, "-"+bobProject) || strings.Contains(ev.Data, aliceProject) {
 				t.Fatalf("bob received %s: %.200s", ev.Event, ev.Data)
 			}
-			if ev.Event == "pane-"+bobProject && strings.Contains(ev.Data, sleeping) {
+			if ev.Event == views.DOMID(views.Pane, bobProject) && strings.Contains(ev.Data, sleeping) {
 				return
 			}
 		case <-timeout:
@@ -103,7 +104,7 @@ func TestReconnectStartsWithTheCurrentState(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	events := c.Stream(ctx)
-	nextMatching(t, events, "pane-"+projectID, "Live preview ready", 10*time.Second)
+	nextMatching(t, events, views.DOMID(views.Pane, projectID), "Live preview ready", 10*time.Second)
 	cancel()
 	s.waitClients(t, 0)
 
@@ -112,7 +113,7 @@ func TestReconnectStartsWithTheCurrentState(t *testing.T) {
 	ctx, cancel = context.WithCancel(context.Background())
 	defer cancel()
 	events = c.Stream(ctx)
-	for _, name := range []string{"card-" + projectID, "pane-" + projectID} {
+	for _, name := range []string{views.DOMID(views.Card, projectID), views.DOMID(views.Pane, projectID)} {
 		select {
 		case ev := <-events:
 			if ev.Event != name || !strings.Contains(ev.Data, sleeping) {
@@ -147,7 +148,7 @@ func TestFeedResyncsAfterItsConnectionIsKilled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	events := c.Stream(ctx)
-	nextMatching(t, events, "pane-"+projectID, "Live preview ready", 10*time.Second)
+	nextMatching(t, events, views.DOMID(views.Pane, projectID), "Live preview ready", 10*time.Second)
 	old := s.listenerPID(t)
 	if old == 0 {
 		t.Fatal("no LISTEN connection found")
@@ -165,14 +166,14 @@ func TestFeedResyncsAfterItsConnectionIsKilled(t *testing.T) {
 	if err := s.Pool().QueryRow(context.Background(), "SELECT pg_terminate_backend($1)", old).Scan(&killed); err != nil || !killed {
 		t.Fatalf("terminate the listener: %v %v", killed, err)
 	}
-	nextMatching(t, events, "pane-"+projectID, sleeping, 20*time.Second)
+	nextMatching(t, events, views.DOMID(views.Pane, projectID), sleeping, 20*time.Second)
 	if pid := s.listenerPID(t); pid == 0 || pid == old {
 		t.Fatalf("listener backend %d after killing %d", pid, old)
 	}
 
 	// And the feed is live again: a real change arrives by NOTIFY.
 	apptest.RequireStatus(t, c.API(http.MethodPost, "/api/sandboxes/"+sandboxID+"/resume", nil, nil), http.StatusAccepted)
-	nextMatching(t, events, "pane-"+projectID, "Live preview ready", 30*time.Second)
+	nextMatching(t, events, views.DOMID(views.Pane, projectID), "Live preview ready", 30*time.Second)
 }
 
 func TestWebhookOnOneInstanceReachesAClientOnAnother(t *testing.T) {
@@ -191,12 +192,12 @@ func TestWebhookOnOneInstanceReachesAClientOnAnother(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	events := onB.Stream(ctx)
-	nextMatching(t, events, "pane-"+projectID, "Live preview ready", 10*time.Second)
+	nextMatching(t, events, views.DOMID(views.Pane, projectID), "Live preview ready", 10*time.Second)
 	b.waitClients(t, 1)
 	a.waitClients(t, 0)
 
 	a.Host.KillFromDashboard(t, sb.ProviderID)
-	nextMatching(t, events, "pane-"+projectID, "Sandbox not found", 30*time.Second)
+	nextMatching(t, events, views.DOMID(views.Pane, projectID), "Sandbox not found", 30*time.Second)
 	var deliveries int
 	if err := a.Pool().QueryRow(context.Background(), "SELECT count(*) FROM webhook_deliveries WHERE event_type = $1 AND outcome = 'applied'",
 		e2b.EventKilled).Scan(&deliveries); err != nil || deliveries != 1 {

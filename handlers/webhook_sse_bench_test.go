@@ -12,6 +12,7 @@ import (
 	"sandman/app"
 	"sandman/app/apptest"
 	"sandman/lifecycle"
+	"sandman/views"
 )
 
 // Design §7: "webhook received → SSE message written, p99 ≤ 50 ms". Each iteration posts one
@@ -27,7 +28,7 @@ func BenchmarkWebhookToSSE(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	events := c.Stream(ctx)
-	nextMatching(b, events, "pane-"+projectID, `data-status="running"`, 5*time.Second)
+	nextMatching(b, events, views.DOMID(views.Pane, projectID), `data-status="running"`, 5*time.Second)
 
 	at := time.Now()
 	var samples []time.Duration
@@ -48,7 +49,7 @@ func BenchmarkWebhookToSSE(b *testing.B) {
 		if res.StatusCode != http.StatusOK {
 			b.Fatalf("webhook answered %d", res.StatusCode)
 		}
-		nextMatching(b, events, "pane-"+projectID, want, 30*time.Second)
+		nextMatching(b, events, views.DOMID(views.Pane, projectID), want, 30*time.Second)
 		samples = append(samples, time.Since(start))
 	}
 	b.StopTimer()

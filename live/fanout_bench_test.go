@@ -14,6 +14,7 @@ import (
 	"sandman/db"
 	"sandman/db/dbtest"
 	"sandman/internal/testkit"
+	"sandman/views"
 )
 
 // BenchmarkLiveFanout measures change → SSE delivery: from the NOTIFY of a committed change,
@@ -56,10 +57,10 @@ func benchFanout(b *testing.B, clients int) {
 	receipts := make(chan receipt, clients*4)
 	for range clients {
 		events := h.stream(b, ctx, owner)
-		testkit.NextSSE(b, events, 10*time.Second, "the snapshot", func(ev testkit.SSEEvent) bool { return ev.Event == "pane-"+project })
+		testkit.NextSSE(b, events, 10*time.Second, "the snapshot", func(ev testkit.SSEEvent) bool { return ev.Event == views.DOMID(views.Pane, project) })
 		go func() {
 			for ev := range events {
-				if ev.Event == "pane-"+project {
+				if ev.Event == views.DOMID(views.Pane, project) {
 					id, _ := strconv.ParseInt(ev.ID, 10, 64)
 					select {
 					case receipts <- receipt{id, time.Now()}:

@@ -17,6 +17,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/r3labs/sse/v2"
+
+	"sandman/views"
 )
 
 // Fragments are the rendered card and pane of one project's current sandbox: state, not a
@@ -279,8 +281,8 @@ func (h *Hub) sendPatiently(c *conn, f Fragments) bool {
 func fragmentEvents(f Fragments) []*sse.Event {
 	id := []byte(strconv.FormatInt(f.EventID, 10))
 	return []*sse.Event{
-		{ID: id, Event: []byte("card-" + f.ProjectID), Data: f.Card},
-		{ID: id, Event: []byte("pane-" + f.ProjectID), Data: f.Pane},
+		{ID: id, Event: []byte(views.DOMID(views.Card, f.ProjectID)), Data: f.Card},
+		{ID: id, Event: []byte(views.DOMID(views.Pane, f.ProjectID)), Data: f.Pane},
 	}
 }
 

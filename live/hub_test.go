@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"runtime/pprof"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/google/uuid"
 
 	"sandman/internal/testkit"
+	"sandman/views"
 )
 
 // stalledClient opens /events over a raw connection with a tiny receive buffer and never
@@ -90,7 +92,7 @@ func TestStalledClientIsDroppedWithoutHoldingBackOthers(t *testing.T) {
 		h.hub.Deliver(ctx, owner, sandbox, id)
 		want := strconv.FormatInt(id, 10)
 		testkit.NextSSE(t, healthy, 10*time.Second, "change "+want+" on the healthy client", func(ev testkit.SSEEvent) bool {
-			return ev.Event == "pane-"+project && ev.ID == want
+			return ev.Event == views.DOMID(views.Pane, project) && ev.ID == want
 		})
 	}
 	t.Logf("stalled client dropped after %d changes", id)
@@ -108,7 +110,7 @@ func TestStalledClientIsDroppedWithoutHoldingBackOthers(t *testing.T) {
 		h.hub.Deliver(ctx, owner, sandbox, id)
 		want := strconv.FormatInt(id, 10)
 		testkit.NextSSE(t, healthy, 10*time.Second, "change "+want+" after the drop", func(ev testkit.SSEEvent) bool {
-			return ev.Event == "pane-"+project && ev.ID == want
+			return ev.Event == views.DOMID(views.Pane, project) && ev.ID == want
 		})
 	}
 	testkit.Until(t, 10*time.Second, "no goroutine stranded by the drop", func() bool { return strandedGoroutines() == 0 })
@@ -185,13 +187,13 @@ func TestSnapshotOfManyProjectsArrivesWhole(t *testing.T) {
 	panes := map[string]bool{}
 	newest := false
 	testkit.NextSSE(t, events, 20*time.Second, fmt.Sprintf("the panes of all %d projects and the change", projects), func(ev testkit.SSEEvent) bool {
-		if ev.Event == "pane-"+projectOf(changed) {
+		if ev.Event == views.DOMID(views.Pane, projectOf(changed)) {
 			if newest && ev.ID != "2" {
 				t.Fatalf("state %s of the changed project followed state 2", ev.ID)
 			}
 			newest = newest || ev.ID == "2"
 		}
-		if len(ev.Event) > 5 && ev.Event[:5] == "pane-" {
+		if strings.HasPrefix(ev.Event, views.DOMID(views.Pane, "")) {
 			panes[ev.Event] = true
 		}
 		return len(panes) == projects && newest
@@ -213,7 +215,9 @@ func TestClientsGetOnlyTheirOwnersChanges(t *testing.T) {
 	aliceEvents := h.stream(t, ctx, alice)
 	bobEvents := h.stream(t, ctx, bob)
 	isPane := func(sandbox uuid.UUID, id string) func(testkit.SSEEvent) bool {
-		return func(ev testkit.SSEEvent) bool { return ev.Event == "pane-"+projectOf(sandbox) && ev.ID == id }
+		return func(ev testkit.SSEEvent) bool {
+			return ev.Event == views.DOMID(views.Pane, projectOf(sandbox)) && ev.ID == id
+		}
 	}
 	testkit.NextSSE(t, aliceEvents, 10*time.Second, "alice's snapshot", isPane(aliceSandbox, "1"))
 	testkit.NextSSE(t, bobEvents, 10*time.Second, "bob's snapshot", isPane(bobSandbox, "1"))
@@ -226,7 +230,7 @@ func TestClientsGetOnlyTheirOwnersChanges(t *testing.T) {
 	h.state.set(bob, projectOf(bobSandbox), 3)
 	h.hub.Deliver(ctx, bob, bobSandbox, 3)
 	testkit.NextSSE(t, bobEvents, 10*time.Second, "bob's change", func(ev testkit.SSEEvent) bool {
-		if ev.Event != "card-"+projectOf(bobSandbox) && ev.Event != "pane-"+projectOf(bobSandbox) {
+		if ev.Event != views.DOMID(views.Card, projectOf(bobSandbox)) && ev.Event != views.DOMID(views.Pane, projectOf(bobSandbox)) {
 			t.Fatalf("bob received %s %q", ev.Event, ev.Data)
 		}
 		return isPane(bobSandbox, "3")(ev)
