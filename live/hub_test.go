@@ -1,6 +1,7 @@
 package live_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -18,24 +19,28 @@ import (
 	"github.com/google/uuid"
 
 	"sandman/internal/testkit"
+	"sandman/live"
 	"sandman/views"
 )
+
+// tinyReceiveBuffer dials with a 1 KiB socket receive buffer, so a client that stops reading
+// backs up to the server after a few messages.
+var tinyReceiveBuffer = net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+	var err error
+	if cerr := rc.Control(func(fd uintptr) {
+		err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 1024)
+	}); cerr != nil {
+		return cerr
+	}
+	return err
+}}
 
 // stalledClient opens /events over a raw connection with a tiny receive buffer and never
 // reads from it, like a browser tab frozen by the OS or a client behind a dead link.
 func stalledClient(t *testing.T, h *hubServer, owner uuid.UUID) net.Conn {
 	t.Helper()
 	addr := h.srv.Listener.Addr().String()
-	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-		var err error
-		if cerr := rc.Control(func(fd uintptr) {
-			err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 1024)
-		}); cerr != nil {
-			return cerr
-		}
-		return err
-	}}
-	conn, err := d.Dial("tcp", addr)
+	conn, err := tinyReceiveBuffer.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,8 +72,9 @@ func requireServerClosed(t *testing.T, conn net.Conn) {
 
 // Not parallel: the goroutine count must not see other tests' streams closing.
 func TestStalledClientIsDroppedWithoutHoldingBackOthers(t *testing.T) {
-	// Large fragments fill the stalled client's socket and buffers after a few hundred changes.
-	h := newHubServer(t, 32<<10, nil)
+	// Large fragments fill the stalled client's socket and buffers after a few dozen changes;
+	// its writer then waits half a second for it, and drops it.
+	h := newHubServer(t, 32<<10, func(o *live.Options) { o.StallTimeout = 500 * time.Millisecond })
 	owner := uuid.New()
 	sandbox := uuid.New()
 	project := projectOf(sandbox)
@@ -84,7 +90,7 @@ func TestStalledClientIsDroppedWithoutHoldingBackOthers(t *testing.T) {
 	// that waited on the stalled one would stop here (and fail) instead of racing ahead.
 	id := int64(1)
 	for h.hub.Clients() == 2 {
-		if id > 5000 {
+		if id > 100_000 {
 			t.Fatal("the stalled client was never dropped")
 		}
 		id++
@@ -235,4 +241,46 @@ func TestClientsGetOnlyTheirOwnersChanges(t *testing.T) {
 		}
 		return isPane(bobSandbox, "3")(ev)
 	})
+}
+
+// A client slower than the changes (here: one that reads nothing for a while) is not dropped
+// and does not get a backlog: its mailbox keeps only the newest state of each project, which it
+// gets once it reads again.
+func TestSlowClientGetsTheNewestStateNotEveryState(t *testing.T) {
+	t.Parallel()
+	h := newHubServer(t, 32<<10, nil) // StallTimeout: the default, far longer than this test
+	owner, sandbox := uuid.New(), uuid.New()
+	project := projectOf(sandbox)
+	h.state.set(owner, project, 1)
+	// A client with a tiny receive buffer that reads nothing until the changes are made.
+	client := &http.Client{Transport: &http.Transport{DialContext: tinyReceiveBuffer.DialContext}}
+	res, err := client.Get(h.srv.URL + "/events?owner=" + owner.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	testkit.Until(t, 10*time.Second, "the client connected", func() bool { return h.hub.Clients() == 1 })
+	const changes = 500 // 32 MiB of panes: far more than the socket and the stream's buffers
+	for id := int64(2); id <= changes; id++ {
+		h.state.set(owner, project, id)
+		h.hub.Deliver(context.Background(), owner, sandbox, id)
+	}
+	panes := 0
+	err = testkit.ReadSSE(bufio.NewReader(res.Body), func(ev testkit.SSEEvent) bool {
+		if ev.Event == views.DOMID(views.Pane, project) {
+			panes++
+			return ev.ID != strconv.Itoa(changes)
+		}
+		return true
+	})
+	if err != nil {
+		t.Fatalf("reading the slow client's stream after %d panes: %v", panes, err)
+	}
+	if panes >= changes/2 {
+		t.Fatalf("the slow client read %d panes for %d changes: it was sent a backlog, not the newest state", panes, changes)
+	}
+	if got := h.counter(t, "sandman_sse_dropped_total"); got != 0 {
+		t.Fatalf("a slow client was dropped (%v)", got)
+	}
+	t.Logf("the slow client got %d panes for %d changes", panes, changes)
 }
