@@ -109,7 +109,7 @@ type App struct {
 // starts nothing: no listener, no worker, no goroutine.
 func New(ctx context.Context, cfg Config, logger *slog.Logger) (*App, error) {
 	if !cfg.Role.serves() && !cfg.Role.works() {
-		return nil, fmt.Errorf("role must be all, web or worker, not %q", cfg.Role)
+		return nil, fmt.Errorf("--role must be all, web or worker, not %q", cfg.Role)
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
