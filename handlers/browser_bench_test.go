@@ -9,7 +9,7 @@ import (
 	"sandman/views"
 )
 
-// Design §7: "requests from an idle open dashboard: 0 per minute". A dashboard with a running
+// BENCHMARKS.md target: "requests from an idle open dashboard: 0 per minute". A dashboard with a running
 // preview sits open for a minute and a bit; every request it sends to Sandman is counted (the
 // shared event stream lives in a worker and is not one of the page's requests).
 func BenchmarkIdleDashboardRequests(b *testing.B) {

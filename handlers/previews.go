@@ -131,7 +131,7 @@ func (h *Handlers) pause(c echo.Context, owner, id uuid.UUID) error {
 	return err
 }
 
-// sandboxJSON is a sandbox in the JSON API (README, "JSON API").
+// sandboxJSON is a sandbox in the JSON API (docs/api.md).
 type sandboxJSON struct {
 	ID                 string     `json:"id"`
 	ProviderID         *string    `json:"providerId"`

@@ -10,7 +10,7 @@ import (
 	"sandman/app/apptest"
 )
 
-// Design §7: "status read (page data from DB) p99 at 500 req/s ≤ 5 ms". A founder with ten
+// BENCHMARKS.md target: "status read (page data from DB) p99 at 500 req/s ≤ 5 ms". A founder with ten
 // projects, each with a sandbox; requests arrive at a steady 500 per second (open loop, so a
 // slow answer does not slow the arrivals), alternating the JSON status of one sandbox and the
 // whole dashboard page.

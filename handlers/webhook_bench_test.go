@@ -16,7 +16,7 @@ import (
 	"sandman/lifecycle"
 )
 
-// Design §7: "verified webhooks ingested ≥ 2,000/s, none lost, none applied twice". Signed
+// BENCHMARKS.md target: "verified webhooks ingested ≥ 2,000/s, none lost, none applied twice". Signed
 // deliveries for a running sandbox (pause and resume events with rising timestamps, one in ten
 // delivered twice under a new delivery id, as the provider's retries do) are posted by 16
 // concurrent senders; the rate is of accepted deliveries. Two set-ups:

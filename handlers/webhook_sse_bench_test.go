@@ -15,7 +15,7 @@ import (
 	"sandman/views"
 )
 
-// Design §7: "webhook received → SSE message written, p99 ≤ 50 ms". Each iteration posts one
+// BENCHMARKS.md target: "webhook received → SSE message written, p99 ≤ 50 ms". Each iteration posts one
 // signed provider event that changes the sandbox (paused, then resumed, alternately) and waits
 // until the founder's open stream carries the new pane: the whole path of verify, store, job,
 // transition, NOTIFY, LISTEN, render and stream.

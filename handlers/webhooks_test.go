@@ -23,7 +23,7 @@ import (
 	"sandman/lifecycle"
 )
 
-// sign computes e2b-signature as e2b-api.md §5 defines it: base64 of SHA-256(secret ‖ body),
+// sign computes e2b-signature as docs/provider.md ("Webhooks") defines it: base64 of SHA-256(secret ‖ body),
 // unpadded, standard alphabet. The e2b package only verifies, so the test computes it
 // independently, which also keeps a mistake there from being mirrored here.
 func sign(secret string, body []byte) string {

@@ -24,7 +24,7 @@ func goneConfig() lifecycle.Config {
 	return c
 }
 
-// TestWhyASandboxIsGone ends a running sandbox in each of the ways design §3 tells apart and
+// TestWhyASandboxIsGone ends a running sandbox in each of the ways docs/states.md tells apart and
 // checks the row, its killed_reason and that exactly one event recorded the end, whichever of
 // reconcile and the events reader saw it first.
 func TestWhyASandboxIsGone(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 	"sandman/sandboxd/sandboxdtest"
 )
 
-// Design §7: "reconcile 10,000 sandboxes ≤ 101 provider calls, ≤ 5 s". Ten thousand running
+// BENCHMARKS.md target: "reconcile 10,000 sandboxes ≤ 101 provider calls, ≤ 5 s". Ten thousand running
 // sandboxes at the provider (sandboxd without isolation, so none costs a process) and their
 // ten thousand rows; one Reconcile pass must list them a page at a time, not ask one by one.
 func BenchmarkReconcile10k(b *testing.B) {

@@ -21,7 +21,7 @@ import (
 	"sandman/internal/testkit"
 )
 
-// Design §7: "SSE connections on one instance: 10,000 at ≤ 512 MiB RSS, fan-out p99 ≤ 1 s".
+// BENCHMARKS.md target: "SSE connections on one instance: 10,000 at ≤ 512 MiB RSS, fan-out p99 ≤ 1 s".
 // 1,000 founders with ten tabs each hold 10,000 streams; the clients live in a child process
 // (TestSSEClientProcess), so the RSS measured is the server's alone and neither side runs out
 // of file descriptors. Then every founder's sandbox changes at once and the time until each of
