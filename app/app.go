@@ -92,7 +92,6 @@ type App struct {
 	provider  *e2b.Client
 	lifecycle *lifecycle.Service
 	accounts  *accounts.Service
-	sessions  *scs.SessionManager
 	store     *pgxstore.PostgresStore
 	hub       *live.Hub      // nil for RoleWorker
 	handler   http.Handler   // nil for RoleWorker
@@ -150,19 +149,19 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 	}
 
 	a.store = pgxstore.NewWithCleanupInterval(pool, 10*time.Minute)
-	a.sessions = scs.New()
-	a.sessions.Store = a.store
-	a.sessions.Lifetime = 30 * 24 * time.Hour
-	a.sessions.IdleTimeout = 7 * 24 * time.Hour
-	a.sessions.Cookie.Name = "sandman_session"
-	a.sessions.Cookie.HttpOnly = true
-	a.sessions.Cookie.SameSite = http.SameSiteLaxMode
-	a.sessions.Cookie.Secure = cfg.CookieSecure
+	sessions := scs.New()
+	sessions.Store = a.store
+	sessions.Lifetime = 30 * 24 * time.Hour
+	sessions.IdleTimeout = 7 * 24 * time.Hour
+	sessions.Cookie.Name = "sandman_session"
+	sessions.Cookie.HttpOnly = true
+	sessions.Cookie.SameSite = http.SameSiteLaxMode
+	sessions.Cookie.Secure = cfg.CookieSecure
 
 	a.hub = live.New(live.Options{Render: handlers.RenderSandbox(a.lifecycle), Snapshot: handlers.RenderSnapshot(a.lifecycle),
 		Logger: logger, Registerer: a.registry})
 	a.handler = handlers.New(handlers.Deps{
-		Pool: pool, Sessions: a.sessions, Accounts: a.accounts, Projects: projects.New(pool), Lifecycle: a.lifecycle,
+		Pool: pool, Sessions: sessions, Accounts: a.accounts, Projects: projects.New(pool), Lifecycle: a.lifecycle,
 		Live: a.hub, Logger: logger, Registry: a.registry, TrustProxy: cfg.TrustProxy,
 		FrameOrigins: []string{frameOrigin(a.provider)},
 	})
@@ -174,14 +173,13 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 
 // Start runs the instance: the workers (roles that work), the webhook registration with the
 // provider (when WebhookURL is set), and the HTTP server with the live hub (roles that serve).
-// It returns once everything runs; Stop ends it.
+// It returns once everything runs. Stop ends it, and cleans up after a Start that failed.
 func (a *App) Start(ctx context.Context) error {
 	// The background parts get a context of their own, so that the caller's (a signal, say)
 	// starts a graceful Stop rather than cutting running jobs short.
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	a.cancel = cancel
 	if err := a.lifecycle.Start(bg); err != nil {
-		cancel()
 		return err
 	}
 	if a.cfg.WebhookURL != "" && a.cfg.Role.works() {
@@ -198,8 +196,6 @@ func (a *App) Start(ctx context.Context) error {
 	}
 	ln, err := net.Listen("tcp", a.cfg.Addr)
 	if err != nil {
-		cancel()
-		_ = a.lifecycle.Stop(context.Background())
 		return fmt.Errorf("listen on SANDMAN_ADDR %s: %w", a.cfg.Addr, err)
 	}
 	a.listener = ln
@@ -223,23 +219,23 @@ func (a *App) background(ctx context.Context, loop func(context.Context)) {
 // Run starts the instance and stops it when ctx ends (or the server fails), giving requests and
 // running jobs ShutdownWait to finish.
 func (a *App) Run(ctx context.Context) error {
-	if err := a.Start(ctx); err != nil {
-		return err
-	}
-	var serveErr error
-	select {
-	case serveErr = <-a.serveErr: // nil channel for workers: only ctx ends them
-	case <-ctx.Done():
-		a.log.Info("shutting down")
+	err := a.Start(ctx)
+	if err == nil {
+		select {
+		case err = <-a.serveErr: // nil channel for workers: only ctx ends them
+		case <-ctx.Done():
+			a.log.Info("shutting down")
+		}
 	}
 	stopCtx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownWait)
 	defer cancel()
-	return errors.Join(serveErr, a.Stop(stopCtx))
+	return errors.Join(err, a.Stop(stopCtx))
 }
 
 // Stop ends what Start started, in order: the HTTP server (closing every event stream), the
-// workers (running jobs may finish until ctx ends), the background loops, the session store's
-// cleanup and the pool. It is safe to call more than once, and on an App never started.
+// workers (running jobs may finish until ctx ends, then they are cancelled), the background
+// loops, the session store's cleanup and the pool. It is safe to call more than once, and on an
+// App never started or whose Start failed.
 func (a *App) Stop(ctx context.Context) error {
 	a.stopOnce.Do(func() {
 		var errs []error
@@ -248,11 +244,16 @@ func (a *App) Stop(ctx context.Context) error {
 				errs = append(errs, fmt.Errorf("stop the HTTP server: %w", err))
 			}
 		}
-		if err := a.lifecycle.Stop(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("stop the workers: %w", err))
-		}
+		workersErr := a.lifecycle.Stop(ctx)
 		if a.cancel != nil {
-			a.cancel()
+			a.cancel() // jobs still running past ctx are cancelled now
+		}
+		if workersErr != nil {
+			errs = append(errs, fmt.Errorf("stop the workers: %w", workersErr))
+			// Let the cancelled jobs return before the pool closes under them.
+			waitCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = a.lifecycle.Stop(waitCtx)
+			cancel()
 		}
 		a.loops.Wait()
 		if a.store != nil {

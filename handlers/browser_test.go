@@ -28,9 +28,7 @@ func TestBrowserLiveUpdates(t *testing.T) {
 	projectID, sandboxID := c.BuildCounter()
 	sb := c.WaitSandbox(sandboxID, "running", time.Second)
 
-	browser := apptest.NewBrowser(t)
-	dash := browser.Open(t, s.URL()+"/login")
-	dash.LogIn(t, s.URL(), "browser@example.com")
+	browser, dash := s.Browse(t, "browser@example.com")
 	dash.WaitFor(t, "the card running", statusIs(views.Card, projectID, "running"))
 	page := browser.Open(t, s.URL()+"/projects/"+projectID)
 	page.WaitFor(t, "the pane running", statusIs(views.Pane, projectID, "running"))
@@ -104,9 +102,7 @@ func TestBrowserTenTabs(t *testing.T) {
 	c.SignUp("tabs@example.com")
 	projectID, sandboxID := c.BuildCounter()
 
-	browser := apptest.NewBrowser(t)
-	first := browser.Open(t, s.URL()+"/login")
-	first.LogIn(t, s.URL(), "tabs@example.com")
+	browser, first := s.Browse(t, "tabs@example.com")
 	tabs := []*apptest.Tab{first}
 	for i := range 9 {
 		url := s.URL() + "/"

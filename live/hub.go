@@ -193,7 +193,7 @@ func (h *Hub) onSubscribe(streamID string, _ *sse.Subscriber) {
 		c.drop()
 		return
 	}
-	c.post(frags, false, true)
+	c.post(mail{frags: frags, subscribed: true})
 }
 
 // Deliver renders one sandbox's change once and posts it to the owner's connections here. It
@@ -212,9 +212,9 @@ func (h *Hub) Deliver(ctx context.Context, owner, sandboxID uuid.UUID, eventID i
 	if eventID > f.EventID {
 		f.EventID = eventID
 	}
-	frags := []Fragments{f}
+	m := mail{frags: []Fragments{f}}
 	for _, c := range conns {
-		c.post(frags, false, false)
+		c.post(m)
 	}
 	h.metrics.fanout.Observe(time.Since(start).Seconds())
 }
@@ -235,7 +235,7 @@ func (h *Hub) Resync(ctx context.Context) {
 			continue
 		}
 		for _, c := range h.conns(o) {
-			c.post(frags, false, false)
+			c.post(mail{frags: frags})
 		}
 	}
 }
@@ -261,7 +261,7 @@ func (h *Hub) Run(ctx context.Context) {
 			return
 		case <-t.C:
 			for _, c := range h.all() {
-				c.post(nil, true, false)
+				c.post(mail{ping: true})
 			}
 		}
 	}
@@ -294,15 +294,22 @@ func (h *Hub) Clients() int {
 	return len(h.byID)
 }
 
-// post hands fragments (and a heartbeat when ping) to the connection. When nothing is waiting
-// and the stream has room, the poster writes them at once, in its own goroutine, as the writer
-// would (it holds the mailbox, so no writer runs meanwhile): the common case costs no goroutine.
-// Anything else goes to the mailbox, which keeps the newest state of each project, and the
-// writer is started unless one runs. subscribed marks the stream ready: mail posted before
-// that waits for it.
-func (c *conn) post(frags []Fragments, ping, subscribed bool) {
+// mail is what is posted to a connection.
+type mail struct {
+	frags      []Fragments // projects' new states
+	ping       bool        // a heartbeat
+	subscribed bool        // the stream has its subscriber now: the writing may start
+}
+
+// post hands mail to the connection. When nothing is waiting and the stream has room, the
+// poster writes it at once, in its own goroutine, as the writer would (it holds the mailbox,
+// so no writer runs meanwhile): the common case costs no goroutine. Anything else goes to the
+// mailbox, which keeps the newest state of each project, and the writer is started unless one
+// runs. Mail posted before the stream has its subscriber waits for it.
+func (c *conn) post(m mail) {
+	frags, ping := m.frags, m.ping
 	c.mu.Lock()
-	c.subscribed = c.subscribed || subscribed
+	c.subscribed = c.subscribed || m.subscribed
 	if c.subscribed && !c.writing && len(c.latest) == 0 && !c.ping {
 		frags, ping, _ = c.send(frags, ping, c.tryPublish)
 	}

@@ -142,6 +142,16 @@ func (tab *Tab) Requests() []string {
 	return append([]string(nil), tab.sent...)
 }
 
+// Browse starts Chromium and logs in the founder email (made with Client.SignUp) through the
+// instance's login form; the tab it returns shows the dashboard.
+func (i *Instance) Browse(t testing.TB, email string) (*Browser, *Tab) {
+	t.Helper()
+	b := NewBrowser(t)
+	tab := b.Open(t, i.URL()+"/login")
+	tab.LogIn(t, i.URL(), email)
+	return b, tab
+}
+
 // LogIn signs in through the login form, as a founder would, and waits for the dashboard.
 func (tab *Tab) LogIn(t testing.TB, base, email string) {
 	t.Helper()
