@@ -4,7 +4,7 @@
 package testkit
 
 import (
-	"fmt"
+	"errors"
 	"log/slog"
 	"os"
 	"testing"
@@ -42,7 +42,7 @@ func Until(t testing.TB, within time.Duration, what string, cond func() bool) {
 	})
 }
 
-var errNotYet = fmt.Errorf("not yet")
+var errNotYet = errors.New("not yet")
 
 // Logger is the logger to hand the code under test: it discards everything unless
 // SANDMAN_TEST_LOG names a level (debug, info, warn or error), and then writes text to stderr.
