@@ -2,12 +2,16 @@ package apptest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"sandman/internal/testkit"
 
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
@@ -169,17 +173,13 @@ func (tab *Tab) LogIn(t testing.TB, base, email string) {
 func (tab *Tab) FrameText(t testing.TB, urlPrefix, want string) string {
 	t.Helper()
 	var text string
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		text = tab.frameText(urlPrefix)
-		if strings.Contains(text, want) {
-			return text
+	testkit.Eventually(t, 30*time.Second, "a frame from "+urlPrefix+" showing "+strconv.Quote(want), func() error {
+		if text = tab.frameText(urlPrefix); !strings.Contains(text, want) {
+			return fmt.Errorf("it shows %.300q", text)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no frame from %s showing %q within 30s (last seen: %.300q)", urlPrefix, want, text)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
+	return text
 }
 
 func (tab *Tab) frameText(urlPrefix string) string {
