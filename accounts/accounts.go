@@ -3,7 +3,6 @@ package accounts
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/mail"
 	"strings"
@@ -116,7 +115,7 @@ func (s *Service) LogIn(ctx context.Context, c Credentials, ip string) (db.User,
 			RetryAfter: Window}
 	}
 	u, err := s.q.GetUserByEmail(ctx, email)
-	if err != nil && !errors.Is(db.MapError(err), db.ErrNotFound) {
+	if err != nil && !db.IsNotFound(err) {
 		return db.User{}, err
 	}
 	hash := u.PasswordHash
@@ -163,7 +162,7 @@ func (s *Service) EnsureUser(ctx context.Context, c Credentials) (db.User, error
 	if err == nil {
 		return u, nil
 	}
-	if !errors.Is(db.MapError(err), db.ErrNotFound) {
+	if !db.IsNotFound(err) {
 		return db.User{}, err
 	}
 	return s.SignUp(ctx, c)

@@ -11,7 +11,7 @@ import (
 // Kind says what went wrong from the caller's point of view.
 type Kind int
 
-// The kinds, each with one HTTP status in handlers.
+// The kinds, each with one HTTP status in handlers (a kind without one answers 500).
 const (
 	KindInvalid      Kind = iota + 1 // 422: the input breaks a rule; Fields says which
 	KindNotFound                     // 404: missing, or another founder's
@@ -21,7 +21,18 @@ const (
 	KindNoCredits                    // 402: a build needs a credit the founder does not have
 	KindUnavailable                  // 503: a dependency cannot answer now
 	KindTooLarge                     // 413: the request body is over its limit
+
+	kindEnd // not a kind: keep it last, so Kinds lists every kind above
 )
+
+// Kinds returns every kind, for tests that check each one is handled.
+func Kinds() []Kind {
+	out := make([]Kind, 0, kindEnd-1)
+	for k := Kind(1); k < kindEnd; k++ {
+		out = append(out, k)
+	}
+	return out
+}
 
 // Error is an error a person can act on: Message is safe to show, Err is for the logs.
 type Error struct {

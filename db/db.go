@@ -64,11 +64,21 @@ type TxBeginner interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
-// Tx is an open transaction: its queries, and the pgx.Tx for what must join it (River inserts).
+// Tx is an open transaction: every query, run inside it. Only InTx makes a usable one (its
+// fields are unexported), so a function that takes a Tx is called inside a transaction by
+// construction, not by convention.
 type Tx struct {
-	*Queries
-	Tx pgx.Tx
+	*queries
+	tx pgx.Tx
 }
+
+// queries lets Tx embed Queries under an unexported name: its methods are promoted, but no
+// other package can fill the field in.
+type queries = Queries
+
+// Pgx is the driver's transaction, for work that must commit or roll back with the queries
+// (River's InsertTx).
+func (t Tx) Pgx() pgx.Tx { return t.tx }
 
 // InTx runs fn in one transaction, committing when fn returns nil.
 func InTx(ctx context.Context, b TxBeginner, fn func(tx Tx) error) error {
@@ -77,7 +87,7 @@ func InTx(ctx context.Context, b TxBeginner, fn func(tx Tx) error) error {
 		return MapError(err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
-	if err := fn(Tx{Queries: New(tx), Tx: tx}); err != nil {
+	if err := fn(Tx{queries: New(tx), tx: tx}); err != nil {
 		return err
 	}
 	return MapError(tx.Commit(ctx))
@@ -97,6 +107,13 @@ func MapError(err error) error {
 		return fmt.Errorf("%w: %s", ErrConflict, pgErr.ConstraintName)
 	}
 	return err
+}
+
+// IsNotFound reports whether err says a row was not found: a query that returned no row
+// (pgx.ErrNoRows, mapped or not) or ErrNotFound itself. Write-once inserts (ON CONFLICT DO
+// NOTHING RETURNING …) also answer this way when the row already existed.
+func IsNotFound(err error) bool {
+	return errors.Is(err, ErrNotFound) || errors.Is(err, pgx.ErrNoRows)
 }
 
 // IsConstraint reports whether err is a violation of the named constraint.

@@ -3,99 +3,125 @@ package e2b
 import (
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 // breakerClient has no retries, so each call is one request and the counts are easy to read.
-func breakerClient(t *testing.T, s *script, openFor time.Duration) (*Client, *countingTransport, *prometheus.Registry) {
+// The fake provider answers in memory, not over a socket, so the client can run inside a
+// synctest bubble, whose clock moves only when every goroutine in it waits: the breaker's
+// open period is then exact, whatever the machine's load.
+func breakerClient(t *testing.T, h http.Handler, openFor time.Duration) (*Client, *countingTransport, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	ct := &countingTransport{next: http.DefaultTransport}
-	c, _ := newFakeClient(t, s, func(cfg *Config) {
-		cfg.RetryDelays = []time.Duration{}
-		cfg.BreakerOpenFor = openFor
-		cfg.HTTPClient = &http.Client{Transport: ct}
-		cfg.Registerer = reg
-	})
+	ct := &countingTransport{next: inMemory{h}}
+	c, err := New(Config{APIURL: "http://e2b.test", APIKey: testKey, Domain: "e2b.test", RetryDelays: []time.Duration{},
+		BreakerOpenFor: openFor, HTTPClient: &http.Client{Transport: ct}, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
 	return c, ct, reg
+}
+
+// inMemory serves requests by calling a handler directly.
+type inMemory struct{ h http.Handler }
+
+func (m inMemory) RoundTrip(r *http.Request) (*http.Response, error) {
+	rec := httptest.NewRecorder()
+	m.h.ServeHTTP(rec, r)
+	res := rec.Result()
+	res.Request = r
+	return res, nil
 }
 
 func TestBreakerOpensAfterConsecutiveFailuresAndFailsFast(t *testing.T) {
 	t.Parallel()
-	s := &script{statuses: []int{500}}
-	c, ct, reg := breakerClient(t, s, time.Hour)
-	for i := range 5 {
-		if _, err := c.GetSandbox(t.Context(), "iabc"); !errors.Is(err, ErrTransient) {
-			t.Fatalf("call %d: err = %v, want ErrTransient", i+1, err)
+	synctest.Test(t, func(t *testing.T) {
+		s := &script{statuses: []int{500}}
+		c, ct, reg := breakerClient(t, s, time.Hour)
+		for i := range 5 {
+			if _, err := c.GetSandbox(t.Context(), "iabc"); !errors.Is(err, ErrTransient) {
+				t.Fatalf("call %d: err = %v, want ErrTransient", i+1, err)
+			}
 		}
-	}
-	if got := c.CircuitState(); got != "open" {
-		t.Fatalf("state after 5 failures = %s, want open", got)
-	}
-	before := ct.n.Load()
-	start := time.Now()
-	_, err := c.GetSandbox(t.Context(), "iabc")
-	if !errors.Is(err, ErrCircuitOpen) {
-		t.Fatalf("err = %v, want ErrCircuitOpen", err)
-	}
-	if errors.Is(err, ErrTransient) {
-		t.Error("ErrCircuitOpen must be distinguishable from a transient failure")
-	}
-	if ct.n.Load() != before {
-		t.Error("a call with the breaker open reached the network")
-	}
-	if took := time.Since(start); took > 100*time.Millisecond {
-		t.Errorf("fail-fast took %s", took)
-	}
-	if v := metricValue(t, reg, "sandman_e2b_circuit_state", nil); v != 2 {
-		t.Errorf("circuit_state gauge = %v, want 2 (open)", v)
-	}
-	if n := metricValue(t, reg, "sandman_e2b_calls_total", map[string]string{"op": "get", "outcome": "circuit_open"}); n != 1 {
-		t.Errorf("calls_total{get,circuit_open} = %v, want 1", n)
-	}
-	// The breaker is for the control plane only: envd calls go on.
-	_, err = c.ListProcesses(t.Context(), Sandbox{ID: "iabc"})
-	if errors.Is(err, ErrCircuitOpen) {
-		t.Error("envd calls must not pass the API breaker")
-	}
+		if got := c.CircuitState(); got != "open" {
+			t.Fatalf("state after 5 failures = %s, want open", got)
+		}
+		before := ct.n.Load()
+		start := time.Now()
+		_, err := c.GetSandbox(t.Context(), "iabc")
+		if !errors.Is(err, ErrCircuitOpen) {
+			t.Fatalf("err = %v, want ErrCircuitOpen", err)
+		}
+		if errors.Is(err, ErrTransient) {
+			t.Error("ErrCircuitOpen must be distinguishable from a transient failure")
+		}
+		if ct.n.Load() != before {
+			t.Error("a call with the breaker open reached the network")
+		}
+		// The bubble's clock only moves when the call waits for something: it did not.
+		if waited := time.Since(start); waited != 0 {
+			t.Errorf("failing fast waited %s", waited)
+		}
+		if v := metricValue(t, reg, "sandman_e2b_circuit_state", nil); v != 2 {
+			t.Errorf("circuit_state gauge = %v, want 2 (open)", v)
+		}
+		if n := metricValue(t, reg, "sandman_e2b_calls_total", map[string]string{"op": "get", "outcome": "circuit_open"}); n != 1 {
+			t.Errorf("calls_total{get,circuit_open} = %v, want 1", n)
+		}
+		// The breaker is for the control plane only: envd calls go on.
+		_, err = c.ListProcesses(t.Context(), Sandbox{ID: "iabc"})
+		if errors.Is(err, ErrCircuitOpen) {
+			t.Error("envd calls must not pass the API breaker")
+		}
+	})
 }
 
 func TestBreakerHalfOpenProbe(t *testing.T) {
 	t.Parallel()
-	s := &script{statuses: []int{500, 500, 500, 500, 500, 500, 200}, body: sandboxJSON}
-	c, ct, _ := breakerClient(t, s, 250*time.Millisecond)
-	for range 5 {
-		_, _ = c.GetSandbox(t.Context(), "iabc")
-	}
-	if c.CircuitState() != "open" {
-		t.Fatal("breaker did not open")
-	}
-	time.Sleep(300 * time.Millisecond)
-	if got := c.CircuitState(); got != "half-open" {
-		t.Fatalf("state after the open period = %s, want half-open", got)
-	}
-	// The probe fails (6th 500): open again for another period.
-	if _, err := c.GetSandbox(t.Context(), "iabc"); !errors.Is(err, ErrTransient) {
-		t.Fatalf("probe err = %v", err)
-	}
-	if got := c.CircuitState(); got != "open" {
-		t.Fatalf("state after a failed probe = %s, want open", got)
-	}
-	n := ct.n.Load()
-	if _, err := c.GetSandbox(t.Context(), "iabc"); !errors.Is(err, ErrCircuitOpen) || ct.n.Load() != n {
-		t.Fatalf("reopened breaker let a call through: %v", err)
-	}
-	time.Sleep(300 * time.Millisecond)
-	// The next probe succeeds: closed.
-	if _, err := c.GetSandbox(t.Context(), "iabc"); err != nil {
-		t.Fatalf("probe: %v", err)
-	}
-	if got := c.CircuitState(); got != "closed" {
-		t.Fatalf("state after a good probe = %s, want closed", got)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		const openFor = 250 * time.Millisecond
+		s := &script{statuses: []int{500, 500, 500, 500, 500, 500, 200}, body: sandboxJSON}
+		c, ct, _ := breakerClient(t, s, openFor)
+		for range 5 {
+			_, _ = c.GetSandbox(t.Context(), "iabc")
+		}
+		if c.CircuitState() != "open" {
+			t.Fatal("breaker did not open")
+		}
+		// Open for exactly openFor (the bubble's clock is exact), then half-open.
+		time.Sleep(openFor)
+		if got := c.CircuitState(); got != "open" {
+			t.Fatalf("state at the end of the open period = %s, want open", got)
+		}
+		time.Sleep(time.Nanosecond)
+		if got := c.CircuitState(); got != "half-open" {
+			t.Fatalf("state after the open period = %s, want half-open", got)
+		}
+		// The probe fails (6th 500): open again for another period.
+		if _, err := c.GetSandbox(t.Context(), "iabc"); !errors.Is(err, ErrTransient) {
+			t.Fatalf("probe err = %v", err)
+		}
+		if got := c.CircuitState(); got != "open" {
+			t.Fatalf("state after a failed probe = %s, want open", got)
+		}
+		n := ct.n.Load()
+		if _, err := c.GetSandbox(t.Context(), "iabc"); !errors.Is(err, ErrCircuitOpen) || ct.n.Load() != n {
+			t.Fatalf("reopened breaker let a call through: %v", err)
+		}
+		time.Sleep(openFor + time.Nanosecond)
+		// The next probe succeeds: closed.
+		if _, err := c.GetSandbox(t.Context(), "iabc"); err != nil {
+			t.Fatalf("probe: %v", err)
+		}
+		if got := c.CircuitState(); got != "closed" {
+			t.Fatalf("state after a good probe = %s, want closed", got)
+		}
+	})
 }
 
 func TestBreakerIgnoresAnswers(t *testing.T) {

@@ -25,7 +25,7 @@ const (
 )
 
 // DefaultRetryDelays are the waits before the 1st, 2nd and 3rd retry of a transient failure
-// (design.md §3).
+// (docs/provider.md, "Errors").
 var DefaultRetryDelays = []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}
 
 // The SDKs accept upper-case hex too.

@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// Lifecycle event types (e2b-api.md §4).
+// Lifecycle event types (docs/provider.md, "Lifecycle events").
 const (
 	EventCreated      = "sandbox.lifecycle.created"
 	EventResumed      = "sandbox.lifecycle.resumed"

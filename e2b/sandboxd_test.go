@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"sandman/e2b"
+	"sandman/internal/testkit"
 	"sandman/sandboxd"
 	"sandman/sandboxd/sandboxdtest"
 )
@@ -60,27 +61,24 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// getPreview fetches url until it answers 200 or the deadline passes.
+// getPreview fetches url until it answers 200 or within passes.
 func getPreview(t *testing.T, hc *http.Client, url string, within time.Duration) string {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	var last string
-	for time.Now().Before(deadline) {
+	var body string
+	testkit.Eventually(t, within, "preview "+url+" to answer 200", func() error {
 		resp, err := hc.Get(url)
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return string(b)
-			}
-			last = fmt.Sprintf("%d %s", resp.StatusCode, b)
-		} else {
-			last = err.Error()
+		if err != nil {
+			return err
 		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	t.Fatalf("preview %s did not answer within %s: %s", url, within, last)
-	return ""
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%d %s", resp.StatusCode, b)
+		}
+		body = string(b)
+		return nil
+	})
+	return body
 }
 
 func previewStatus(hc *http.Client, url string) int {
@@ -241,7 +239,7 @@ func TestSandboxLifecycle(t *testing.T) {
 	if err := c.SendSignal(ctx, sb, dev.PID, e2b.SignalTerm); err != nil {
 		t.Fatalf("SIGTERM the dev server: %v", err)
 	}
-	waitFor(t, 5*time.Second, func() bool { return previewStatus(hc, url) != http.StatusOK })
+	testkit.Until(t, 5*time.Second, "the dev server to stop answering", func() bool { return previewStatus(hc, url) != http.StatusOK })
 	if err := c.SendSignal(ctx, sb, 999999, e2b.SignalKill); !errors.Is(err, e2b.ErrNotFound) {
 		t.Errorf("signal to an unknown pid = %v, want ErrNotFound", err)
 	}
@@ -266,7 +264,7 @@ func TestSandboxLifecycle(t *testing.T) {
 	// The events API tells the story, in order.
 	want := []string{e2b.EventCreated, e2b.EventPaused, e2b.EventResumed, e2b.EventUpdated, e2b.EventKilled}
 	var evs []e2b.Event
-	waitFor(t, 5*time.Second, func() bool {
+	testkit.Until(t, 5*time.Second, "the killed event in the events API", func() bool {
 		evs, err = c.ListEvents(ctx, e2b.EventsParams{SandboxID: sb.ID, OrderAsc: true})
 		return err == nil && len(evs) > 0 && evs[len(evs)-1].Type == e2b.EventKilled
 	})
@@ -304,17 +302,6 @@ func TestSandboxLifecycle(t *testing.T) {
 	}
 	if created != 4 {
 		t.Errorf("catch-up saw %d created events, want 4", created)
-	}
-}
-
-func waitFor(t *testing.T, within time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s", within)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -450,12 +437,17 @@ func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return c.next.RoundTrip(r)
 }
 
+// TestCircuitBreakerAgainstSandboxd: sandboxd's 503s open the breaker, no call reaches sandboxd
+// while it is open, a single probe goes through after the open period, and the breaker closes
+// once sandboxd answers again. Nothing here depends on how fast the machine is: the open period
+// of the first client outlasts any test, and the second client's transitions are read as the
+// events it logs.
 func TestCircuitBreakerAgainstSandboxd(t *testing.T) {
 	t.Parallel()
 	h := sandboxdtest.Start(t)
 	ct := &countingTransport{next: e2b.NewHTTPTransport()}
 	c := clientFor(t, h, func(cfg *e2b.Config) {
-		cfg.BreakerOpenFor = 400 * time.Millisecond
+		cfg.BreakerOpenFor = time.Hour
 		cfg.HTTPClient = &http.Client{Transport: ct}
 	})
 	ctx := t.Context()
@@ -476,7 +468,6 @@ func TestCircuitBreakerAgainstSandboxd(t *testing.T) {
 		t.Errorf("%d requests, want 1 create + 5 failed attempts", n)
 	}
 	before := ct.n.Load()
-	start := time.Now()
 	for range 20 {
 		if _, err := c.GetSandbox(ctx, sb.ID); !errors.Is(err, e2b.ErrCircuitOpen) {
 			t.Fatalf("while open = %v", err)
@@ -485,27 +476,38 @@ func TestCircuitBreakerAgainstSandboxd(t *testing.T) {
 	if ct.n.Load() != before {
 		t.Error("calls reached sandboxd while the breaker was open")
 	}
-	if took := time.Since(start); took > 300*time.Millisecond {
-		t.Errorf("20 fail-fast calls took %s", took)
-	}
 
+	// A client without retries, so that each call is one attempt, and a short open period.
+	var logs testkit.LogRecorder
+	probing := clientFor(t, h, func(cfg *e2b.Config) {
+		cfg.BreakerOpenFor = 50 * time.Millisecond
+		cfg.RetryDelays = []time.Duration{}
+		cfg.Logger = logs.Logger()
+	})
+	for range 5 {
+		if _, err := probing.GetSandbox(ctx, sb.ID); !errors.Is(err, e2b.ErrTransient) {
+			t.Fatalf("call against the failing sandboxd = %v", err)
+		}
+	}
+	halfOpen := func() bool { return probing.CircuitState() == "half-open" }
 	// Still failing after the open period: the single probe fails and it opens again.
-	time.Sleep(450 * time.Millisecond)
-	if _, err := c.GetSandbox(ctx, sb.ID); !errors.Is(err, e2b.ErrTransient) && !errors.Is(err, e2b.ErrCircuitOpen) {
+	testkit.Until(t, 10*time.Second, "the breaker to let a probe through", halfOpen)
+	if _, err := probing.GetSandbox(ctx, sb.ID); !errors.Is(err, e2b.ErrTransient) {
 		t.Fatalf("probe = %v", err)
 	}
-	if c.CircuitState() != "open" {
-		t.Fatalf("after a failed probe the breaker is %s", c.CircuitState())
-	}
-
-	// The provider recovers: after the open period the probe succeeds and calls flow.
+	// The provider recovers: the next probe succeeds and closes the breaker.
 	h.ClearFaults(t)
-	time.Sleep(450 * time.Millisecond)
-	if _, err := c.GetSandbox(ctx, sb.ID); err != nil {
+	testkit.Until(t, 10*time.Second, "the breaker to let a second probe through", halfOpen)
+	if _, err := probing.GetSandbox(ctx, sb.ID); err != nil {
 		t.Fatalf("after recovery: %v", err)
 	}
-	if c.CircuitState() != "closed" {
-		t.Errorf("breaker %s after a good probe", c.CircuitState())
+	var got []string
+	for _, r := range logs.Records("e2b circuit breaker") {
+		got = append(got, r["from"]+"→"+r["to"])
+	}
+	want := []string{"closed→open", "open→half-open", "half-open→open", "open→half-open", "half-open→closed"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("breaker transitions %q, want %q", got, want)
 	}
 }
 
@@ -618,7 +620,7 @@ func TestWebhooksAgainstSandboxd(t *testing.T) {
 	}
 	var killed e2b.Event
 	var d delivery
-	waitFor(t, 5*time.Second, func() bool {
+	testkit.Until(t, 5*time.Second, "a signed killed delivery", func() bool {
 		var ok bool
 		killed, d, ok = rc.find(secret, func(ev e2b.Event) bool { return ev.SandboxID == sb.ID && ev.Type == e2b.EventKilled })
 		return ok
@@ -650,7 +652,7 @@ func TestStaticWebhookSignature(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, func() bool {
+	testkit.Until(t, 5*time.Second, "a created delivery signed with the static secret", func() bool {
 		_, _, ok := rc.find("static-secret", func(ev e2b.Event) bool { return ev.SandboxID == sb.ID && ev.Type == e2b.EventCreated })
 		return ok
 	})

@@ -116,7 +116,7 @@ type autoResumeBody struct {
 	Enabled bool `json:"enabled"`
 }
 
-// body checks p like the SDKs do and maps it to the wire (e2b-api.md §2.2, §8).
+// body checks p like the SDKs do and maps it to the wire (docs/provider.md, "Sandboxes").
 func (p CreateParams) body() (newSandboxBody, error) {
 	b := newSandboxBody{TemplateID: p.Template, Timeout: p.TimeoutSec, Secure: p.Secure,
 		AllowInternetAccess: p.AllowInternetAccess, EnvVars: p.EnvVars}

@@ -63,7 +63,7 @@ func TestCreateParamsBody(t *testing.T) {
 }
 
 // serverDecodeMetadata is what the provider does with the metadata query value
-// (e2b-api.md §2.4): unescape the whole, split on & and =, unescape each part.
+// (docs/provider.md, "Sandboxes"): unescape the whole, split on & and =, unescape each part.
 func serverDecodeMetadata(t *testing.T, rawQuery string) map[string]string {
 	t.Helper()
 	q, err := url.ParseQuery(rawQuery)

@@ -222,7 +222,7 @@ func (c *Client) webhooksFor(ctx context.Context, hookURL string) ([]Webhook, er
 
 // VerifyWebhookSignature reports whether signatureHeader (the e2b-signature header) signs body
 // with secret: base64 of SHA-256(secret ‖ body), in the standard or URL-safe alphabet, padded
-// or not (the docs and the live service disagree, e2b-api.md §5). The comparison is constant
+// or not (the docs and the live service disagree: docs/provider.md, "Webhooks"). The comparison is constant
 // time. An empty secret never verifies, since anyone could compute that signature.
 func VerifyWebhookSignature(secret string, body []byte, signatureHeader string) bool {
 	if secret == "" {

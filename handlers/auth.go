@@ -41,7 +41,7 @@ func (h *Handlers) authFormError(c echo.Context, signUp bool, email string, err 
 	if ae.RetryAfter > 0 {
 		c.Response().Header().Set("Retry-After", itoa(int(ae.RetryAfter.Seconds())))
 	}
-	return render(c, kindStatus[ae.Kind], views.Auth(p))
+	return render(c, httpStatus(ae.Kind), views.Auth(p))
 }
 
 func (h *Handlers) signupSubmit(c echo.Context) error {

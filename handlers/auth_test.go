@@ -1,80 +1,84 @@
 package handlers_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+
+	"sandman/app"
+	"sandman/app/apptest"
 )
 
 func TestSignUpLogInLogOutPages(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	c := b.newClient(t)
+	b := webOnly(t)
+	c := b.NewClient(t)
 
-	r := c.get("/")
-	requireStatus(t, r, http.StatusSeeOther)
-	if loc := r.header.Get("Location"); loc != "/login" {
+	r := c.Get("/")
+	apptest.RequireStatus(t, r, http.StatusSeeOther)
+	if loc := r.Header.Get("Location"); loc != "/login" {
 		t.Fatalf("anonymous dashboard redirects to %q", loc)
 	}
 
-	c.get("/signup")
-	r = c.postForm("/signup", url.Values{"email": {"Ada@Example.com"}, "password": {"short"}})
-	requireStatus(t, r, http.StatusUnprocessableEntity)
-	requireContains(t, r.body, `data-testid="err-password"`)
-	requireContains(t, r.body, "Use at least 8 characters.")
-	requireContains(t, r.body, `value="Ada@Example.com"`)
+	c.Get("/signup")
+	r = c.PostForm("/signup", url.Values{"email": {"Ada@Example.com"}, "password": {"short"}})
+	apptest.RequireStatus(t, r, http.StatusUnprocessableEntity)
+	apptest.RequireContains(t, r.Body, `data-testid="err-password"`)
+	apptest.RequireContains(t, r.Body, "Use at least 8 characters.")
+	apptest.RequireContains(t, r.Body, `value="Ada@Example.com"`)
 
-	r = c.postForm("/signup", url.Values{"email": {"Ada@Example.com"}, "password": {"correct horse"}})
-	requireStatus(t, r, http.StatusSeeOther)
-	r = c.get("/")
-	requireStatus(t, r, http.StatusOK)
-	requireContains(t, r.body, "ada@example.com")
-	requireContains(t, r.body, `data-testid="credits">10 credits<`)
+	r = c.PostForm("/signup", url.Values{"email": {"Ada@Example.com"}, "password": {"correct horse"}})
+	apptest.RequireStatus(t, r, http.StatusSeeOther)
+	r = c.Get("/")
+	apptest.RequireStatus(t, r, http.StatusOK)
+	apptest.RequireContains(t, r.Body, "ada@example.com")
+	apptest.RequireContains(t, r.Body, `data-testid="credits">10 credits<`)
 
 	// Signing up twice with the same address (any case) is refused next to the field.
-	c2 := b.newClient(t)
-	c2.get("/signup")
-	r = c2.postForm("/signup", url.Values{"email": {"ADA@example.com"}, "password": {"another pass"}})
-	requireStatus(t, r, http.StatusUnprocessableEntity)
-	requireContains(t, r.body, "An account with this email already exists")
+	c2 := b.NewClient(t)
+	c2.Get("/signup")
+	r = c2.PostForm("/signup", url.Values{"email": {"ADA@example.com"}, "password": {"another pass"}})
+	apptest.RequireStatus(t, r, http.StatusUnprocessableEntity)
+	apptest.RequireContains(t, r.Body, "An account with this email already exists")
 
-	r = c.postForm("/logout", url.Values{})
-	requireStatus(t, r, http.StatusSeeOther)
-	requireStatus(t, c.get("/"), http.StatusSeeOther)
+	r = c.PostForm("/logout", url.Values{})
+	apptest.RequireStatus(t, r, http.StatusSeeOther)
+	apptest.RequireStatus(t, c.Get("/"), http.StatusSeeOther)
 
-	c.get("/login")
-	r = c.postForm("/login", url.Values{"email": {"ada@example.com"}, "password": {"wrong password"}})
-	requireStatus(t, r, http.StatusUnauthorized)
-	requireContains(t, r.body, "Email or password is incorrect.")
-	r = c.postForm("/login", url.Values{"email": {"ada@example.com"}, "password": {"correct horse"}})
-	requireStatus(t, r, http.StatusSeeOther)
-	requireStatus(t, c.get("/"), http.StatusOK)
+	c.Get("/login")
+	r = c.PostForm("/login", url.Values{"email": {"ada@example.com"}, "password": {"wrong password"}})
+	apptest.RequireStatus(t, r, http.StatusUnauthorized)
+	apptest.RequireContains(t, r.Body, "Email or password is incorrect.")
+	r = c.PostForm("/login", url.Values{"email": {"ada@example.com"}, "password": {"correct horse"}})
+	apptest.RequireStatus(t, r, http.StatusSeeOther)
+	apptest.RequireStatus(t, c.Get("/"), http.StatusOK)
 }
 
 func TestSessionTokenRenewedOnLogInAndLogOut(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	c := b.newClient(t)
-	c.get("/login")
+	b := webOnly(t)
+	c := b.NewClient(t)
+	c.Get("/login")
 	before := sessionCookie(t, c)
-	c.signUp("renew@example.com")
+	c.SignUp("renew@example.com")
 	afterLogin := sessionCookie(t, c)
 	if before == "" || afterLogin == "" || before == afterLogin {
 		t.Fatalf("session token not renewed at login: %q → %q", before, afterLogin)
 	}
-	r := c.api(http.MethodDelete, "/api/session", nil, nil)
-	requireStatus(t, r, http.StatusNoContent)
+	r := c.API(http.MethodDelete, "/api/session", nil, nil)
+	apptest.RequireStatus(t, r, http.StatusNoContent)
 	if after := sessionCookie(t, c); after == afterLogin {
 		t.Fatal("session token kept after logout")
 	}
-	requireStatus(t, c.api(http.MethodGet, "/api/me", nil, nil), http.StatusUnauthorized)
+	apptest.RequireStatus(t, c.API(http.MethodGet, "/api/me", nil, nil), http.StatusUnauthorized)
 }
 
-func sessionCookie(t *testing.T, c *client) string {
+func sessionCookie(t *testing.T, c *apptest.Client) string {
 	t.Helper()
-	u, _ := url.Parse(c.base)
-	for _, ck := range c.hc.Jar.Cookies(u) {
+	u, _ := url.Parse(c.URL("/"))
+	for _, ck := range c.HTTP().Jar.Cookies(u) {
 		if ck.Name == "sandman_session" {
 			return ck.Value
 		}
@@ -82,32 +86,52 @@ func sessionCookie(t *testing.T, c *client) string {
 	return ""
 }
 
+// The session cookie is production's (package app assembles the session manager for tests
+// too): HttpOnly, SameSite=Lax, and Secure exactly when SANDMAN_COOKIE_SECURE says so.
 func TestSessionCookieAttributes(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	c := b.newClient(t)
-	r := c.get("/login")
-	sc := r.header.Values("Set-Cookie")
-	if len(sc) != 1 {
-		t.Fatalf("want one Set-Cookie, got %q", sc)
+	for _, secure := range []bool{false, true} {
+		t.Run(fmt.Sprintf("secure=%v", secure), func(t *testing.T) {
+			t.Parallel()
+			b := start(t, apptest.Options{Role: app.RoleWeb, Config: func(c *app.Config) { c.CookieSecure = secure }})
+			r := b.NewClient(t).Get("/login")
+			sc := r.Header.Values("Set-Cookie")
+			if len(sc) != 1 || !strings.HasPrefix(sc[0], "sandman_session=") {
+				t.Fatalf("want one sandman_session cookie, got %q", sc)
+			}
+			attrs := map[string]bool{}
+			for _, a := range strings.Split(sc[0], ";")[1:] {
+				attrs[strings.TrimSpace(a)] = true
+			}
+			if !attrs["HttpOnly"] || !attrs["SameSite=Lax"] || attrs["Secure"] != secure {
+				t.Fatalf("cookie %q: want HttpOnly, SameSite=Lax and Secure=%v", sc[0], secure)
+			}
+		})
 	}
-	for _, attr := range []string{"HttpOnly", "SameSite=Lax"} {
-		if !strings.Contains(sc[0], attr) {
-			t.Fatalf("cookie %q lacks %s", sc[0], attr)
-		}
+}
+
+// Pages may frame the provider's previews and nothing else: the policy names the preview
+// origin of the configured provider (here sandboxd's *.localhost:PORT).
+func TestContentSecurityPolicyFramesThePreviewOrigin(t *testing.T) {
+	t.Parallel()
+	b := webOnly(t)
+	csp := b.NewClient(t).Get("/login").Header.Get("Content-Security-Policy")
+	want := "frame-src http://*." + b.Host.Domain + ";"
+	if !strings.Contains(csp, want) || !strings.Contains(csp, "frame-ancestors 'none'") || !strings.Contains(csp, "script-src 'self';") {
+		t.Fatalf("Content-Security-Policy %q: want %q, no framing of Sandman and only its own scripts", csp, want)
 	}
 }
 
 func TestJSONAPIAccount(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	c := b.newClient(t)
-	c.signUp("api@example.com")
+	b := webOnly(t)
+	c := b.NewClient(t)
+	c.SignUp("api@example.com")
 	var me struct {
 		Email   string `json:"email"`
 		Credits int    `json:"credits"`
 	}
-	requireStatus(t, c.api(http.MethodGet, "/api/me", nil, &me), http.StatusOK)
+	apptest.RequireStatus(t, c.API(http.MethodGet, "/api/me", nil, &me), http.StatusOK)
 	if me.Email != "api@example.com" || me.Credits != 10 {
 		t.Fatalf("me = %+v", me)
 	}
@@ -125,18 +149,18 @@ func TestJSONAPIAccount(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := b.newClient(t).api(http.MethodPost, "/api/users", tt.body, nil)
-			requireStatus(t, r, tt.status)
-			requireContains(t, r.body, tt.code)
+			r := b.NewClient(t).API(http.MethodPost, "/api/users", tt.body, nil)
+			apptest.RequireStatus(t, r, tt.status)
+			apptest.RequireContains(t, r.Body, tt.code)
 		})
 	}
 
-	anon := b.newClient(t)
-	r := anon.api(http.MethodPost, "/api/session", map[string]string{"email": "api@example.com", "password": "wrong one!"}, nil)
-	requireStatus(t, r, http.StatusUnauthorized)
-	requireContains(t, r.body, `"code":"bad_credentials"`)
+	anon := b.NewClient(t)
+	r := anon.API(http.MethodPost, "/api/session", map[string]string{"email": "api@example.com", "password": "wrong one!"}, nil)
+	apptest.RequireStatus(t, r, http.StatusUnauthorized)
+	apptest.RequireContains(t, r.Body, `"code":"bad_credentials"`)
 	var s struct{ CSRFToken string }
-	requireStatus(t, anon.api(http.MethodPost, "/api/session", map[string]string{"email": "API@example.com", "password": "correct horse"}, &s), http.StatusOK)
+	apptest.RequireStatus(t, anon.API(http.MethodPost, "/api/session", map[string]string{"email": "API@example.com", "password": "correct horse"}, &s), http.StatusOK)
 	if s.CSRFToken == "" {
 		t.Fatal("no csrfToken in login answer")
 	}
@@ -144,92 +168,90 @@ func TestJSONAPIAccount(t *testing.T) {
 
 func TestCSRFRefusedWithoutToken(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	c := b.newClient(t)
-	c.signUp("csrf@example.com")
-	good := c.csrf
+	b := webOnly(t)
+	c := b.NewClient(t)
+	c.SignUp("csrf@example.com")
 
 	tests := []struct {
 		name string
-		do   func() response
+		do   func() apptest.Response
 	}{
-		{"form without token", func() response {
-			return c.do(http.MethodPost, "/projects", strings.NewReader("starter=counter"), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
+		{"form without token", func() apptest.Response {
+			return c.Do(http.MethodPost, "/projects", strings.NewReader("starter=counter"), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
 		}},
-		{"form with wrong token", func() response {
-			return c.do(http.MethodPost, "/projects", strings.NewReader("starter=counter&_csrf=forged"), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
+		{"form with wrong token", func() apptest.Response {
+			return c.Do(http.MethodPost, "/projects", strings.NewReader("starter=counter&_csrf=forged"), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
 		}},
-		{"api without header", func() response {
-			return c.do(http.MethodPost, "/api/projects", strings.NewReader(`{"starter":"counter"}`), map[string]string{"Content-Type": "application/json"})
+		{"api without header", func() apptest.Response {
+			return c.Do(http.MethodPost, "/api/projects", strings.NewReader(`{"starter":"counter"}`), map[string]string{"Content-Type": "application/json"})
 		}},
-		{"api logout without header", func() response { return c.do(http.MethodDelete, "/api/session", nil, nil) }},
-		{"logout form without token", func() response {
-			return c.do(http.MethodPost, "/logout", strings.NewReader(""), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
+		{"api logout without header", func() apptest.Response { return c.Do(http.MethodDelete, "/api/session", nil, nil) }},
+		{"logout form without token", func() apptest.Response {
+			return c.Do(http.MethodPost, "/logout", strings.NewReader(""), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
 		}},
-		{"login form without token", func() response {
-			return b.newClient(t).do(http.MethodPost, "/login", strings.NewReader("email=a%40b.c&password=xxxxxxxx"), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
+		{"login form without token", func() apptest.Response {
+			return b.NewClient(t).Do(http.MethodPost, "/login", strings.NewReader("email=a%40b.c&password=xxxxxxxx"), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
 		}},
-		{"api login as a form", func() response {
-			return b.newClient(t).do(http.MethodPost, "/api/session", strings.NewReader("email=a%40b.c"), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
+		{"api login as a form", func() apptest.Response {
+			return b.NewClient(t).Do(http.MethodPost, "/api/session", strings.NewReader("email=a%40b.c"), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
 		}},
-		{"upload without token", func() response {
-			return c.do(http.MethodPost, "/projects/upload", strings.NewReader(""), map[string]string{"Content-Type": "multipart/form-data; boundary=x"})
+		{"upload without token", func() apptest.Response {
+			return c.Do(http.MethodPost, "/projects/upload", strings.NewReader(""), map[string]string{"Content-Type": "multipart/form-data; boundary=x"})
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := tt.do()
-			if r.status < 400 || r.status >= 500 {
-				t.Fatalf("status %d: %s", r.status, r.body)
+			if r.Status < 400 || r.Status >= 500 {
+				t.Fatalf("status %d: %s", r.Status, r.Body)
 			}
-			requireContains(t, r.body, "Reload the page and try again")
+			apptest.RequireContains(t, r.Body, "Reload the page and try again")
 		})
 	}
 	// Nothing was created, and the session still works with the right token.
 	var list []map[string]any
-	c.csrf = good
-	requireStatus(t, c.api(http.MethodGet, "/api/projects", nil, &list), http.StatusOK)
+	apptest.RequireStatus(t, c.API(http.MethodGet, "/api/projects", nil, &list), http.StatusOK)
 	if len(list) != 0 {
 		t.Fatalf("a refused request created %d projects", len(list))
 	}
-	requireStatus(t, c.api(http.MethodPost, "/api/projects", map[string]string{"starter": "counter"}, nil), http.StatusCreated)
+	apptest.RequireStatus(t, c.API(http.MethodPost, "/api/projects", map[string]string{"starter": "counter"}, nil), http.StatusCreated)
 }
 
 func TestLoginRateLimit(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	owner := b.newClient(t)
-	owner.signUp("limited@example.com")
+	b := webOnly(t)
+	owner := b.NewClient(t)
+	owner.SignUp("limited@example.com")
 
-	attacker := b.newClient(t)
+	attacker := b.NewClient(t)
 	for i := range 5 {
-		r := attacker.api(http.MethodPost, "/api/session", map[string]string{"email": "limited@example.com", "password": "guess " + string(rune('a'+i))}, nil)
-		requireStatus(t, r, http.StatusUnauthorized)
+		r := attacker.API(http.MethodPost, "/api/session", map[string]string{"email": "limited@example.com", "password": "guess " + string(rune('a'+i))}, nil)
+		apptest.RequireStatus(t, r, http.StatusUnauthorized)
 	}
 	// The sixth try is refused before the password is even checked, right one or not.
-	r := attacker.api(http.MethodPost, "/api/session", map[string]string{"email": "limited@example.com", "password": "correct horse"}, nil)
-	requireStatus(t, r, http.StatusTooManyRequests)
-	if r.header.Get("Retry-After") == "" {
+	r := attacker.API(http.MethodPost, "/api/session", map[string]string{"email": "limited@example.com", "password": "correct horse"}, nil)
+	apptest.RequireStatus(t, r, http.StatusTooManyRequests)
+	if r.Header.Get("Retry-After") == "" {
 		t.Fatal("429 without Retry-After")
 	}
-	requireContains(t, r.body, "Too many failed logins")
+	apptest.RequireContains(t, r.Body, "Too many failed logins")
 
 	// The form shows the same message.
-	page := b.newClient(t)
-	page.get("/login")
-	r = page.postForm("/login", url.Values{"email": {"limited@example.com"}, "password": {"correct horse"}})
-	requireStatus(t, r, http.StatusTooManyRequests)
-	requireContains(t, r.body, "Too many failed logins")
+	page := b.NewClient(t)
+	page.Get("/login")
+	r = page.PostForm("/login", url.Values{"email": {"limited@example.com"}, "password": {"correct horse"}})
+	apptest.RequireStatus(t, r, http.StatusTooManyRequests)
+	apptest.RequireContains(t, r.Body, "Too many failed logins")
 
 	// Another email from the same address is still allowed until the per-address limit.
-	other := b.newClient(t)
-	other.signUp("other@example.com")
-	requireStatus(t, b.newClient(t).api(http.MethodPost, "/api/session", map[string]string{"email": "other@example.com", "password": "correct horse"}, nil), http.StatusOK)
+	other := b.NewClient(t)
+	other.SignUp("other@example.com")
+	apptest.RequireStatus(t, b.NewClient(t).API(http.MethodPost, "/api/session", map[string]string{"email": "other@example.com", "password": "correct horse"}, nil), http.StatusOK)
 	for i := range 14 {
-		r := attacker.api(http.MethodPost, "/api/session", map[string]string{"email": "nobody" + string(rune('a'+i)) + "@example.com", "password": "whatever1"}, nil)
-		requireStatus(t, r, http.StatusUnauthorized)
+		r := attacker.API(http.MethodPost, "/api/session", map[string]string{"email": "nobody" + string(rune('a'+i)) + "@example.com", "password": "whatever1"}, nil)
+		apptest.RequireStatus(t, r, http.StatusUnauthorized)
 	}
 	// 5 + 1 (refused, not counted) + 14 = 19 failures from this address; one more reaches 20.
-	requireStatus(t, attacker.api(http.MethodPost, "/api/session", map[string]string{"email": "x@example.com", "password": "whatever1"}, nil), http.StatusUnauthorized)
-	requireStatus(t, b.newClient(t).api(http.MethodPost, "/api/session", map[string]string{"email": "other@example.com", "password": "correct horse"}, nil), http.StatusTooManyRequests)
+	apptest.RequireStatus(t, attacker.API(http.MethodPost, "/api/session", map[string]string{"email": "x@example.com", "password": "whatever1"}, nil), http.StatusUnauthorized)
+	apptest.RequireStatus(t, b.NewClient(t).API(http.MethodPost, "/api/session", map[string]string{"email": "other@example.com", "password": "correct horse"}, nil), http.StatusTooManyRequests)
 }

@@ -4,29 +4,30 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"sandman/app/apptest"
+	"sandman/views"
 )
 
-// Design §7: "requests from an idle open dashboard: 0 per minute". A dashboard with a running
+// BENCHMARKS.md target: "requests from an idle open dashboard: 0 per minute". A dashboard with a running
 // preview sits open for a minute and a bit; every request it sends to Sandman is counted (the
 // shared event stream lives in a worker and is not one of the page's requests).
 func BenchmarkIdleDashboardRequests(b *testing.B) {
-	s := newStack(b, stackOptions{webhooks: true})
-	c := s.newClient(b)
-	c.signUp("idle@example.com")
-	projectID, _ := s.buildCounter(b, c)
-	browser := newBrowser(b)
-	dash := openTab(b, browser, s.srv.URL+"/login")
-	logIn(b, dash, s.srv.URL, "idle@example.com")
-	dash.waitFor(b, "the card running", statusIs("card", projectID, "running"))
-	before := len(dash.requests())
+	s := start(b, apptest.Options{Webhooks: true})
+	c := s.NewClient(b)
+	c.SignUp("idle@example.com")
+	projectID, _ := c.BuildCounter()
+	_, dash := s.Browse(b, "idle@example.com")
+	dash.WaitFor(b, "the card running", statusIs(views.Card, projectID, "running"))
+	before := len(dash.Requests())
 	b.ResetTimer()
 	for range b.N {
 		time.Sleep(65 * time.Second)
 	}
 	b.StopTimer()
 	var sent []string
-	for _, r := range dash.requests()[before:] {
-		if strings.Contains(r, s.srv.URL) {
+	for _, r := range dash.Requests()[before:] {
+		if strings.Contains(r, s.URL()) {
 			sent = append(sent, r)
 		}
 	}

@@ -1,131 +1,20 @@
 package handlers_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
-	"os"
+	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/network"
-	"github.com/chromedp/chromedp"
+	"sandman/app/apptest"
+	"sandman/views"
 )
 
-const chromiumPath = "/usr/bin/chromium"
-
-// newBrowser starts one headless Chromium for the test; tabs are chromedp.NewContext(browser).
-func newBrowser(t testing.TB) context.Context {
-	t.Helper()
-	if _, err := os.Stat(chromiumPath); err != nil {
-		t.Fatalf("browser tests need Debian's Chromium at %s: run `make deps` (apt-get install -y chromium)", chromiumPath)
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromiumPath), chromedp.NoSandbox, chromedp.DisableGPU,
-		// This machine has no internet: background fetches would only fail noisily.
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true),
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1100, 800))
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	browser, cancelBrowser := chromedp.NewContext(alloc)
-	t.Cleanup(func() { cancelBrowser(); cancelAlloc() })
-	if err := chromedp.Do(browser); err != nil {
-		t.Fatalf("start Chromium: %v", err)
-	}
-	return browser
-}
-
-// tab is one browser tab with the Sandman requests it made since recording started.
-type tab struct {
-	ctx context.Context
-	mu  sync.Mutex
-	log []string
-}
-
-// openTab opens url in a new tab of browser and records every request the page sends.
-func openTab(t testing.TB, browser context.Context, url string) *tab {
-	t.Helper()
-	ctx, cancel := chromedp.NewContext(browser)
-	t.Cleanup(cancel)
-	tb := &tab{ctx: ctx}
-	if err := chromedp.Do(ctx); err != nil { // opens the tab, so events can be subscribed
-		t.Fatal(err)
-	}
-	requests := chromedp.Events(ctx, network.RequestWillBeSent)
-	go func() {
-		for ev, err := range requests {
-			if err != nil {
-				return
-			}
-			tb.mu.Lock()
-			tb.log = append(tb.log, ev.Request.Method+" "+ev.Request.URL)
-			tb.mu.Unlock()
-		}
-	}()
-	tb.do(t, chromedp.Navigate(url))
-	return tb
-}
-
-func (tb *tab) do(t testing.TB, steps ...chromedp.Action[chromedp.Void]) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(tb.ctx, 30*time.Second)
-	defer cancel()
-	if err := chromedp.Do(ctx, steps...); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// eval runs JavaScript in the tab and returns its result.
-func eval[T any](t testing.TB, tb *tab, js string) T {
-	t.Helper()
-	v, err := chromedp.Run(tb.ctx, chromedp.Evaluate[T](js))
-	if err != nil {
-		t.Fatalf("%s: %v", js, err)
-	}
-	return v
-}
-
-// waitFor polls a JavaScript condition in the tab (the test's view, not the page's).
-func (tb *tab) waitFor(t testing.TB, what, js string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(tb.ctx, 30*time.Second)
-	defer cancel()
-	for {
-		_, err := chromedp.Run(ctx, chromedp.Poll[bool](js, chromedp.WithPollingInterval(20*time.Millisecond)))
-		if err == nil {
-			return
-		}
-		// A navigation (the login form's redirect) replaces the page the poll ran in.
-		if (strings.Contains(err.Error(), "context with specified id") || strings.Contains(err.Error(), "navigated or closed")) && ctx.Err() == nil {
-			time.Sleep(20 * time.Millisecond)
-			continue
-		}
-		html, _ := chromedp.Run(tb.ctx, chromedp.Evaluate[string](`document.body.innerText`))
-		t.Fatalf("waiting for %s: %v\npage text:\n%.1500s", what, err, html)
-	}
-}
-
-// requests returns every request the tab sent so far.
-func (tb *tab) requests() []string {
-	tb.mu.Lock()
-	defer tb.mu.Unlock()
-	return append([]string(nil), tb.log...)
-}
-
-// logIn signs in through the login form in tb, as a founder would.
-func logIn(t testing.TB, tb *tab, base, email string) {
-	t.Helper()
-	tb.do(t, chromedp.Navigate(base+"/login"),
-		chromedp.SendKeys(chromedp.ID("email"), email),
-		chromedp.SendKeys(chromedp.ID("password"), "correct horse"),
-		chromedp.Submit(chromedp.ID("password")))
-	tb.waitFor(t, "the dashboard", `location.pathname === "/" && !!document.querySelector("[data-testid=project-card]")`)
-}
-
-func statusIs(kind, projectID, status string) string {
-	return fmt.Sprintf(`document.querySelector("#%s-%s")?.dataset.status === %q`, kind, projectID, status)
+// statusIs is the JavaScript condition that the project's fragment shows status.
+func statusIs(f views.Fragment, projectID, status string) string {
+	return fmt.Sprintf(`document.getElementById(%q)?.dataset.status === %q`, views.DOMID(f, projectID), status)
 }
 
 // TestBrowserLiveUpdates opens the dashboard and the build page, changes the sandbox through
@@ -133,24 +22,25 @@ func statusIs(kind, projectID, status string) string {
 // their own (the shared event stream lives in a worker, not in the pages).
 func TestBrowserLiveUpdates(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, stackOptions{webhooks: true})
-	c := s.newClient(t)
-	c.signUp("browser@example.com")
-	projectID, sandboxID := s.buildCounter(t, c)
-	sb := c.waitSandbox(sandboxID, "running", time.Second)
+	s := start(t, apptest.Options{Webhooks: true})
+	c := s.NewClient(t)
+	c.SignUp("browser@example.com")
+	projectID, sandboxID := c.BuildCounter()
+	sb := c.WaitSandbox(sandboxID, "running", time.Second)
 
-	browser := newBrowser(t)
-	dash := openTab(t, browser, s.srv.URL+"/login")
-	logIn(t, dash, s.srv.URL, "browser@example.com")
-	dash.waitFor(t, "the card running", statusIs("card", projectID, "running"))
-	page := openTab(t, browser, s.srv.URL+"/projects/"+projectID)
-	page.waitFor(t, "the pane running", statusIs("pane", projectID, "running"))
-	for _, tb := range []*tab{dash, page} {
-		tb.waitFor(t, "the event stream", `document.querySelector("[sse-connect]")?.["htmx-internal-data"]?.sseEventSource?.readyState === 1`)
-		eval[bool](t, tb, `window.sandmanNoReload = true`)
+	browser, dash := s.Browse(t, "browser@example.com")
+	dash.WaitFor(t, "the card running", statusIs(views.Card, projectID, "running"))
+	page := browser.Open(t, s.URL()+"/projects/"+projectID)
+	page.WaitFor(t, "the pane running", statusIs(views.Pane, projectID, "running"))
+	// The iframe really shows the starter's page: the preview's origin (sandboxd's
+	// *.localhost) is allowed by the production Content-Security-Policy, and it answers.
+	page.FrameText(t, sb.PreviewURL, "Visits: ")
+	for _, tb := range []*apptest.Tab{dash, page} {
+		tb.WaitFor(t, "the event stream", `document.querySelector("[sse-connect]")?.["htmx-internal-data"]?.sseEventSource?.readyState === 1`)
+		apptest.Eval[bool](t, tb, `window.sandmanNoReload = true`)
 	}
-	eval[bool](t, page, `document.querySelector("[data-testid=preview-frame]").sandmanOld = true`)
-	dashBefore, pageBefore := len(dash.requests()), len(page.requests())
+	apptest.Eval[bool](t, page, `document.querySelector("[data-testid=preview-frame]").sandmanOld = true`)
+	dashBefore, pageBefore := len(dash.Requests()), len(page.Requests())
 	if dashBefore == 0 || pageBefore == 0 {
 		t.Fatal("no request recorded while the pages loaded: the recorder sees nothing")
 	}
@@ -160,33 +50,35 @@ func TestBrowserLiveUpdates(t *testing.T) {
 		change                func()
 	}{
 		{"pause", "paused", "Your preview is sleeping.", func() {
-			requireStatus(t, c.api(http.MethodPost, "/api/sandboxes/"+sandboxID+"/pause", nil, nil), http.StatusAccepted)
+			apptest.RequireStatus(t, c.API(http.MethodPost, "/api/sandboxes/"+sandboxID+"/pause", nil, nil), http.StatusAccepted)
 		}},
 		{"resume", "running", "Live preview ready", func() {
-			requireStatus(t, c.api(http.MethodPost, "/api/sandboxes/"+sandboxID+"/resume", nil, nil), http.StatusAccepted)
+			apptest.RequireStatus(t, c.API(http.MethodPost, "/api/sandboxes/"+sandboxID+"/resume", nil, nil), http.StatusAccepted)
 		}},
-		{"provider kill", "killed", "Sandbox not found", func() { s.host.KillFromDashboard(t, sb.ProviderID) }},
+		{"provider kill", "killed", "Sandbox not found", func() { s.Host.KillFromDashboard(t, sb.ProviderID) }},
 	}
 	for _, step := range steps {
 		step.change()
 		// The backend first, so a failure below is the page's, not the lifecycle's.
-		c.waitSandbox(sandboxID, step.status, 30*time.Second)
-		dash.waitFor(t, "the card "+step.status+" after "+step.name, statusIs("card", projectID, step.status))
-		page.waitFor(t, "the pane "+step.status+" after "+step.name, statusIs("pane", projectID, step.status))
-		page.waitFor(t, "the heading after "+step.name, fmt.Sprintf(`document.querySelector("#pane-%s").innerText.includes(%q)`, projectID, step.heading))
+		c.WaitSandbox(sandboxID, step.status, 30*time.Second)
+		dash.WaitFor(t, "the card "+step.status+" after "+step.name, statusIs(views.Card, projectID, step.status))
+		page.WaitFor(t, "the pane "+step.status+" after "+step.name, statusIs(views.Pane, projectID, step.status))
+		page.WaitFor(t, "the heading after "+step.name, fmt.Sprintf(`document.getElementById(%q).innerText.includes(%q)`, views.DOMID(views.Pane, projectID), step.heading))
 		if step.name == "resume" {
 			// The pane came back with a fresh iframe, which loads the preview by itself.
-			page.waitFor(t, "a fresh preview frame", `(() => { const f = document.querySelector("[data-testid=preview-frame]");
-				return !!f && !f.sandmanOld && f.src.includes("`+sb.ProviderID+`"); })()`)
+			resumed := c.WaitSandbox(sandboxID, "running", time.Second)
+			page.WaitFor(t, "a fresh preview frame", `(() => { const f = document.querySelector("[data-testid=preview-frame]");
+				return !!f && !f.sandmanOld && f.src.startsWith(`+strconv.Quote(resumed.PreviewURL)+`); })()`)
+			page.FrameText(t, resumed.PreviewURL, "Visits: ")
 		}
 	}
-	for name, tb := range map[string]*tab{"dashboard": dash, "build page": page} {
-		if !eval[bool](t, tb, `window.sandmanNoReload === true`) {
+	for name, tb := range map[string]*apptest.Tab{"dashboard": dash, "build page": page} {
+		if !apptest.Eval[bool](t, tb, `window.sandmanNoReload === true`) {
 			t.Fatalf("the %s reloaded", name)
 		}
 	}
-	assertNoSandmanRequests(t, s.srv.URL, "dashboard", dash.requests()[dashBefore:])
-	assertNoSandmanRequests(t, s.srv.URL, "build page", page.requests()[pageBefore:])
+	assertNoSandmanRequests(t, s.URL(), "dashboard", dash.Requests()[dashBefore:])
+	assertNoSandmanRequests(t, s.URL(), "build page", page.Requests()[pageBefore:])
 }
 
 // assertNoSandmanRequests fails when a page asked Sandman for anything: state must come only
@@ -205,38 +97,36 @@ func assertNoSandmanRequests(t *testing.T, base, name string, reqs []string) {
 // opens at most six connections to a host: they share one stream.
 func TestBrowserTenTabs(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, stackOptions{webhooks: true})
-	c := s.newClient(t)
-	c.signUp("tabs@example.com")
-	projectID, sandboxID := s.buildCounter(t, c)
+	s := start(t, apptest.Options{Webhooks: true})
+	c := s.NewClient(t)
+	c.SignUp("tabs@example.com")
+	projectID, sandboxID := c.BuildCounter()
 
-	browser := newBrowser(t)
-	first := openTab(t, browser, s.srv.URL+"/login")
-	logIn(t, first, s.srv.URL, "tabs@example.com")
-	tabs := []*tab{first}
+	browser, first := s.Browse(t, "tabs@example.com")
+	tabs := []*apptest.Tab{first}
 	for i := range 9 {
-		url := s.srv.URL + "/"
+		url := s.URL() + "/"
 		if i%2 == 0 {
-			url = s.srv.URL + "/projects/" + projectID
+			url = s.URL() + "/projects/" + projectID
 		}
-		tabs = append(tabs, openTab(t, browser, url))
+		tabs = append(tabs, browser.Open(t, url))
 	}
 	waitAll := func(status string) {
 		t.Helper()
 		for i, tb := range tabs {
-			kind := "card"
-			if eval[bool](t, tb, `location.pathname.startsWith("/projects/")`) {
-				kind = "pane"
+			kind := views.Card
+			if apptest.Eval[bool](t, tb, `location.pathname.startsWith("/projects/")`) {
+				kind = views.Pane
 			}
-			tb.waitFor(t, fmt.Sprintf("tab %d %s %s", i, kind, status), statusIs(kind, projectID, status))
+			tb.WaitFor(t, fmt.Sprintf("tab %d %s %s", i, kind, status), statusIs(kind, projectID, status))
 		}
 	}
 	waitAll("running")
-	requireStatus(t, c.api(http.MethodPost, "/api/sandboxes/"+sandboxID+"/pause", nil, nil), http.StatusAccepted)
+	apptest.RequireStatus(t, c.API(http.MethodPost, "/api/sandboxes/"+sandboxID+"/pause", nil, nil), http.StatusAccepted)
 	waitAll("paused")
-	requireStatus(t, c.api(http.MethodPost, "/api/sandboxes/"+sandboxID+"/resume", nil, nil), http.StatusAccepted)
+	apptest.RequireStatus(t, c.API(http.MethodPost, "/api/sandboxes/"+sandboxID+"/resume", nil, nil), http.StatusAccepted)
 	waitAll("running")
-	if n := s.hub.Clients(); n > 2 {
+	if n := s.Hub().Clients(); n > 2 {
 		t.Fatalf("ten tabs hold %d event streams; they should share one", n)
 	}
 }

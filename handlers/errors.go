@@ -13,6 +13,7 @@ import (
 	"sandman/views"
 )
 
+// kindStatus is the HTTP status of each apperr kind.
 var kindStatus = map[apperr.Kind]int{
 	apperr.KindInvalid:      http.StatusUnprocessableEntity,
 	apperr.KindNotFound:     http.StatusNotFound,
@@ -22,6 +23,15 @@ var kindStatus = map[apperr.Kind]int{
 	apperr.KindNoCredits:    http.StatusPaymentRequired,
 	apperr.KindUnavailable:  http.StatusServiceUnavailable,
 	apperr.KindTooLarge:     http.StatusRequestEntityTooLarge,
+}
+
+// httpStatus is the status for an apperr kind. A kind added to apperr without a status here is
+// a server error, not a zero status (which net/http refuses with a panic).
+func httpStatus(k apperr.Kind) int {
+	if status, ok := kindStatus[k]; ok {
+		return status
+	}
+	return http.StatusInternalServerError
 }
 
 // errorHandler is the one place errors become responses: apperr kinds map to statuses, echo's
@@ -34,11 +44,11 @@ func (h *Handlers) errorHandler(err error, c echo.Context) {
 	var fields map[string]string
 	var he *echo.HTTPError
 	if ae, ok := apperr.As(err); ok {
-		status, code, msg, fields = kindStatus[ae.Kind], ae.Code, ae.Message, ae.Fields
+		status, code, msg, fields = httpStatus(ae.Kind), ae.Code, ae.Message, ae.Fields
 		if ae.RetryAfter > 0 {
 			c.Response().Header().Set("Retry-After", strconv.Itoa(int(ae.RetryAfter.Seconds())))
 		}
-	} else if errors.Is(err, db.ErrNotFound) {
+	} else if db.IsNotFound(err) {
 		status, code, msg = http.StatusNotFound, "not_found", "Not found."
 	} else if errors.As(err, &he) {
 		status = he.Code

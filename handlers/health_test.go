@@ -4,25 +4,27 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"sandman/app/apptest"
 )
 
 func TestHealthAndMetrics(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	c := b.newClient(t)
-	requireStatus(t, c.do(http.MethodGet, "/healthz", nil, nil), http.StatusOK)
-	requireStatus(t, c.do(http.MethodGet, "/readyz", nil, nil), http.StatusOK)
-	c.signUp("metrics@example.com")
+	b := webOnly(t)
+	c := b.NewClient(t)
+	apptest.RequireStatus(t, c.Do(http.MethodGet, "/healthz", nil, nil), http.StatusOK)
+	apptest.RequireStatus(t, c.Do(http.MethodGet, "/readyz", nil, nil), http.StatusOK)
+	c.SignUp("metrics@example.com")
 	var p struct{ ID string }
-	requireStatus(t, c.api(http.MethodPost, "/api/projects", map[string]string{"starter": "static"}, &p), http.StatusCreated)
-	requireStatus(t, c.get("/projects/"+p.ID), http.StatusOK)
-	requireStatus(t, c.get("/no/such/page/"+p.ID), http.StatusNotFound)
+	apptest.RequireStatus(t, c.API(http.MethodPost, "/api/projects", map[string]string{"starter": "static"}, &p), http.StatusCreated)
+	apptest.RequireStatus(t, c.Get("/projects/"+p.ID), http.StatusOK)
+	apptest.RequireStatus(t, c.Get("/no/such/page/"+p.ID), http.StatusNotFound)
 
-	m := c.do(http.MethodGet, "/metrics", nil, nil)
-	requireStatus(t, m, http.StatusOK)
-	requireContains(t, m.body, `sandman_http_request_duration_seconds_count{method="GET",route="/projects/:id",status="200"} 1`)
+	m := c.Do(http.MethodGet, "/metrics", nil, nil)
+	apptest.RequireStatus(t, m, http.StatusOK)
+	apptest.RequireContains(t, m.Body, `sandman_http_request_duration_seconds_count{method="GET",route="/projects/:id",status="200"} 1`)
 	// Series are per route pattern: no id and no unknown path may become a label.
-	if strings.Contains(m.body, p.ID) || strings.Contains(m.body, "/no/such") {
-		t.Fatalf("a path leaked into the metrics:\n%s", m.body)
+	if strings.Contains(m.Body, p.ID) || strings.Contains(m.Body, "/no/such") {
+		t.Fatalf("a path leaked into the metrics:\n%s", m.Body)
 	}
 }

@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -42,7 +41,7 @@ func sourceText(p db.Project) string {
 // dashboard, the pane on the build page.
 func (h *Handlers) renderPreview(c echo.Context, status int, v lifecycle.ProjectView) error {
 	vm := previewVM(v)
-	if strings.HasPrefix(c.Request().Header.Get("HX-Target"), "card-") {
+	if c.Request().Header.Get("HX-Target") == views.DOMID(views.Card, vm.ProjectID) {
 		return render(c, status, views.PreviewCard(vm))
 	}
 	return render(c, status, views.PreviewPane(vm))
@@ -92,9 +91,9 @@ func (h *Handlers) rebuildConfirm(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	target := c.QueryParam("target")
-	if target != "card-"+v.Project.ID.String() {
-		target = "pane-" + v.Project.ID.String()
+	target := views.DOMID(views.Pane, v.Project.ID.String())
+	if card := views.DOMID(views.Card, v.Project.ID.String()); c.QueryParam("target") == card {
+		target = card
 	}
 	return render(c, http.StatusOK, views.RebuildConfirm(v.Project.ID.String(), target, uuid.NewString(), u.Credits))
 }
@@ -132,7 +131,7 @@ func (h *Handlers) pause(c echo.Context, owner, id uuid.UUID) error {
 	return err
 }
 
-// sandboxJSON is a sandbox in the JSON API (design §10).
+// sandboxJSON is a sandbox in the JSON API (docs/api.md).
 type sandboxJSON struct {
 	ID                 string     `json:"id"`
 	ProviderID         *string    `json:"providerId"`
@@ -156,9 +155,7 @@ func (h *Handlers) toSandboxJSON(sb db.Sandbox) sandboxJSON {
 		k := string(*sb.SnapshotKind)
 		out.SnapshotKind = &k
 	}
-	if sb.Status == lifecycle.Running || sb.Status == lifecycle.Starting {
-		out.ExpiresAt = sb.EndAt
-	}
+	out.ExpiresAt = lifecycle.ExpiresAt(sb)
 	return out
 }
 

@@ -16,10 +16,13 @@ import (
 )
 
 func (h *Handlers) dashboard(c echo.Context) error {
-	rows, err := h.Lifecycle.Projects(c.Request().Context(), currentUser(c).ID)
+	ctx := c.Request().Context()
+	rows, err := h.Lifecycle.Projects(ctx, currentUser(c).ID)
 	if err != nil {
 		return err
 	}
+	// Opening a page is what asks the provider for the truth of stale rows, in the background.
+	h.Lifecycle.VerifyStale(ctx, rows...)
 	p := views.DashboardPage{Layout: h.layout(c, "Your projects")}
 	for _, r := range rows {
 		p.Projects = append(p.Projects, previewVM(r))
@@ -38,6 +41,7 @@ func (h *Handlers) projectPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	h.Lifecycle.VerifyStale(ctx, v)
 	files, err := h.Projects.Files(ctx, u.ID, id)
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"archive/zip"
 	"bytes"
+	"context"
 	"fmt"
 	"mime/multipart"
 	"net/http"
@@ -11,6 +12,11 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/google/uuid"
+
+	"sandman/app/apptest"
+	"sandman/handlers"
 )
 
 type upFile struct {
@@ -38,46 +44,47 @@ func multipartBody(t testing.TB, fields map[string]string, files []upFile) (*byt
 	return &buf, w.FormDataContentType()
 }
 
-func (c *client) upload(fields map[string]string, files []upFile) response {
-	c.t.Helper()
-	body, ct := multipartBody(c.t, fields, files)
-	return c.do(http.MethodPost, "/projects/upload?_csrf="+url.QueryEscape(c.csrf), body, map[string]string{"Content-Type": ct})
+// upload posts the new-project form with files, as the browser does.
+func upload(t testing.TB, c *apptest.Client, fields map[string]string, files []upFile) apptest.Response {
+	t.Helper()
+	body, ct := multipartBody(t, fields, files)
+	return c.Do(http.MethodPost, "/projects/upload?_csrf="+url.QueryEscape(c.CSRF()), body, map[string]string{"Content-Type": ct})
 }
 
 var projectLinkRe = regexp.MustCompile(`^/projects/([0-9a-f-]{36})$`)
 
 func TestCreateProjectFromStarter(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	c := b.newClient(t)
-	c.signUp("starter@example.com")
+	b := webOnly(t)
+	c := b.NewClient(t)
+	c.SignUp("starter@example.com")
 
-	r := c.get("/projects/new")
-	requireStatus(t, r, http.StatusOK)
-	requireContains(t, r.body, `data-testid="starter-counter"`)
-	requireContains(t, r.body, `data-testid="starter-static"`)
+	r := c.Get("/projects/new")
+	apptest.RequireStatus(t, r, http.StatusOK)
+	apptest.RequireContains(t, r.Body, `data-testid="starter-counter"`)
+	apptest.RequireContains(t, r.Body, `data-testid="starter-static"`)
 
-	r = c.postForm("/projects", url.Values{"starter": {"counter"}})
-	requireStatus(t, r, http.StatusSeeOther)
-	m := projectLinkRe.FindStringSubmatch(r.header.Get("Location"))
+	r = c.PostForm("/projects", url.Values{"starter": {"counter"}})
+	apptest.RequireStatus(t, r, http.StatusSeeOther)
+	m := projectLinkRe.FindStringSubmatch(r.Header.Get("Location"))
 	if m == nil {
-		t.Fatalf("redirect to %q", r.header.Get("Location"))
+		t.Fatalf("redirect to %q", r.Header.Get("Location"))
 	}
-	r = c.get("/projects/" + m[1])
-	requireStatus(t, r, http.StatusOK)
-	requireContains(t, r.body, "<code>server.js</code>")
-	requireContains(t, r.body, "<code>package.json</code>")
-	requireContains(t, r.body, "<code>node server.js</code>")
+	r = c.Get("/projects/" + m[1])
+	apptest.RequireStatus(t, r, http.StatusOK)
+	apptest.RequireContains(t, r.Body, "<code>server.js</code>")
+	apptest.RequireContains(t, r.Body, "<code>package.json</code>")
+	apptest.RequireContains(t, r.Body, "<code>node server.js</code>")
 
-	r = c.postForm("/projects", url.Values{"starter": {"nope"}})
-	requireStatus(t, r, http.StatusUnprocessableEntity)
-	requireContains(t, r.body, `Unknown starter &#34;nope&#34;`)
+	r = c.PostForm("/projects", url.Values{"starter": {"nope"}})
+	apptest.RequireStatus(t, r, http.StatusUnprocessableEntity)
+	apptest.RequireContains(t, r.Body, `Unknown starter &#34;nope&#34;`)
 
 	var p struct {
 		ID, Name, PauseKind string
 		Port                int
 	}
-	requireStatus(t, c.api(http.MethodPost, "/api/projects", map[string]string{"name": "My site", "starter": "static"}, &p), http.StatusCreated)
+	apptest.RequireStatus(t, c.API(http.MethodPost, "/api/projects", map[string]string{"name": "My site", "starter": "static"}, &p), http.StatusCreated)
 	if p.Name != "My site" || p.Port != 5173 || p.PauseKind != "memory" {
 		t.Fatalf("created %+v", p)
 	}
@@ -86,35 +93,35 @@ func TestCreateProjectFromStarter(t *testing.T) {
 		Build   any
 		Sandbox any
 	}
-	requireStatus(t, c.api(http.MethodGet, "/api/projects", nil, &list), http.StatusOK)
+	apptest.RequireStatus(t, c.API(http.MethodGet, "/api/projects", nil, &list), http.StatusOK)
 	if len(list) != 2 || list[0].ID != p.ID {
 		t.Fatalf("list = %+v", list)
 	}
 
-	r = c.get("/")
-	requireStatus(t, r, http.StatusOK)
-	if n := strings.Count(r.body, `data-testid="project-card"`); n != 2 {
+	r = c.Get("/")
+	apptest.RequireStatus(t, r, http.StatusOK)
+	if n := strings.Count(r.Body, `data-testid="project-card"`); n != 2 {
 		t.Fatalf("dashboard shows %d cards", n)
 	}
-	requireContains(t, r.body, "My site")
-	requireContains(t, r.body, "Not built yet")
+	apptest.RequireContains(t, r.Body, "My site")
+	apptest.RequireContains(t, r.Body, "Not built yet")
 }
 
 func TestUploadProject(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	c := b.newClient(t)
-	c.signUp("upload@example.com")
-	c.get("/projects/new")
+	b := webOnly(t)
+	c := b.NewClient(t)
+	c.SignUp("upload@example.com")
+	c.Get("/projects/new")
 	settings := map[string]string{"name": "Uploaded", "start_command": "node index.js", "port": "8080", "pause_kind": "filesystem"}
 
 	// A folder upload: the browser prefixes every path with the folder's name, which is dropped.
-	r := c.upload(settings, []upFile{{"myapp/index.js", "require('http')"}, {"myapp/lib/util.js", "x"}})
-	requireStatus(t, r, http.StatusSeeOther)
-	page := c.get(r.header.Get("Location"))
-	requireContains(t, page.body, "<code>index.js</code>")
-	requireContains(t, page.body, "<code>lib/util.js</code>")
-	requireContains(t, page.body, "Files only")
+	r := upload(t, c, settings, []upFile{{"myapp/index.js", "require('http')"}, {"myapp/lib/util.js", "x"}})
+	apptest.RequireStatus(t, r, http.StatusSeeOther)
+	page := c.Get(r.Header.Get("Location"))
+	apptest.RequireContains(t, page.Body, "<code>index.js</code>")
+	apptest.RequireContains(t, page.Body, "<code>lib/util.js</code>")
+	apptest.RequireContains(t, page.Body, "Files only")
 
 	// A zip archive.
 	var zbuf bytes.Buffer
@@ -122,34 +129,34 @@ func TestUploadProject(t *testing.T) {
 	w, _ := zw.Create("site/server.js")
 	w.Write([]byte("// server"))
 	zw.Close()
-	r = c.upload(map[string]string{"name": "Zipped", "start_command": "node server.js", "port": "3000"}, []upFile{{"site.zip", zbuf.String()}})
-	requireStatus(t, r, http.StatusSeeOther)
-	requireContains(t, c.get(r.header.Get("Location")).body, "<code>server.js</code>")
+	r = upload(t, c, map[string]string{"name": "Zipped", "start_command": "node server.js", "port": "3000"}, []upFile{{"site.zip", zbuf.String()}})
+	apptest.RequireStatus(t, r, http.StatusSeeOther)
+	apptest.RequireContains(t, c.Get(r.Header.Get("Location")).Body, "<code>server.js</code>")
 
 	// A rejected upload names each bad file, keeps what was typed and stores nothing.
-	r = c.upload(map[string]string{"name": "Bad", "start_command": "", "port": "eighty"},
+	r = upload(t, c, map[string]string{"name": "Bad", "start_command": "", "port": "eighty"},
 		[]upFile{{"../escape.js", "x"}, {"/etc/passwd", "x"}, {"good.js", "x"}})
-	requireStatus(t, r, http.StatusUnprocessableEntity)
-	requireContains(t, r.body, `data-testid="file-errors"`)
-	requireContains(t, r.body, "<code>../escape.js</code>")
-	requireContains(t, r.body, "<code>/etc/passwd</code>")
-	requireContains(t, r.body, `data-testid="err-start_command"`)
-	requireContains(t, r.body, `data-testid="err-port"`)
-	requireContains(t, r.body, `value="Bad"`)
-	requireContains(t, r.body, "nothing was stored")
+	apptest.RequireStatus(t, r, http.StatusUnprocessableEntity)
+	apptest.RequireContains(t, r.Body, `data-testid="file-errors"`)
+	apptest.RequireContains(t, r.Body, "<code>../escape.js</code>")
+	apptest.RequireContains(t, r.Body, "<code>/etc/passwd</code>")
+	apptest.RequireContains(t, r.Body, `data-testid="err-start_command"`)
+	apptest.RequireContains(t, r.Body, `data-testid="err-port"`)
+	apptest.RequireContains(t, r.Body, `value="Bad"`)
+	apptest.RequireContains(t, r.Body, "nothing was stored")
 
 	var list []struct{ Name string }
-	requireStatus(t, c.api(http.MethodGet, "/api/projects", nil, &list), http.StatusOK)
+	apptest.RequireStatus(t, c.API(http.MethodGet, "/api/projects", nil, &list), http.StatusOK)
 	if len(list) != 2 {
 		t.Fatalf("have %d projects after one rejected upload, want 2: %+v", len(list), list)
 	}
 
 	// Over the size limit: a clear 413, nothing stored.
 	big := strings.Repeat("x", 21<<20)
-	r = c.upload(settings, []upFile{{"big.bin", big}})
-	requireStatus(t, r, http.StatusRequestEntityTooLarge)
-	requireContains(t, r.body, "larger than 20 MiB")
-	requireStatus(t, c.api(http.MethodGet, "/api/projects", nil, &list), http.StatusOK)
+	r = upload(t, c, settings, []upFile{{"big.bin", big}})
+	apptest.RequireStatus(t, r, http.StatusRequestEntityTooLarge)
+	apptest.RequireContains(t, r.Body, "larger than 20 MiB")
+	apptest.RequireStatus(t, c.API(http.MethodGet, "/api/projects", nil, &list), http.StatusOK)
 	if len(list) != 2 {
 		t.Fatalf("have %d projects after an oversized upload", len(list))
 	}
@@ -159,18 +166,18 @@ func TestUploadProject(t *testing.T) {
 // for a project that does not exist.
 func TestOtherFoundersProjectIsNotFound(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	owner := b.newClient(t)
-	owner.signUp("owner@example.com")
+	b := webOnly(t)
+	owner := b.NewClient(t)
+	owner.SignUp("owner@example.com")
 	var p struct{ ID string }
-	requireStatus(t, owner.api(http.MethodPost, "/api/projects", map[string]string{"starter": "counter"}, &p), http.StatusCreated)
+	apptest.RequireStatus(t, owner.API(http.MethodPost, "/api/projects", map[string]string{"starter": "counter"}, &p), http.StatusCreated)
 
 	var built struct{ Sandbox struct{ ID string } }
-	requireStatus(t, owner.api(http.MethodPost, "/api/projects/"+p.ID+"/builds", map[string]string{"idempotencyKey": "k"}, &built), http.StatusAccepted)
+	apptest.RequireStatus(t, owner.API(http.MethodPost, "/api/projects/"+p.ID+"/builds", map[string]string{"idempotencyKey": "k"}, &built), http.StatusAccepted)
 
-	other := b.newClient(t)
-	other.signUp("other@example.com")
-	other.get("/")
+	other := b.NewClient(t)
+	other.SignUp("other@example.com")
+	other.Get("/")
 	routes := map[string][]idRoute{p.ID: projectRoutes, built.Sandbox.ID: sandboxRoutes}
 	for _, id := range []string{p.ID, built.Sandbox.ID, "00000000-0000-0000-0000-000000000000", "not-a-uuid"} {
 		list, ok := routes[id]
@@ -180,26 +187,26 @@ func TestOtherFoundersProjectIsNotFound(t *testing.T) {
 		for _, route := range list {
 			t.Run(route.method+" "+route.path+" "+id, func(t *testing.T) {
 				path := strings.ReplaceAll(route.path, "{id}", id)
-				var r response
+				var r apptest.Response
 				switch {
 				case route.method == http.MethodGet:
-					r = other.get(path)
+					r = other.Get(path)
 				case strings.HasPrefix(path, "/api/"):
-					r = other.api(route.method, path, route.body, nil)
+					r = other.API(route.method, path, route.body, nil)
 				default: // a page's button: a form body, as htmx sends it
 					vals := url.Values{}
 					for k, v := range route.body {
 						vals.Set(k, v)
 					}
-					r = other.htmx(route.method, path, vals)
+					r = other.HTMX(route.method, path, vals)
 				}
-				requireStatus(t, r, http.StatusNotFound)
+				apptest.RequireStatus(t, r, http.StatusNotFound)
 			})
 		}
 	}
-	requireStatus(t, owner.get("/projects/"+p.ID), http.StatusOK)
-	requireStatus(t, owner.api(http.MethodGet, "/api/sandboxes/"+built.Sandbox.ID, nil, nil), http.StatusOK)
-	if n := owner.credits(); n != 9 {
+	apptest.RequireStatus(t, owner.Get("/projects/"+p.ID), http.StatusOK)
+	apptest.RequireStatus(t, owner.API(http.MethodGet, "/api/sandboxes/"+built.Sandbox.ID, nil, nil), http.StatusOK)
+	if n := owner.Credits(); n != 9 {
 		t.Fatalf("the other founder's requests changed the owner's credits: %d", n)
 	}
 }
@@ -235,15 +242,59 @@ func FuzzUpload(f *testing.F) {
 	body, ct := multipartBody(f, map[string]string{"name": "n", "start_command": "s", "port": "1"}, []upFile{{"a/b.js", "x"}})
 	f.Add(body.Bytes(), ct)
 	f.Add([]byte("--x\r\nContent-Disposition: form-data; name=\"files\"; filename=\"../../x\"\r\n\r\nhi\r\n--x--\r\n"), "multipart/form-data; boundary=x")
-	b := setup(f)
-	logged := b.newClient(f)
-	logged.signUp("fuzz@example.com")
+	b := webOnly(f)
+	logged := b.NewClient(f)
+	logged.SignUp("fuzz@example.com")
 	f.Fuzz(func(t *testing.T, body []byte, contentType string) {
-		c := *logged
-		c.t = t
-		r := c.do(http.MethodPost, "/projects/upload?_csrf="+url.QueryEscape(c.csrf), bytes.NewReader(body), map[string]string{"Content-Type": contentType})
-		if r.status >= 500 {
-			t.Fatalf("status %d for %q: %s", r.status, body, r.body)
+		c := logged.For(t)
+		r := c.Do(http.MethodPost, "/projects/upload?_csrf="+url.QueryEscape(c.CSRF()), bytes.NewReader(body), map[string]string{"Content-Type": contentType})
+		if r.Status >= 500 {
+			t.Fatalf("status %d for %q: %s", r.Status, body, r.Body)
 		}
 	})
+}
+
+// Only a page the founder opens asks the provider about a stale sandbox; rendering the same
+// card for the live feed (a NOTIFY, a reconnect's snapshot) reads and nothing more.
+func TestOnlyOpeningAPageQueuesAVerification(t *testing.T) {
+	t.Parallel()
+	s := webOnly(t) // no workers: queued jobs stay in the table to be counted
+	c := s.NewClient(t)
+	c.SignUp("verify@example.com")
+	var p struct{ ID string }
+	apptest.RequireStatus(t, c.API(http.MethodPost, "/api/projects", map[string]string{"starter": "counter"}, &p), http.StatusCreated)
+	var built struct{ Sandbox struct{ ID string } }
+	apptest.RequireStatus(t, c.API(http.MethodPost, "/api/projects/"+p.ID+"/builds", map[string]string{"idempotencyKey": "k"}, &built), http.StatusAccepted)
+	ctx := context.Background()
+	// Fixture: a running sandbox never verified, as a build leaves it before any check.
+	var owner uuid.UUID
+	if err := s.Pool().QueryRow(ctx, `UPDATE sandboxes SET status = 'running', provider_id = 'i-fixture', last_verified_at = NULL
+		WHERE id = $1 RETURNING owner_id`, built.Sandbox.ID).Scan(&owner); err != nil {
+		t.Fatal(err)
+	}
+	verifies := func() int {
+		return s.count(t, "SELECT count(*) FROM river_job WHERE kind = 'verify' AND args->>'sandbox_id' = $1", built.Sandbox.ID)
+	}
+
+	if _, err := handlers.RenderSandbox(s.Lifecycle())(ctx, owner, uuid.MustParse(built.Sandbox.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := handlers.RenderSnapshot(s.Lifecycle())(ctx, owner); err != nil {
+		t.Fatal(err)
+	}
+	if n := verifies(); n != 0 {
+		t.Fatalf("rendering for the live feed queued %d verifications", n)
+	}
+	apptest.RequireStatus(t, c.Get("/projects/"+p.ID), http.StatusOK)
+	if n := verifies(); n != 1 {
+		t.Fatalf("opening the build page of a stale sandbox queued %d verifications, want 1", n)
+	}
+	// Verified a moment ago: opening the dashboard asks nothing more.
+	if _, err := s.Pool().Exec(ctx, "UPDATE sandboxes SET last_verified_at = now() WHERE id = $1", built.Sandbox.ID); err != nil {
+		t.Fatal(err)
+	}
+	apptest.RequireStatus(t, c.Get("/"), http.StatusOK)
+	if n := verifies(); n != 1 {
+		t.Fatalf("opening the dashboard of a fresh sandbox queued more: %d verifications", n)
+	}
 }

@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"encoding/json"
-	"errors"
 	"mime"
 	"net/http"
 	"strconv"
@@ -18,7 +17,7 @@ func apperrIsNotFound(err error) bool {
 	if ae, ok := apperr.As(err); ok {
 		return ae.Kind == apperr.KindNotFound
 	}
-	return errors.Is(err, db.ErrNotFound)
+	return db.IsNotFound(err)
 }
 
 // parseID reads an id from the path; a malformed one is simply not found.

@@ -9,23 +9,26 @@ import (
 
 	"github.com/google/uuid"
 
+	"sandman/app"
+	"sandman/app/apptest"
 	"sandman/lifecycle"
+	"sandman/views"
 )
 
-// Design §7: "webhook received → SSE message written, p99 ≤ 50 ms". Each iteration posts one
+// BENCHMARKS.md target: "webhook received → SSE message written, p99 ≤ 50 ms". Each iteration posts one
 // signed provider event that changes the sandbox (paused, then resumed, alternately) and waits
 // until the founder's open stream carries the new pane: the whole path of verify, store, job,
 // transition, NOTIFY, LISTEN, render and stream.
 func BenchmarkWebhookToSSE(b *testing.B) {
-	s := newStack(b, stackOptions{config: func(c *lifecycle.Config) { c.ReconcileEvery = 0 }})
-	c := s.newClient(b)
-	c.signUp("latency@example.com")
-	projectID, sandboxID := s.buildCounter(b, c)
-	sb := c.waitSandbox(sandboxID, "running", time.Second)
+	s := start(b, apptest.Options{Config: func(c *app.Config) { c.Lifecycle.ReconcileEvery = 0 }})
+	c := s.NewClient(b)
+	c.SignUp("latency@example.com")
+	projectID, sandboxID := c.BuildCounter()
+	sb := c.WaitSandbox(sandboxID, "running", time.Second)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	events := c.stream(ctx)
-	nextMatching(b, events, "pane-"+projectID, `data-status="running"`, 5*time.Second)
+	events := c.Stream(ctx)
+	nextMatching(b, events, views.DOMID(views.Pane, projectID), `data-status="running"`, 5*time.Second)
 
 	at := time.Now()
 	var samples []time.Duration
@@ -38,7 +41,7 @@ func BenchmarkWebhookToSSE(b *testing.B) {
 		at = at.Add(time.Millisecond)
 		body := hookBody(uuid.NewString(), typ, sb.ProviderID, at, nil)
 		start := time.Now()
-		res, err := http.DefaultClient.Do(webhookRequest(s.srv.URL, body, sign(testWebhookSecret, body), uuid.NewString()))
+		res, err := http.DefaultClient.Do(webhookRequest(s.URL(), body, sign(apptest.WebhookSecret, body), uuid.NewString()))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -46,7 +49,7 @@ func BenchmarkWebhookToSSE(b *testing.B) {
 		if res.StatusCode != http.StatusOK {
 			b.Fatalf("webhook answered %d", res.StatusCode)
 		}
-		nextMatching(b, events, "pane-"+projectID, want, 30*time.Second)
+		nextMatching(b, events, views.DOMID(views.Pane, projectID), want, 30*time.Second)
 		samples = append(samples, time.Since(start))
 	}
 	b.StopTimer()

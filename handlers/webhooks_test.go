@@ -16,12 +16,14 @@ import (
 
 	"github.com/google/uuid"
 
-	"sandman/db/dbtest"
+	"sandman/app"
+	"sandman/app/apptest"
 	"sandman/e2b"
+	"sandman/internal/testkit"
 	"sandman/lifecycle"
 )
 
-// sign computes e2b-signature as e2b-api.md §5 defines it: base64 of SHA-256(secret ‖ body),
+// sign computes e2b-signature as docs/provider.md ("Webhooks") defines it: base64 of SHA-256(secret ‖ body),
 // unpadded, standard alphabet. The e2b package only verifies, so the test computes it
 // independently, which also keeps a mistake there from being mirrored here.
 func sign(secret string, body []byte) string {
@@ -69,9 +71,9 @@ type hookAnswer struct {
 }
 
 // deliver posts a delivery over HTTP, as the provider does.
-func (b *testBundle) deliver(t testing.TB, body []byte, signature, deliveryID string) hookAnswer {
+func (s *stack) deliver(t testing.TB, body []byte, signature, deliveryID string) hookAnswer {
 	t.Helper()
-	a, err := b.tryDeliver(body, signature, deliveryID)
+	a, err := s.tryDeliver(body, signature, deliveryID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,8 +81,8 @@ func (b *testBundle) deliver(t testing.TB, body []byte, signature, deliveryID st
 }
 
 // tryDeliver is deliver for goroutines other than the test's.
-func (b *testBundle) tryDeliver(body []byte, signature, deliveryID string) (hookAnswer, error) {
-	res, err := http.DefaultClient.Do(webhookRequest(b.srv.URL, body, signature, deliveryID))
+func (s *stack) tryDeliver(body []byte, signature, deliveryID string) (hookAnswer, error) {
+	res, err := http.DefaultClient.Do(webhookRequest(s.URL(), body, signature, deliveryID))
 	if err != nil {
 		return hookAnswer{}, err
 	}
@@ -92,70 +94,54 @@ func (b *testBundle) tryDeliver(body []byte, signature, deliveryID string) (hook
 	return a, err
 }
 
-func (b *testBundle) count(t testing.TB, query string, args ...any) int {
+func (s *stack) deliveries(t testing.TB, eventID string) int {
 	t.Helper()
-	var n int
-	if err := b.pool.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return s.count(t, "SELECT count(*) FROM webhook_deliveries WHERE event_id = $1", eventID)
 }
 
-func (b *testBundle) deliveries(t testing.TB, eventID string) int {
+func (s *stack) appliedEvents(t testing.TB, eventID string) int {
 	t.Helper()
-	return b.count(t, "SELECT count(*) FROM webhook_deliveries WHERE event_id = $1", eventID)
-}
-
-func (b *testBundle) appliedEvents(t testing.TB, eventID string) int {
-	t.Helper()
-	return b.count(t, "SELECT count(*) FROM sandbox_events WHERE provider_event_id = $1", eventID)
+	return s.count(t, "SELECT count(*) FROM sandbox_events WHERE provider_event_id = $1", eventID)
 }
 
 // waitOutcome waits until the webhook job has processed the delivery and returns its outcome.
-func (b *testBundle) waitOutcome(t testing.TB, eventID string) string {
+func (s *stack) waitOutcome(t testing.TB, eventID string) string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var outcome string
-		err := b.pool.QueryRow(context.Background(),
+	var outcome string
+	testkit.Eventually(t, 30*time.Second, "delivery "+eventID+" to be processed", func() error {
+		return s.Pool().QueryRow(context.Background(),
 			"SELECT outcome FROM webhook_deliveries WHERE event_id = $1 AND processed_at IS NOT NULL", eventID).Scan(&outcome)
-		if err == nil {
-			return outcome
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("delivery %s not processed: %v", eventID, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	})
+	return outcome
 }
 
 // webhookStack is a stack whose sandbox states change only through the webhooks a test sends:
 // sandboxd delivers none and the reconciler would otherwise undo a synthetic pause.
 func webhookStack(t *testing.T) *stack {
-	return newStack(t, stackOptions{config: func(c *lifecycle.Config) {
-		c.ReconcileEvery = 0
-		c.SweepEvery = 0
+	return start(t, apptest.Options{Config: func(c *app.Config) {
+		c.Lifecycle.ReconcileEvery = 0
+		c.Lifecycle.SweepEvery = 0
 	}})
 }
 
 func TestWebhookSignatures(t *testing.T) {
 	t.Parallel()
 	s := webhookStack(t)
-	c := s.newClient(t)
-	c.signUp("signed@example.com")
-	_, sandboxID := s.buildCounter(t, c)
-	sb := c.waitSandbox(sandboxID, "running", time.Second)
+	c := s.NewClient(t)
+	c.SignUp("signed@example.com")
+	_, sandboxID := c.BuildCounter()
+	sb := c.WaitSandbox(sandboxID, "running", time.Second)
 	now := time.Now()
 
 	kill := hookBody("ev-forged-kill", e2b.EventKilled, sb.ProviderID, now, map[string]any{"kill_reason": "admin"})
 	for name, sig := range map[string]string{
 		"missing":             "",
 		"other secret":        sign("not-the-secret", kill),
-		"other body":          sign(testWebhookSecret, append([]byte(" "), kill...)),
+		"other body":          sign(apptest.WebhookSecret, append([]byte(" "), kill...)),
 		"empty secret":        sign("", kill),
-		"truncated":           sign(testWebhookSecret, kill)[:20],
-		"hex instead of b64":  fmt.Sprintf("%x", sha256.Sum256(append([]byte(testWebhookSecret), kill...))),
-		"hmac-like prefix v1": "v1," + sign(testWebhookSecret, kill),
+		"truncated":           sign(apptest.WebhookSecret, kill)[:20],
+		"hex instead of b64":  fmt.Sprintf("%x", sha256.Sum256(append([]byte(apptest.WebhookSecret), kill...))),
+		"hmac-like prefix v1": "v1," + sign(apptest.WebhookSecret, kill),
 	} {
 		if a := s.deliver(t, kill, sig, "d-"+name); a.status != http.StatusUnauthorized {
 			t.Fatalf("%s signature: status %d, want 401", name, a.status)
@@ -171,7 +157,7 @@ func TestWebhookSignatures(t *testing.T) {
 	var urlSig string
 	for i := 0; ; i++ {
 		pause = hookBody(fmt.Sprintf("ev-pause-%d", i), e2b.EventPaused, sb.ProviderID, now.Add(time.Second), nil)
-		std := sign(testWebhookSecret, pause)
+		std := sign(apptest.WebhookSecret, pause)
 		if strings.ContainsAny(std, "+/") {
 			urlSig = strings.NewReplacer("+", "-", "/", "_").Replace(std) + "="
 			break
@@ -184,16 +170,16 @@ func TestWebhookSignatures(t *testing.T) {
 	if got := s.waitOutcome(t, a.EventID); got != "applied" {
 		t.Fatalf("outcome %q, want applied", got)
 	}
-	c.waitSandbox(sandboxID, "paused", 5*time.Second)
+	c.WaitSandbox(sandboxID, "paused", 5*time.Second)
 
 	resume := hookBody("ev-resume", e2b.EventResumed, sb.ProviderID, now.Add(2*time.Second), nil)
-	if a := s.deliver(t, resume, sign(testWebhookSecret, resume), "d-resume"); a.status != http.StatusOK {
+	if a := s.deliver(t, resume, sign(apptest.WebhookSecret, resume), "d-resume"); a.status != http.StatusOK {
 		t.Fatalf("standard signature: status %d, want 200", a.status)
 	}
 	if got := s.waitOutcome(t, "ev-resume"); got != "applied" {
 		t.Fatalf("outcome %q, want applied", got)
 	}
-	c.waitSandbox(sandboxID, "running", 5*time.Second)
+	c.WaitSandbox(sandboxID, "running", 5*time.Second)
 	if n := s.appliedEvents(t, "ev-forged-kill"); n != 0 {
 		t.Fatalf("the unsigned kill was applied")
 	}
@@ -202,15 +188,15 @@ func TestWebhookSignatures(t *testing.T) {
 func TestWebhookReplaysAndDuplicatesApplyOnce(t *testing.T) {
 	t.Parallel()
 	s := webhookStack(t)
-	c := s.newClient(t)
-	c.signUp("replay@example.com")
-	_, sandboxID := s.buildCounter(t, c)
-	sb := c.waitSandbox(sandboxID, "running", time.Second)
+	c := s.NewClient(t)
+	c.SignUp("replay@example.com")
+	_, sandboxID := c.BuildCounter()
+	sb := c.WaitSandbox(sandboxID, "running", time.Second)
 	now := time.Now()
 
 	// A captured delivery sent again, each time under a new delivery id (as a retry is).
 	pause := hookBody("ev-replayed", e2b.EventPaused, sb.ProviderID, now, nil)
-	sig := sign(testWebhookSecret, pause)
+	sig := sign(apptest.WebhookSecret, pause)
 	for i := range 4 {
 		a := s.deliver(t, pause, sig, fmt.Sprintf("d-replay-%d", i))
 		want := "duplicate"
@@ -221,7 +207,7 @@ func TestWebhookReplaysAndDuplicatesApplyOnce(t *testing.T) {
 			t.Fatalf("delivery %d: %+v, want 200 %s", i, a, want)
 		}
 	}
-	c.waitSandbox(sandboxID, "paused", 30*time.Second)
+	c.WaitSandbox(sandboxID, "paused", 30*time.Second)
 	s.waitOutcome(t, "ev-replayed")
 	if n := s.deliveries(t, "ev-replayed"); n != 1 {
 		t.Fatalf("%d deliveries stored, want 1", n)
@@ -230,7 +216,7 @@ func TestWebhookReplaysAndDuplicatesApplyOnce(t *testing.T) {
 		t.Fatalf("%d state changes recorded, want 1", n)
 	}
 	var stored string
-	if err := s.pool.QueryRow(context.Background(), "SELECT delivery_id FROM webhook_deliveries WHERE event_id = 'ev-replayed'").Scan(&stored); err != nil || stored != "d-replay-0" {
+	if err := s.Pool().QueryRow(context.Background(), "SELECT delivery_id FROM webhook_deliveries WHERE event_id = 'ev-replayed'").Scan(&stored); err != nil || stored != "d-replay-0" {
 		t.Fatalf("stored delivery %q (%v), want the first, d-replay-0", stored, err)
 	}
 
@@ -248,7 +234,7 @@ func TestWebhookReplaysAndDuplicatesApplyOnce(t *testing.T) {
 	for i := range n {
 		variant, _ := json.MarshalIndent(m, "", strings.Repeat(" ", i))
 		wg.Go(func() {
-			answers[i], errs[i] = s.tryDeliver(variant, sign(testWebhookSecret, variant), fmt.Sprintf("d-concurrent-%d", i))
+			answers[i], errs[i] = s.tryDeliver(variant, sign(apptest.WebhookSecret, variant), fmt.Sprintf("d-concurrent-%d", i))
 		})
 	}
 	wg.Wait()
@@ -264,7 +250,7 @@ func TestWebhookReplaysAndDuplicatesApplyOnce(t *testing.T) {
 	if queued != 1 {
 		t.Fatalf("%d deliveries were queued, want 1", queued)
 	}
-	c.waitSandbox(sandboxID, "running", 30*time.Second)
+	c.WaitSandbox(sandboxID, "running", 30*time.Second)
 	s.waitOutcome(t, "ev-concurrent")
 	if n := s.deliveries(t, "ev-concurrent"); n != 1 {
 		t.Fatalf("%d deliveries stored, want 1", n)
@@ -277,16 +263,16 @@ func TestWebhookReplaysAndDuplicatesApplyOnce(t *testing.T) {
 func TestWebhookUnknownTypeIsStoredAndIgnored(t *testing.T) {
 	t.Parallel()
 	s := webhookStack(t)
-	c := s.newClient(t)
-	c.signUp("unknown-type@example.com")
-	_, sandboxID := s.buildCounter(t, c)
-	sb := c.waitSandbox(sandboxID, "running", time.Second)
+	c := s.NewClient(t)
+	c.SignUp("unknown-type@example.com")
+	_, sandboxID := c.BuildCounter()
+	sb := c.WaitSandbox(sandboxID, "running", time.Second)
 	before := s.count(t, "SELECT count(*) FROM sandbox_events")
 
 	for i, typ := range []string{e2b.EventCheckpointed, "sandbox.lifecycle.teleported"} {
 		id := fmt.Sprintf("ev-unknown-%d", i)
 		body := hookBody(id, typ, sb.ProviderID, time.Now(), map[string]any{"kill_reason": "admin"})
-		if a := s.deliver(t, body, sign(testWebhookSecret, body), "d-"+id); a.status != http.StatusOK || a.Status != "queued" {
+		if a := s.deliver(t, body, sign(apptest.WebhookSecret, body), "d-"+id); a.status != http.StatusOK || a.Status != "queued" {
 			t.Fatalf("%s: %+v, want 200 queued", typ, a)
 		}
 		if got := s.waitOutcome(t, id); got != "unknown_type" {
@@ -294,7 +280,7 @@ func TestWebhookUnknownTypeIsStoredAndIgnored(t *testing.T) {
 		}
 		var storedType string
 		var storedBody []byte
-		if err := s.pool.QueryRow(context.Background(), "SELECT event_type, body FROM webhook_deliveries WHERE event_id = $1", id).
+		if err := s.Pool().QueryRow(context.Background(), "SELECT event_type, body FROM webhook_deliveries WHERE event_id = $1", id).
 			Scan(&storedType, &storedBody); err != nil {
 			t.Fatal(err)
 		}
@@ -305,50 +291,34 @@ func TestWebhookUnknownTypeIsStoredAndIgnored(t *testing.T) {
 	if after := s.count(t, "SELECT count(*) FROM sandbox_events"); after != before {
 		t.Fatalf("unknown types changed state: %d events, were %d", after, before)
 	}
-	c.waitSandbox(sandboxID, "running", time.Second)
+	c.WaitSandbox(sandboxID, "running", time.Second)
 }
 
 func TestWebhookKillOfATerminatedSandboxKeepsTerminated(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, stackOptions{webhooks: true})
-	c := s.newClient(t)
-	c.signUp("terminated@example.com")
-	projectID, sandboxID := s.buildCounter(t, c)
-	old := c.waitSandbox(sandboxID, "running", time.Second)
+	s := start(t, apptest.Options{Webhooks: true})
+	c := s.NewClient(t)
+	c.SignUp("terminated@example.com")
+	projectID, sandboxID := c.BuildCounter()
+	old := c.WaitSandbox(sandboxID, "running", time.Second)
 
 	var res struct{ Sandbox struct{ ID string } }
-	requireStatus(t, c.api(http.MethodPost, "/api/projects/"+projectID+"/rebuild", map[string]string{"idempotencyKey": "rebuild-1"}, &res), http.StatusAccepted)
-	c.waitSandbox(sandboxID, "terminated", 5*time.Second)
+	apptest.RequireStatus(t, c.API(http.MethodPost, "/api/projects/"+projectID+"/rebuild", map[string]string{"idempotencyKey": "rebuild-1"}, &res), http.StatusAccepted)
+	c.WaitSandbox(sandboxID, "terminated", 5*time.Second)
 	// Sandman's own kill comes back from the provider as killed (request): wait until that
 	// delivery has been processed, so the check below is not made before it.
-	deadline := time.Now().Add(30 * time.Second)
-	for s.count(t, `SELECT count(*) FROM webhook_deliveries WHERE event_type = $1 AND processed_at IS NOT NULL
-		AND convert_from(body, 'UTF8')::jsonb->>'sandbox_id' = $2`, e2b.EventKilled, old.ProviderID) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the provider's kill event never arrived")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testkit.Until(t, 30*time.Second, "the provider's kill event to be processed", func() bool {
+		return s.count(t, `SELECT count(*) FROM webhook_deliveries WHERE event_type = $1 AND processed_at IS NOT NULL
+			AND convert_from(body, 'UTF8')::jsonb->>'sandbox_id' = $2`, e2b.EventKilled, old.ProviderID) > 0
+	})
 	// Whatever the provider says later (here: an operator kill), Sandman's reason stands.
 	body := hookBody("ev-late-admin-kill", e2b.EventKilled, old.ProviderID, time.Now().Add(time.Minute), map[string]any{"kill_reason": "admin"})
-	requireStatus(t, response{status: s.deliver(t, body, sign(testWebhookSecret, body), "d-late").status}, http.StatusOK)
-	s.waitOutcome(t, "ev-late-admin-kill")
-	c.waitSandbox(sandboxID, "terminated", time.Second)
-	c.waitSandbox(res.Sandbox.ID, "running", 90*time.Second)
-}
-
-// webhookReceiver is the handler with nothing behind it but a database: no workers, no
-// provider, which is all the receiving side needs.
-func webhookReceiver(t testing.TB) *testBundle {
-	t.Helper()
-	pool := dbtest.NewPool(t)
-	cfg := lifecycle.DefaultConfig()
-	cfg.WebhookSecret = testWebhookSecret
-	life, err := lifecycle.New(lifecycle.Options{Pool: pool, Config: cfg, Logger: testLogger()})
-	if err != nil {
-		t.Fatal(err)
+	if a := s.deliver(t, body, sign(apptest.WebhookSecret, body), "d-late"); a.status != http.StatusOK {
+		t.Fatalf("the late kill: status %d, want 200", a.status)
 	}
-	return serve(t, pool, life, nil)
+	s.waitOutcome(t, "ev-late-admin-kill")
+	c.WaitSandbox(sandboxID, "terminated", time.Second)
+	c.WaitSandbox(res.Sandbox.ID, "running", 90*time.Second)
 }
 
 // padded is a valid signed event of exactly size bytes (the padding is sandbox metadata).
@@ -369,10 +339,10 @@ func padded(t *testing.T, eventID string, size int) []byte {
 
 func TestWebhookBodyLimit(t *testing.T) {
 	t.Parallel()
-	b := webhookReceiver(t)
+	b := webOnly(t) // taking a delivery needs only the database
 
 	atLimit := padded(t, "ev-at-limit", lifecycle.MaxWebhookBody)
-	if a := b.deliver(t, atLimit, sign(testWebhookSecret, atLimit), "d-at-limit"); a.status != http.StatusOK {
+	if a := b.deliver(t, atLimit, sign(apptest.WebhookSecret, atLimit), "d-at-limit"); a.status != http.StatusOK {
 		t.Fatalf("a body of exactly 1 MiB: status %d, want 200", a.status)
 	}
 	if n := b.deliveries(t, "ev-at-limit"); n != 1 {
@@ -380,7 +350,7 @@ func TestWebhookBodyLimit(t *testing.T) {
 	}
 
 	over := padded(t, "ev-over-limit", lifecycle.MaxWebhookBody+1)
-	if a := b.deliver(t, over, sign(testWebhookSecret, over), "d-over"); a.status != http.StatusRequestEntityTooLarge {
+	if a := b.deliver(t, over, sign(apptest.WebhookSecret, over), "d-over"); a.status != http.StatusRequestEntityTooLarge {
 		t.Fatalf("a body of 1 MiB + 1: status %d, want 413", a.status)
 	}
 	if n := b.deliveries(t, "ev-over-limit"); n != 0 {
@@ -400,8 +370,8 @@ func validHeaderValue(v string) bool {
 }
 
 func FuzzWebhook(f *testing.F) {
-	b := webhookReceiver(f)
-	handler := b.srv.Config.Handler
+	b := webOnly(f)
+	handler := b.Handler()
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	const (
 		noSignature = iota
@@ -412,7 +382,7 @@ func FuzzWebhook(f *testing.F) {
 	valid := hookBody("ev-fuzz-seed", e2b.EventKilled, "sbx-1", at, map[string]any{"kill_reason": "timeout"})
 	f.Add(valid, uint8(validStd), "", "d-1")
 	f.Add(valid, uint8(validURL), "", "d-2")
-	f.Add(valid, uint8(given), sign(testWebhookSecret, valid), "d-3")
+	f.Add(valid, uint8(given), sign(apptest.WebhookSecret, valid), "d-3")
 	f.Add(valid, uint8(given), "not a signature", "d-4")
 	f.Add(valid, uint8(noSignature), "", "")
 	f.Add(hookBody("ev-fuzz-unknown", "sandbox.lifecycle.mystery", "sbx-1", at, nil), uint8(validStd), "", "d-5")
@@ -434,9 +404,9 @@ func FuzzWebhook(f *testing.F) {
 		case noSignature:
 			signature = ""
 		case validStd:
-			signature = sign(testWebhookSecret, body)
+			signature = sign(apptest.WebhookSecret, body)
 		case validURL:
-			signature = strings.NewReplacer("+", "-", "/", "_").Replace(sign(testWebhookSecret, body)) + "="
+			signature = strings.NewReplacer("+", "-", "/", "_").Replace(sign(apptest.WebhookSecret, body)) + "="
 		}
 		before := b.count(t, "SELECT count(*) FROM webhook_deliveries")
 		req := webhookRequest("http://sandman.test", body, signature, deliveryID)
@@ -447,7 +417,7 @@ func FuzzWebhook(f *testing.F) {
 		handler.ServeHTTP(rec, req)
 		stored := b.count(t, "SELECT count(*) FROM webhook_deliveries") - before
 
-		verified := e2b.VerifyWebhookSignature(testWebhookSecret, body, signature)
+		verified := e2b.VerifyWebhookSignature(apptest.WebhookSecret, body, signature)
 		_, parseErr := e2b.ParseWebhook(body)
 		switch {
 		case rec.Code >= 500:

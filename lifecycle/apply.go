@@ -34,20 +34,21 @@ type Change struct {
 	KilledReason *string
 	FailureCause string
 	Verified     bool
-	// Recreated marks a rebuilt preview; any later change clears it.
-	Recreated bool
 }
 
-// Apply moves sb to c.To inside the caller's transaction: it checks the state machine, updates
-// the row only if its version is unchanged, inserts the event row and NOTIFYs. sb must be the
-// row as last read; ErrStale means someone else changed it first.
-func Apply(ctx context.Context, q *db.Queries, sb db.Sandbox, c Change) (db.Sandbox, error) {
+// apply is the one function that changes a sandbox's status (docs/states.md). Inside the
+// caller's transaction it checks the state machine, updates the row only if its version is
+// unchanged, inserts the event row and NOTIFYs, so the change, its record and its
+// announcement commit together. sb must be the row as last read; ErrStale means someone else
+// changed it first. The "Recreated" badge is carried over unless the state machine ends it
+// (keepsRecreated).
+func apply(ctx context.Context, tx db.Tx, sb db.Sandbox, c Change) (db.Sandbox, error) {
 	if !CanTransition(sb.Status, c.To) {
 		return sb, fmt.Errorf("%w: %s → %s", ErrNotAllowed, sb.Status, c.To)
 	}
 	now := time.Now()
 	p := db.UpdateSandboxStatusParams{
-		ID: sb.ID, Version: sb.Version, Status: c.To, Recreated: c.Recreated,
+		ID: sb.ID, Version: sb.Version, Status: c.To, Recreated: sb.Recreated && keepsRecreated(c.To),
 		PreviewURL: c.PreviewURL, EndAt: c.EndAt, KilledReason: c.KilledReason,
 		FailureCause: c.FailureCause, EventAt: c.ProviderTimestamp,
 	}
@@ -60,14 +61,14 @@ func Apply(ctx context.Context, q *db.Queries, sb db.Sandbox, c Change) (db.Sand
 	if c.Verified {
 		p.VerifiedAt = &now
 	}
-	updated, err := q.UpdateSandboxStatus(ctx, p)
+	updated, err := tx.UpdateSandboxStatus(ctx, p)
 	if err != nil {
-		if errors.Is(db.MapError(err), db.ErrNotFound) {
+		if db.IsNotFound(err) {
 			return sb, ErrStale
 		}
 		return sb, err
 	}
-	return updated, record(ctx, q, db.InsertSandboxEventParams{
+	return updated, record(ctx, tx, db.InsertSandboxEventParams{
 		SandboxID: sb.ID, FromStatus: sb.Status, ToStatus: c.To, Source: c.Source, Reason: c.Reason,
 		ProviderEventID: nonEmpty(c.ProviderEventID), ProviderTimestamp: c.ProviderTimestamp,
 	}, sb.OwnerID)
@@ -75,18 +76,18 @@ func Apply(ctx context.Context, q *db.Queries, sb db.Sandbox, c Change) (db.Sand
 
 // announce records a new sandbox row (its first event goes from starting to starting) so pages
 // learn of it like of any change.
-func announce(ctx context.Context, q *db.Queries, sb db.Sandbox, source db.EventSource, reason string) error {
-	return record(ctx, q, db.InsertSandboxEventParams{SandboxID: sb.ID, FromStatus: sb.Status, ToStatus: sb.Status,
+func announce(ctx context.Context, tx db.Tx, sb db.Sandbox, source db.EventSource, reason string) error {
+	return record(ctx, tx, db.InsertSandboxEventParams{SandboxID: sb.ID, FromStatus: sb.Status, ToStatus: sb.Status,
 		Source: source, Reason: reason}, sb.OwnerID)
 }
 
-func record(ctx context.Context, q *db.Queries, ev db.InsertSandboxEventParams, owner uuid.UUID) error {
-	row, err := q.InsertSandboxEvent(ctx, ev)
+func record(ctx context.Context, tx db.Tx, ev db.InsertSandboxEventParams, owner uuid.UUID) error {
+	row, err := tx.InsertSandboxEvent(ctx, ev)
 	if err != nil {
 		return err
 	}
 	payload, _ := json.Marshal(db.SandboxNotification{SandboxID: ev.SandboxID, OwnerID: owner, EventID: row.ID})
-	return q.Notify(ctx, db.NotifyParams{Channel: db.SandboxChannel, Payload: string(payload)})
+	return tx.Notify(ctx, db.NotifyParams{Channel: db.SandboxChannel, Payload: string(payload)})
 }
 
 func nonEmpty(s string) *string {

@@ -38,8 +38,7 @@ type buildWorker struct {
 }
 
 func (w *buildWorker) Timeout(*river.Job[BuildArgs]) time.Duration {
-	c := w.s.cfg
-	return c.CreateTimeout + c.UploadTimeout + c.InstallTimeout + c.ReadyTimeout + time.Minute
+	return w.s.cfg.buildJobTimeout()
 }
 
 func (w *buildWorker) Work(ctx context.Context, job *river.Job[BuildArgs]) error {
@@ -98,7 +97,7 @@ func (s *Service) runBuild(ctx context.Context, sb db.Sandbox, build db.Build, p
 		if err != nil {
 			// The row moved on (replaced or failed) while we created: give the sandbox back.
 			_ = s.providerKill(context.WithoutCancel(ctx), created.ID)
-			if errors.Is(db.MapError(err), db.ErrNotFound) {
+			if db.IsNotFound(err) {
 				return nil
 			}
 			return err
@@ -176,49 +175,49 @@ func (s *Service) ensureDevServer(ctx context.Context, h sandboxHandle, project 
 
 // finishBuild marks the build Ready and the sandbox running, and schedules its idle pause.
 func (s *Service) finishBuild(ctx context.Context, sandboxID uuid.UUID) error {
-	return db.InTx(ctx, s.pool, func(q db.Tx) error {
-		sb, err := q.GetSandboxForUpdate(ctx, sandboxID)
+	return db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		sb, err := tx.GetSandboxForUpdate(ctx, sandboxID)
 		if err != nil {
 			return err
 		}
 		if sb.Status != Starting {
 			return nil
 		}
-		if err := q.FinishBuild(ctx, db.FinishBuildParams{ID: sb.BuildID, Status: db.BuildStatusReady}); err != nil {
+		if err := tx.FinishBuild(ctx, db.FinishBuildParams{ID: sb.BuildID, Status: db.BuildStatusReady}); err != nil {
 			return err
 		}
-		sb, err = Apply(ctx, q.Queries, sb, Change{To: Running, Source: db.EventSourceBuild, Reason: "ready", Recreated: sb.Recreated, Verified: true})
+		sb, err = apply(ctx, tx, sb, Change{To: Running, Source: db.EventSourceBuild, Reason: "ready", Verified: true})
 		if err != nil {
 			return err
 		}
-		return s.schedulePause(ctx, q, sb, true)
+		return s.schedulePause(ctx, tx, sb, true)
 	})
 }
 
 // failBuild marks the build Failed with its reason and stops the sandbox.
 func (s *Service) failBuild(ctx context.Context, sandboxID uuid.UUID, reason string) error {
 	var providerID *string
-	err := db.InTx(ctx, s.pool, func(q db.Tx) error {
-		sb, err := q.GetSandboxForUpdate(ctx, sandboxID)
+	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		sb, err := tx.GetSandboxForUpdate(ctx, sandboxID)
 		if err != nil {
 			return err
 		}
-		if err := q.FinishBuild(ctx, db.FinishBuildParams{ID: sb.BuildID, Status: db.BuildStatusFailed, Error: reason}); err != nil {
+		if err := tx.FinishBuild(ctx, db.FinishBuildParams{ID: sb.BuildID, Status: db.BuildStatusFailed, Error: reason}); err != nil {
 			return err
 		}
 		if sb.Status != Starting {
 			return nil
 		}
 		providerID = sb.ProviderID
-		if err := q.SetSandboxKillRequested(ctx, sb.ID); err != nil {
+		if err := tx.SetSandboxKillRequested(ctx, sb.ID); err != nil {
 			return err
 		}
-		_, err = Apply(ctx, q.Queries, sb, Change{To: Terminated, Source: db.EventSourceBuild, Reason: "build_failed", KilledReason: ptr("build_failed")})
+		_, err = apply(ctx, tx, sb, Change{To: Terminated, Source: db.EventSourceBuild, Reason: "build_failed", KilledReason: ptr("build_failed")})
 		if err != nil {
 			return err
 		}
 		if providerID != nil {
-			_, err = s.river.InsertTx(ctx, q.Tx, KillArgs{ProviderID: *providerID}, nil)
+			_, err = s.river.InsertTx(ctx, tx.Pgx(), KillArgs{ProviderID: *providerID}, nil)
 		}
 		return err
 	})

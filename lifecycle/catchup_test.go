@@ -21,7 +21,7 @@ func TestCatchUpDoesNotReplayWhatSandmanAlreadyDid(t *testing.T) {
 	cfg.PauseAfterReady = "immediate"
 	cfg.IdleTimeout = 10 * time.Minute
 	cfg.ReconcileEvery, cfg.EventsEvery = 0, 0
-	b := setupWith(t, providerFor(t, host), cfg, true)
+	b := setupWith(t, host, cfg, true)
 	ctx := context.Background()
 	u, p := founder(t, b.pool, 5)
 	res, err := b.svc.StartBuild(ctx, u.ID, p.ID, "k", false)

@@ -3,6 +3,7 @@ package lifecycle_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,8 +11,8 @@ import (
 	"github.com/google/uuid"
 
 	"sandman/db"
-	"sandman/db/dbtest"
 	"sandman/e2b"
+	"sandman/internal/testkit"
 	"sandman/lifecycle"
 	"sandman/sandboxd/sandboxdtest"
 )
@@ -54,18 +55,19 @@ func TestCrashedWorkerNeverStrandsASandbox(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
-		// crash leaves a sandbox mid-flight on the (stopped) first instance and returns it.
-		crash func(t *testing.T, first *testBundle, stopFirst func(), client *e2b.Client, owner, project uuid.UUID) uuid.UUID
+		// crash leaves a sandbox mid-flight, its job taken by the first instance, which it then
+		// stops (web is an instance that runs no jobs, for what happens after), and returns it.
+		crash func(t *testing.T, first, web *testBundle, client *e2b.Client, owner, project uuid.UUID) uuid.UUID
 		// finished and failed are the two acceptable ends.
 		finished, failed db.SandboxStatus
 		check            func(t *testing.T, b *testBundle, host *sandboxdtest.Host, client *e2b.Client, sb db.Sandbox)
 	}{
 		{
 			name: "build, after the provider sandbox was created",
-			crash: func(t *testing.T, first *testBundle, stopFirst func(), client *e2b.Client, owner, project uuid.UUID) uuid.UUID {
-				stopFirst()
+			crash: func(t *testing.T, first, web *testBundle, client *e2b.Client, owner, project uuid.UUID) uuid.UUID {
+				first.Stop(t)
 				ctx := context.Background()
-				res, err := first.svc.StartBuild(ctx, owner, project, "k", false)
+				res, err := web.svc.StartBuild(ctx, owner, project, "k", false)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -76,11 +78,11 @@ func TestCrashedWorkerNeverStrandsASandbox(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if _, err := db.New(first.pool).SetSandboxProvider(ctx, db.SetSandboxProviderParams{ID: sb.ID, ProviderID: &created.ID,
+				if _, err := db.New(web.pool).SetSandboxProvider(ctx, db.SetSandboxProviderParams{ID: sb.ID, ProviderID: &created.ID,
 					PreviewURL: client.PreviewURL(created, 3000), EnvdToken: created.EnvdAccessToken, EndAt: &created.EndAt}); err != nil {
 					t.Fatal(err)
 				}
-				crashJob(t, first, "build", sb.ID)
+				crashJob(t, web, "build", sb.ID)
 				return sb.ID
 			},
 			finished: lifecycle.Running, failed: lifecycle.Terminated,
@@ -100,26 +102,26 @@ func TestCrashedWorkerNeverStrandsASandbox(t *testing.T) {
 					sb.KilledReason != "build_failed" {
 					t.Fatalf("build %s %q, killed_reason %q: want a failed build with a readable reason", build.Status, build.Error, sb.KilledReason)
 				}
-				eventually(t, 30*time.Second, func() bool {
+				testkit.Until(t, 30*time.Second, "the failed build's provider sandbox to be killed", func() bool {
 					_, err := client.GetSandbox(context.Background(), *sb.ProviderID)
 					return errors.Is(err, e2b.ErrNotFound)
-				}, func() string { return "the failed build's provider sandbox was never killed" })
+				})
 			},
 		},
 		{
 			name: "resume",
-			crash: func(t *testing.T, first *testBundle, stopFirst func(), _ *e2b.Client, owner, project uuid.UUID) uuid.UUID {
+			crash: func(t *testing.T, first, web *testBundle, _ *e2b.Client, owner, project uuid.UUID) uuid.UUID {
 				ctx := context.Background()
 				res, err := first.svc.StartBuild(ctx, owner, project, "k", false)
 				if err != nil {
 					t.Fatal(err)
 				}
 				first.waitStatus(t, res.Sandbox.ID, lifecycle.Paused, time.Minute)
-				stopFirst()
-				if _, err := first.svc.Resume(ctx, owner, res.Sandbox.ID); err != nil {
+				first.Stop(t)
+				if _, err := web.svc.Resume(ctx, owner, res.Sandbox.ID); err != nil {
 					t.Fatal(err)
 				}
-				crashJob(t, first, "resume", res.Sandbox.ID)
+				crashJob(t, web, "resume", res.Sandbox.ID)
 				return res.Sandbox.ID
 			},
 			finished: lifecycle.Running, failed: lifecycle.ResumeFailed,
@@ -141,20 +143,22 @@ func TestCrashedWorkerNeverStrandsASandbox(t *testing.T) {
 			client := providerFor(t, host)
 			cfg := fastConfig()
 			cfg.PauseAfterReady = "immediate"
-			pool := dbtest.NewPool(t)
-			u, p := founder(t, pool, 5)
-			first, stopFirst := instance(t, pool, client, cfg, true)
-			id := tt.crash(t, first, stopFirst, client, u.ID, p.ID)
-			if s := first.get(t, id).Status; s != lifecycle.Starting && s != lifecycle.Resuming {
+			first := instance(t, instanceOptions{host: host, config: cfg, work: true})
+			web := instance(t, instanceOptions{host: host, databaseURL: first.DatabaseURL, config: cfg})
+			u, p := founder(t, web.pool, 5)
+			id := tt.crash(t, first, web, client, u.ID, p.ID)
+			if s := web.get(t, id).Status; s != lifecycle.Starting && s != lifecycle.Resuming {
 				t.Fatalf("the crash left the sandbox %s", s)
 			}
 
-			survivor, _ := instance(t, pool, client, cfg, true)
+			survivor := instance(t, instanceOptions{host: host, databaseURL: first.DatabaseURL, config: cfg, work: true})
 			var sb db.Sandbox
-			eventually(t, 30*time.Second, func() bool {
-				sb = survivor.get(t, id)
-				return sb.Status != lifecycle.Starting && sb.Status != lifecycle.Resuming
-			}, func() string { return "the sandbox is still " + string(sb.Status) })
+			testkit.Eventually(t, 30*time.Second, "another instance to move the sandbox on", func() error {
+				if sb = survivor.get(t, id); sb.Status == lifecycle.Starting || sb.Status == lifecycle.Resuming {
+					return fmt.Errorf("it is still %s", sb.Status)
+				}
+				return nil
+			})
 			if sb.Status != tt.finished && sb.Status != tt.failed {
 				t.Fatalf("the sandbox ended %s, want %s or %s: %s", sb.Status, tt.finished, tt.failed, history(survivor.eventsOf(t, id)))
 			}
@@ -163,8 +167,12 @@ func TestCrashedWorkerNeverStrandsASandbox(t *testing.T) {
 			// The dead worker's job does not stay "running" either: River rescues it, and the
 			// retry sees the work done (or finishes it).
 			kind := map[bool]string{true: "build", false: "resume"}[tt.failed == lifecycle.Terminated]
-			eventually(t, 30*time.Second, func() bool { return jobState(t, survivor, kind, id) == "completed" },
-				func() string { return "the crashed " + kind + " job is " + jobState(t, survivor, kind, id) })
+			testkit.Eventually(t, 30*time.Second, "the crashed "+kind+" job to complete", func() error {
+				if state := jobState(t, survivor, kind, id); state != "completed" {
+					return fmt.Errorf("it is %s", state)
+				}
+				return nil
+			})
 			// Nothing moved it again afterwards.
 			if again := survivor.get(t, id); again.Status != sb.Status {
 				t.Fatalf("the sandbox moved on from %s to %s", sb.Status, again.Status)

@@ -2,17 +2,15 @@ package lifecycle
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
 	"sandman/db"
 )
 
-// Provider event types (e2b-api.md §4).
+// Provider event types (docs/provider.md, "Lifecycle events").
 const (
 	EventCreated = "sandbox.lifecycle.created"
 	EventResumed = "sandbox.lifecycle.resumed"
@@ -37,21 +35,21 @@ type ProviderEvent struct {
 // are ignored. It reports whether the row changed.
 func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent, source db.EventSource) (bool, error) {
 	sb, err := s.q.GetSandboxByProviderID(ctx, &ev.SandboxID)
-	if errors.Is(db.MapError(err), db.ErrNotFound) {
+	if db.IsNotFound(err) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
 	changed := false
-	_, err = s.transition(ctx, sb.ID, func(q *db.Queries, cur db.Sandbox) (*Change, error) {
+	_, err = s.transition(ctx, sb.ID, func(tx db.Tx, cur db.Sandbox) (*Change, error) {
 		if cur.LastEventAt != nil && !ev.Timestamp.After(*cur.LastEventAt) {
 			return nil, nil
 		}
 		// An event that changes nothing is still the newest word from the provider: remember
 		// its time, or an older event arriving later would be applied over it.
 		seen := func() (*Change, error) {
-			return nil, q.MarkSandboxVerified(ctx, db.MarkSandboxVerifiedParams{ID: cur.ID, EventAt: &ev.Timestamp})
+			return nil, tx.MarkSandboxVerified(ctx, db.MarkSandboxVerifiedParams{ID: cur.ID, EventAt: &ev.Timestamp})
 		}
 		// Our own transitions carry no provider time, only our clock. No skew is allowed: the
 		// provider's record of what Sandman itself just did (a build's created event, our
@@ -64,7 +62,7 @@ func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent, sour
 		// merely when the delivery arrived, and retried or caught-up deliveries of newer
 		// events routinely arrive seconds later.
 		if ev.Timestamp.Before(cur.StateChangedAt) {
-			own, err := lastChangeWasOurs(ctx, q, cur.ID)
+			own, err := lastChangeWasOurs(ctx, tx, cur.ID)
 			if err != nil {
 				return nil, err
 			}
@@ -72,7 +70,7 @@ func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent, sour
 				return seen()
 			}
 		}
-		c := Change{Source: source, ProviderEventID: ev.ID, ProviderTimestamp: &ev.Timestamp, Recreated: cur.Recreated}
+		c := Change{Source: source, ProviderEventID: ev.ID, ProviderTimestamp: &ev.Timestamp}
 		switch ev.Type {
 		case EventKilled:
 			if IsGone(cur.Status) {
@@ -95,7 +93,7 @@ func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent, sour
 			c.ClearSnap = true
 		case EventUpdated:
 			if ev.SetTimeout != nil {
-				if err := q.SetSandboxEndAt(ctx, db.SetSandboxEndAtParams{ID: cur.ID, EndAt: ev.SetTimeout}); err != nil {
+				if err := tx.SetSandboxEndAt(ctx, db.SetSandboxEndAtParams{ID: cur.ID, EndAt: ev.SetTimeout}); err != nil {
 					return nil, err
 				}
 			}
@@ -114,9 +112,9 @@ func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent, sour
 
 // lastChangeWasOurs reports whether the sandbox's newest state change was made by Sandman
 // rather than by applying a provider event.
-func lastChangeWasOurs(ctx context.Context, q *db.Queries, id uuid.UUID) (bool, error) {
-	fromProvider, err := q.LatestSandboxEventFromProvider(ctx, id)
-	if errors.Is(err, pgx.ErrNoRows) {
+func lastChangeWasOurs(ctx context.Context, tx db.Tx, id uuid.UUID) (bool, error) {
+	fromProvider, err := tx.LatestSandboxEventFromProvider(ctx, id)
+	if db.IsNotFound(err) {
 		return true, nil
 	}
 	return !fromProvider, err
@@ -146,7 +144,7 @@ func (s *Service) CatchUpEvents(ctx context.Context) error {
 	var since time.Time
 	if raw, err := s.q.GetProviderCursor(ctx, eventsCursorName); err == nil {
 		since, _ = time.Parse(time.RFC3339Nano, raw)
-	} else if !errors.Is(db.MapError(err), db.ErrNotFound) {
+	} else if !db.IsNotFound(err) {
 		return err
 	}
 	if since.IsZero() {

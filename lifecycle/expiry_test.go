@@ -3,11 +3,13 @@ package lifecycle_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"sandman/db"
 	"sandman/e2b"
+	"sandman/internal/testkit"
 	"sandman/lifecycle"
 	"sandman/sandboxd/sandboxdtest"
 )
@@ -22,7 +24,7 @@ func goneConfig() lifecycle.Config {
 	return c
 }
 
-// TestWhyASandboxIsGone ends a running sandbox in each of the ways design §3 tells apart and
+// TestWhyASandboxIsGone ends a running sandbox in each of the ways docs/states.md tells apart and
 // checks the row, its killed_reason and that exactly one event recorded the end, whichever of
 // reconcile and the events reader saw it first.
 func TestWhyASandboxIsGone(t *testing.T) {
@@ -55,7 +57,7 @@ func TestWhyASandboxIsGone(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			host := sandboxdtest.Start(t)
-			b := setupWith(t, providerFor(t, host), goneConfig(), true)
+			b := setupWith(t, host, goneConfig(), true)
 			u, p := founder(t, b.pool, 5)
 			sb := b.buildRunning(t, u.ID, p.ID)
 			if sb.EndAt == nil || time.Until(*sb.EndAt) < 5*time.Minute {
@@ -98,7 +100,7 @@ func TestSandmansOwnKillStaysTerminated(t *testing.T) {
 	t.Parallel()
 	host := sandboxdtest.Start(t)
 	client := providerFor(t, host)
-	b := setupWith(t, client, goneConfig(), true)
+	b := setupWith(t, host, goneConfig(), true)
 	ctx := context.Background()
 	u, p := founder(t, b.pool, 5)
 	old := b.buildRunning(t, u.ID, p.ID)
@@ -112,27 +114,30 @@ func TestSandmansOwnKillStaysTerminated(t *testing.T) {
 	}
 	// The kill job reaches the provider, which then reports the kill as an event.
 	var killedAt time.Time
-	eventually(t, 30*time.Second, func() bool {
+	testkit.Eventually(t, 30*time.Second, "the provider to report the replaced sandbox killed", func() error {
 		evs, err := client.ListEvents(ctx, e2b.EventsParams{SandboxID: *old.ProviderID, Types: []string{lifecycle.EventKilled}})
 		if err != nil || len(evs) == 0 {
-			return false
+			return fmt.Errorf("no killed event (%v)", err)
 		}
 		killedAt = evs[0].Timestamp
-		return evs[0].KillReason == "request"
-	}, func() string { return "the provider never reported the replaced sandbox killed" })
+		if evs[0].KillReason != "request" {
+			return fmt.Errorf("kill reason %q", evs[0].KillReason)
+		}
+		return nil
+	})
 	if _, err := client.GetSandbox(ctx, *old.ProviderID); !errors.Is(err, e2b.ErrNotFound) {
 		t.Fatalf("the replaced sandbox still exists at the provider: %v", err)
 	}
 
 	// The events reader has read past the kill, and a reconcile ran after it.
-	eventually(t, 30*time.Second, func() bool {
+	testkit.Until(t, 30*time.Second, "the events reader to read past the kill event", func() bool {
 		raw, err := db.New(b.pool).GetProviderCursor(ctx, "events_api")
 		if err != nil {
 			return false
 		}
 		cur, _ := time.Parse(time.RFC3339Nano, raw)
 		return !cur.Before(killedAt)
-	}, func() string { return "the events reader never read past the kill event" })
+	})
 	if err := b.svc.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package lifecycle_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 
 	"sandman/db"
 	"sandman/e2b"
+	"sandman/internal/testkit"
 	"sandman/lifecycle"
 	"sandman/sandboxd"
 	"sandman/sandboxd/sandboxdtest"
@@ -73,7 +75,7 @@ func TestProviderFaultsAreRetriedByTheClient(t *testing.T) {
 			}
 			cfg := fastConfig()
 			cfg.IdleTimeout = 10 * time.Minute
-			b := setupWith(t, providerFor(t, host, tweaks...), cfg, true)
+			b := setupWith(t, host, cfg, true, tweaks...)
 			ctx := context.Background()
 			u, p := founder(t, b.pool, 5)
 			sb := b.buildRunning(t, u.ID, p.ID)
@@ -93,10 +95,10 @@ func TestProviderFaultsAreRetriedByTheClient(t *testing.T) {
 			}
 			// River records the job's end just after its work is done.
 			var jobs []riverJob
-			eventually(t, 30*time.Second, func() bool {
+			testkit.Until(t, 30*time.Second, "the pause job to finish", func() bool {
 				jobs = requestedPauses(t, b, sb.ID)
 				return len(jobs) != 1 || jobs[0].State != "running"
-			}, func() string { return "the pause job never finished" })
+			})
 			if len(jobs) != 1 || jobs[0].State != "completed" || jobs[0].Attempt != 1 || jobs[0].Errors != 0 {
 				t.Fatalf("pause jobs %+v, want one completed at its first attempt", jobs)
 			}
@@ -120,10 +122,10 @@ func TestOpenBreakerMarksUnknownThenRecovers(t *testing.T) {
 	t.Parallel()
 	host := sandboxdtest.Start(t)
 	const openFor = 3 * time.Second
-	client := providerFor(t, host, func(c *e2b.Config) { c.BreakerOpenFor = openFor })
 	cfg := fastConfig()
 	cfg.IdleTimeout = 10 * time.Minute
-	b := setupWith(t, client, cfg, true)
+	b := setupWith(t, host, cfg, true, func(c *e2b.Config) { c.BreakerOpenFor = openFor })
+	client := b.Provider() // the instance's own: its breaker is the one under test
 	ctx := context.Background()
 
 	u1, p1 := founder(t, b.pool, 5)
@@ -138,14 +140,14 @@ func TestOpenBreakerMarksUnknownThenRecovers(t *testing.T) {
 	const uses = 100_000
 	host.InjectFault(t, sandboxd.Fault{Route: "*", Status: 500, Count: uses})
 	var lastClosed, opened time.Time
-	eventually(t, 30*time.Second, func() bool {
-		if client.CircuitState() == "open" {
-			opened = time.Now()
-			return true
+	testkit.Eventually(t, 30*time.Second, "the breaker to open", func() error {
+		if state := client.CircuitState(); state != "open" {
+			lastClosed = time.Now()
+			return fmt.Errorf("it is %s", state)
 		}
-		lastClosed = time.Now()
-		return false
-	}, func() string { return "the breaker never opened; it is " + client.CircuitState() })
+		opened = time.Now()
+		return nil
+	})
 	if failed := uses - remainingUses(t, host, "*"); failed < 5 {
 		t.Fatalf("the breaker opened after %d failed calls, want at least 5", failed)
 	}
@@ -158,8 +160,7 @@ func TestOpenBreakerMarksUnknownThenRecovers(t *testing.T) {
 	if err := b.svc.Verify(ctx, u1.ID, running.ID); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, func() bool { return b.get(t, running.ID).VerificationFailures > failures },
-		func() string { return "the verification never ran" })
+	testkit.Until(t, 30*time.Second, "the verification to run", func() bool { return b.get(t, running.ID).VerificationFailures > failures })
 	after := remainingUses(t, host, "*")
 	// A half-open probe may only start openFor after the breaker opened, at the earliest
 	// openFor after it was last seen closed: before that, no call may have been made.

@@ -2,6 +2,7 @@ package lifecycle_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"regexp"
 	"strconv"
@@ -10,36 +11,29 @@ import (
 
 	"github.com/google/uuid"
 
+	"sandman/app/apptest"
 	"sandman/db"
 	"sandman/e2b"
+	"sandman/internal/testkit"
 	"sandman/lifecycle"
 	"sandman/sandboxd/sandboxdtest"
 )
 
-// fastConfig keeps the real flows but with test-sized timings.
+// fastConfig is the tests' lifecycle configuration with an idle pause within seconds and
+// the reconciler and sweep every second (the events reader stays off unless a test turns it on).
 func fastConfig() lifecycle.Config {
-	c := lifecycle.DefaultConfig()
+	c := apptest.LifecycleConfig()
 	c.IdleTimeout = 4 * time.Second
-	c.SandboxTimeout = 10 * time.Minute
 	c.ReconcileEvery = time.Second
-	c.EventsEvery = 0 // these tests check the other paths; events_test covers the reader
 	c.SweepEvery = time.Second
-	c.ResumeRetryWait = 200 * time.Millisecond
-	c.CreateTimeout, c.UploadTimeout, c.InstallTimeout, c.ReadyTimeout, c.ResumeTimeout =
-		20*time.Second, 20*time.Second, time.Minute, 30*time.Second, 20*time.Second
 	return c
 }
 
-// providerFor is a client of the sandboxd host, with fast retries.
-func providerFor(t testing.TB, h *sandboxdtest.Host, tweak ...func(*e2b.Config)) *e2b.Client {
+// providerFor is a provider client of its own for the test to act as someone else (the
+// provider's dashboard, a crashed worker), configured as the instances' clients are.
+func providerFor(t testing.TB, h *sandboxdtest.Host) *e2b.Client {
 	t.Helper()
-	cfg := e2b.Config{APIURL: h.APIURL, APIKey: h.APIKey, Domain: h.Domain,
-		RetryDelays:    []time.Duration{20 * time.Millisecond, 40 * time.Millisecond, 80 * time.Millisecond},
-		BreakerOpenFor: 2 * time.Second}
-	for _, f := range tweak {
-		f(&cfg)
-	}
-	c, err := e2b.New(cfg)
+	c, err := e2b.New(apptest.Config(h, "").Provider)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,21 +43,18 @@ func providerFor(t testing.TB, h *sandboxdtest.Host, tweak ...func(*e2b.Config))
 // waitStatus polls the row until it reaches want (or fails the test after d).
 func (b *testBundle) waitStatus(t testing.TB, id uuid.UUID, want db.SandboxStatus, d time.Duration) db.Sandbox {
 	t.Helper()
-	deadline := time.Now().Add(d)
 	var sb db.Sandbox
-	for time.Now().Before(deadline) {
+	testkit.Eventually(t, d, fmt.Sprintf("sandbox %s to be %s", id, want), func() error {
 		var err error
-		sb, err = db.New(b.pool).GetSandbox(context.Background(), id)
-		if err != nil {
-			t.Fatal(err)
+		if sb, err = db.New(b.pool).GetSandbox(context.Background(), id); err != nil {
+			return err
 		}
 		if sb.Status == want {
-			return sb
+			return nil
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	build, _ := db.New(b.pool).GetBuild(context.Background(), sb.BuildID)
-	t.Fatalf("sandbox %s is %s after %s, want %s (build %s %q: %s)", id, sb.Status, d, want, build.Status, build.Stage, build.Error)
+		build, _ := db.New(b.pool).GetBuild(context.Background(), sb.BuildID)
+		return fmt.Errorf("it is %s (build %s %q: %s)", sb.Status, build.Status, build.Stage, build.Error)
+	})
 	return sb
 }
 
@@ -89,7 +80,7 @@ func visits(t testing.TB, h *sandboxdtest.Host, url string) int {
 func TestPreviewLifecycleEndToEnd(t *testing.T) {
 	t.Parallel()
 	host := sandboxdtest.Start(t)
-	b := setupWith(t, providerFor(t, host), fastConfig(), true)
+	b := setupWith(t, host, fastConfig(), true)
 	ctx := context.Background()
 	u, p := founder(t, b.pool, 5)
 
@@ -151,12 +142,26 @@ func TestPreviewLifecycleEndToEnd(t *testing.T) {
 	if old, _ := db.New(b.pool).GetSandbox(ctx, sb.ID); old.Status != lifecycle.Killed {
 		t.Fatalf("old sandbox became %s", old.Status)
 	}
+
+	// The badge lasts until the rebuilt preview first sleeps, and does not come back with it.
+	if _, err := b.svc.RequestPause(ctx, u.ID, fresh.ID); err != nil {
+		t.Fatal(err)
+	}
+	if paused := b.waitStatus(t, fresh.ID, lifecycle.Paused, 30*time.Second); paused.Recreated {
+		t.Fatal("a paused rebuilt preview still shows Recreated")
+	}
+	if _, err := b.svc.Resume(ctx, u.ID, fresh.ID); err != nil {
+		t.Fatal(err)
+	}
+	if resumed := b.waitStatus(t, fresh.ID, lifecycle.Running, 30*time.Second); resumed.Recreated {
+		t.Fatal("the badge came back with the resume")
+	}
 }
 
 func TestFilesystemPauseRestartsDevServer(t *testing.T) {
 	t.Parallel()
 	host := sandboxdtest.Start(t)
-	b := setupWith(t, providerFor(t, host), fastConfig(), true)
+	b := setupWith(t, host, fastConfig(), true)
 	ctx := context.Background()
 	u, p := founder(t, b.pool, 5)
 	if _, err := b.pool.Exec(ctx, "UPDATE projects SET pause_kind = 'filesystem' WHERE id = $1", p.ID); err != nil {

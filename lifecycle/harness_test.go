@@ -3,36 +3,18 @@ package lifecycle_test
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"net/http"
-	"os"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"sandman/db"
-	"sandman/e2b"
 	"sandman/lifecycle"
 	"sandman/sandboxd/sandboxdtest"
 )
 
 // Helpers shared by the expiry, fault, crash and instance tests.
-
-// eventually polls cond until it holds, failing the test with what() after d. Conditions, not
-// sleeps: the machine is shared and slow at times.
-func eventually(t testing.TB, d time.Duration, cond func() bool, what func() string) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", d, what())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
 
 // buildRunning starts the project's first build and waits for its sandbox to run.
 func (b *testBundle) buildRunning(t testing.TB, owner, project uuid.UUID) db.Sandbox {
@@ -123,43 +105,4 @@ func remainingUses(t testing.TB, h *sandboxdtest.Host, route string) int {
 		}
 	}
 	return n
-}
-
-// instance runs one more Sandman instance on the database behind pool, with its own
-// connection pool as a separate process would have. stop ends its workers but leaves it able to
-// insert jobs, as a web-only instance (idempotent; the test's end calls it too).
-func instance(t testing.TB, pool *pgxpool.Pool, provider *e2b.Client, cfg lifecycle.Config, work bool) (b *testBundle, stop func()) {
-	t.Helper()
-	ctx := context.Background()
-	own, err := db.Open(ctx, pool.Config().ConnString())
-	if err != nil {
-		t.Fatal(err)
-	}
-	logger := slog.New(slog.DiscardHandler)
-	if os.Getenv("SANDMAN_TEST_LOG") != "" {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()}))
-	}
-	svc, err := lifecycle.New(lifecycle.Options{Pool: own, Provider: provider, Config: cfg, Work: work, Logger: logger})
-	if err != nil {
-		own.Close()
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	if err := svc.Start(runCtx); err != nil {
-		cancel()
-		own.Close()
-		t.Fatal(err)
-	}
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			_ = svc.Stop(context.Background())
-		})
-	}
-	t.Cleanup(func() {
-		stop()
-		own.Close()
-	})
-	return &testBundle{pool: own, svc: svc}, stop
 }

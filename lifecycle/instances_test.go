@@ -2,13 +2,14 @@ package lifecycle_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
-	"sandman/db/dbtest"
+	"sandman/internal/testkit"
 	"sandman/lifecycle"
 	"sandman/sandboxd/sandboxdtest"
 )
@@ -40,17 +41,16 @@ func TestTwoInstancesRunEachPeriodicJobOnce(t *testing.T) {
 	host := sandboxdtest.Start(t)
 	cfg := fastConfig()
 	cfg.ReconcileEvery, cfg.EventsEvery, cfg.SweepEvery = time.Second, time.Second, time.Second
-	pool := dbtest.NewPool(t)
-	a, _ := instance(t, pool, providerFor(t, host), cfg, true)
-	instance(t, pool, providerFor(t, host), cfg, true)
+	a := instance(t, instanceOptions{host: host, config: cfg, work: true})
+	instance(t, instanceOptions{host: host, databaseURL: a.DatabaseURL, config: cfg, work: true})
 
 	const enough = 6
 	for _, kind := range []string{"reconcile", "events_catch_up", "sweep"} {
 		var times []time.Time
-		eventually(t, time.Minute, func() bool {
+		testkit.Until(t, time.Minute, fmt.Sprintf("%d %s jobs", enough, kind), func() bool {
 			times = periodicJobTimes(t, a, kind)
 			return len(times) >= enough
-		}, func() string { return kind + " jobs were not scheduled" })
+		})
 		// One scheduler makes at most one job per interval over the span, plus the one run
 		// at start (and one more if leadership moved); two would make about twice that.
 		span := times[len(times)-1].Sub(times[0])
@@ -77,9 +77,9 @@ func TestTwoInstancesNeverApplyATransitionTwice(t *testing.T) {
 	cfg.IdleTimeout = 10 * time.Minute
 	// Only the test's own calls watch the provider, all at once.
 	cfg.ReconcileEvery, cfg.EventsEvery = 0, 0
-	pool := dbtest.NewPool(t)
-	a, _ := instance(t, pool, providerFor(t, host), cfg, true)
-	b, _ := instance(t, pool, providerFor(t, host), cfg, true)
+	a := instance(t, instanceOptions{host: host, config: cfg, work: true})
+	b := instance(t, instanceOptions{host: host, databaseURL: a.DatabaseURL, config: cfg, work: true})
+	pool := a.pool
 	both := []*testBundle{a, b}
 	ctx := context.Background()
 

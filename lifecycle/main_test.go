@@ -2,55 +2,68 @@ package lifecycle_test
 
 import (
 	"context"
-	"log/slog"
 	"os"
 	"testing"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"sandman/app"
+	"sandman/app/apptest"
 	"sandman/db"
 	"sandman/db/dbtest"
 	"sandman/e2b"
 	"sandman/lifecycle"
+	"sandman/sandboxd/sandboxdtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(dbtest.Main(m)) }
 
+// testBundle is one Sandman instance, assembled by package app as production assembles it,
+// with the parts these tests drive directly.
 type testBundle struct {
+	*apptest.Instance
 	pool *pgxpool.Pool
 	svc  *lifecycle.Service
 }
 
-// setup gives a test its own database and a lifecycle Service; work starts the River workers
-// (which then need a provider, see setupWithProvider).
-func setup(t testing.TB, work bool) *testBundle {
-	t.Helper()
-	return setupWith(t, nil, lifecycle.DefaultConfig(), work)
+// instanceOptions say which instance setupWith and instance start.
+type instanceOptions struct {
+	host        *sandboxdtest.Host // nil: a sandboxd of its own
+	databaseURL string             // empty: a fresh database
+	config      lifecycle.Config
+	work        bool                // run the jobs (else: a web-only instance that only queues them)
+	provider    []func(*e2b.Config) // edits of the provider client's configuration
 }
 
-func setupWith(t testing.TB, provider *e2b.Client, cfg lifecycle.Config, work bool) *testBundle {
+// instance runs one Sandman instance for the test; several may share a host and a database, as
+// the instances of one deployment do.
+func instance(t testing.TB, o instanceOptions) *testBundle {
 	t.Helper()
-	pool := dbtest.NewPool(t)
-	logger := slog.New(slog.DiscardHandler)
-	if os.Getenv("SANDMAN_TEST_LOG") != "" {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()}))
+	role := app.RoleWeb
+	if o.work {
+		role = app.RoleAll
 	}
-	svc, err := lifecycle.New(lifecycle.Options{Pool: pool, Provider: provider, Config: cfg, Work: work, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if work {
-		ctx, cancel := context.WithCancel(context.Background())
-		if err := svc.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			cancel()
-			_ = svc.Stop(context.Background())
-		})
-	}
-	return &testBundle{pool: pool, svc: svc}
+	inst := apptest.Start(t, apptest.Options{Role: role, Host: o.host, DatabaseURL: o.databaseURL,
+		Config: func(c *app.Config) {
+			c.Lifecycle = o.config
+			for _, edit := range o.provider {
+				edit(&c.Provider)
+			}
+		}})
+	return &testBundle{Instance: inst, pool: inst.Pool(), svc: inst.Lifecycle()}
+}
+
+// setup gives a test its own instance on its own database; work runs the jobs.
+func setup(t testing.TB, work bool) *testBundle {
+	t.Helper()
+	return instance(t, instanceOptions{config: fastConfig(), work: work})
+}
+
+// setupWith is setup in front of host, with cfg and the provider client edited by tweaks.
+func setupWith(t testing.TB, host *sandboxdtest.Host, cfg lifecycle.Config, work bool, tweaks ...func(*e2b.Config)) *testBundle {
+	t.Helper()
+	return instance(t, instanceOptions{host: host, config: cfg, work: work, provider: tweaks})
 }
 
 // sandboxesOf lists a project's sandboxes, newest first.
@@ -75,10 +88,4 @@ func (b *testBundle) sandboxesOf(t testing.TB, projectID uuid.UUID) []db.Sandbox
 		out = append(out, sb)
 	}
 	return out
-}
-
-func logLevel() slog.Level {
-	var l slog.Level
-	_ = l.UnmarshalText([]byte(os.Getenv("SANDMAN_TEST_LOG")))
-	return l
 }

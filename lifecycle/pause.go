@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/google/uuid"
@@ -13,22 +12,41 @@ import (
 )
 
 // schedulePause queues the sandbox's idle pause: at once when a build just became Ready with
-// SANDMAN_PAUSE_AFTER_READY=immediate, else a little before its idle deadline, because River's
-// scheduler only looks every few seconds; the worker then waits out the remainder itself.
-// Only the build's Ready pauses at once: a resumed sandbox is one the founder asked to see.
-func (s *Service) schedulePause(ctx context.Context, q db.Tx, sb db.Sandbox, buildReady bool) error {
+// SANDMAN_PAUSE_AFTER_READY=immediate, else a little before its idle deadline; the worker then
+// waits out the remainder itself. Only the build's Ready pauses at once: a resumed sandbox is one
+// the founder asked to see.
+func (s *Service) schedulePause(ctx context.Context, tx db.Tx, sb db.Sandbox, buildReady bool) error {
 	if buildReady && s.cfg.PauseAfterReady == "immediate" {
-		_, err := s.river.InsertTx(ctx, q.Tx, PauseArgs{SandboxID: sb.ID, Ready: true}, nil)
+		_, err := s.river.InsertTx(ctx, tx.Pgx(), PauseArgs{SandboxID: sb.ID, Ready: true}, nil)
 		return err
 	}
-	at := sb.LastActiveAt.Add(s.cfg.IdleTimeout - schedulerSlack)
-	_, err := s.river.InsertTx(ctx, q.Tx, PauseArgs{SandboxID: sb.ID, Idle: true}, &river.InsertOpts{ScheduledAt: at})
+	_, err := s.river.InsertTx(ctx, tx.Pgx(), PauseArgs{SandboxID: sb.ID, Idle: true}, &river.InsertOpts{ScheduledAt: s.cfg.idlePauseAt(sb)})
 	return err
 }
 
-// schedulerSlack is how early idle pauses are queued: River's scheduler promotes scheduled jobs
-// every 5 s, and the worker sleeps until the exact deadline.
-const schedulerSlack = 6 * time.Second
+// pauseCause is why a sandbox is paused: the event's source and its reason, typed together so
+// neither is guessed from the other.
+type pauseCause struct {
+	source db.EventSource
+	reason string
+}
+
+var (
+	pauseIdle       = pauseCause{db.EventSourceScheduler, "idle"}
+	pauseAfterBuild = pauseCause{db.EventSourceScheduler, "paused after the build (SANDMAN_PAUSE_AFTER_READY=immediate)"}
+	pauseRequested  = pauseCause{db.EventSourceUser, "requested"}
+)
+
+// cause is why the job pauses its sandbox.
+func (a PauseArgs) cause() pauseCause {
+	switch {
+	case a.Idle:
+		return pauseIdle
+	case a.Ready:
+		return pauseAfterBuild
+	}
+	return pauseRequested
+}
 
 type pauseWorker struct {
 	river.WorkerDefaults[PauseArgs]
@@ -47,13 +65,10 @@ func (w *pauseWorker) Work(ctx context.Context, job *river.Job[PauseArgs]) error
 		return nil
 	}
 	if job.Args.Idle {
-		deadline := sb.LastActiveAt.Add(s.cfg.IdleTimeout)
-		wait := time.Until(deadline)
-		if wait > schedulerSlack+time.Second {
+		if wait := time.Until(s.cfg.idleDeadline(sb)); wait > schedulerSlack+time.Second {
 			// Activity moved the deadline: come back shortly before the new one.
 			return river.JobSnooze(wait - schedulerSlack)
-		}
-		if wait > 0 {
+		} else if wait > 0 {
 			select {
 			case <-time.After(wait):
 			case <-ctx.Done():
@@ -66,26 +81,16 @@ func (w *pauseWorker) Work(ctx context.Context, job *river.Job[PauseArgs]) error
 			if sb.Status != Running {
 				return nil
 			}
-			if time.Until(sb.LastActiveAt.Add(s.cfg.IdleTimeout)) > 0 {
-				return river.JobSnooze(max(time.Until(sb.LastActiveAt.Add(s.cfg.IdleTimeout))-schedulerSlack, time.Second))
+			if left := time.Until(s.cfg.idleDeadline(sb)); left > 0 {
+				return river.JobSnooze(max(left-schedulerSlack, time.Second))
 			}
 		}
 	}
-	return s.pauseNow(ctx, sb, reasonFor(job.Args))
-}
-
-func reasonFor(a PauseArgs) string {
-	switch {
-	case a.Idle:
-		return "idle"
-	case a.Ready:
-		return "paused after the build (SANDMAN_PAUSE_AFTER_READY=immediate)"
-	}
-	return "requested"
+	return s.pauseNow(ctx, sb, job.Args.cause())
 }
 
 // pauseNow asks the provider to pause (already paused counts as success) and records it.
-func (s *Service) pauseNow(ctx context.Context, sb db.Sandbox, reason string) error {
+func (s *Service) pauseNow(ctx context.Context, sb db.Sandbox, cause pauseCause) error {
 	project, err := s.q.GetProjectByOwner(ctx, db.GetProjectByOwnerParams{ID: sb.ProjectID, OwnerID: sb.OwnerID})
 	if err != nil {
 		return db.MapError(err)
@@ -101,15 +106,11 @@ func (s *Service) pauseNow(ctx context.Context, sb db.Sandbox, reason string) er
 		return err
 	}
 	kind := project.PauseKind
-	source := db.EventSourceScheduler
-	if reason == "requested" {
-		source = db.EventSourceUser
-	}
-	_, err = s.transition(ctx, sb.ID, func(q *db.Queries, cur db.Sandbox) (*Change, error) {
+	_, err = s.transition(ctx, sb.ID, func(_ db.Tx, cur db.Sandbox) (*Change, error) {
 		if cur.Status != Running && cur.Status != Unknown {
 			return nil, nil
 		}
-		return &Change{To: Paused, Source: source, Reason: reason, SnapshotKind: &kind, Verified: true}, nil
+		return &Change{To: Paused, Source: cause.source, Reason: cause.reason, SnapshotKind: &kind, Verified: true}, nil
 	})
 	return err
 }
@@ -131,26 +132,26 @@ func (s *Service) RequestPause(ctx context.Context, owner, sandboxID uuid.UUID) 
 }
 
 // transition reads the sandbox under a row lock, lets decide pick the change (nil: none) and
-// applies it, all in one transaction. decide must write through q: the row is locked, so a
+// applies it, all in one transaction. decide must write through tx: the row is locked, so a
 // write on another connection would wait for this transaction forever.
-func (s *Service) transition(ctx context.Context, id uuid.UUID, decide func(*db.Queries, db.Sandbox) (*Change, error)) (db.Sandbox, error) {
+func (s *Service) transition(ctx context.Context, id uuid.UUID, decide func(db.Tx, db.Sandbox) (*Change, error)) (db.Sandbox, error) {
 	var out db.Sandbox
-	err := db.InTx(ctx, s.pool, func(q db.Tx) error {
-		sb, err := q.GetSandboxForUpdate(ctx, id)
+	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		sb, err := tx.GetSandboxForUpdate(ctx, id)
 		if err != nil {
 			return db.MapError(err)
 		}
 		out = sb
-		c, err := decide(q.Queries, sb)
+		c, err := decide(tx, sb)
 		if err != nil || c == nil {
 			return err
 		}
-		out, err = Apply(ctx, q.Queries, sb, *c)
+		out, err = apply(ctx, tx, sb, *c)
 		if err != nil {
 			return err
 		}
 		if c.To == Running {
-			return s.schedulePause(ctx, q, out, false)
+			return s.schedulePause(ctx, tx, out, false)
 		}
 		return nil
 	})
@@ -160,7 +161,7 @@ func (s *Service) transition(ctx context.Context, id uuid.UUID, decide func(*db.
 // OwnedSandbox returns the founder's sandbox, or a not-found error for anyone else's.
 func (s *Service) OwnedSandbox(ctx context.Context, owner, id uuid.UUID) (db.Sandbox, error) {
 	sb, err := s.q.GetSandboxByOwner(ctx, db.GetSandboxByOwnerParams{ID: id, OwnerID: owner})
-	if errors.Is(db.MapError(err), db.ErrNotFound) {
+	if db.IsNotFound(err) {
 		return sb, apperr.NotFound("Sandbox")
 	}
 	return sb, err

@@ -56,7 +56,7 @@ func (s *Service) providerCreate(ctx context.Context, sb db.Sandbox, p db.Projec
 	if err != nil {
 		return providerSandbox{}, err
 	}
-	return toProviderSandbox(created, s.cfg.SandboxTimeout), nil
+	return s.toProviderSandbox(created), nil
 }
 
 // Metadata keys Sandman sets on every sandbox; the reconcile sweep lists by MetaApp.
@@ -117,7 +117,7 @@ func (s *Service) providerConnect(ctx context.Context, id string) (providerSandb
 	if err != nil {
 		return providerSandbox{}, err
 	}
-	return toProviderSandbox(c, s.cfg.SandboxTimeout), nil
+	return s.toProviderSandbox(c), nil
 }
 
 func (s *Service) providerSetTimeout(ctx context.Context, id string) error {
@@ -159,10 +159,10 @@ func (s *Service) providerKillReason(ctx context.Context, id string) *string {
 	return &evs[0].KillReason
 }
 
-func toProviderSandbox(sb e2b.Sandbox, lifetime time.Duration) providerSandbox {
+func (s *Service) toProviderSandbox(sb e2b.Sandbox) providerSandbox {
 	end := sb.EndAt
 	if end.IsZero() {
-		end = time.Now().Add(lifetime)
+		end = s.cfg.lifetimeEnd(time.Now())
 	}
 	return providerSandbox{ID: sb.ID, Domain: sb.Domain, EnvdToken: sb.EnvdAccessToken, EndAt: end}
 }

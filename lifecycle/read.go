@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"errors"
 
 	"github.com/google/uuid"
 
@@ -20,8 +19,9 @@ type ProjectView struct {
 	EventID int64
 }
 
-// Projects returns the founder's projects with their current state, read from the database
-// only; stale sandboxes get a verification queued, never awaited.
+// Projects returns the founder's projects with their current state. Like every read here it
+// only reads the database: rendering a card for the live feed must not queue work. Pages
+// opened by the founder ask for verification themselves (VerifyStale).
 func (s *Service) Projects(ctx context.Context, owner uuid.UUID) ([]ProjectView, error) {
 	projects, err := s.q.ListProjectsByOwner(ctx, owner)
 	if err != nil {
@@ -40,7 +40,6 @@ func (s *Service) Projects(ctx context.Context, owner uuid.UUID) ([]ProjectView,
 		out[i] = ProjectView{Project: p.Project, FileCount: int(p.FileCount)}
 		if c, ok := byProject[p.Project.ID]; ok {
 			out[i].Sandbox, out[i].Build, out[i].EventID = &c.Sandbox, &c.Build, c.LastEventID
-			s.verifyIfStale(ctx, c.Sandbox)
 		}
 	}
 	return out, nil
@@ -50,7 +49,7 @@ func (s *Service) Projects(ctx context.Context, owner uuid.UUID) ([]ProjectView,
 func (s *Service) Project(ctx context.Context, owner, projectID uuid.UUID) (ProjectView, error) {
 	p, err := s.q.GetProjectByOwner(ctx, db.GetProjectByOwnerParams{ID: projectID, OwnerID: owner})
 	if err != nil {
-		if errors.Is(db.MapError(err), db.ErrNotFound) {
+		if db.IsNotFound(err) {
 			return ProjectView{}, apperr.NotFound("Project")
 		}
 		return ProjectView{}, err
@@ -62,7 +61,7 @@ func (s *Service) Project(ctx context.Context, owner, projectID uuid.UUID) (Proj
 	}
 	v.FileCount = len(files)
 	sb, err := s.q.GetCurrentSandboxByProject(ctx, p.ID)
-	if errors.Is(db.MapError(err), db.ErrNotFound) {
+	if db.IsNotFound(err) {
 		return v, nil
 	}
 	if err != nil {
@@ -73,11 +72,8 @@ func (s *Service) Project(ctx context.Context, owner, projectID uuid.UUID) (Proj
 		return v, err
 	}
 	v.Sandbox, v.Build = &sb, &b
-	if v.EventID, err = s.q.GetLatestSandboxEventID(ctx, sb.ID); err != nil {
-		return v, err
-	}
-	s.verifyIfStale(ctx, sb)
-	return v, nil
+	v.EventID, err = s.q.GetLatestSandboxEventID(ctx, sb.ID)
+	return v, err
 }
 
 // ProjectOfSandbox returns the project view a founder's sandbox belongs to.
@@ -87,13 +83,6 @@ func (s *Service) ProjectOfSandbox(ctx context.Context, owner, sandboxID uuid.UU
 		return ProjectView{}, err
 	}
 	return s.Project(ctx, owner, sb.ProjectID)
-}
-
-// verifyIfStale queues a verification without failing the read it rides on.
-func (s *Service) verifyIfStale(ctx context.Context, sb db.Sandbox) {
-	if err := s.VerifyIfStale(ctx, sb); err != nil {
-		s.log.Warn("queue verification", "sandbox_id", sb.ID, "err", err)
-	}
 }
 
 // Credits returns the founder's current credits.

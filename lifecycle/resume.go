@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -19,8 +18,8 @@ func (s *Service) Resume(ctx context.Context, owner, sandboxID uuid.UUID) (db.Sa
 		return db.Sandbox{}, err
 	}
 	var out db.Sandbox
-	err := db.InTx(ctx, s.pool, func(q db.Tx) error {
-		sb, err := q.GetSandboxForUpdate(ctx, sandboxID)
+	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		sb, err := tx.GetSandboxForUpdate(ctx, sandboxID)
 		if err != nil {
 			return db.MapError(err)
 		}
@@ -32,14 +31,13 @@ func (s *Service) Resume(ctx context.Context, owner, sandboxID uuid.UUID) (db.Sa
 		default:
 			return apperr.New(apperr.KindConflict, "not_paused", "This preview cannot be resumed; rebuild it instead.")
 		}
-		if out, err = Apply(ctx, q.Queries, sb, Change{To: Resuming, Source: db.EventSourceUser, Reason: "resume",
-			Recreated: sb.Recreated}); err != nil {
+		if out, err = apply(ctx, tx, sb, Change{To: Resuming, Source: db.EventSourceUser, Reason: "resume"}); err != nil {
 			return err
 		}
-		if err := q.TouchActivity(ctx, sb.ID); err != nil {
+		if err := tx.TouchActivity(ctx, sb.ID); err != nil {
 			return err
 		}
-		_, err = s.river.InsertTx(ctx, q.Tx, ResumeArgs{SandboxID: sb.ID}, nil)
+		_, err = s.river.InsertTx(ctx, tx.Pgx(), ResumeArgs{SandboxID: sb.ID}, nil)
 		return err
 	})
 	return out, err
@@ -51,7 +49,7 @@ type resumeWorker struct {
 }
 
 func (w *resumeWorker) Timeout(*river.Job[ResumeArgs]) time.Duration {
-	return 2*w.s.cfg.ResumeTimeout + w.s.cfg.ResumeRetryWait + 30*time.Second
+	return w.s.cfg.resumeJobTimeout()
 }
 
 func (w *resumeWorker) Work(ctx context.Context, job *river.Job[ResumeArgs]) error {
@@ -80,12 +78,12 @@ func (w *resumeWorker) Work(ctx context.Context, job *river.Job[ResumeArgs]) err
 		preview, endAt, err := s.resumeOnce(actx, sb, project)
 		cancel()
 		if err == nil {
-			_, err = s.transition(ctx, sb.ID, func(q *db.Queries, cur db.Sandbox) (*Change, error) {
+			_, err = s.transition(ctx, sb.ID, func(_ db.Tx, cur db.Sandbox) (*Change, error) {
 				if cur.Status != Resuming {
 					return nil, nil
 				}
 				return &Change{To: Running, Source: db.EventSourceUser, Reason: "resumed", PreviewURL: &preview,
-					EndAt: &endAt, ClearSnap: true, Verified: true, Recreated: cur.Recreated}, nil
+					EndAt: &endAt, ClearSnap: true, Verified: true}, nil
 			})
 			return err
 		}
@@ -99,7 +97,7 @@ func (w *resumeWorker) Work(ctx context.Context, job *river.Job[ResumeArgs]) err
 	if isNotFound(lastErr) {
 		cause = CauseNotFound
 	}
-	_, err = s.transition(context.WithoutCancel(ctx), sb.ID, func(q *db.Queries, cur db.Sandbox) (*Change, error) {
+	_, err = s.transition(context.WithoutCancel(ctx), sb.ID, func(_ db.Tx, cur db.Sandbox) (*Change, error) {
 		if cur.Status != Resuming {
 			return nil, nil
 		}
@@ -130,7 +128,7 @@ func (s *Service) resumeOnce(ctx context.Context, sb db.Sandbox, project db.Proj
 	if err := s.waitReady(ctx, preview); err != nil {
 		return "", time.Time{}, fmt.Errorf("dev server did not answer: %w", err)
 	}
-	return preview, time.Now().Add(s.cfg.SandboxTimeout), nil
+	return preview, s.cfg.lifetimeEnd(time.Now()), nil
 }
 
 func withProvider(sb db.Sandbox, p providerSandbox) db.Sandbox {
@@ -151,7 +149,7 @@ func (s *Service) Activity(ctx context.Context, owner, sandboxID uuid.UUID) erro
 		return err
 	}
 	_, err := s.q.TouchSandboxActivity(ctx, db.TouchSandboxActivityParams{ID: sandboxID, OwnerID: owner})
-	if errors.Is(db.MapError(err), db.ErrNotFound) {
+	if db.IsNotFound(err) {
 		return nil // touched within the last second already
 	}
 	return err

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"sandman/app/apptest"
 	"sandman/db"
 	"sandman/e2b"
 	"sandman/lifecycle"
@@ -20,7 +21,7 @@ const connectRoute = "POST /sandboxes/{sandboxID}/connect"
 func TestResumeFailsAfterTwoAttempts(t *testing.T) {
 	t.Parallel()
 	// One resume attempt's connect is at most this many calls: the first and its retries.
-	callsPerAttempt := len(providerFor(t, sandboxdtest.Start(t)).Config().RetryDelays) + 1
+	callsPerAttempt := len(apptest.RetryDelays) + 1
 	tests := []struct {
 		name string
 		// fault is injected on the sandbox's connect calls (Route and SandboxID are filled in).
@@ -74,7 +75,7 @@ func TestResumeFailsAfterTwoAttempts(t *testing.T) {
 			// Nothing but the resume worker may look at the provider: a reconcile would find
 			// the killed sandbox first, and its successful calls would reset the breaker's count.
 			cfg.ReconcileEvery, cfg.EventsEvery = 0, 0
-			b := setupWith(t, providerFor(t, host, tweaks...), cfg, true)
+			b := setupWith(t, host, cfg, true, tweaks...)
 			ctx := context.Background()
 			u, p := founder(t, b.pool, 5)
 			res, err := b.svc.StartBuild(ctx, u.ID, p.ID, "k", false)

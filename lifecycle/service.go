@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -64,26 +63,26 @@ func (s *Service) StartBuild(ctx context.Context, owner, projectID uuid.UUID, ke
 		return BuildResult{}, apperr.Invalid(map[string]string{"idempotencyKey": "Send an idempotency key of 1 to 200 characters."})
 	}
 	var res BuildResult
-	err := db.InTx(ctx, s.pool, func(q db.Tx) error {
+	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		res = BuildResult{}
-		project, err := q.LockProjectByOwner(ctx, db.LockProjectByOwnerParams{ID: projectID, OwnerID: owner})
+		project, err := tx.LockProjectByOwner(ctx, db.LockProjectByOwnerParams{ID: projectID, OwnerID: owner})
 		if err != nil {
-			if errors.Is(db.MapError(err), db.ErrNotFound) {
+			if db.IsNotFound(err) {
 				return apperr.NotFound("Project")
 			}
 			return err
 		}
 		ledgerKey := owner.String() + ":" + key
-		ledgerID, err := q.InsertCreditDebit(ctx, db.InsertCreditDebitParams{UserID: owner, Reason: buildReason(rebuild), IdempotencyKey: &ledgerKey})
+		ledgerID, err := tx.InsertCreditDebit(ctx, db.InsertCreditDebitParams{UserID: owner, Reason: buildReason(rebuild), IdempotencyKey: &ledgerKey})
 		if err != nil {
-			if !errors.Is(db.MapError(err), db.ErrNotFound) {
+			if !db.IsNotFound(err) {
 				return err
 			}
-			return s.replay(ctx, q, ledgerKey, &res)
+			return s.replay(ctx, tx, ledgerKey, &res)
 		}
-		_, err = q.GetLatestBuild(ctx, project.ID)
+		_, err = tx.GetLatestBuild(ctx, project.ID)
 		hasBuild := err == nil
-		if err != nil && !errors.Is(db.MapError(err), db.ErrNotFound) {
+		if err != nil && !db.IsNotFound(err) {
 			return err
 		}
 		switch {
@@ -92,7 +91,7 @@ func (s *Service) StartBuild(ctx context.Context, owner, projectID uuid.UUID, ke
 		case !rebuild && hasBuild:
 			return apperr.New(apperr.KindConflict, "already_built", "This project already has a build: use Rebuild to start a fresh one.")
 		}
-		n, err := q.DebitUserCredit(ctx, owner)
+		n, err := tx.DebitUserCredit(ctx, owner)
 		if err != nil {
 			return err
 		}
@@ -104,38 +103,38 @@ func (s *Service) StartBuild(ctx context.Context, owner, projectID uuid.UUID, ke
 		if rebuild {
 			kind = db.BuildKindRebuild
 		}
-		build, err := q.InsertBuild(ctx, db.InsertBuildParams{ProjectID: project.ID, Kind: kind})
+		build, err := tx.InsertBuild(ctx, db.InsertBuildParams{ProjectID: project.ID, Kind: kind})
 		if err != nil {
 			return err
 		}
 		if rebuild {
-			source, err := q.GetLastGoodBuild(ctx, project.ID)
-			if err != nil && !errors.Is(db.MapError(err), db.ErrNotFound) {
+			source, err := tx.GetLastGoodBuild(ctx, project.ID)
+			if err != nil && !db.IsNotFound(err) {
 				return err
 			}
 			if err == nil {
-				_, err = q.CopyBuildFiles(ctx, db.CopyBuildFilesParams{ToBuildID: build.ID, FromBuildID: source.ID})
+				_, err = tx.CopyBuildFiles(ctx, db.CopyBuildFilesParams{ToBuildID: build.ID, FromBuildID: source.ID})
 			} else {
 				// No build ever reached Ready: start again from the project's files.
-				_, err = q.CopyProjectFilesToBuild(ctx, db.CopyProjectFilesToBuildParams{BuildID: build.ID, ProjectID: project.ID})
+				_, err = tx.CopyProjectFilesToBuild(ctx, db.CopyProjectFilesToBuildParams{BuildID: build.ID, ProjectID: project.ID})
 			}
 			if err != nil {
 				return err
 			}
-			if err := s.replaceCurrent(ctx, q, project.ID); err != nil {
+			if err := s.replaceCurrent(ctx, tx, project.ID); err != nil {
 				return err
 			}
-		} else if _, err := q.CopyProjectFilesToBuild(ctx, db.CopyProjectFilesToBuildParams{BuildID: build.ID, ProjectID: project.ID}); err != nil {
+		} else if _, err := tx.CopyProjectFilesToBuild(ctx, db.CopyProjectFilesToBuildParams{BuildID: build.ID, ProjectID: project.ID}); err != nil {
 			return err
 		}
-		if err := q.SetCreditLedgerBuild(ctx, db.SetCreditLedgerBuildParams{ID: ledgerID, BuildID: &build.ID}); err != nil {
+		if err := tx.SetCreditLedgerBuild(ctx, db.SetCreditLedgerBuildParams{ID: ledgerID, BuildID: &build.ID}); err != nil {
 			return err
 		}
-		sb, err := s.createSandboxRow(ctx, q, owner, project.ID, build.ID, rebuild)
+		sb, err := s.createSandboxRow(ctx, tx, owner, project.ID, build.ID, rebuild)
 		if err != nil {
 			return err
 		}
-		if _, err := s.river.InsertTx(ctx, q.Tx, BuildArgs{SandboxID: sb.ID}, nil); err != nil {
+		if _, err := s.river.InsertTx(ctx, tx.Pgx(), BuildArgs{SandboxID: sb.ID}, nil); err != nil {
 			return err
 		}
 		res = BuildResult{Build: build, Sandbox: sb}
@@ -152,19 +151,19 @@ func buildReason(rebuild bool) string {
 }
 
 // replay answers a repeated idempotency key with what the first request started.
-func (s *Service) replay(ctx context.Context, q db.Tx, ledgerKey string, res *BuildResult) error {
-	ledger, err := q.GetCreditLedgerByKey(ctx, &ledgerKey)
+func (s *Service) replay(ctx context.Context, tx db.Tx, ledgerKey string, res *BuildResult) error {
+	ledger, err := tx.GetCreditLedgerByKey(ctx, &ledgerKey)
 	if err != nil {
 		return err
 	}
 	if ledger.BuildID == nil {
 		return apperr.New(apperr.KindConflict, "key_used", "This idempotency key was already used for another request.")
 	}
-	build, err := q.GetBuild(ctx, *ledger.BuildID)
+	build, err := tx.GetBuild(ctx, *ledger.BuildID)
 	if err != nil {
 		return err
 	}
-	sb, err := q.GetSandboxByBuild(ctx, build.ID)
+	sb, err := tx.GetSandboxByBuild(ctx, build.ID)
 	if err != nil {
 		return err
 	}
@@ -174,9 +173,9 @@ func (s *Service) replay(ctx context.Context, q db.Tx, ledgerKey string, res *Bu
 
 // replaceCurrent ends the project's current sandbox as "replaced" and queues the provider-side
 // kill, unless it is already gone.
-func (s *Service) replaceCurrent(ctx context.Context, q db.Tx, projectID uuid.UUID) error {
-	cur, err := q.GetCurrentSandboxByProject(ctx, projectID)
-	if errors.Is(db.MapError(err), db.ErrNotFound) {
+func (s *Service) replaceCurrent(ctx context.Context, tx db.Tx, projectID uuid.UUID) error {
+	cur, err := tx.GetCurrentSandboxByProject(ctx, projectID)
+	if db.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
@@ -185,14 +184,14 @@ func (s *Service) replaceCurrent(ctx context.Context, q db.Tx, projectID uuid.UU
 	if IsGone(cur.Status) {
 		return nil
 	}
-	if err := q.SetSandboxKillRequested(ctx, cur.ID); err != nil {
+	if err := tx.SetSandboxKillRequested(ctx, cur.ID); err != nil {
 		return err
 	}
-	if _, err := Apply(ctx, q.Queries, cur, Change{To: Terminated, Source: db.EventSourceUser, Reason: "replaced", KilledReason: ptr("replaced")}); err != nil {
+	if _, err := apply(ctx, tx, cur, Change{To: Terminated, Source: db.EventSourceUser, Reason: "replaced", KilledReason: ptr("replaced")}); err != nil {
 		return err
 	}
 	if cur.ProviderID != nil {
-		if _, err := s.river.InsertTx(ctx, q.Tx, KillArgs{ProviderID: *cur.ProviderID}, nil); err != nil {
+		if _, err := s.river.InsertTx(ctx, tx.Pgx(), KillArgs{ProviderID: *cur.ProviderID}, nil); err != nil {
 			return err
 		}
 	}
@@ -200,12 +199,12 @@ func (s *Service) replaceCurrent(ctx context.Context, q db.Tx, projectID uuid.UU
 }
 
 // createSandboxRow inserts the new sandbox in `starting` with its creation event.
-func (s *Service) createSandboxRow(ctx context.Context, q db.Tx, owner, projectID, buildID uuid.UUID, recreated bool) (db.Sandbox, error) {
-	sb, err := q.InsertSandbox(ctx, db.InsertSandboxParams{OwnerID: owner, ProjectID: projectID, BuildID: buildID, Recreated: recreated})
+func (s *Service) createSandboxRow(ctx context.Context, tx db.Tx, owner, projectID, buildID uuid.UUID, recreated bool) (db.Sandbox, error) {
+	sb, err := tx.InsertSandbox(ctx, db.InsertSandboxParams{OwnerID: owner, ProjectID: projectID, BuildID: buildID, Recreated: recreated})
 	if err != nil {
 		return sb, err
 	}
-	return sb, announce(ctx, q.Queries, sb, db.EventSourceUser, "created")
+	return sb, announce(ctx, tx, sb, db.EventSourceUser, "created")
 }
 
 func ptr[T any](v T) *T { return &v }

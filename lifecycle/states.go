@@ -1,11 +1,12 @@
 // Package lifecycle owns the preview's life: the sandbox state machine and every rule about
 // builds, pauses, resumes, rebuilds, credits and verification, and the River workers that run
-// them. Apply is the only code that changes a sandbox's status.
+// them. apply is the only code that changes a sandbox's status. docs/states.md has the
+// states, their copy and every rule, with where each one lives here.
 package lifecycle
 
 import "sandman/db"
 
-// The sandbox states (design §2).
+// The sandbox states (docs/states.md).
 const (
 	Starting     = db.SandboxStatusStarting
 	Running      = db.SandboxStatusRunning
@@ -47,7 +48,19 @@ func IsGone(s db.SandboxStatus) bool {
 	return s == Killed || s == Expired || s == Terminated
 }
 
-// Failure causes shown under "Resume failed" (design §2, exact copy).
+// keepsRecreated reports whether a rebuilt sandbox keeps its "Recreated" badge when it moves to
+// `to`. The badge marks the preview a rebuild brought back: it stays while that preview starts
+// and runs (a connection issue says nothing new about it), and ends with its first pause,
+// failed resume or end.
+func keepsRecreated(to db.SandboxStatus) bool {
+	switch to {
+	case Starting, Running, Resuming, Unknown:
+		return true
+	}
+	return false
+}
+
+// Failure causes shown under "Resume failed" (docs/states.md, exact copy).
 const (
 	CauseNotFound    = "This preview was cleaned up and can't be recovered. Rebuild it from your saved files."
 	CauseUnreachable = "The sandbox couldn't be reached. It may be corrupted."

@@ -24,7 +24,8 @@ func (w *sweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {
 // sandbox past its idle deadline (a lost job, a crashed worker) and ends every sandbox stuck in
 // starting or resuming past the longest its worker may take.
 func (s *Service) Sweep(ctx context.Context) error {
-	idle, err := s.q.ListIdleRunningSandboxes(ctx, time.Now().Add(-s.cfg.IdleTimeout-10*time.Second))
+	now := time.Now()
+	idle, err := s.q.ListIdleRunningSandboxes(ctx, s.cfg.idleSweepBefore(now))
 	if err != nil {
 		return err
 	}
@@ -33,12 +34,9 @@ func (s *Service) Sweep(ctx context.Context) error {
 			return err
 		}
 	}
-	c := s.cfg
-	buildDeadline := c.CreateTimeout + c.UploadTimeout + c.InstallTimeout + c.ReadyTimeout + 2*time.Minute
-	resumeDeadline := 2*c.ResumeTimeout + c.ResumeRetryWait + time.Minute
 	stuck, err := s.q.ListStuckSandboxes(ctx, db.ListStuckSandboxesParams{
-		StartingBefore: time.Now().Add(-buildDeadline),
-		ResumingBefore: time.Now().Add(-resumeDeadline),
+		StartingBefore: now.Add(-s.cfg.buildStuckAfter()),
+		ResumingBefore: now.Add(-s.cfg.resumeStuckAfter()),
 	})
 	if err != nil {
 		return err
@@ -50,7 +48,7 @@ func (s *Service) Sweep(ctx context.Context) error {
 				return err
 			}
 		case Resuming:
-			if _, err := s.transition(ctx, sb.ID, func(q *db.Queries, cur db.Sandbox) (*Change, error) {
+			if _, err := s.transition(ctx, sb.ID, func(_ db.Tx, cur db.Sandbox) (*Change, error) {
 				if cur.Status != Resuming {
 					return nil, nil
 				}

@@ -66,12 +66,12 @@ func waitStatusSince(b *testing.B, tb *testBundle, id uuid.UUID, want db.Sandbox
 	return time.Time{}
 }
 
-// Design §7: "resume on sandboxd (memory), click → running pushed, p50 ≤ 500 ms". The click
+// BENCHMARKS.md target: "resume on sandboxd (memory), click → running pushed, p50 ≤ 500 ms". The click
 // is Service.Resume (what the button's handler calls); "pushed" is the row turning running,
 // which NOTIFYs in the same transaction.
 func BenchmarkResumeMemory(b *testing.B) {
 	host := sandboxdtest.Start(b)
-	tb := setupWith(b, providerFor(b, host), fastConfig(), true)
+	tb := setupWith(b, host, fastConfig(), true)
 	owners, sbs := runningCounters(b, tb, 1)
 	ctx := context.Background()
 	var samples []time.Duration
@@ -92,7 +92,7 @@ func BenchmarkResumeMemory(b *testing.B) {
 	report(b, "resume", samples)
 }
 
-// Design §7: "idle deadline → pause requested, p99 lag ≤ 5 s". Several sandboxes go idle at
+// BENCHMARKS.md target: "idle deadline → pause requested, p99 lag ≤ 5 s". Several sandboxes go idle at
 // once, twice; the lag is the time from each one's deadline (last activity + idle timeout) to
 // its paused event, which is written once the provider accepted the pause.
 func BenchmarkIdlePauseLag(b *testing.B) {
@@ -100,7 +100,7 @@ func BenchmarkIdlePauseLag(b *testing.B) {
 	cfg := fastConfig()
 	// Long enough that the pause job goes through River's scheduler like a production 3m one.
 	cfg.IdleTimeout = 8 * time.Second
-	tb := setupWith(b, providerFor(b, host), cfg, true)
+	tb := setupWith(b, host, cfg, true)
 	owners, sbs := runningCounters(b, tb, 4)
 	ctx := context.Background()
 	var samples []time.Duration
@@ -136,7 +136,7 @@ func BenchmarkIdlePauseLag(b *testing.B) {
 	report(b, "idle-pause-lag", samples)
 }
 
-// Design §7: "missed webhook → state corrected ≤ 30 s". No webhooks reach this Service, with
+// BENCHMARKS.md target: "missed webhook → state corrected ≤ 30 s". No webhooks reach this Service, with
 // the production intervals (reconcile every 15 s, events reader every 5 s): a sandbox killed in
 // the provider's dashboard is found by those alone.
 func BenchmarkMissedWebhookCorrected(b *testing.B) {
@@ -145,7 +145,7 @@ func BenchmarkMissedWebhookCorrected(b *testing.B) {
 	def := lifecycle.DefaultConfig()
 	cfg.ReconcileEvery, cfg.EventsEvery, cfg.SweepEvery = def.ReconcileEvery, def.EventsEvery, def.SweepEvery
 	cfg.IdleTimeout = time.Hour
-	tb := setupWith(b, providerFor(b, host), cfg, true)
+	tb := setupWith(b, host, cfg, true)
 	_, sbs := runningCounters(b, tb, 3)
 	var samples []time.Duration
 	b.ResetTimer()

@@ -20,7 +20,7 @@ type ProviderState struct {
 	KillReason *string
 }
 
-// goneStatus classifies a sandbox the provider no longer has (design §3 "Why it is gone").
+// goneStatus classifies a sandbox the provider no longer has (docs/states.md, "Why it is gone").
 // killReason is the provider's kill_reason when an event said so, or nil when the sandbox was
 // simply found missing.
 func goneStatus(sb db.Sandbox, killReason *string, now time.Time) (db.SandboxStatus, string) {
@@ -37,8 +37,8 @@ func goneStatus(sb db.Sandbox, killReason *string, now time.Time) (db.SandboxSta
 			return Killed, *killReason
 		}
 	}
-	// A paused sandbox's end time is its pause time, not an expiry: never classify by it.
-	if sb.Status == Running && sb.EndAt != nil && !now.Before(*sb.EndAt) {
+	// A paused sandbox's end time is its pause time, not an expiry: pastExpiry never reads it.
+	if sb.Status == Running && pastExpiry(sb, now) {
 		return Expired, "missing after its end time"
 	}
 	if sb.KillRequested {
@@ -49,7 +49,7 @@ func goneStatus(sb db.Sandbox, killReason *string, now time.Time) (db.SandboxSta
 
 // markGone records that the provider no longer has the sandbox.
 func (s *Service) markGone(ctx context.Context, sb db.Sandbox, source db.EventSource, killReason *string) error {
-	_, err := s.transition(ctx, sb.ID, func(q *db.Queries, cur db.Sandbox) (*Change, error) {
+	_, err := s.transition(ctx, sb.ID, func(_ db.Tx, cur db.Sandbox) (*Change, error) {
 		if IsGone(cur.Status) {
 			return nil, nil
 		}
@@ -61,7 +61,7 @@ func (s *Service) markGone(ctx context.Context, sb db.Sandbox, source db.EventSo
 
 // syncTo corrects a row in running, paused or unknown to what the provider says.
 func (s *Service) syncTo(ctx context.Context, id uuid.UUID, ps ProviderState, source db.EventSource) error {
-	_, err := s.transition(ctx, id, func(q *db.Queries, cur db.Sandbox) (*Change, error) {
+	_, err := s.transition(ctx, id, func(tx db.Tx, cur db.Sandbox) (*Change, error) {
 		switch cur.Status {
 		case Running, Paused, Unknown:
 		default:
@@ -72,9 +72,9 @@ func (s *Service) syncTo(ctx context.Context, id uuid.UUID, ps ProviderState, so
 			return &Change{To: to, Source: source, Reason: reason, KilledReason: &reason, Verified: true}, nil
 		}
 		if cur.Status == ps.State {
-			return nil, q.MarkSandboxVerified(ctx, db.MarkSandboxVerifiedParams{ID: cur.ID})
+			return nil, tx.MarkSandboxVerified(ctx, db.MarkSandboxVerifiedParams{ID: cur.ID})
 		}
-		c := &Change{To: ps.State, Source: source, Reason: "synced with provider", Verified: true, Recreated: cur.Recreated}
+		c := &Change{To: ps.State, Source: source, Reason: "synced with provider", Verified: true}
 		if ps.State == Running && !ps.EndAt.IsZero() {
 			c.EndAt = &ps.EndAt
 		}
@@ -85,11 +85,11 @@ func (s *Service) syncTo(ctx context.Context, id uuid.UUID, ps ProviderState, so
 
 // markUnknown records that the provider cannot be asked now (errors, or the breaker is open).
 func (s *Service) markUnknown(ctx context.Context, id uuid.UUID, cause error) error {
-	_, err := s.transition(ctx, id, func(q *db.Queries, cur db.Sandbox) (*Change, error) {
+	_, err := s.transition(ctx, id, func(_ db.Tx, cur db.Sandbox) (*Change, error) {
 		if cur.Status != Running && cur.Status != Paused {
 			return nil, nil
 		}
-		return &Change{To: Unknown, Source: db.EventSourceReconciler, Reason: "cannot verify: " + cause.Error(), Recreated: cur.Recreated}, nil
+		return &Change{To: Unknown, Source: db.EventSourceReconciler, Reason: "cannot verify: " + cause.Error()}, nil
 	})
 	return err
 }
@@ -103,19 +103,20 @@ func (s *Service) Verify(ctx context.Context, owner, sandboxID uuid.UUID) error 
 	return err
 }
 
-// VerifyIfStale queues a verification when the sandbox was last verified too long ago; pages
-// call it so status reads never wait on the provider.
-func (s *Service) VerifyIfStale(ctx context.Context, sb db.Sandbox) error {
-	switch sb.Status {
-	case Running, Paused, Unknown:
-	default:
-		return nil
+// VerifyStale queues a verification of each sandbox shown that was last verified too long ago.
+// Pages call it when they are opened (never when a card is rendered for the live feed), and
+// nobody waits for the provider: the page shows the database's state, and the verification's
+// outcome arrives like any other change. A failure to queue is logged, not the page's failure.
+func (s *Service) VerifyStale(ctx context.Context, shown ...ProjectView) {
+	now := time.Now()
+	for _, v := range shown {
+		if v.Sandbox == nil || !s.cfg.verifyDue(*v.Sandbox, now) {
+			continue
+		}
+		if _, err := s.river.Insert(ctx, VerifyArgs{SandboxID: v.Sandbox.ID}, nil); err != nil {
+			s.log.Warn("queue verification", "sandbox_id", v.Sandbox.ID, "err", err)
+		}
 	}
-	if sb.LastVerifiedAt != nil && time.Since(*sb.LastVerifiedAt) < s.cfg.VerifyStaleness {
-		return nil
-	}
-	_, err := s.river.Insert(ctx, VerifyArgs{SandboxID: sb.ID}, nil)
-	return err
 }
 
 type verifyWorker struct {

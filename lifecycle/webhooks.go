@@ -3,7 +3,6 @@ package lifecycle
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -59,18 +58,18 @@ func (s *Service) ReceiveWebhook(ctx context.Context, header http.Header, body [
 		"content-type":          storableHeader(header.Get("Content-Type")),
 	})
 	res := WebhookResult{EventID: ev.ID}
-	err = db.InTx(ctx, s.pool, func(q db.Tx) error {
-		id, err := q.InsertWebhookDelivery(ctx, db.InsertWebhookDeliveryParams{
+	err = db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		id, err := tx.InsertWebhookDelivery(ctx, db.InsertWebhookDeliveryParams{
 			EventID: ev.ID, DeliveryID: storableHeader(header.Get("e2b-delivery-id")), EventType: ev.Type, Headers: headers, Body: body,
 		})
-		if errors.Is(db.MapError(err), db.ErrNotFound) {
+		if db.IsNotFound(err) {
 			res.Duplicate = true
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		_, err = s.river.InsertTx(ctx, q.Tx, WebhookArgs{DeliveryID: id}, nil)
+		_, err = s.river.InsertTx(ctx, tx.Pgx(), WebhookArgs{DeliveryID: id}, nil)
 		return err
 	})
 	return res, err

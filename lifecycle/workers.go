@@ -15,7 +15,7 @@ import (
 	"sandman/e2b"
 )
 
-// DefaultConfig is the production configuration (design §10's defaults).
+// DefaultConfig is the production configuration (README lists the variables that change it).
 func DefaultConfig() Config {
 	return Config{
 		Template:        "base",
@@ -72,15 +72,15 @@ func New(opts Options) (*Service, error) {
 		river.AddWorker(workers, &webhookWorker{s: s})
 		rc.Workers = workers
 		rc.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: max(opts.Config.Workers, 1)}}
-		// A webhook's job is the path from the provider to the founder's screen (design §7: p99
-		// ≤ 50 ms). River wakes on insert notifications but misses a few of them under load, and
+		// A webhook's job is the path from the provider to the founder's screen (BENCHMARKS.md:
+		// webhook → SSE p99 ≤ 50 ms). River wakes on insert notifications but misses a few of them under load, and
 		// then only the poll finds the job: BenchmarkWebhookToSSE's p99 follows this interval.
 		rc.FetchPollInterval = 25 * time.Millisecond
 		rc.FetchCooldown = 5 * time.Millisecond
 		c := opts.Config
 		// A job whose worker died is retried once it has been "running" longer than any
-		// worker may take.
-		rc.RescueStuckJobsAfter = c.CreateTimeout + c.UploadTimeout + c.InstallTimeout + c.ReadyTimeout + 2*time.Minute
+		// worker may take (the build, the longest).
+		rc.RescueStuckJobsAfter = c.buildStuckAfter()
 		periodic := func(every time.Duration, args river.JobArgs) *river.PeriodicJob {
 			return river.NewPeriodicJob(river.PeriodicInterval(every),
 				func() (river.JobArgs, *river.InsertOpts) { return args, nil },

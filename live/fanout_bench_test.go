@@ -13,6 +13,8 @@ import (
 
 	"sandman/db"
 	"sandman/db/dbtest"
+	"sandman/internal/testkit"
+	"sandman/views"
 )
 
 // BenchmarkLiveFanout measures change → SSE delivery: from the NOTIFY of a committed change,
@@ -39,7 +41,7 @@ func benchFanout(b *testing.B, clients int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
 	go h.hub.Listen(ctx, dbURL)
-	waitUntil(b, 10*time.Second, "the feed listening", func() bool {
+	testkit.Until(b, 10*time.Second, "the feed listening", func() bool {
 		var n int
 		_ = pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'LISTEN %'").Scan(&n)
 		return n == 1
@@ -55,11 +57,11 @@ func benchFanout(b *testing.B, clients int) {
 	receipts := make(chan receipt, clients*4)
 	for range clients {
 		events := h.stream(b, ctx, owner)
-		waitFor(b, events, 10*time.Second, "the snapshot", func(ev sseEvent) bool { return ev.event == "pane-"+project })
+		testkit.NextSSE(b, events, 10*time.Second, "the snapshot", func(ev testkit.SSEEvent) bool { return ev.Event == views.DOMID(views.Pane, project) })
 		go func() {
 			for ev := range events {
-				if ev.event == "pane-"+project {
-					id, _ := strconv.ParseInt(ev.id, 10, 64)
+				if ev.Event == views.DOMID(views.Pane, project) {
+					id, _ := strconv.ParseInt(ev.ID, 10, 64)
 					select {
 					case receipts <- receipt{id, time.Now()}:
 					case <-ctx.Done():

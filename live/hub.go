@@ -1,7 +1,9 @@
-// Package live pushes sandbox state to browsers over server-sent events. Each connection (one
-// per browser, shared by its tabs) gets its own r3labs stream, so a stalled client can only
-// stall itself; fan-out comes from PostgreSQL LISTEN/NOTIFY, so a change applied on any
-// instance reaches clients on every instance.
+// Package live pushes sandbox state to browsers over server-sent events (docs/architecture.md,
+// "Live updates"). Each connection (one per browser, shared by its tabs) has a mailbox that
+// holds the newest fragments of each of its founder's projects, and one writer that empties it
+// into the connection's own r3labs stream, so a stalled client can only stall itself. Fan-out
+// comes from PostgreSQL LISTEN/NOTIFY, so a change applied on any instance reaches clients on
+// every instance.
 package live
 
 import (
@@ -17,10 +19,12 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/r3labs/sse/v2"
+
+	"sandman/views"
 )
 
 // Fragments are the rendered card and pane of one project's current sandbox: state, not a
-// delta, so a lost message is healed by the next one.
+// delta, so a lost message is healed by the next one, and only the newest needs sending.
 type Fragments struct {
 	EventID   int64
 	ProjectID string
@@ -36,8 +40,11 @@ type Options struct {
 	Snapshot func(ctx context.Context, owner uuid.UUID) ([]Fragments, error)
 	// Heartbeat is the interval of keep-alive comments (default 20 s).
 	Heartbeat time.Duration
-	// Buffer is how many messages a connection may fall behind before it is dropped (it
-	// reconnects and resyncs). Default 32.
+	// StallTimeout is how long a connection's writer waits for its client to take a message
+	// before dropping the client, which reconnects and starts again from a snapshot (default
+	// 10 s).
+	StallTimeout time.Duration
+	// Buffer is how many messages r3labs queues between a writer and its client (default 32).
 	Buffer     int
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
@@ -49,35 +56,45 @@ type Hub struct {
 	srv  *sse.Server
 
 	mu      sync.Mutex
+	byID    map[string]*conn
 	byOwner map[uuid.UUID]map[string]*conn
 	closed  bool
 
 	metrics *metrics
 }
 
+// conn is one client's stream: a mailbox that Deliver, Resync and the heartbeat fill, and one
+// writer at a time that empties it into the stream: the poster itself while the stream has
+// room, else a writer goroutine that runs while there is mail.
 type conn struct {
 	id    string
 	owner uuid.UUID
-	rc    *http.ResponseController
-	once  sync.Once
 	hub   *Hub
+	rc    *http.ResponseController
 	// ctx is the stream's request context; cancel ends the stream (see end).
-	ctx    context.Context
-	cancel context.CancelFunc
+	ctx      context.Context
+	cancel   context.CancelFunc
+	dropOnce sync.Once
 
-	mu   sync.Mutex
-	sent map[string]int64 // project → newest event id sent, so an older render never follows a newer one
-	// syncing is set while the founder's whole state is being sent (see sync); held keeps the
-	// changes that arrive meanwhile and again asks for another round.
-	syncing bool
-	held    map[string]Fragments
-	again   bool
+	mu         sync.Mutex
+	latest     map[string]Fragments // the mailbox: per project, the newest state not yet written
+	ping       bool                 // a heartbeat is due
+	subscribed bool                 // the stream has its subscriber: until then, mail waits
+	writing    bool                 // a writer runs (or ended with the connection)
+
+	// sent is the newest event written per project, so an older state never follows a newer
+	// one. Only the current writer touches it: a poster holding mu while writing is false, or
+	// the writer goroutine while it is true.
+	sent map[string]int64
 }
 
 // New returns a Hub; call Run to start its heartbeat and Listen for the database feed.
 func New(opts Options) *Hub {
 	if opts.Heartbeat == 0 {
 		opts.Heartbeat = 20 * time.Second
+	}
+	if opts.StallTimeout == 0 {
+		opts.StallTimeout = 10 * time.Second
 	}
 	if opts.Buffer == 0 {
 		opts.Buffer = 32
@@ -92,7 +109,8 @@ func New(opts Options) *Hub {
 	srv.SplitData = true // rendered HTML has newlines
 	srv.BufferSize = opts.Buffer
 	srv.Headers = map[string]string{"X-Accel-Buffering": "no"}
-	h := &Hub{opts: opts, srv: srv, byOwner: map[uuid.UUID]map[string]*conn{}, metrics: newMetrics(opts.Registerer)}
+	h := &Hub{opts: opts, srv: srv, byID: map[string]*conn{}, byOwner: map[uuid.UUID]map[string]*conn{},
+		metrics: newMetrics(opts.Registerer)}
 	srv.OnSubscribe = h.onSubscribe
 	return h
 }
@@ -101,8 +119,8 @@ func New(opts Options) *Hub {
 func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request, owner uuid.UUID) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	c := &conn{id: newID(), owner: owner, rc: http.NewResponseController(w), hub: h, sent: map[string]int64{},
-		ctx: ctx, cancel: cancel}
+	c := &conn{id: newID(), owner: owner, hub: h, rc: http.NewResponseController(w), ctx: ctx, cancel: cancel,
+		sent: map[string]int64{}}
 	// The server's write timeout would cut the stream: this response has none.
 	_ = c.rc.SetWriteDeadline(time.Time{})
 	if !h.add(c) {
@@ -132,17 +150,22 @@ func (h *Hub) add(c *conn) bool {
 		h.byOwner[c.owner] = m
 	}
 	m[c.id] = c
+	h.byID[c.id] = c
 	h.metrics.clients.Inc()
 	return true
 }
 
+// remove forgets a connection whose stream has ended. The stream goes only now: r3labs
+// deregisters the subscriber when the request's context ends and blocks forever doing so if
+// the stream has already stopped.
 func (h *Hub) remove(c *conn) {
 	h.mu.Lock()
+	if _, ok := h.byID[c.id]; ok {
+		delete(h.byID, c.id)
+		h.metrics.clients.Dec()
+	}
 	if m := h.byOwner[c.owner]; m != nil {
-		if _, ok := m[c.id]; ok {
-			delete(m, c.id)
-			h.metrics.clients.Dec()
-		}
+		delete(m, c.id)
 		if len(m) == 0 {
 			delete(h.byOwner, c.owner)
 		}
@@ -151,167 +174,30 @@ func (h *Hub) remove(c *conn) {
 	h.srv.RemoveStream(c.id)
 }
 
-// drop disconnects a client that fell behind; the browser reconnects and resyncs.
-func (c *conn) drop() {
-	c.once.Do(func() {
-		if c.ctx.Err() == nil { // not merely a client that already left
-			c.hub.metrics.dropped.Inc()
-		}
-		c.end()
-	})
-}
-
-// end finishes the stream. Its writes are made to fail at once, so a handler blocked writing to
-// a stalled client gets going again. The stream is ended through the request's context, not by
-// removing it: r3labs deregisters the subscriber when that context ends and blocks forever
-// doing so if the stream has already stopped, so the stream goes only after ServeHTTP returns.
-func (c *conn) end() {
-	_ = c.rc.SetWriteDeadline(time.Now())
-	c.cancel()
-}
-
-// onSubscribe sends a new connection the founder's current state.
+// onSubscribe runs once a connection's stream has its subscriber: the connection starts with
+// its founder's whole state, and the mail held until now follows (newer states win).
 func (h *Hub) onSubscribe(streamID string, _ *sse.Subscriber) {
 	h.mu.Lock()
-	var c *conn
-	for _, m := range h.byOwner {
-		if x, ok := m[streamID]; ok {
-			c = x
-			break
-		}
-	}
+	c := h.byID[streamID]
 	h.mu.Unlock()
 	if c == nil {
 		return
 	}
-	h.sync(c, nil)
-}
-
-// syncPatience is how long a connection may take to accept its whole state (a burst of two
-// messages per project, far more than Buffer for a founder with many projects) before it
-// counts as stalled.
-const syncPatience = 10 * time.Second
-
-// sync sends c the founder's whole state: frags, or a fresh snapshot when frags is nil. The
-// burst is paced to what the connection takes instead of dropping it when its buffer fills;
-// changes arriving meanwhile are held (newest per project) and sent after it, and a second
-// sync asked for meanwhile runs again from a fresh snapshot.
-func (h *Hub) sync(c *conn, frags []Fragments) {
-	c.mu.Lock()
-	if c.syncing {
-		c.again = true
-		c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
+	frags, err := h.opts.Snapshot(ctx, c.owner)
+	cancel()
+	if err != nil {
+		if c.ctx.Err() == nil {
+			h.opts.Logger.Warn("live: snapshot failed", "err", err)
+		}
+		c.drop()
 		return
 	}
-	c.syncing = true
-	c.mu.Unlock()
-	for {
-		if frags == nil {
-			ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
-			var err error
-			frags, err = h.opts.Snapshot(ctx, c.owner)
-			cancel()
-			if err != nil {
-				if c.ctx.Err() == nil {
-					h.opts.Logger.Warn("live: snapshot failed", "err", err)
-				}
-				c.drop()
-				return
-			}
-		}
-		for _, f := range frags {
-			if !h.sendPatiently(c, f) {
-				return
-			}
-		}
-		c.mu.Lock()
-		held, again := c.held, c.again
-		c.held, c.again = nil, false
-		if len(held) == 0 && !again {
-			c.syncing = false
-			c.mu.Unlock()
-			return
-		}
-		c.mu.Unlock()
-		frags = nil
-		if !again { // a fresh snapshot would include what was held
-			for _, f := range held {
-				frags = append(frags, f)
-			}
-		}
-	}
+	c.post(mail{frags: frags, subscribed: true})
 }
 
-// sendPatiently is send for a sync: it waits for room (up to syncPatience) instead of
-// dropping the connection at once. Only the syncing goroutine publishes to c meanwhile.
-func (h *Hub) sendPatiently(c *conn, f Fragments) bool {
-	deadline := time.Now().Add(syncPatience)
-	evs := fragmentEvents(f)
-	for {
-		c.mu.Lock()
-		if f.EventID < c.sent[f.ProjectID] {
-			c.mu.Unlock()
-			return true
-		}
-		for len(evs) > 0 && h.srv.TryPublish(c.id, evs[0]) {
-			evs = evs[1:]
-		}
-		if len(evs) == 0 {
-			c.sent[f.ProjectID] = f.EventID
-			c.mu.Unlock()
-			return true
-		}
-		c.mu.Unlock()
-		if time.Now().After(deadline) {
-			c.drop()
-			return false
-		}
-		select {
-		case <-c.ctx.Done():
-			return false
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-}
-
-// fragmentEvents are the two events of one project's state, the card and the pane, named for
-// the elements they replace.
-func fragmentEvents(f Fragments) []*sse.Event {
-	id := []byte(strconv.FormatInt(f.EventID, 10))
-	return []*sse.Event{
-		{ID: id, Event: []byte("card-" + f.ProjectID), Data: f.Card},
-		{ID: id, Event: []byte("pane-" + f.ProjectID), Data: f.Pane},
-	}
-}
-
-// send publishes one project's fragments to one connection, dropping a connection that has
-// fallen Buffer messages behind. During a sync it holds them for the sync to send.
-func (h *Hub) send(c *conn, f Fragments) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.syncing {
-		if old, ok := c.held[f.ProjectID]; !ok || f.EventID >= old.EventID {
-			if c.held == nil {
-				c.held = map[string]Fragments{}
-			}
-			c.held[f.ProjectID] = f
-		}
-		return true
-	}
-	if f.EventID < c.sent[f.ProjectID] {
-		return true // a newer state of this project already went out
-	}
-	c.sent[f.ProjectID] = f.EventID
-	for _, ev := range fragmentEvents(f) {
-		if !h.srv.TryPublish(c.id, ev) {
-			c.drop()
-			return false
-		}
-	}
-	return true
-}
-
-// Deliver renders one sandbox's change once and sends it to the owner's connections here.
+// Deliver renders one sandbox's change once and posts it to the owner's connections here. It
+// never waits for a client.
 func (h *Hub) Deliver(ctx context.Context, owner, sandboxID uuid.UUID, eventID int64) {
 	conns := h.conns(owner)
 	if len(conns) == 0 {
@@ -326,14 +212,15 @@ func (h *Hub) Deliver(ctx context.Context, owner, sandboxID uuid.UUID, eventID i
 	if eventID > f.EventID {
 		f.EventID = eventID
 	}
+	m := mail{frags: []Fragments{f}}
 	for _, c := range conns {
-		h.send(c, f)
+		c.post(m)
 	}
 	h.metrics.fanout.Observe(time.Since(start).Seconds())
 }
 
-// Resync sends every connected founder their current state (after the feed was interrupted).
-// Each connection takes it at its own pace, so a slow one holds up no other.
+// Resync posts every connected founder's current state (after the feed was interrupted, when
+// changes may have been missed). Each connection takes it at its own pace.
 func (h *Hub) Resync(ctx context.Context) {
 	h.mu.Lock()
 	owners := make([]uuid.UUID, 0, len(h.byOwner))
@@ -348,7 +235,7 @@ func (h *Hub) Resync(ctx context.Context) {
 			continue
 		}
 		for _, c := range h.conns(o) {
-			go h.sync(c, frags)
+			c.post(mail{frags: frags})
 		}
 	}
 }
@@ -368,34 +255,15 @@ func (h *Hub) conns(owner uuid.UUID) []*conn {
 func (h *Hub) Run(ctx context.Context) {
 	t := time.NewTicker(h.opts.Heartbeat)
 	defer t.Stop()
-	ping := &sse.Event{Comment: []byte("ping")}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			h.mu.Lock()
-			var all []*conn
-			for _, m := range h.byOwner {
-				for _, c := range m {
-					all = append(all, c)
-				}
-			}
-			h.mu.Unlock()
-			for _, c := range all {
-				h.ping(c, ping)
+			for _, c := range h.all() {
+				c.post(mail{ping: true})
 			}
 		}
-	}
-}
-
-// ping keeps the connection alive; a sync in progress already does, and may fill its buffer.
-func (h *Hub) ping(c *conn, ev *sse.Event) {
-	c.mu.Lock()
-	ok := c.syncing || h.srv.TryPublish(c.id, ev)
-	c.mu.Unlock()
-	if !ok {
-		c.drop()
 	}
 }
 
@@ -403,27 +271,162 @@ func (h *Hub) ping(c *conn, ev *sse.Event) {
 func (h *Hub) Close() {
 	h.mu.Lock()
 	h.closed = true
-	var all []*conn
-	for _, m := range h.byOwner {
-		for _, c := range m {
-			all = append(all, c)
-		}
-	}
 	h.mu.Unlock()
-	for _, c := range all {
+	for _, c := range h.all() {
 		c.end()
 	}
+}
+
+func (h *Hub) all() []*conn {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]*conn, 0, len(h.byID))
+	for _, c := range h.byID {
+		out = append(out, c)
+	}
+	return out
 }
 
 // Clients is the number of open connections on this instance.
 func (h *Hub) Clients() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	n := 0
-	for _, m := range h.byOwner {
-		n += len(m)
+	return len(h.byID)
+}
+
+// mail is what is posted to a connection.
+type mail struct {
+	frags      []Fragments // projects' new states
+	ping       bool        // a heartbeat
+	subscribed bool        // the stream has its subscriber now: the writing may start
+}
+
+// post hands mail to the connection. When nothing is waiting and the stream has room, the
+// poster writes it at once, in its own goroutine, as the writer would (it holds the mailbox,
+// so no writer runs meanwhile): the common case costs no goroutine. Anything else goes to the
+// mailbox, which keeps the newest state of each project, and the writer is started unless one
+// runs. Mail posted before the stream has its subscriber waits for it.
+func (c *conn) post(m mail) {
+	frags, ping := m.frags, m.ping
+	c.mu.Lock()
+	c.subscribed = c.subscribed || m.subscribed
+	if c.subscribed && !c.writing && len(c.latest) == 0 && !c.ping {
+		frags, ping, _ = c.send(frags, ping, c.tryPublish)
 	}
-	return n
+	for _, f := range frags {
+		if old, ok := c.latest[f.ProjectID]; !ok || f.EventID >= old.EventID {
+			if c.latest == nil {
+				c.latest = map[string]Fragments{}
+			}
+			c.latest[f.ProjectID] = f
+		}
+	}
+	c.ping = c.ping || ping
+	start := c.subscribed && !c.writing && (len(c.latest) > 0 || c.ping)
+	if start {
+		c.writing = true
+	}
+	c.mu.Unlock()
+	if start {
+		go c.write()
+	}
+}
+
+// write empties the mailbox into the stream until it stays empty. Unlike a poster it may wait
+// for its client; a client that makes it wait longer than StallTimeout is dropped, and the
+// writer ends with the connection.
+func (c *conn) write() {
+	for {
+		c.mu.Lock()
+		mail, ping := c.latest, c.ping
+		c.latest, c.ping = nil, false
+		if len(mail) == 0 && !ping {
+			c.writing = false
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+		frags := make([]Fragments, 0, len(mail))
+		for _, f := range mail {
+			frags = append(frags, f)
+		}
+		if _, _, ok := c.send(frags, ping, c.publish); !ok {
+			return
+		}
+	}
+}
+
+// send writes frags, then the heartbeat when ping, with publish, skipping any state older than
+// one already sent. It stops at the first event publish refuses and returns what is left; ok
+// is false when publish gave up on the connection.
+func (c *conn) send(frags []Fragments, ping bool, publish func(*sse.Event) (taken, ok bool)) (rest []Fragments, restPing, ok bool) {
+	for i, f := range frags {
+		if f.EventID < c.sent[f.ProjectID] {
+			continue // a newer state of this project already went out
+		}
+		for _, ev := range fragmentEvents(f) {
+			if taken, ok := publish(ev); !taken {
+				return frags[i:], ping, ok
+			}
+		}
+		c.sent[f.ProjectID] = f.EventID
+	}
+	if ping {
+		if taken, ok := publish(&sse.Event{Comment: []byte("ping")}); !taken {
+			return nil, true, ok
+		}
+	}
+	return nil, false, true
+}
+
+// tryPublish queues ev on the connection's stream if it has room now.
+func (c *conn) tryPublish(ev *sse.Event) (taken, ok bool) {
+	return c.hub.srv.TryPublish(c.id, ev), true
+}
+
+// publish queues ev on the connection's stream, waiting for the client at most StallTimeout.
+// ok is false when the connection is no longer worth writing to.
+func (c *conn) publish(ev *sse.Event) (taken, ok bool) {
+	srv := c.hub.srv
+	if srv.TryPublish(c.id, ev) {
+		return true, true
+	}
+	if c.ctx.Err() != nil {
+		return false, false
+	}
+	// Publish returns once the stream takes the event, or has stopped; dropping the client
+	// makes its writes fail at once, so the stream drains and Publish returns.
+	stall := time.AfterFunc(c.hub.opts.StallTimeout, c.drop)
+	srv.Publish(c.id, ev)
+	ok = stall.Stop() && c.ctx.Err() == nil
+	return ok, ok
+}
+
+// fragmentEvents are the two events of one project's state, the card and the pane, named for
+// the elements they replace.
+func fragmentEvents(f Fragments) []*sse.Event {
+	id := []byte(strconv.FormatInt(f.EventID, 10))
+	return []*sse.Event{
+		{ID: id, Event: []byte(views.DOMID(views.Card, f.ProjectID)), Data: f.Card},
+		{ID: id, Event: []byte(views.DOMID(views.Pane, f.ProjectID)), Data: f.Pane},
+	}
+}
+
+// drop disconnects a client that stopped taking messages; the browser reconnects and resyncs.
+func (c *conn) drop() {
+	c.dropOnce.Do(func() {
+		if c.ctx.Err() == nil { // not merely a client that already left
+			c.hub.metrics.dropped.Inc()
+		}
+		c.end()
+	})
+}
+
+// end finishes the stream. Its writes are made to fail at once, so a handler blocked writing to
+// a stalled client gets going again, and the request's context ends, which ends the stream.
+func (c *conn) end() {
+	_ = c.rc.SetWriteDeadline(time.Now())
+	c.cancel()
 }
 
 func newID() string {

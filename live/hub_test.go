@@ -1,6 +1,7 @@
 package live_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -10,28 +11,36 @@ import (
 	"net/http"
 	"runtime/pprof"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+
+	"sandman/internal/testkit"
+	"sandman/live"
+	"sandman/views"
 )
+
+// tinyReceiveBuffer dials with a 1 KiB socket receive buffer, so a client that stops reading
+// backs up to the server after a few messages.
+var tinyReceiveBuffer = net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+	var err error
+	if cerr := rc.Control(func(fd uintptr) {
+		err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 1024)
+	}); cerr != nil {
+		return cerr
+	}
+	return err
+}}
 
 // stalledClient opens /events over a raw connection with a tiny receive buffer and never
 // reads from it, like a browser tab frozen by the OS or a client behind a dead link.
 func stalledClient(t *testing.T, h *hubServer, owner uuid.UUID) net.Conn {
 	t.Helper()
 	addr := h.srv.Listener.Addr().String()
-	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-		var err error
-		if cerr := rc.Control(func(fd uintptr) {
-			err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 1024)
-		}); cerr != nil {
-			return cerr
-		}
-		return err
-	}}
-	conn, err := d.Dial("tcp", addr)
+	conn, err := tinyReceiveBuffer.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,8 +72,9 @@ func requireServerClosed(t *testing.T, conn net.Conn) {
 
 // Not parallel: the goroutine count must not see other tests' streams closing.
 func TestStalledClientIsDroppedWithoutHoldingBackOthers(t *testing.T) {
-	// Large fragments fill the stalled client's socket and buffers after a few hundred changes.
-	h := newHubServer(t, 32<<10, nil)
+	// Large fragments fill the stalled client's socket and buffers after a few dozen changes;
+	// its writer then waits half a second for it, and drops it.
+	h := newHubServer(t, 32<<10, func(o *live.Options) { o.StallTimeout = 500 * time.Millisecond })
 	owner := uuid.New()
 	sandbox := uuid.New()
 	project := projectOf(sandbox)
@@ -74,21 +84,21 @@ func TestStalledClientIsDroppedWithoutHoldingBackOthers(t *testing.T) {
 	defer cancel()
 	healthy := h.stream(t, ctx, owner)
 	stalled := stalledClient(t, h, owner)
-	waitUntil(t, 10*time.Second, "both clients connected", func() bool { return h.hub.Clients() == 2 })
+	testkit.Until(t, 10*time.Second, "both clients connected", func() bool { return h.hub.Clients() == 2 })
 
 	// Lockstep: each change must reach the healthy client before the next is made, so a hub
 	// that waited on the stalled one would stop here (and fail) instead of racing ahead.
 	id := int64(1)
 	for h.hub.Clients() == 2 {
-		if id > 5000 {
+		if id > 100_000 {
 			t.Fatal("the stalled client was never dropped")
 		}
 		id++
 		h.state.set(owner, project, id)
 		h.hub.Deliver(ctx, owner, sandbox, id)
 		want := strconv.FormatInt(id, 10)
-		waitFor(t, healthy, 10*time.Second, "change "+want+" on the healthy client", func(ev sseEvent) bool {
-			return ev.event == "pane-"+project && ev.id == want
+		testkit.NextSSE(t, healthy, 10*time.Second, "change "+want+" on the healthy client", func(ev testkit.SSEEvent) bool {
+			return ev.Event == views.DOMID(views.Pane, project) && ev.ID == want
 		})
 	}
 	t.Logf("stalled client dropped after %d changes", id)
@@ -105,11 +115,11 @@ func TestStalledClientIsDroppedWithoutHoldingBackOthers(t *testing.T) {
 		h.state.set(owner, project, id)
 		h.hub.Deliver(ctx, owner, sandbox, id)
 		want := strconv.FormatInt(id, 10)
-		waitFor(t, healthy, 10*time.Second, "change "+want+" after the drop", func(ev sseEvent) bool {
-			return ev.event == "pane-"+project && ev.id == want
+		testkit.NextSSE(t, healthy, 10*time.Second, "change "+want+" after the drop", func(ev testkit.SSEEvent) bool {
+			return ev.Event == views.DOMID(views.Pane, project) && ev.ID == want
 		})
 	}
-	waitUntil(t, 10*time.Second, "no goroutine stranded by the drop", func() bool { return strandedGoroutines() == 0 })
+	testkit.Until(t, 10*time.Second, "no goroutine stranded by the drop", func() bool { return strandedGoroutines() == 0 })
 }
 
 // Not parallel, for the goroutine count.
@@ -123,7 +133,7 @@ func TestCloseEndsEveryStream(t *testing.T) {
 	defer cancel()
 	healthy := h.stream(t, ctx, quick)
 	stalled := stalledClient(t, h, slow)
-	waitUntil(t, 10*time.Second, "both clients connected", func() bool { return h.hub.Clients() == 2 })
+	testkit.Until(t, 10*time.Second, "both clients connected", func() bool { return h.hub.Clients() == 2 })
 	// More than the sockets hold but less than gets it dropped: its handler is blocked
 	// writing when Close comes.
 	for id := int64(2); id < 30; id++ {
@@ -133,7 +143,7 @@ func TestCloseEndsEveryStream(t *testing.T) {
 	dropped := h.counter(t, "sandman_sse_dropped_total")
 
 	h.hub.Close()
-	waitUntil(t, 10*time.Second, "every stream ended", func() bool { return h.hub.Clients() == 0 })
+	testkit.Until(t, 10*time.Second, "every stream ended", func() bool { return h.hub.Clients() == 0 })
 	timeout := time.After(10 * time.Second)
 	for open := true; open; {
 		select {
@@ -146,7 +156,7 @@ func TestCloseEndsEveryStream(t *testing.T) {
 	if got := h.counter(t, "sandman_sse_dropped_total"); got != dropped {
 		t.Fatalf("shutdown counted %v clients as dropped", got-dropped)
 	}
-	waitUntil(t, 10*time.Second, "no goroutine stranded by Close", func() bool { return strandedGoroutines() == 0 })
+	testkit.Until(t, 10*time.Second, "no goroutine stranded by Close", func() bool { return strandedGoroutines() == 0 })
 
 	res, err := http.Get(h.srv.URL + "/events?owner=" + quick.String())
 	if err != nil {
@@ -176,21 +186,21 @@ func TestSnapshotOfManyProjectsArrivesWhole(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	events := h.stream(t, ctx, owner)
-	waitUntil(t, 10*time.Second, "connected", func() bool { return h.hub.Clients() == 1 })
+	testkit.Until(t, 10*time.Second, "connected", func() bool { return h.hub.Clients() == 1 })
 	h.state.set(owner, projectOf(changed), 2)
 	h.hub.Deliver(ctx, owner, changed, 2)
 
 	panes := map[string]bool{}
 	newest := false
-	waitFor(t, events, 20*time.Second, fmt.Sprintf("the panes of all %d projects and the change", projects), func(ev sseEvent) bool {
-		if ev.event == "pane-"+projectOf(changed) {
-			if newest && ev.id != "2" {
-				t.Fatalf("state %s of the changed project followed state 2", ev.id)
+	testkit.NextSSE(t, events, 20*time.Second, fmt.Sprintf("the panes of all %d projects and the change", projects), func(ev testkit.SSEEvent) bool {
+		if ev.Event == views.DOMID(views.Pane, projectOf(changed)) {
+			if newest && ev.ID != "2" {
+				t.Fatalf("state %s of the changed project followed state 2", ev.ID)
 			}
-			newest = newest || ev.id == "2"
+			newest = newest || ev.ID == "2"
 		}
-		if len(ev.event) > 5 && ev.event[:5] == "pane-" {
-			panes[ev.event] = true
+		if strings.HasPrefix(ev.Event, views.DOMID(views.Pane, "")) {
+			panes[ev.Event] = true
 		}
 		return len(panes) == projects && newest
 	})
@@ -210,23 +220,67 @@ func TestClientsGetOnlyTheirOwnersChanges(t *testing.T) {
 	defer cancel()
 	aliceEvents := h.stream(t, ctx, alice)
 	bobEvents := h.stream(t, ctx, bob)
-	isPane := func(sandbox uuid.UUID, id string) func(sseEvent) bool {
-		return func(ev sseEvent) bool { return ev.event == "pane-"+projectOf(sandbox) && ev.id == id }
+	isPane := func(sandbox uuid.UUID, id string) func(testkit.SSEEvent) bool {
+		return func(ev testkit.SSEEvent) bool {
+			return ev.Event == views.DOMID(views.Pane, projectOf(sandbox)) && ev.ID == id
+		}
 	}
-	waitFor(t, aliceEvents, 10*time.Second, "alice's snapshot", isPane(aliceSandbox, "1"))
-	waitFor(t, bobEvents, 10*time.Second, "bob's snapshot", isPane(bobSandbox, "1"))
+	testkit.NextSSE(t, aliceEvents, 10*time.Second, "alice's snapshot", isPane(aliceSandbox, "1"))
+	testkit.NextSSE(t, bobEvents, 10*time.Second, "bob's snapshot", isPane(bobSandbox, "1"))
 
 	h.state.set(alice, projectOf(aliceSandbox), 2)
 	h.hub.Deliver(ctx, alice, aliceSandbox, 2)
-	waitFor(t, aliceEvents, 10*time.Second, "alice's change", isPane(aliceSandbox, "2"))
+	testkit.NextSSE(t, aliceEvents, 10*time.Second, "alice's change", isPane(aliceSandbox, "2"))
 	// Bob's own change comes after alice's on the same path: anything of alice's would
 	// arrive before it.
 	h.state.set(bob, projectOf(bobSandbox), 3)
 	h.hub.Deliver(ctx, bob, bobSandbox, 3)
-	waitFor(t, bobEvents, 10*time.Second, "bob's change", func(ev sseEvent) bool {
-		if ev.event != "card-"+projectOf(bobSandbox) && ev.event != "pane-"+projectOf(bobSandbox) {
-			t.Fatalf("bob received %s %q", ev.event, ev.data)
+	testkit.NextSSE(t, bobEvents, 10*time.Second, "bob's change", func(ev testkit.SSEEvent) bool {
+		if ev.Event != views.DOMID(views.Card, projectOf(bobSandbox)) && ev.Event != views.DOMID(views.Pane, projectOf(bobSandbox)) {
+			t.Fatalf("bob received %s %q", ev.Event, ev.Data)
 		}
 		return isPane(bobSandbox, "3")(ev)
 	})
+}
+
+// A client slower than the changes (here: one that reads nothing for a while) is not dropped
+// and does not get a backlog: its mailbox keeps only the newest state of each project, which it
+// gets once it reads again.
+func TestSlowClientGetsTheNewestStateNotEveryState(t *testing.T) {
+	t.Parallel()
+	h := newHubServer(t, 32<<10, nil) // StallTimeout: the default, far longer than this test
+	owner, sandbox := uuid.New(), uuid.New()
+	project := projectOf(sandbox)
+	h.state.set(owner, project, 1)
+	// A client with a tiny receive buffer that reads nothing until the changes are made.
+	client := &http.Client{Transport: &http.Transport{DialContext: tinyReceiveBuffer.DialContext}}
+	res, err := client.Get(h.srv.URL + "/events?owner=" + owner.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	testkit.Until(t, 10*time.Second, "the client connected", func() bool { return h.hub.Clients() == 1 })
+	const changes = 500 // 32 MiB of panes: far more than the socket and the stream's buffers
+	for id := int64(2); id <= changes; id++ {
+		h.state.set(owner, project, id)
+		h.hub.Deliver(context.Background(), owner, sandbox, id)
+	}
+	panes := 0
+	err = testkit.ReadSSE(bufio.NewReader(res.Body), func(ev testkit.SSEEvent) bool {
+		if ev.Event == views.DOMID(views.Pane, project) {
+			panes++
+			return ev.ID != strconv.Itoa(changes)
+		}
+		return true
+	})
+	if err != nil {
+		t.Fatalf("reading the slow client's stream after %d panes: %v", panes, err)
+	}
+	if panes >= changes/2 {
+		t.Fatalf("the slow client read %d panes for %d changes: it was sent a backlog, not the newest state", panes, changes)
+	}
+	if got := h.counter(t, "sandman_sse_dropped_total"); got != 0 {
+		t.Fatalf("a slow client was dropped (%v)", got)
+	}
+	t.Logf("the slow client got %d panes for %d changes", panes, changes)
 }

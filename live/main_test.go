@@ -1,7 +1,6 @@
 package live_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net/http"
@@ -10,12 +9,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"sandman/db/dbtest"
+	"sandman/internal/testkit"
 	"sandman/live"
 )
 
@@ -118,83 +117,9 @@ func (h *hubServer) counter(t testing.TB, name string) float64 {
 	return 0
 }
 
-// sseEvent is one message of the stream.
-type sseEvent struct{ id, event, data string }
-
 // stream opens /events for owner and returns its messages as they arrive; the channel closes
 // when the server ends the stream.
-func (h *hubServer) stream(t testing.TB, ctx context.Context, owner uuid.UUID) <-chan sseEvent {
+func (h *hubServer) stream(t testing.TB, ctx context.Context, owner uuid.UUID) <-chan testkit.SSEEvent {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.srv.URL+"/events?owner="+owner.String(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := h.srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("/events: %d", res.StatusCode)
-	}
-	out := make(chan sseEvent, 1024)
-	go func() {
-		defer res.Body.Close()
-		defer close(out)
-		sc := bufio.NewScanner(res.Body)
-		sc.Buffer(make([]byte, 4<<20), 4<<20)
-		var ev sseEvent
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case line == "":
-				if ev.event != "" || ev.data != "" {
-					select {
-					case out <- ev:
-					case <-ctx.Done():
-						return
-					}
-				}
-				ev = sseEvent{}
-			case strings.HasPrefix(line, "id: "):
-				ev.id = line[4:]
-			case strings.HasPrefix(line, "event: "):
-				ev.event = line[7:]
-			case strings.HasPrefix(line, "data: "):
-				ev.data += line[6:]
-			}
-		}
-	}()
-	return out
-}
-
-// waitFor reads events until one satisfies ok, failing the test after within.
-func waitFor(t testing.TB, events <-chan sseEvent, within time.Duration, what string, ok func(sseEvent) bool) sseEvent {
-	t.Helper()
-	timer := time.NewTimer(within)
-	defer timer.Stop()
-	for {
-		select {
-		case ev, open := <-events:
-			if !open {
-				t.Fatalf("stream ended while waiting for %s", what)
-			}
-			if ok(ev) {
-				return ev
-			}
-		case <-timer.C:
-			t.Fatalf("no %s within %s", what, within)
-		}
-	}
-}
-
-// waitUntil polls cond, failing the test after within.
-func waitUntil(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, within)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	return testkit.OpenSSE(t, ctx, h.srv.Client(), h.srv.URL+"/events?owner="+owner.String())
 }

@@ -3,7 +3,6 @@ package projects
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -104,9 +103,9 @@ func (s *Service) create(ctx context.Context, owner uuid.UUID, starter *string, 
 		return db.Project{}, apperr.Invalid(errs)
 	}
 	var p db.Project
-	err := db.InTx(ctx, s.pool, func(q db.Tx) error {
+	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		var err error
-		p, err = q.InsertProject(ctx, db.InsertProjectParams{
+		p, err = tx.InsertProject(ctx, db.InsertProjectParams{
 			OwnerID: owner, Name: set.Name, Starter: starter, InstallCommand: set.InstallCommand,
 			StartCommand: set.StartCommand, Port: set.Port, PauseKind: set.PauseKind,
 		})
@@ -117,7 +116,7 @@ func (s *Service) create(ctx context.Context, owner uuid.UUID, starter *string, 
 		for i, f := range files {
 			rows[i] = db.InsertProjectFilesParams{ProjectID: p.ID, Path: f.Path, Content: f.Content}
 		}
-		_, err = q.InsertProjectFiles(ctx, rows)
+		_, err = tx.InsertProjectFiles(ctx, rows)
 		return err
 	})
 	return p, err
@@ -127,7 +126,7 @@ func (s *Service) create(ctx context.Context, owner uuid.UUID, starter *string, 
 func (s *Service) Get(ctx context.Context, owner, id uuid.UUID) (db.Project, error) {
 	p, err := s.q.GetProjectByOwner(ctx, db.GetProjectByOwnerParams{ID: id, OwnerID: owner})
 	if err != nil {
-		if errors.Is(db.MapError(err), db.ErrNotFound) {
+		if db.IsNotFound(err) {
 			return db.Project{}, apperr.NotFound("Project")
 		}
 		return db.Project{}, err

@@ -21,7 +21,43 @@ type Preview struct {
 	EventID int64
 }
 
-// stateCopy is the founder-facing text of each state (design §2, exact copy).
+// Fragment names one of the two places a project's preview is shown.
+type Fragment string
+
+// The fragments: one component each, rendered for the page, for htmx actions and for the live
+// feed alike.
+const (
+	Card Fragment = "card" // the dashboard card
+	Pane Fragment = "pane" // the build page's preview pane
+)
+
+// DOMID is the id of a project's fragment in the page. The same string names the SSE event that
+// carries the fragment's new state (htmx-ext-sse swaps by it) and is the htmx target of the
+// fragment's buttons, so views, handlers and live all take it from here.
+func DOMID(f Fragment, projectID string) string { return string(f) + "-" + projectID }
+
+// Built reports whether the project has a sandbox (a first build was started).
+func (p Preview) Built() bool { return p.SandboxID != "" }
+
+// BuildFailed reports whether the current build failed: its error is what the founder sees.
+func (p Preview) BuildFailed() bool { return p.BuildStatus == "failed" }
+
+// Building reports whether the build is under way (the build stage is shown).
+func (p Preview) Building() bool { return p.Status == "starting" && !p.BuildFailed() }
+
+// Live reports whether the preview runs: only then is the iframe shown.
+func (p Preview) Live() bool { return p.Status == "running" && !p.BuildFailed() }
+
+// Resuming reports whether a resume is under way.
+func (p Preview) Resuming() bool { return p.Status == "resuming" }
+
+// ResumeFailed reports whether the last resume failed: its cause is shown.
+func (p Preview) ResumeFailed() bool { return p.Status == "resume_failed" }
+
+// Busy reports whether something is in progress, which the spinner shows.
+func (p Preview) Busy() bool { return p.Building() || p.Resuming() }
+
+// stateCopy is the founder-facing text of each state (docs/states.md, exact copy).
 type stateCopy struct {
 	Heading string // build page
 	Line    string // one line of explanation under the heading
@@ -52,10 +88,10 @@ var stageText = map[string]string{
 }
 
 func (p Preview) copy() stateCopy {
-	if p.SandboxID == "" {
+	if !p.Built() {
 		return stateCopy{Heading: "Not built yet", Line: "Build the project to get a live preview.", Card: "Not built yet", CardSub: "No preview yet", Class: "sleep"}
 	}
-	if p.BuildStatus == "failed" {
+	if p.BuildFailed() {
 		return stateCopy{Heading: "Build failed", Line: p.BuildError, Card: "Failed", CardSub: p.BuildError, Class: "gone"}
 	}
 	return states[p.Status]
@@ -64,9 +100,9 @@ func (p Preview) copy() stateCopy {
 // action names the one primary action a state offers.
 func (p Preview) action() string {
 	switch {
-	case p.SandboxID == "":
+	case !p.Built():
 		return "build"
-	case p.BuildStatus == "failed":
+	case p.BuildFailed():
 		return "rebuild"
 	}
 	switch p.Status {

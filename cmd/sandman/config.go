@@ -2,42 +2,32 @@ package main
 
 import (
 	"fmt"
-	"sandman/e2b"
-	"sandman/lifecycle"
 	"strconv"
 	"strings"
 	"time"
+
+	"sandman/app"
+	"sandman/e2b"
 )
 
-// config is everything sandman reads from its environment (README lists each variable).
+// config is everything sandman reads from its environment (README lists each variable): the
+// instance's configuration, and how much to log.
 type config struct {
-	DatabaseURL  string
-	Addr         string
-	StartCredits int32
-	CookieSecure bool
-	TrustProxy   bool
-	LogLevel     string
-	ShutdownWait time.Duration
-
-	Provider      e2b.Config
-	Lifecycle     lifecycle.Config
-	WebhookURL    string // E2B_WEBHOOK_URL: register Sandman's webhook with the provider at start
-	WebhookSecret string // E2B_WEBHOOK_SECRET: checks (and, when registering, sets) signatures
-	Role          string // --role: all, web or worker
+	app.Config
+	LogLevel string
 }
 
+// loadConfig reads the environment over app.DefaultConfig. Every wrong value is reported at
+// once, each naming its variable.
 func loadConfig(getenv func(string) string) (config, error) {
-	c := config{
-		DatabaseURL:  getenv("DATABASE_URL"),
-		Addr:         orDefault(getenv("SANDMAN_ADDR"), "127.0.0.1:8080"),
-		LogLevel:     orDefault(getenv("SANDMAN_LOG_LEVEL"), "info"),
-		ShutdownWait: 15 * time.Second,
-	}
+	c := config{Config: app.DefaultConfig(), LogLevel: orDefault(getenv("SANDMAN_LOG_LEVEL"), "info")}
+	c.DatabaseURL = getenv("DATABASE_URL")
+	c.Addr = orDefault(getenv("SANDMAN_ADDR"), c.Addr)
 	var errs []string
 	if c.DatabaseURL == "" {
 		errs = append(errs, "DATABASE_URL is not set (e.g. postgres://user@localhost:5432/sandman)")
 	}
-	credits, err := intEnv(getenv, "SANDMAN_START_CREDITS", 10)
+	credits, err := intEnv(getenv, "SANDMAN_START_CREDITS", int(c.StartCredits))
 	if err != nil || credits < 0 {
 		errs = append(errs, "SANDMAN_START_CREDITS must be a whole number ≥ 0")
 	}
@@ -50,11 +40,11 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	c.Provider = e2b.FromEnv(getenv)
 	c.WebhookURL = getenv("E2B_WEBHOOK_URL")
-	c.WebhookSecret = getenv("E2B_WEBHOOK_SECRET")
-	if c.WebhookURL != "" && c.WebhookSecret == "" {
+	lc := &c.Lifecycle
+	lc.WebhookSecret = getenv("E2B_WEBHOOK_SECRET")
+	if c.WebhookURL != "" && lc.WebhookSecret == "" {
 		errs = append(errs, "E2B_WEBHOOK_URL is set but E2B_WEBHOOK_SECRET is not: webhooks must be signed")
 	}
-	lc := lifecycle.DefaultConfig()
 	lc.Template = orDefault(getenv("E2B_TEMPLATE"), lc.Template)
 	for _, d := range []struct {
 		name string
@@ -79,8 +69,6 @@ func loadConfig(getenv func(string) string) (config, error) {
 	default:
 		errs = append(errs, fmt.Sprintf("SANDMAN_PAUSE_AFTER_READY must be idle or immediate, not %q", v))
 	}
-	lc.WebhookSecret = c.WebhookSecret
-	c.Lifecycle = lc
 	if len(errs) > 0 {
 		return c, fmt.Errorf("configuration: %s", strings.Join(errs, "; "))
 	}

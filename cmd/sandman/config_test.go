@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"sandman/app"
 )
 
 func TestLoadConfig(t *testing.T) {
@@ -17,7 +19,8 @@ func TestLoadConfig(t *testing.T) {
 	}{
 		{name: "defaults", check: func(t *testing.T, c config) {
 			if c.Addr != "127.0.0.1:8080" || c.StartCredits != 10 || c.Lifecycle.IdleTimeout != 3*time.Minute ||
-				c.Lifecycle.SandboxTimeout != time.Hour || c.Lifecycle.Template != "base" || c.Lifecycle.PauseAfterReady != "idle" {
+				c.Lifecycle.SandboxTimeout != time.Hour || c.Lifecycle.Template != "base" || c.Lifecycle.PauseAfterReady != "idle" ||
+				c.Role != app.RoleAll || c.ShutdownWait != app.DefaultConfig().ShutdownWait || c.LogLevel != "info" {
 				t.Fatalf("defaults: %+v", c)
 			}
 		}},

@@ -1,0 +1,62 @@
+package app
+
+import (
+	"context"
+	"fmt"
+
+	"sandman/accounts"
+	"sandman/db"
+	"sandman/lifecycle"
+	"sandman/projects"
+)
+
+// Migrate applies every pending migration (Sandman's and River's) and returns: `sandman
+// migrate`. New does the same at every start; both are safe to run from several instances.
+func Migrate(ctx context.Context, cfg Config) error {
+	pool, err := db.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	return db.Migrate(ctx, pool)
+}
+
+// DemoFounder creates the founder (or finds them) with the starter projects and queues a first
+// build of each project never built, so `make run` opens on live previews: `sandman
+// demo-founder`. It needs no provider: the builds run on whichever instance takes them.
+func DemoFounder(ctx context.Context, cfg Config, email, password string) error {
+	pool, err := db.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if err := db.Migrate(ctx, pool); err != nil {
+		return err
+	}
+	u, err := accounts.New(pool, accounts.Options{StartCredits: cfg.StartCredits, BcryptCost: cfg.BcryptCost}).
+		EnsureUser(ctx, accounts.Credentials{Email: email, Password: password})
+	if err != nil {
+		return err
+	}
+	if err := projects.New(pool).EnsureStarterProjects(ctx, u.ID); err != nil {
+		return err
+	}
+	life, err := lifecycle.New(lifecycle.Options{Pool: pool, Config: cfg.Lifecycle})
+	if err != nil {
+		return err
+	}
+	shown, err := life.Projects(ctx, u.ID)
+	if err != nil {
+		return err
+	}
+	for _, v := range shown {
+		if v.Build != nil {
+			continue
+		}
+		// The key makes a second `make run` before the first build lands a replay, not a charge.
+		if _, err := life.StartBuild(ctx, u.ID, v.Project.ID, "demo-first-build-"+v.Project.ID.String(), false); err != nil {
+			return fmt.Errorf("build %s: %w", v.Project.Name, err)
+		}
+	}
+	return nil
+}

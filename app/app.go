@@ -1,0 +1,321 @@
+// Package app assembles one Sandman instance from a Config: the database pool and its
+// migrations, the provider client, the lifecycle service with its River workers, sessions,
+// accounts and projects, the live hub fed by LISTEN/NOTIFY, the HTTP handlers and server, and the
+// metrics registry. `sandman serve` runs it, and so does every test that needs a whole Sandman
+// (through app/apptest), so the tests exercise production's wiring: its cookies, its
+// Content-Security-Policy, its middleware and its job settings.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/alexedwards/scs/pgxstore"
+	"github.com/alexedwards/scs/v2"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"sandman/accounts"
+	"sandman/db"
+	"sandman/e2b"
+	"sandman/handlers"
+	"sandman/lifecycle"
+	"sandman/live"
+	"sandman/projects"
+)
+
+// Role says which parts of Sandman an instance runs (`sandman serve --role`).
+type Role string
+
+// The roles. Any number of instances of any roles may share one database.
+const (
+	RoleAll    Role = "all"    // pages, API, webhooks and event streams, and the jobs
+	RoleWeb    Role = "web"    // pages, API, webhooks and event streams; jobs are only queued
+	RoleWorker Role = "worker" // the jobs only: no HTTP server
+)
+
+// serves reports whether the role answers HTTP.
+func (r Role) serves() bool { return r == RoleAll || r == RoleWeb }
+
+// works reports whether the role runs jobs.
+func (r Role) works() bool { return r == RoleAll || r == RoleWorker }
+
+// Config is everything an instance needs to know. cmd/sandman fills it from the environment
+// (README lists the variables); tests start from DefaultConfig too and shorten its timings.
+type Config struct {
+	DatabaseURL string // DATABASE_URL
+	Addr        string // SANDMAN_ADDR: where the HTTP server listens (port 0: any free port)
+	Role        Role   // --role
+	// StartCredits are the build credits a new founder gets (SANDMAN_START_CREDITS).
+	StartCredits int32
+	// BcryptCost hashes passwords; zero is accounts' default. Tests lower it to stay fast.
+	BcryptCost   int
+	CookieSecure bool // SANDMAN_COOKIE_SECURE: the session cookie is Secure
+	TrustProxy   bool // SANDMAN_TRUST_PROXY: the client address comes from X-Forwarded-For
+	// ShutdownWait is how long Stop lets requests and running jobs finish.
+	ShutdownWait time.Duration
+
+	Provider  e2b.Config       // E2B_API_URL, E2B_API_KEY, E2B_DOMAIN, E2B_SANDBOX_URL
+	Lifecycle lifecycle.Config // timings and choices of the sandbox lifecycle
+	// WebhookURL is Sandman's public …/webhooks/e2b (E2B_WEBHOOK_URL): instances that run jobs
+	// register it with the provider at start, signed with Lifecycle.WebhookSecret.
+	WebhookURL string
+}
+
+// DefaultConfig is production's configuration before the environment is read.
+func DefaultConfig() Config {
+	return Config{
+		Addr:         "127.0.0.1:8080",
+		Role:         RoleAll,
+		StartCredits: 10,
+		ShutdownWait: 15 * time.Second,
+		Lifecycle:    lifecycle.DefaultConfig(),
+	}
+}
+
+// App is one assembled instance. New builds it, Start runs it, Stop ends it (or Run does all
+// three).
+type App struct {
+	cfg Config
+	log *slog.Logger
+
+	pool      *pgxpool.Pool
+	registry  *prometheus.Registry
+	provider  *e2b.Client
+	lifecycle *lifecycle.Service
+	accounts  *accounts.Service
+	store     *pgxstore.PostgresStore
+	hub       *live.Hub      // nil for RoleWorker
+	handler   http.Handler   // nil for RoleWorker
+	server    *http.Server   // nil for RoleWorker
+	listener  net.Listener   // set by Start
+	serveErr  chan error     // the HTTP server's end
+	cancel    func()         // ends the background loops
+	loops     sync.WaitGroup // hub heartbeats, the database feed, pruning
+	stopOnce  sync.Once
+	stopErr   error
+}
+
+// New connects to the database, applies migrations and builds every part of the instance. It
+// starts nothing: no listener, no worker, no goroutine.
+func New(ctx context.Context, cfg Config, logger *slog.Logger) (*App, error) {
+	if !cfg.Role.serves() && !cfg.Role.works() {
+		return nil, fmt.Errorf("--role must be all, web or worker, not %q", cfg.Role)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	pool, err := db.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	a, err := assemble(ctx, cfg, logger, pool)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpool.Pool) (*App, error) {
+	if err := db.Migrate(ctx, pool); err != nil {
+		return nil, err
+	}
+	a := &App{cfg: cfg, log: logger, pool: pool, registry: prometheus.NewRegistry()}
+	a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	pc := cfg.Provider
+	pc.Registerer, pc.Logger = a.registry, logger
+	var err error
+	if a.provider, err = e2b.New(pc); err != nil {
+		return nil, err
+	}
+	a.lifecycle, err = lifecycle.New(lifecycle.Options{Pool: pool, Provider: a.provider, Config: cfg.Lifecycle,
+		Logger: logger, Work: cfg.Role.works()})
+	if err != nil {
+		return nil, err
+	}
+	a.accounts = accounts.New(pool, accounts.Options{StartCredits: cfg.StartCredits, BcryptCost: cfg.BcryptCost})
+	if !cfg.Role.serves() {
+		return a, nil
+	}
+
+	a.store = pgxstore.NewWithCleanupInterval(pool, 10*time.Minute)
+	sessions := scs.New()
+	sessions.Store = a.store
+	sessions.Lifetime = 30 * 24 * time.Hour
+	sessions.IdleTimeout = 7 * 24 * time.Hour
+	sessions.Cookie.Name = "sandman_session"
+	sessions.Cookie.HttpOnly = true
+	sessions.Cookie.SameSite = http.SameSiteLaxMode
+	sessions.Cookie.Secure = cfg.CookieSecure
+
+	a.hub = live.New(live.Options{Render: handlers.RenderSandbox(a.lifecycle), Snapshot: handlers.RenderSnapshot(a.lifecycle),
+		Logger: logger, Registerer: a.registry})
+	a.handler = handlers.New(handlers.Deps{
+		Pool: pool, Sessions: sessions, Accounts: a.accounts, Projects: projects.New(pool), Lifecycle: a.lifecycle,
+		Live: a.hub, Logger: logger, Registry: a.registry, TrustProxy: cfg.TrustProxy,
+		FrameOrigins: []string{frameOrigin(a.provider)},
+	})
+	// No WriteTimeout: it would cut event streams; every other handler is bounded by its context.
+	a.server = &http.Server{Handler: a.handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	a.server.RegisterOnShutdown(a.hub.Close)
+	return a, nil
+}
+
+// Start runs the instance: the workers (roles that work), the webhook registration with the
+// provider (when WebhookURL is set), and the HTTP server with the live hub (roles that serve).
+// It returns once everything runs. Stop ends it, and cleans up after a Start that failed.
+func (a *App) Start(ctx context.Context) error {
+	// The background parts get a context of their own, so that the caller's (a signal, say)
+	// starts a graceful Stop rather than cutting running jobs short.
+	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	a.cancel = cancel
+	if err := a.lifecycle.Start(bg); err != nil {
+		return err
+	}
+	if a.cfg.WebhookURL != "" && a.cfg.Role.works() {
+		if err := a.lifecycle.RegisterWebhook(ctx, a.cfg.WebhookURL, a.cfg.Lifecycle.WebhookSecret); err != nil {
+			// Not fatal: reconciliation and the events reader keep state right without webhooks.
+			a.log.Error("register webhook with the provider", "url", a.cfg.WebhookURL, "err", err)
+		} else {
+			a.log.Info("webhook registered", "url", a.cfg.WebhookURL)
+		}
+	}
+	if !a.cfg.Role.serves() {
+		a.log.Info("sandman workers running")
+		return nil
+	}
+	ln, err := net.Listen("tcp", a.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on SANDMAN_ADDR %s: %w", a.cfg.Addr, err)
+	}
+	a.listener = ln
+	a.serveErr = make(chan error, 1)
+	go func() { a.serveErr <- a.server.Serve(ln) }()
+	a.background(bg, a.hub.Run)
+	a.background(bg, func(ctx context.Context) { a.hub.Listen(ctx, a.cfg.DatabaseURL) })
+	a.background(bg, a.pruneLoginFailures)
+	a.log.Info("sandman listening", "addr", a.URL())
+	return nil
+}
+
+func (a *App) background(ctx context.Context, loop func(context.Context)) {
+	a.loops.Add(1)
+	go func() {
+		defer a.loops.Done()
+		loop(ctx)
+	}()
+}
+
+// Run starts the instance and stops it when ctx ends (or the server fails), giving requests and
+// running jobs ShutdownWait to finish.
+func (a *App) Run(ctx context.Context) error {
+	err := a.Start(ctx)
+	if err == nil {
+		select {
+		case err = <-a.serveErr: // nil channel for workers: only ctx ends them
+		case <-ctx.Done():
+			a.log.Info("shutting down")
+		}
+	}
+	stopCtx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownWait)
+	defer cancel()
+	return errors.Join(err, a.Stop(stopCtx))
+}
+
+// Stop ends what Start started, in order: the HTTP server (closing every event stream), the
+// workers (running jobs may finish until ctx ends, then they are cancelled), the background
+// loops, the session store's cleanup and the pool. It is safe to call more than once, and on an
+// App never started or whose Start failed.
+func (a *App) Stop(ctx context.Context) error {
+	a.stopOnce.Do(func() {
+		var errs []error
+		if a.listener != nil {
+			if err := a.server.Shutdown(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("stop the HTTP server: %w", err))
+			}
+		}
+		workersErr := a.lifecycle.Stop(ctx)
+		if a.cancel != nil {
+			a.cancel() // jobs still running past ctx are cancelled now
+		}
+		if workersErr != nil {
+			errs = append(errs, fmt.Errorf("stop the workers: %w", workersErr))
+			// Let the cancelled jobs return before the pool closes under them.
+			waitCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = a.lifecycle.Stop(waitCtx)
+			cancel()
+		}
+		a.loops.Wait()
+		if a.store != nil {
+			a.store.StopCleanup()
+		}
+		a.pool.Close()
+		a.stopErr = errors.Join(errs...)
+	})
+	return a.stopErr
+}
+
+// pruneLoginFailures keeps the failures table small; it is safe to run on every instance.
+func (a *App) pruneLoginFailures(ctx context.Context) {
+	t := time.NewTicker(10 * time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := a.accounts.PruneLoginFailures(ctx); err != nil && ctx.Err() == nil {
+				a.log.Warn("prune login failures", "err", err)
+			}
+		}
+	}
+}
+
+// URL is the base URL the HTTP server answers on once started ("" before, or for a worker).
+func (a *App) URL() string {
+	if a.listener == nil {
+		return ""
+	}
+	return "http://" + a.listener.Addr().String()
+}
+
+// Config is the instance's configuration.
+func (a *App) Config() Config { return a.cfg }
+
+// Pool is the instance's database pool.
+func (a *App) Pool() *pgxpool.Pool { return a.pool }
+
+// Lifecycle is the instance's lifecycle service.
+func (a *App) Lifecycle() *lifecycle.Service { return a.lifecycle }
+
+// Provider is the instance's provider client (one per process: it holds the circuit breaker).
+func (a *App) Provider() *e2b.Client { return a.provider }
+
+// Hub is the instance's live hub (nil for a worker).
+func (a *App) Hub() *live.Hub { return a.hub }
+
+// Handler is the instance's HTTP handler with every route and middleware (nil for a worker).
+func (a *App) Handler() http.Handler { return a.handler }
+
+// Registry holds the instance's Prometheus metrics, served at /metrics.
+func (a *App) Registry() *prometheus.Registry { return a.registry }
+
+// frameOrigin is the CSP source that lets the build page frame any preview host: the
+// provider's preview URLs with the sandbox's label replaced by a wildcard, e.g.
+// https://*.e2b.app or, for sandboxd, http://*.localhost:8082.
+func frameOrigin(p *e2b.Client) string {
+	u := p.PreviewURL(e2b.Sandbox{ID: "x"}, 1)
+	scheme, rest, _ := strings.Cut(u, "://")
+	_, host, _ := strings.Cut(rest, ".")
+	return scheme + "://*." + strings.TrimSuffix(host, "/")
+}

@@ -1,0 +1,205 @@
+package apptest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"sandman/internal/testkit"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+)
+
+// ChromiumPath is where the browser tests expect Debian's Chromium (`make deps` installs it).
+const ChromiumPath = "/usr/bin/chromium"
+
+// Browser is one headless Chromium for a test; its tabs share cookies, like a person's browser.
+type Browser struct{ ctx context.Context }
+
+// NewBrowser starts Chromium for the test and stops it when the test ends. Without Chromium
+// the test fails: browser tests are part of the suite, not optional.
+func NewBrowser(t testing.TB) *Browser {
+	t.Helper()
+	if _, err := os.Stat(ChromiumPath); err != nil {
+		t.Fatalf("browser tests need Debian's Chromium at %s: run `make deps` (apt-get install -y chromium)", ChromiumPath)
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(ChromiumPath), chromedp.NoSandbox, chromedp.DisableGPU,
+		// This machine has no internet: background fetches would only fail noisily.
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true),
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1100, 800))
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelBrowser := chromedp.NewContext(alloc)
+	t.Cleanup(func() { cancelBrowser(); cancelAlloc() })
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start Chromium: %v", err)
+	}
+	return &Browser{ctx: ctx}
+}
+
+// Tab is one browser tab, with the requests it sent since it opened.
+type Tab struct {
+	ctx  context.Context
+	mu   sync.Mutex
+	sent []string // "METHOD URL"
+}
+
+// Open opens url in a new tab. When the test fails, the tab's screenshot is saved in the test's
+// artifact directory (go test -artifacts keeps it).
+func (b *Browser) Open(t testing.TB, url string) *Tab {
+	t.Helper()
+	ctx, cancel := chromedp.NewContext(b.ctx)
+	tab := &Tab{ctx: ctx}
+	if err := chromedp.Do(ctx); err != nil { // opens the tab, so its events can be followed
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			tab.screenshot(t)
+		}
+		cancel()
+	})
+	requests := chromedp.Events(ctx, network.RequestWillBeSent)
+	go func() {
+		for ev, err := range requests {
+			if err != nil {
+				return
+			}
+			tab.mu.Lock()
+			tab.sent = append(tab.sent, ev.Request.Method+" "+ev.Request.URL)
+			tab.mu.Unlock()
+		}
+	}()
+	tab.Do(t, chromedp.Navigate(url))
+	return tab
+}
+
+func (tab *Tab) screenshot(t testing.TB) {
+	ctx, cancel := context.WithTimeout(tab.ctx, 10*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Logf("screenshot: %v", err)
+		return
+	}
+	name := filepath.Join(t.ArtifactDir(), "tab-"+strings.ReplaceAll(time.Now().Format("150405.000"), ".", "")+".png")
+	if err := os.WriteFile(name, png, 0o644); err != nil {
+		t.Logf("screenshot: %v", err)
+		return
+	}
+	t.Logf("screenshot of the failing tab: %s", name)
+}
+
+// Do runs actions in the tab, failing the test on an error or after 30 s.
+func (tab *Tab) Do(t testing.TB, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(tab.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Eval runs JavaScript in the tab and returns its result.
+func Eval[T any](t testing.TB, tab *Tab, js string) T {
+	t.Helper()
+	v, err := chromedp.Run(tab.ctx, chromedp.Evaluate[T](js))
+	if err != nil {
+		t.Fatalf("%s: %v", js, err)
+	}
+	return v
+}
+
+// WaitFor waits until the JavaScript condition js holds in the tab, and fails the test with
+// the page's text after 30 s.
+func (tab *Tab) WaitFor(t testing.TB, what, js string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(tab.ctx, 30*time.Second)
+	defer cancel()
+	for {
+		_, err := chromedp.Run(ctx, chromedp.Poll[bool](js, chromedp.WithPollingInterval(20*time.Millisecond)))
+		if err == nil {
+			return
+		}
+		// A navigation (the login form's redirect) replaces the page the poll ran in.
+		if (strings.Contains(err.Error(), "context with specified id") || strings.Contains(err.Error(), "navigated or closed")) && ctx.Err() == nil {
+			continue
+		}
+		text, _ := chromedp.Run(tab.ctx, chromedp.Evaluate[string](`document.body.innerText`))
+		t.Fatalf("waiting for %s: %v\npage text:\n%.1500s", what, err, text)
+	}
+}
+
+// Requests returns every request the tab sent so far, as "METHOD URL".
+func (tab *Tab) Requests() []string {
+	tab.mu.Lock()
+	defer tab.mu.Unlock()
+	return append([]string(nil), tab.sent...)
+}
+
+// Browse starts Chromium and logs in the founder email (made with Client.SignUp) through the
+// instance's login form; the tab it returns shows the dashboard.
+func (i *Instance) Browse(t testing.TB, email string) (*Browser, *Tab) {
+	t.Helper()
+	b := NewBrowser(t)
+	tab := b.Open(t, i.URL()+"/login")
+	tab.LogIn(t, i.URL(), email)
+	return b, tab
+}
+
+// LogIn signs in through the login form, as a founder would, and waits for the dashboard.
+func (tab *Tab) LogIn(t testing.TB, base, email string) {
+	t.Helper()
+	tab.Do(t, chromedp.Navigate(base+"/login"),
+		chromedp.SendKeys(chromedp.ID("email"), email),
+		chromedp.SendKeys(chromedp.ID("password"), Password),
+		chromedp.Submit(chromedp.ID("password")))
+	tab.WaitFor(t, "the dashboard", `location.pathname === "/"`)
+}
+
+// FrameText waits until the tab holds an iframe showing a page whose URL starts with
+// urlPrefix and whose text contains want, and returns that text. Previews come from another
+// site than Sandman, so Chromium runs them in a process (and target) of their own, which the
+// page's DOM does not reach: the frame is read through its own target, as a person sees it.
+func (tab *Tab) FrameText(t testing.TB, urlPrefix, want string) string {
+	t.Helper()
+	var text string
+	testkit.Eventually(t, 30*time.Second, "a frame from "+urlPrefix+" showing "+strconv.Quote(want), func() error {
+		if text = tab.frameText(urlPrefix); !strings.Contains(text, want) {
+			return fmt.Errorf("it shows %.300q", text)
+		}
+		return nil
+	})
+	return text
+}
+
+func (tab *Tab) frameText(urlPrefix string) string {
+	infos, err := chromedp.Targets(tab.ctx)
+	if err != nil {
+		return ""
+	}
+	for _, info := range infos {
+		if info.Type != "iframe" || !strings.HasPrefix(info.URL, urlPrefix) {
+			continue
+		}
+		// Detach only: closing the target would close the frame.
+		frame, cancel := chromedp.NewContext(tab.ctx, chromedp.WithTargetID(info.TargetID), chromedp.WithDetachOnCancel())
+		ctx, stop := context.WithTimeout(frame, 5*time.Second)
+		text, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
+		stop()
+		cancel()
+		if err == nil {
+			return text
+		}
+	}
+	return ""
+}

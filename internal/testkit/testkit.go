@@ -1,0 +1,62 @@
+// Package testkit is what the tests of every package share: waiting for a condition instead of
+// sleeping, reading a server-sent event stream, and logs that stay quiet unless asked for. It
+// imports no Sandman package, so any package's tests may use it.
+package testkit
+
+import (
+	"errors"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+)
+
+// Eventually calls check until it returns nil and fails t once within has passed, naming what
+// it waited for and check's last error, which should say what check saw. The machine tests run
+// on is shared and at times slow: wait for conditions, never for a fixed time.
+func Eventually(t testing.TB, within time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	wait := 5 * time.Millisecond
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %s for %s: %v", within, what, err)
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, 100*time.Millisecond)
+	}
+}
+
+// Until is Eventually for a condition that has nothing to say but whether it holds.
+func Until(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	Eventually(t, within, what, func() error {
+		if cond() {
+			return nil
+		}
+		return errNotYet
+	})
+}
+
+var errNotYet = errors.New("not yet")
+
+// Logger is the logger to hand the code under test: it discards everything unless
+// SANDMAN_TEST_LOG names a level (debug, info, warn or error), and then writes text to stderr.
+func Logger() *slog.Logger { return LoggerFromEnv("SANDMAN_TEST_LOG") }
+
+// LoggerFromEnv is Logger for another variable (sandboxd's tests read SANDBOXD_TEST_LOG).
+func LoggerFromEnv(variable string) *slog.Logger {
+	v := os.Getenv(variable)
+	if v == "" {
+		return slog.New(slog.DiscardHandler)
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(v)); err != nil {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}

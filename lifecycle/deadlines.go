@@ -1,0 +1,83 @@
+package lifecycle
+
+import (
+	"time"
+
+	"sandman/db"
+)
+
+// Every deadline the lifecycle keeps is computed here, once, from the configuration, so a
+// worker, the sweep that stands behind it and the page that shows it can never disagree
+// (docs/states.md, "Deadlines").
+
+// idleDeadline is when a running sandbox is paused if nobody looks at it meanwhile.
+func (c Config) idleDeadline(sb db.Sandbox) time.Time { return sb.LastActiveAt.Add(c.IdleTimeout) }
+
+// schedulerSlack is how early an idle pause is queued before its deadline: River's scheduler
+// promotes scheduled jobs every 5 s, so the job is taken early and waits out the rest itself.
+const schedulerSlack = 6 * time.Second
+
+// idlePauseAt is when the idle pause job is scheduled for the sandbox's current deadline.
+func (c Config) idlePauseAt(sb db.Sandbox) time.Time { return c.idleDeadline(sb).Add(-schedulerSlack) }
+
+// sweepGrace is how long past its idle deadline a running sandbox may go before the sweep
+// queues a pause of its own: the scheduled job normally pauses it first.
+const sweepGrace = 10 * time.Second
+
+// idleSweepBefore is the last activity before which a running sandbox is overdue for its idle
+// pause at now (the sweep's query parameter).
+func (c Config) idleSweepBefore(now time.Time) time.Time {
+	return now.Add(-c.IdleTimeout - sweepGrace)
+}
+
+// verifyDue reports whether a page opened at now should queue a verification of sb: only
+// states the provider can contradict, last verified longer than VerifyStaleness ago.
+func (c Config) verifyDue(sb db.Sandbox, now time.Time) bool {
+	switch sb.Status {
+	case Running, Paused, Unknown:
+	default:
+		return false
+	}
+	return sb.LastVerifiedAt == nil || now.Sub(*sb.LastVerifiedAt) >= c.VerifyStaleness
+}
+
+// lifetimeEnd is when a sandbox given its lifetime (SandboxTimeout) at now ends: our estimate
+// of the provider's end time when its answer carries none.
+func (c Config) lifetimeEnd(now time.Time) time.Time { return now.Add(c.SandboxTimeout) }
+
+// ExpiresAt is when the sandbox's lifetime ends, while it has one: a running or starting
+// sandbox. A paused sandbox's end time is when it was paused, never an expiry.
+func ExpiresAt(sb db.Sandbox) *time.Time {
+	if sb.Status == Running || sb.Status == Starting {
+		return sb.EndAt
+	}
+	return nil
+}
+
+// pastExpiry reports whether the sandbox's lifetime had ended at now.
+func pastExpiry(sb db.Sandbox, now time.Time) bool {
+	end := ExpiresAt(sb)
+	return end != nil && !now.Before(*end)
+}
+
+// buildJobTimeout is the longest a build job may run: each step's deadline, and a minute for
+// the bookkeeping between them.
+func (c Config) buildJobTimeout() time.Duration {
+	return c.CreateTimeout + c.UploadTimeout + c.InstallTimeout + c.ReadyTimeout + time.Minute
+}
+
+// resumeJobTimeout is the longest a resume job may run: two attempts, the wait between them,
+// and the bookkeeping.
+func (c Config) resumeJobTimeout() time.Duration {
+	return 2*c.ResumeTimeout + c.ResumeRetryWait + 30*time.Second
+}
+
+// stuckMargin is how much longer than its job's timeout a sandbox may stay in starting or
+// resuming before the sweep (and River's rescuer) decide its worker went away.
+const stuckMargin = time.Minute
+
+// buildStuckAfter is how long a sandbox may be starting before its build counts as lost.
+func (c Config) buildStuckAfter() time.Duration { return c.buildJobTimeout() + stuckMargin }
+
+// resumeStuckAfter is how long a sandbox may be resuming before its resume counts as lost.
+func (c Config) resumeStuckAfter() time.Duration { return c.resumeJobTimeout() + stuckMargin }
