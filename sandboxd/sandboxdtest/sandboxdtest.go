@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -79,7 +80,7 @@ func Start(t testing.TB, opts ...Option) *Host {
 		o(&cfg)
 	}
 	if cfg.StateDir == "" {
-		cfg.StateDir = t.TempDir()
+		cfg.StateDir = StateDir(t)
 	}
 	h := &Host{cfg: cfg}
 	h.start(t)
@@ -116,6 +117,21 @@ func (h *Host) Restart(t testing.TB) {
 	t.Helper()
 	h.stop(t)
 	h.start(t)
+}
+
+// StateDir returns a fresh temporary state directory that sandbox users
+// can reach: root sandboxd runs each sandbox as a host uid of its own,
+// which must be able to search every directory above the sandbox's files
+// (t.TempDir's are private to the test's user).
+func StateDir(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }
 
 // InjectFault adds a fault through the admin endpoint.
