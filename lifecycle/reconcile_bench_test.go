@@ -21,7 +21,10 @@ import (
 // ten thousand rows; one Reconcile pass must list them a page at a time, not ask one by one.
 func BenchmarkReconcile10k(b *testing.B) {
 	const n = 10000
-	host := sandboxdtest.Start(b, sandboxdtest.WithConfig(func(c *sandboxd.Config) { c.Isolation = sandboxd.IsolationNone }))
+	host := sandboxdtest.Start(b, sandboxdtest.WithConfig(func(c *sandboxd.Config) {
+		c.Isolation = sandboxd.IsolationNone
+		c.MaxSandboxes = -1 // ten thousand running at once, far past the default cap
+	}))
 	reg := prometheus.NewRegistry()
 	provider := providerFor(b, host, func(c *e2b.Config) { c.Registerer = reg })
 	cfg := fastConfig()

@@ -145,7 +145,8 @@ func TestEnvdProcessControl(t *testing.T) {
 	ka.close()
 }
 
-// fileSignature is envd's v1 signature, written from e2b-api.md.
+// fileSignature is envd's v1 signature, written from the provider's
+// contract (docs/provider.md) rather than from sandboxd's code.
 func fileSignature(path, op, user, token string, exp int64) string {
 	raw := path + ":" + op + ":" + user + ":" + token
 	if exp != 0 {

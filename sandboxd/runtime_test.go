@@ -108,9 +108,7 @@ func TestKillStopsEveryProcess(t *testing.T) {
 func TestSandboxesHaveTheirOwnPorts(t *testing.T) {
 	t.Parallel()
 	c := newClient(t)
-	if c.h.Server.Isolation() != sandboxd.IsolationBwrap {
-		t.Skip("needs bubblewrap isolation")
-	}
+	needs(t, c.h.Server.Isolation() == sandboxd.IsolationBwrap, "isolation (%+v)", c.report())
 	a, b := c.create(nil), c.create(nil)
 	c.startCounter(a, 3000)
 	c.startCounter(b, 3000)
