@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -110,11 +111,11 @@ func setupCgroups(instance string) *cgroups {
 		var err error
 		if v2Inst, err = prepareV2(v2Own, v2.point, instance, v2Want); err != nil {
 			for _, c := range v2Want {
-				cg.off[c] = err.Error()
+				cg.off[c] = offReason(v2Own, err)
 			}
 			v2Want = nil
 			if !errors.Is(err, errNoFreeze) {
-				cg.off["freezer"] = err.Error()
+				cg.off["freezer"] = offReason(v2Own, err)
 			}
 			v2Inst = ""
 		}
@@ -132,7 +133,7 @@ func setupCgroups(instance string) *cgroups {
 		}
 		dir := filepath.Join(own, "sandboxd-"+instance)
 		if err := prepareDir(dir); err != nil {
-			cg.off[controller] = err.Error()
+			cg.off[controller] = offReason(own, err)
 			return nil
 		}
 		delete(cg.off, controller)
@@ -152,6 +153,14 @@ func setupCgroups(instance string) *cgroups {
 	return cg
 }
 
+// offReason words why a controller cannot be used under sandboxd's cgroup.
+func offReason(own string, err error) string {
+	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
+		return fmt.Sprintf("sandboxd's cgroup %s is not writable by uid %d: run sandboxd as root, or in a cgroup delegated to it", own, os.Geteuid())
+	}
+	return err.Error()
+}
+
 var errNoFreeze = errors.New("this kernel's cgroup v2 has no cgroup.freeze")
 
 // prepareV2 makes the instance directory in the v2 hierarchy with the
@@ -159,11 +168,6 @@ var errNoFreeze = errors.New("this kernel's cgroup v2 has no cgroup.freeze")
 // leaves, so when sandboxd's own cgroup still holds sandboxd itself, it
 // first moves into a leaf of its own.
 func prepareV2(own, mountPoint, instance string, controllers []string) (string, error) {
-	if len(controllers) == 0 {
-		if _, err := os.Stat(filepath.Join(own, "cgroup.freeze")); err != nil {
-			return "", errNoFreeze
-		}
-	}
 	if len(controllers) > 0 {
 		enabled, _ := os.ReadFile(filepath.Join(own, "cgroup.subtree_control"))
 		var missing []string
@@ -192,6 +196,12 @@ func prepareV2(own, mountPoint, instance string, controllers []string) (string, 
 	dir := filepath.Join(own, "sandboxd-"+instance)
 	if err := prepareDir(dir); err != nil {
 		return "", err
+	}
+	// The root of a hierarchy has no cgroup.freeze; below it, a kernel
+	// older than 5.2 has none either.
+	if _, err := os.Stat(filepath.Join(dir, "cgroup.freeze")); err != nil && len(controllers) == 0 {
+		_ = syscall.Rmdir(dir)
+		return "", errNoFreeze
 	}
 	if len(controllers) > 0 {
 		var plus []string

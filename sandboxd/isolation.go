@@ -70,9 +70,8 @@ func detectIsolation(cfg Config) (*isolation, error) {
 		return iso, nil
 	}
 	fail := func(why error) (*isolation, error) {
-		return nil, fmt.Errorf("sandboxd: %w: %v; install bubblewrap and allow unprivileged user namespaces "+
-			"(sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces>0), or start with --isolation=none "+
-			"to run sandboxes as plain host processes, which is unsafe for untrusted code", errNoIsolation, why)
+		return nil, fmt.Errorf("sandboxd: %w: %v; --isolation=none runs them as plain host processes instead, "+
+			"which is unsafe for untrusted code", errNoIsolation, why)
 	}
 	bwrap, err := exec.LookPath("bwrap")
 	if err != nil {
@@ -225,7 +224,7 @@ func (iso *isolation) report(maxSandboxes int) IsolationReport {
 	r := IsolationReport{Mode: iso.mode, Reason: iso.reason, Limits: map[string]string{}, Off: iso.off, Pause: iso.pause, MaxSandboxes: maxSandboxes}
 	switch {
 	case iso.mode == IsolationNone:
-		r.User = fmt.Sprintf("sandboxd's own (uid %d), on the host, with its capabilities", os.Geteuid())
+		r.User = fmt.Sprintf("sandboxd's own user (uid %d) on the host, with its rights", os.Geteuid())
 	case iso.root:
 		r.User = fmt.Sprintf("uid %d (%s) in the sandbox's user namespace, host uid %d+ (one per sandbox), no capabilities", sandboxUID, sandboxUser, iso.uidBase+1)
 	default:

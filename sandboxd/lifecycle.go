@@ -455,7 +455,7 @@ func (s *Server) machineFor(sb *sandbox) (*machine, error) {
 	var b backend
 	var err error
 	if s.iso.mode == IsolationNone {
-		b, err = bootPlain(sb.dir)
+		b, err = bootPlain(sb.dir, s.existingImage(sb.id))
 	} else {
 		b, err = bootNS(s.nsConfig(sb))
 	}
@@ -477,9 +477,15 @@ func (s *Server) nsConfig(sb *sandbox) nsConfig {
 	if s.iso.root {
 		cfg.hostUID, cfg.hostGID = hostUID, hostUID
 	}
-	// A sandbox created while the disk limit was off has no image.
-	if _, err := os.Stat(s.imagePath(sb.id)); err == nil {
-		cfg.image = s.imagePath(sb.id)
-	}
+	cfg.image = s.existingImage(sb.id)
 	return cfg
+}
+
+// existingImage is the sandbox's disk image, or "" for a sandbox created
+// while the disk limit was off (its files are a plain directory).
+func (s *Server) existingImage(id string) string {
+	if _, err := os.Stat(s.imagePath(id)); err != nil {
+		return ""
+	}
+	return s.imagePath(id)
 }

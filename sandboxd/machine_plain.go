@@ -23,13 +23,27 @@ type plainBackend struct {
 	holder          *exec.Cmd
 	pgid            int
 	exited          chan struct{}
+	// mounted is the disk image's mount point when the sandbox was
+	// created isolated, with the disk limit.
+	mounted string
 }
 
-func bootPlain(dir string) (*plainBackend, error) {
+func bootPlain(dir, image string) (_ *plainBackend, err error) {
 	b := &plainBackend{
 		homeDir: filepath.Join(dir, "home"),
 		tmpDir:  filepath.Join(dir, "tmp"),
 		exited:  make(chan struct{}),
+	}
+	if image != "" {
+		if err := mountImage(image, dir); err != nil {
+			return nil, err
+		}
+		b.mounted = dir
+		defer func() {
+			if err != nil {
+				_ = unmount(dir)
+			}
+		}()
 	}
 	for _, d := range []string{b.homeDir, b.tmpDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -112,6 +126,10 @@ func (b *plainBackend) stop() {
 	select {
 	case <-b.exited:
 	case <-time.After(5 * time.Second):
+	}
+	if b.mounted != "" {
+		_ = unmount(b.mounted)
+		b.mounted = ""
 	}
 }
 

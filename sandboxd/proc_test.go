@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,7 +65,8 @@ func sandboxdBinary(t testing.TB) string {
 		}
 		goTool, err := exec.LookPath("go")
 		if err != nil {
-			goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+			buildErr = fmt.Errorf("the go command, to build cmd/sandboxd: %w", err)
+			return
 		}
 		builtBin = filepath.Join(dir, "sandboxd")
 		out, err := exec.Command(goTool, "build", "-o", builtBin, "sandman/cmd/sandboxd").CombinedOutput()
@@ -147,7 +147,9 @@ func startProc(t *testing.T, opts procOptions) *proc {
 	// it starts inside them, as under a supervisor that delegates a cgroup.
 	script := `for d in $CGROUPS; do echo $$ > "$d/cgroup.procs" || exit 1; done; `
 	if opts.uid != 0 {
-		script += fmt.Sprintf(`exec setpriv --reuid=%d --regid=%d --clear-groups -- "$@"`, opts.uid, opts.uid)
+		// --pdeathsig: changing uid clears the parent-death signal, and a
+		// sandboxd must not outlive a test binary that crashed.
+		script += fmt.Sprintf(`exec setpriv --reuid=%d --regid=%d --clear-groups --pdeathsig=KILL -- "$@"`, opts.uid, opts.uid)
 	} else {
 		script += `exec "$@"`
 	}

@@ -33,7 +33,7 @@ func main() {
 	os.Unsetenv("E2B_API_KEY")
 	os.Unsetenv("E2B_WEBHOOK_SECRET")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "sandboxd:", err)
+		fmt.Fprintln(os.Stderr, "sandboxd:", strings.TrimPrefix(err.Error(), "sandboxd: "))
 		os.Exit(1)
 	}
 }
