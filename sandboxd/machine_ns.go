@@ -22,7 +22,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The sandbox's user, inside its user namespace (e2b-api.md's default user).
+// The sandbox's user, inside its user namespace: the provider's default
+// user, whose home is /home/user (docs/provider.md).
 const (
 	sandboxUID  = 1000
 	sandboxUser = "user"
