@@ -454,12 +454,35 @@ func (cg *cgroups) removeInstance() {
 
 // readCgroupMounts lists cgroup and cgroup2 mounts.
 func readCgroupMounts() ([]cgroupMount, error) {
+	mounts, err := readMountinfo()
+	if err != nil {
+		return nil, err
+	}
+	var out []cgroupMount
+	for _, m := range mounts {
+		switch m.fstype {
+		case "cgroup2":
+			out = append(out, cgroupMount{point: m.point, root: m.root, v2: true})
+		case "cgroup":
+			out = append(out, cgroupMount{point: m.point, root: m.root, controllers: strings.Split(m.super, ",")})
+		}
+	}
+	return out, nil
+}
+
+// mountEntry is a line of /proc/self/mountinfo.
+type mountEntry struct {
+	root, point   string
+	fstype, super string
+}
+
+func readMountinfo() ([]mountEntry, error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	var out []cgroupMount
+	var out []mountEntry
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		// id parent major:minor root mountpoint options [optional...] - fstype source superoptions
@@ -471,12 +494,7 @@ func readCgroupMounts() ([]cgroupMount, error) {
 		if len(fields) < 5 || len(tail) < 3 {
 			continue
 		}
-		switch tail[0] {
-		case "cgroup2":
-			out = append(out, cgroupMount{point: unescapeMountinfo(fields[4]), root: unescapeMountinfo(fields[3]), v2: true})
-		case "cgroup":
-			out = append(out, cgroupMount{point: unescapeMountinfo(fields[4]), root: unescapeMountinfo(fields[3]), controllers: strings.Split(tail[2], ",")})
-		}
+		out = append(out, mountEntry{root: unescapeMountinfo(fields[3]), point: unescapeMountinfo(fields[4]), fstype: tail[0], super: tail[2]})
 	}
 	return out, sc.Err()
 }

@@ -1,7 +1,6 @@
 package sandboxd
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -122,27 +121,17 @@ func unmount(dir string) error {
 
 // mountsUnder lists mount points at or below dir, deepest first.
 func mountsUnder(dir string) ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	mounts, err := readMountinfo()
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		p := unescapeMountinfo(fields[4])
-		if p == dir || strings.HasPrefix(p, dir+"/") {
+	for i := len(mounts) - 1; i >= 0; i-- {
+		if p := mounts[i].point; p == dir || strings.HasPrefix(p, dir+"/") {
 			out = append(out, p)
 		}
 	}
-	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
-		out[i], out[j] = out[j], out[i]
-	}
-	return out, sc.Err()
+	return out, nil
 }
 
 // formatBytes formats a byte count for logs and errors.

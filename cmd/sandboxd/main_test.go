@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"sandman/sandboxd"
 	"sandman/sandboxd/sandboxdtest"
 )
 
@@ -49,7 +50,7 @@ func serve(t *testing.T, args []string, getenv func(string) string) (string, *sy
 		cancel()
 		select {
 		case err := <-done:
-			if err != nil {
+			if err != nil && !t.Skipped() {
 				t.Errorf("run: %v", err)
 			}
 		case <-time.After(15 * time.Second):
@@ -62,6 +63,10 @@ func serve(t *testing.T, args []string, getenv func(string) string) (string, *sy
 	for m = apiURL.FindStringSubmatch(logs.String()); m == nil; m = apiURL.FindStringSubmatch(logs.String()) {
 		select {
 		case err := <-done:
+			done <- err // for the cleanup
+			if sandboxd.ErrNoIsolation(err) && os.Getenv("CI") != "true" {
+				t.Skipf("skipped: sandboxd cannot isolate here (%v); CI=true makes this a failure", err)
+			}
 			t.Fatalf("run ended: %v\n%s", err, logs.String())
 		default:
 		}
