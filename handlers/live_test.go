@@ -267,9 +267,17 @@ func TestWebhookOnOneInstanceReachesAClientOnAnother(t *testing.T) {
 
 	a.host.KillFromDashboard(t, sb.ProviderID)
 	nextMatching(t, events, "pane-"+projectID, "Sandbox not found", 30*time.Second)
+	// The worker records a delivery's outcome just after the change it applied went out.
 	var deliveries int
-	if err := a.pool.QueryRow(context.Background(), "SELECT count(*) FROM webhook_deliveries WHERE event_type = $1 AND outcome = 'applied'",
-		e2b.EventKilled).Scan(&deliveries); err != nil || deliveries != 1 {
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		err = a.pool.QueryRow(context.Background(), "SELECT count(*) FROM webhook_deliveries WHERE event_type = $1 AND outcome = 'applied'",
+			e2b.EventKilled).Scan(&deliveries)
+		if err == nil && deliveries == 1 {
+			break
+		}
+	}
+	if err != nil || deliveries != 1 {
 		t.Fatalf("%d applied kill deliveries (%v), want 1", deliveries, err)
 	}
 }
