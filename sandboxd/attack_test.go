@@ -108,6 +108,42 @@ func runAttacks(t *testing.T, tg attackTarget) {
 		}
 	})
 
+	t.Run("limits hold every process, from the agent on", func(t *testing.T) {
+		t.Parallel()
+		c := c.forTest(t)
+		if len(tg.enforced) == 0 || tg.enforced[0] != "memory" {
+			t.Logf("no cgroup limits in this configuration")
+			return
+		}
+		sb := c.create(nil)
+		marker := randomMarker("sleep 300.")
+		c.startBackground(sb, marker)
+		var pids []int
+		waitFor(t, "the background process", 5*time.Second, func() bool { pids = pidsRunning(marker); return len(pids) > 0 })
+		// From the command up to the sandbox's PID 1, the agent.
+		chain := []int{pids[0]}
+		for pid := pids[0]; nsPid(t, pid) != 1; {
+			pid = hostParent(t, pid)
+			chain = append(chain, pid)
+		}
+		for _, pid := range chain {
+			for controller, want := range map[string][]string{
+				"memory": {"memory.limit_in_bytes", "memory.max", strconv.FormatInt(attackLimits.Memory, 10)},
+				"pids":   {"pids.max", "pids.max", strconv.Itoa(attackLimits.Pids)},
+				"cpu":    {"cpu.shares", "cpu.weight", "1024", "100"},
+			} {
+				got, v2 := hostCgroupFile(t, pid, controller, want[0], want[1])
+				exp := want[2]
+				if v2 && controller == "cpu" {
+					exp = want[3]
+				}
+				if got != exp {
+					t.Errorf("process %d: %s = %q, want %q", pid, controller, got, exp)
+				}
+			}
+		}
+	})
+
 	t.Run("read-only host directories", func(t *testing.T) {
 		t.Parallel()
 		c := c.forTest(t)
@@ -298,6 +334,65 @@ unshare -Ur true; echo "userns=$?"`, marker))
 			t.Errorf("an 80 MiB upload answered %d %s, want 507", status, body)
 		}
 	})
+}
+
+// nsPid is a host process's pid in its own PID namespace.
+func nsPid(t *testing.T, pid int) int {
+	f := statusField(t, pid, "NSpid:")
+	n, _ := strconv.Atoi(f[len(f)-1])
+	return n
+}
+
+func hostParent(t *testing.T, pid int) int {
+	n, _ := strconv.Atoi(statusField(t, pid, "PPid:")[0])
+	return n
+}
+
+func statusField(t *testing.T, pid int, name string) []string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[0] == name {
+			return f[1:]
+		}
+	}
+	t.Fatalf("no %s in the status of %d", name, pid)
+	return nil
+}
+
+// hostCgroupFile reads a limit of the cgroup a host process is in: v1Name
+// where the controller has a v1 hierarchy, v2Name in the unified one.
+func hostCgroupFile(t *testing.T, pid int, controller, v1Name, v2Name string) (value string, v2 bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var unified string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(l, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		if parts[1] == "" {
+			unified = parts[2]
+		}
+		if slices.Contains(strings.Split(parts[1], ","), controller) {
+			v, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", parts[1], parts[2], v1Name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return strings.TrimSpace(string(v)), false
+		}
+	}
+	for _, root := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
+		if v, err := os.ReadFile(filepath.Join(root, unified, v2Name)); err == nil {
+			return strings.TrimSpace(string(v)), true
+		}
+	}
+	t.Fatalf("process %d: no %s controller", pid, controller)
+	return "", false
 }
 
 func formatMiB(n int64) string { return strconv.FormatInt(n>>20, 10) + " MiB" }
