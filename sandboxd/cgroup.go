@@ -60,16 +60,13 @@ type cgroupMount struct {
 func setupCgroups(instance string) *cgroups {
 	cg := &cgroups{off: map[string]string{}}
 	mounts, err := readCgroupMounts()
-	if err != nil {
-		for _, c := range []string{"memory", "pids", "cpu", "freezer"} {
-			cg.off[c] = "cannot read the cgroup mounts: " + err.Error()
-		}
-		return cg
+	var own map[string]string
+	if err == nil {
+		own, err = readOwnCgroups()
 	}
-	own, err := readOwnCgroups()
 	if err != nil {
 		for _, c := range []string{"memory", "pids", "cpu", "freezer"} {
-			cg.off[c] = "cannot read /proc/self/cgroup: " + err.Error()
+			cg.off[c] = "cannot read this process's cgroups: " + err.Error()
 		}
 		return cg
 	}
