@@ -14,8 +14,9 @@ import (
 	"time"
 )
 
-// Limits are what one sandbox may use; a zero field is off. See
-// docs/sandboxd.md, "Limits".
+// Limits are what one sandbox may use (docs/sandboxd.md, "Limits"). In
+// Config a zero field takes DefaultLimits' and a negative one turns that
+// limit off; in force, a zero field is off.
 type Limits struct {
 	// Memory in bytes, swap included: past it the kernel's OOM killer ends a
 	// process of the sandbox.
