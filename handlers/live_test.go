@@ -198,9 +198,16 @@ func TestWebhookOnOneInstanceReachesAClientOnAnother(t *testing.T) {
 
 	a.Host.KillFromDashboard(t, sb.ProviderID)
 	nextMatching(t, events, views.DOMID(views.Pane, projectID), "Sandbox not found", 30*time.Second)
-	var deliveries int
-	if err := a.Pool().QueryRow(context.Background(), "SELECT count(*) FROM webhook_deliveries WHERE event_type = $1 AND outcome = 'applied'",
-		e2b.EventKilled).Scan(&deliveries); err != nil || deliveries != 1 {
-		t.Fatalf("%d applied kill deliveries (%v), want 1", deliveries, err)
-	}
+	// The worker records a delivery's outcome just after the change it applied went out.
+	testkit.Eventually(t, 10*time.Second, "one applied kill delivery", func() error {
+		var n int
+		if err := a.Pool().QueryRow(context.Background(), "SELECT count(*) FROM webhook_deliveries WHERE event_type = $1 AND outcome = 'applied'",
+			e2b.EventKilled).Scan(&n); err != nil {
+			return err
+		}
+		if n != 1 {
+			return fmt.Errorf("%d applied kill deliveries", n)
+		}
+		return nil
+	})
 }

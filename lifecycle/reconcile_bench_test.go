@@ -21,7 +21,10 @@ import (
 // ten thousand rows; one Reconcile pass must list them a page at a time, not ask one by one.
 func BenchmarkReconcile10k(b *testing.B) {
 	const n = 10000
-	host := sandboxdtest.Start(b, sandboxdtest.WithConfig(func(c *sandboxd.Config) { c.Isolation = sandboxd.IsolationNone }))
+	host := sandboxdtest.Start(b, sandboxdtest.WithConfig(func(c *sandboxd.Config) {
+		c.Isolation = sandboxd.IsolationNone
+		c.MaxSandboxes = -1 // ten thousand running at once, far past the default cap
+	}))
 	cfg := fastConfig()
 	cfg.ReconcileEvery, cfg.SweepEvery = 0, 0
 	tb := setupWith(b, host, cfg, false)

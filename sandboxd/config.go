@@ -12,16 +12,29 @@ import (
 type Isolation string
 
 const (
-	// IsolationAuto uses bubblewrap when it is installed and works, and the
-	// plain working directory otherwise.
+	// IsolationAuto isolates with what works here (today: bubblewrap) and
+	// refuses to start when nothing does. It never falls back to none.
 	IsolationAuto Isolation = "auto"
-	// IsolationBwrap requires bubblewrap: every sandbox gets a private root
-	// (its directory is /home/user), its own network namespace (so every
-	// sandbox can listen on port 3000) and its own PID namespace.
+	// IsolationBwrap runs every sandbox in its own user, PID, mount,
+	// network, IPC and UTS namespaces through bubblewrap, as an unprivileged
+	// user with no capabilities, under the limits (docs/sandboxd.md).
 	IsolationBwrap Isolation = "bwrap"
-	// IsolationNone runs commands in the sandbox directory on the host network.
-	// Two sandboxes cannot listen on the same port.
+	// IsolationNone runs commands as host processes of sandboxd's user in
+	// the sandbox directory, on the host network, with no limits: only for
+	// trusted code. Two sandboxes cannot listen on the same port.
 	IsolationNone Isolation = "none"
+)
+
+// DefaultLimits are the per-sandbox limits when Config leaves them zero.
+var DefaultLimits = Limits{Memory: 2 << 30, Pids: 1024, CPUWeight: 100, Disk: 5 << 30}
+
+const (
+	// DefaultMaxSandboxes caps running sandboxes when Config leaves it zero.
+	DefaultMaxSandboxes = 100
+	// DefaultUIDBase is where root sandboxd starts the host uids of
+	// sandboxes (DefaultUIDBase+1 on; the base itself is for the start-up
+	// probe), far above the ranges of users and of subordinate ids.
+	DefaultUIDBase = 2_000_000_000
 )
 
 // Config configures a Server. Zero values take the defaults noted per field.
@@ -63,6 +76,17 @@ type Config struct {
 	// KeepaliveMax caps the interval between keepalive messages on process
 	// streams whatever the client asks (default 90s, envd's default).
 	KeepaliveMax time.Duration
+
+	// Limits per isolated sandbox: a zero field takes DefaultLimits', a
+	// negative one turns that limit off.
+	Limits Limits
+	// MaxSandboxes caps running sandboxes (default DefaultMaxSandboxes;
+	// negative: no cap). One more create or resume answers the provider's
+	// 429.
+	MaxSandboxes int
+	// UIDBase is the first host uid root sandboxd gives sandboxes (default
+	// DefaultUIDBase). Unused when sandboxd is not root.
+	UIDBase int
 }
 
 var apiKeyPattern = regexp.MustCompile(`^e2b_[0-9a-f]+$`)
@@ -110,8 +134,44 @@ func (c *Config) setDefaults() error {
 	if c.KeepaliveMax <= 0 {
 		c.KeepaliveMax = 90 * time.Second
 	}
+	c.Limits = Limits{
+		Memory:    orDefault(c.Limits.Memory, DefaultLimits.Memory),
+		Pids:      orDefault(c.Limits.Pids, DefaultLimits.Pids),
+		CPUWeight: orDefault(c.Limits.CPUWeight, DefaultLimits.CPUWeight),
+		Disk:      orDefault(c.Limits.Disk, DefaultLimits.Disk),
+	}
+	if c.Limits.CPUWeight > 10000 {
+		return errors.New("sandboxd: the CPU weight must be between 1 and 10000")
+	}
+	if c.Limits.Pids > 0 && c.Limits.Pids < 16 {
+		return errors.New("sandboxd: a sandbox needs at least 16 processes")
+	}
+	if c.Limits.Memory > 0 && c.Limits.Memory < 64<<20 {
+		return errors.New("sandboxd: a sandbox needs at least 64 MiB of memory")
+	}
+	if c.Limits.Disk > 0 && c.Limits.Disk < 16<<20 {
+		return errors.New("sandboxd: a sandbox's disk needs at least 16 MiB")
+	}
+	c.MaxSandboxes = max(orDefault(c.MaxSandboxes, DefaultMaxSandboxes), 0)
+	if c.UIDBase == 0 {
+		c.UIDBase = DefaultUIDBase
+	}
+	if c.UIDBase < 65536 || c.UIDBase > 1<<31-1<<24 {
+		return fmt.Errorf("sandboxd: the uid base must be between 65536 and %d", 1<<31-1<<24)
+	}
 	if c.WebhookURL != "" && c.WebhookSecret == "" {
 		return errors.New("sandboxd: WebhookURL needs WebhookSecret")
 	}
 	return nil
+}
+
+// orDefault reads a Config number: zero takes def, negative means off (0).
+func orDefault[T int | int64](v, def T) T {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return 0
+	}
+	return v
 }

@@ -11,17 +11,19 @@ import (
 	"io/fs"
 	"mime"
 	"net/http"
+	"os"
 	"path"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
 // envdRequest is what every envd handler works on: the sandbox the request
-// was routed to, with the user it authenticated as.
+// was routed to, with the user it authenticated as. An isolated sandbox
+// has one user, so "root" gets the same rights as "user".
 type envdRequest struct {
 	rec  record
-	fs   sandboxFS
 	user string
 }
 
@@ -85,7 +87,7 @@ func (s *Server) envdAuth(w http.ResponseWriter, r *http.Request, signable bool)
 			return nil, false
 		}
 	}
-	return &envdRequest{rec: rec, fs: sandboxFS{dir: path.Join(s.sandboxesDir(), rec.ID)}, user: user}, true
+	return &envdRequest{rec: rec, user: user}, true
 }
 
 // fileSignature is envd's signature for uploadUrl/downloadUrl:
@@ -122,42 +124,55 @@ func validFileSignature(r *http.Request, token string) bool {
 }
 
 // fileError answers a file operation's error with envd's statuses.
-func fileError(w http.ResponseWriter, err error) {
+func fileError(w http.ResponseWriter, p string, err error) {
+	var pe *fs.PathError
+	var le *os.LinkError
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		writeError(w, http.StatusNotFound, err.Error())
-	case errors.Is(err, errReadOnly), errors.Is(err, fs.ErrPermission):
+	case isErrno(err, syscall.EROFS), errors.Is(err, fs.ErrPermission):
 		writeError(w, http.StatusForbidden, err.Error())
-	default:
+	case isErrno(err, syscall.ENOSPC):
+		writeError(w, http.StatusInsufficientStorage, err.Error())
+	case isErrno(err, syscall.EISDIR):
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("path '%s' is a directory", p))
+	case errors.As(err, &pe), errors.As(err, &le):
 		writeError(w, http.StatusBadRequest, err.Error())
+	default:
+		writeError(w, http.StatusInternalServerError, err.Error())
 	}
 }
 
+// files is the file access of a running sandbox, booted if nothing ran in
+// it yet; the error is envd's answer when there is none.
+func (s *Server) files(w http.ResponseWriter, id string) (fileOps, bool) {
+	m, _, e := s.runningMachine(id)
+	if e != nil {
+		status, ok := connectHTTPStatus[e.Code]
+		if !ok {
+			status = http.StatusInternalServerError
+		}
+		writeError(w, status, e.Message)
+		return nil, false
+	}
+	return m.files(), true
+}
+
 func (s *Server) handleFileRead(w http.ResponseWriter, r *http.Request, er *envdRequest) {
-	fp, err := er.fs.resolve(r.URL.Query().Get("path"), false)
-	if err != nil {
-		fileError(w, err)
+	files, ok := s.files(w, er.rec.ID)
+	if !ok {
 		return
 	}
-	defer fp.close()
-	fi, err := fp.stat()
+	p := cleanSandboxPath(r.URL.Query().Get("path"))
+	f, size, err := files.open(p)
 	if err != nil {
-		fileError(w, err)
-		return
-	}
-	if fi.IsDir() {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("path '%s' is a directory", fp.display))
-		return
-	}
-	f, err := fp.open()
-	if err != nil {
-		fileError(w, err)
+		fileError(w, p, err)
 		return
 	}
 	defer f.Close()
 	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": path.Base(fp.display)}))
-	w.Header().Set("Content-Length", strconv.FormatInt(fi.Size(), 10))
+	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": path.Base(p)}))
+	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
 	_, _ = io.Copy(w, f)
 }
 
@@ -168,31 +183,29 @@ type writtenFile struct {
 }
 
 func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request, er *envdRequest) {
+	files, ok := s.files(w, er.rec.ID)
+	if !ok {
+		return
+	}
 	queryPath := r.URL.Query().Get("path")
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	var out []writtenFile
-	write := func(p string, body io.Reader) error {
-		fp, err := er.fs.resolve(p, true)
+	// write answers the request itself when it fails.
+	write := func(raw string, body io.Reader) bool {
+		p := cleanSandboxPath(raw)
+		f, err := files.create(p)
+		if err == nil {
+			_, err = io.Copy(f, body)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
 		if err != nil {
-			return err
+			fileError(w, p, err)
+			return false
 		}
-		defer fp.close()
-		if fi, err := fp.stat(); err == nil && fi.IsDir() {
-			return fmt.Errorf("path '%s' is a directory", fp.display)
-		}
-		f, err := fp.create()
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(f, body); err != nil {
-			f.Close()
-			return err
-		}
-		if err := f.Close(); err != nil {
-			return err
-		}
-		out = append(out, writtenFile{Path: fp.display, Name: path.Base(fp.display), Type: "file"})
-		return nil
+		out = append(out, writtenFile{Path: p, Name: path.Base(p), Type: "file"})
+		return true
 	}
 	switch ct {
 	case "multipart/form-data":
@@ -223,8 +236,7 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request, er *env
 				writeError(w, http.StatusBadRequest, "no path for the uploaded file")
 				return
 			}
-			if err := write(p, part); err != nil {
-				fileError(w, err)
+			if !write(p, part) {
 				return
 			}
 		}
@@ -243,8 +255,7 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request, er *env
 			defer gz.Close()
 			body = gz
 		}
-		if err := write(queryPath, body); err != nil {
-			fileError(w, err)
+		if !write(queryPath, body) {
 			return
 		}
 	default:

@@ -4,7 +4,8 @@ import (
 	"errors"
 	"io/fs"
 	"net/http"
-	"path"
+	"os"
+	"syscall"
 )
 
 func (s *Server) filesystemMethod(method string) envdHandlerFunc {
@@ -26,68 +27,77 @@ func (s *Server) filesystemMethod(method string) envdHandlerFunc {
 }
 
 // fsRPCError maps a file error to the Connect code envd uses.
-func fsRPCError(err error) *rpcError {
+func fsRPCError(p string, err error) *rpcError {
+	var pe *fs.PathError
+	var le *os.LinkError
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return rpcErr("not_found", "%v", err)
 	case errors.Is(err, fs.ErrExist):
 		return rpcErr("already_exists", "%v", err)
-	case errors.Is(err, errReadOnly), errors.Is(err, fs.ErrPermission):
+	case isErrno(err, syscall.EROFS), errors.Is(err, fs.ErrPermission):
 		return rpcErr("permission_denied", "%v", err)
+	case isErrno(err, syscall.ENOSPC):
+		return rpcErr("resource_exhausted", "%v", err)
+	case isErrno(err, syscall.ENOTDIR):
+		return rpcErr("invalid_argument", "path %s is not a directory", p)
+	case errors.As(err, &pe), errors.As(err, &le):
+		return rpcErr("invalid_argument", "%v", err)
 	}
-	return rpcErr("invalid_argument", "%v", err)
+	return rpcErr("internal", "%v", err)
 }
 
 type pathRequest struct {
 	Path string `json:"path"`
 }
 
-func (s *Server) rpcStat(w http.ResponseWriter, r *http.Request, er *envdRequest) {
-	var req pathRequest
-	if e := decodeUnary(r, &req); e != nil {
+// fsCall decodes a filesystem request into req and returns the sandbox's
+// file access; on failure it has answered.
+func (s *Server) fsCall(w http.ResponseWriter, r *http.Request, er *envdRequest, req any) (fileOps, bool) {
+	if e := decodeUnary(r, req); e != nil {
 		writeRPCError(w, e)
-		return
+		return nil, false
 	}
-	fp, err := er.fs.resolve(req.Path, false)
-	if err != nil {
-		writeRPCError(w, fsRPCError(err))
-		return
+	m, _, e := s.runningMachine(er.rec.ID)
+	if e != nil {
+		writeRPCError(w, e)
+		return nil, false
 	}
-	defer fp.close()
-	e, err := fp.entry()
+	return m.files(), true
+}
+
+func writeEntry(w http.ResponseWriter, p string, e entryInfo, err error) {
 	if err != nil {
-		writeRPCError(w, fsRPCError(err))
+		writeRPCError(w, fsRPCError(p, err))
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"entry": e})
 }
 
+func (s *Server) rpcStat(w http.ResponseWriter, r *http.Request, er *envdRequest) {
+	var req pathRequest
+	files, ok := s.fsCall(w, r, er, &req)
+	if !ok {
+		return
+	}
+	p := cleanSandboxPath(req.Path)
+	e, err := files.entry(p)
+	writeEntry(w, p, e, err)
+}
+
 func (s *Server) rpcMakeDir(w http.ResponseWriter, r *http.Request, er *envdRequest) {
 	var req pathRequest
-	if e := decodeUnary(r, &req); e != nil {
-		writeRPCError(w, e)
+	files, ok := s.fsCall(w, r, er, &req)
+	if !ok {
 		return
 	}
-	fp, err := er.fs.resolve(req.Path, true)
-	if err != nil {
-		writeRPCError(w, fsRPCError(err))
+	p := cleanSandboxPath(req.Path)
+	e, err := files.mkdir(p)
+	if errors.Is(err, fs.ErrExist) {
+		writeRPCError(w, rpcErr("already_exists", "directory at %s already exists", p))
 		return
 	}
-	defer fp.close()
-	if _, err := fp.lstat(); err == nil {
-		writeRPCError(w, rpcErr("already_exists", "directory at %s already exists", fp.display))
-		return
-	}
-	if err := fp.root.MkdirAll(fp.rel, 0o755); err != nil {
-		writeRPCError(w, fsRPCError(err))
-		return
-	}
-	e, err := fp.entry()
-	if err != nil {
-		writeRPCError(w, fsRPCError(err))
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"entry": e})
+	writeEntry(w, p, e, err)
 }
 
 func (s *Server) rpcMove(w http.ResponseWriter, r *http.Request, er *envdRequest) {
@@ -95,46 +105,21 @@ func (s *Server) rpcMove(w http.ResponseWriter, r *http.Request, er *envdRequest
 		Source      string `json:"source"`
 		Destination string `json:"destination"`
 	}
-	if e := decodeUnary(r, &req); e != nil {
-		writeRPCError(w, e)
+	files, ok := s.fsCall(w, r, er, &req)
+	if !ok {
 		return
 	}
-	src, err := er.fs.resolve(req.Source, true)
-	if err != nil {
-		writeRPCError(w, fsRPCError(err))
+	src, dst := cleanSandboxPath(req.Source), cleanSandboxPath(req.Destination)
+	if isProtectedPath(src) {
+		writeRPCError(w, rpcErr("permission_denied", "cannot move %s", src))
 		return
 	}
-	defer src.close()
-	dst, err := er.fs.resolve(req.Destination, true)
-	if err != nil {
-		writeRPCError(w, fsRPCError(err))
+	e, err := files.move(src, dst)
+	if isErrno(err, syscall.EXDEV) {
+		writeRPCError(w, rpcErr("invalid_argument", "cannot move %s to %s: another mount", src, dst))
 		return
 	}
-	defer dst.close()
-	if _, err := src.lstat(); err != nil {
-		writeRPCError(w, fsRPCError(err))
-		return
-	}
-	if src.root.Name() != dst.root.Name() {
-		writeRPCError(w, rpcErr("invalid_argument", "cannot move between /home/user and /tmp"))
-		return
-	}
-	if dir := path.Dir(dst.rel); dir != "." {
-		if err := dst.root.MkdirAll(dir, 0o755); err != nil {
-			writeRPCError(w, fsRPCError(err))
-			return
-		}
-	}
-	if err := src.root.Rename(src.rel, dst.rel); err != nil {
-		writeRPCError(w, fsRPCError(err))
-		return
-	}
-	e, err := dst.entry()
-	if err != nil {
-		writeRPCError(w, fsRPCError(err))
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"entry": e})
+	writeEntry(w, dst, e, err)
 }
 
 func (s *Server) rpcListDir(w http.ResponseWriter, r *http.Request, er *envdRequest) {
@@ -142,55 +127,14 @@ func (s *Server) rpcListDir(w http.ResponseWriter, r *http.Request, er *envdRequ
 		Path  string `json:"path"`
 		Depth int    `json:"depth"`
 	}
-	if e := decodeUnary(r, &req); e != nil {
-		writeRPCError(w, e)
+	files, ok := s.fsCall(w, r, er, &req)
+	if !ok {
 		return
 	}
-	depth := max(req.Depth, 1)
-	fp, err := er.fs.resolve(req.Path, false)
+	p := cleanSandboxPath(req.Path)
+	entries, err := files.list(p, max(req.Depth, 1))
 	if err != nil {
-		writeRPCError(w, fsRPCError(err))
-		return
-	}
-	defer fp.close()
-	fi, err := fp.stat()
-	if err != nil {
-		writeRPCError(w, fsRPCError(err))
-		return
-	}
-	if !fi.IsDir() {
-		writeRPCError(w, rpcErr("invalid_argument", "path %s is not a directory", fp.display))
-		return
-	}
-	entries := []entryInfo{}
-	var walk func(dir *fsPath, level int) error
-	walk = func(dir *fsPath, level int) error {
-		f, err := dir.open()
-		if err != nil {
-			return err
-		}
-		names, err := f.Readdirnames(-1)
-		f.Close()
-		if err != nil {
-			return err
-		}
-		for _, name := range names {
-			c := dir.child(name)
-			e, err := c.entry()
-			if err != nil {
-				continue // removed meanwhile
-			}
-			entries = append(entries, e)
-			if e.Type == "FILE_TYPE_DIRECTORY" && level < depth {
-				if err := walk(c, level+1); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}
-	if err := walk(fp, 1); err != nil {
-		writeRPCError(w, fsRPCError(err))
+		writeRPCError(w, fsRPCError(p, err))
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"entries": entries})
@@ -198,26 +142,17 @@ func (s *Server) rpcListDir(w http.ResponseWriter, r *http.Request, er *envdRequ
 
 func (s *Server) rpcRemove(w http.ResponseWriter, r *http.Request, er *envdRequest) {
 	var req pathRequest
-	if e := decodeUnary(r, &req); e != nil {
-		writeRPCError(w, e)
+	files, ok := s.fsCall(w, r, er, &req)
+	if !ok {
 		return
 	}
-	fp, err := er.fs.resolve(req.Path, true)
-	if err != nil {
-		writeRPCError(w, fsRPCError(err))
+	p := cleanSandboxPath(req.Path)
+	if isProtectedPath(p) {
+		writeRPCError(w, rpcErr("permission_denied", "cannot remove %s", p))
 		return
 	}
-	defer fp.close()
-	if _, err := fp.lstat(); err != nil {
-		writeRPCError(w, fsRPCError(err))
-		return
-	}
-	if fp.rel == "." {
-		writeRPCError(w, rpcErr("permission_denied", "cannot remove %s", fp.display))
-		return
-	}
-	if err := fp.root.RemoveAll(fp.rel); err != nil {
-		writeRPCError(w, fsRPCError(err))
+	if err := files.remove(p); err != nil {
+		writeRPCError(w, fsRPCError(p, err))
 		return
 	}
 	writeJSON(w, http.StatusOK, struct{}{})

@@ -121,7 +121,7 @@ func processEnv(rec record, m *machine, user string, extra map[string]string) []
 	}
 	env := []string{
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-		"HOME=" + m.homeEnv(), "USER=" + user, "LOGNAME=" + user, "LANG=C.UTF-8",
+		"HOME=" + m.b.home(), "USER=" + user, "LOGNAME=" + user, "LANG=C.UTF-8",
 		"E2B_SANDBOX=true", "E2B_SANDBOX_ID=" + rec.ID,
 	}
 	for _, vars := range []map[string]string{rec.EnvVars, extra} {
@@ -156,17 +156,6 @@ func (s *Server) rpcStart(w http.ResponseWriter, r *http.Request, er *envdReques
 	if req.Process.Cwd != nil && *req.Process.Cwd != "" {
 		cwd = cleanSandboxPath(*req.Process.Cwd)
 	}
-	if fp, err := er.fs.resolve(cwd, false); err != nil {
-		sw.end(rpcErr("invalid_argument", "cwd '%s' does not exist", cwd))
-		return
-	} else {
-		fi, err := fp.stat()
-		fp.close()
-		if err != nil || !fi.IsDir() {
-			sw.end(rpcErr("invalid_argument", "cwd '%s' does not exist", cwd))
-			return
-		}
-	}
 	var timeout time.Duration
 	if v := r.Header.Get("Connect-Timeout-Ms"); v != "" {
 		ms, err := strconv.ParseInt(v, 10, 64)
@@ -179,6 +168,10 @@ func (s *Server) rpcStart(w http.ResponseWriter, r *http.Request, er *envdReques
 	m, rec, e := s.runningMachine(er.rec.ID)
 	if e != nil {
 		sw.end(e)
+		return
+	}
+	if dir, err := m.files().isDir(cwd); err != nil || !dir {
+		sw.end(rpcErr("invalid_argument", "cwd '%s' does not exist", cwd))
 		return
 	}
 	openStdin := req.Stdin == nil || *req.Stdin
@@ -306,7 +299,10 @@ func (s *Server) rpcSendSignal(w http.ResponseWriter, r *http.Request, er *envdR
 		writeRPCError(w, e)
 		return
 	}
-	p.signal(sig)
+	if err := p.signal(sig); err != nil && !isErrno(err, syscall.ESRCH) {
+		writeRPCError(w, rpcErr("internal", "signal process %d: %v", p.pid, err))
+		return
+	}
 	writeJSON(w, http.StatusOK, struct{}{})
 }
 

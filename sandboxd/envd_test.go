@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"sandman/sandboxd"
 )
 
 func TestEnvdProcessStart(t *testing.T) {
@@ -143,7 +145,8 @@ func TestEnvdProcessControl(t *testing.T) {
 	ka.close()
 }
 
-// fileSignature is envd's v1 signature, written from e2b-api.md.
+// fileSignature is envd's v1 signature, written from the provider's
+// contract (docs/provider.md) rather than from sandboxd's code.
 func fileSignature(path, op, user, token string, exp int64) string {
 	raw := path + ":" + op + ":" + user + ":" + token
 	if exp != 0 {
@@ -232,10 +235,16 @@ func TestEnvdFiles(t *testing.T) {
 	if status, _ := c.envdDo(req); status != 403 {
 		t.Fatalf("write to /etc: %d", status)
 	}
-	// A symlink out of the sandbox does not reach the host.
+	// A symlink to / reaches the sandbox's own root, never the host's: an
+	// isolated sandbox resolves it in its own view, the plain mode refuses.
 	c.run(sb, "ln -s / escape")
-	if status, body := read("escape/etc/hostname", nil); status == 200 {
-		t.Fatalf("symlink escaped: %q", body)
+	linkStatus, linkBody := read("escape/etc/hostname", nil)
+	if c.h.Server.Isolation() == sandboxd.IsolationBwrap {
+		if linkStatus != 200 || linkBody != "e2b-"+sb.SandboxID+"\n" {
+			t.Fatalf("symlink to / read %d %q, want the sandbox's own hostname", linkStatus, linkBody)
+		}
+	} else if linkStatus == 200 {
+		t.Fatalf("symlink escaped: %q", linkBody)
 	}
 
 	// Secure sandbox: no token, no access; a signature opens one file.

@@ -26,6 +26,7 @@ const (
 //	DELETE /_sandboxd/faults/{faultID}                clear one → 204 (404 if unknown)
 //	POST   /_sandboxd/sandboxes/{sandboxID}/kill      "killed from the dashboard" → 204 (404 if unknown);
 //	                                                  optional body {"reason": "request"} sets kill_reason
+//	GET    /_sandboxd/isolation                       the isolation and limits in force → 200 IsolationReport
 //
 // A route fault, for example
 //
@@ -44,7 +45,7 @@ const (
 // applies to the next webhook delivery attempts.
 type Fault struct {
 	// Route selects API calls by method and route as sandboxd registers them
-	// (see e2b-api.md; the wildcard's name does not matter, so
+	// (the provider's routes, docs/provider.md; the wildcard's name does not matter, so
 	// "DELETE /sandboxes/{id}" works). A route without a method matches every
 	// method; "*" matches every API route. /health and /_sandboxd are never
 	// affected.

@@ -2,6 +2,7 @@ package sandboxd
 
 import (
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -43,13 +44,45 @@ func splitSandboxPath(p string) (rel, under string, ok bool) {
 	return "", "", false
 }
 
-// systemDirs are the host directories every sandbox sees read-only.
+// fileOps is envd's file access to one sandbox. Paths are absolute and
+// clean, as the sandbox sees them (cleanSandboxPath). Errors wrap the
+// errno of the failure, so fs.ErrNotExist and friends work, plus
+// syscall.EISDIR, ENOTDIR, EROFS and ENOSPC for the cases envd words itself.
+type fileOps interface {
+	// entry describes p itself (a symlink is not followed).
+	entry(p string) (entryInfo, error)
+	// isDir follows symlinks.
+	isDir(p string) (bool, error)
+	// open opens a file for reading; a directory is EISDIR.
+	open(p string) (io.ReadCloser, int64, error)
+	// create opens a file for writing, truncated, making its parents.
+	create(p string) (io.WriteCloser, error)
+	// mkdir makes p and its parents; an existing p is fs.ErrExist.
+	mkdir(p string) (entryInfo, error)
+	// move renames src to dst, making dst's parents.
+	move(src, dst string) (entryInfo, error)
+	// list describes what is under directory p, depth levels deep.
+	list(p string, depth int) ([]entryInfo, error)
+	// remove deletes p and everything below it.
+	remove(p string) error
+}
+
+// isProtectedPath reports the paths no client may remove: the roots of the
+// sandbox's own trees and the root itself.
+func isProtectedPath(p string) bool {
+	return p == "/" || p == homeDir || p == "/tmp"
+}
+
+// systemDirs are the host directories a sandbox without isolation reads
+// through the files API.
 var systemDirs = []string{"/usr", "/etc", "/opt", "/var", "/bin", "/sbin", "/lib", "/lib64"}
 
-// sandboxFS gives file operations the sandbox's view: /home/user and /tmp
-// are the sandbox's own directories, opened through os.Root so that no
-// symlink inside them reaches the host; system directories are read-only.
-type sandboxFS struct {
+// hostFiles is fileOps for IsolationNone: /home/user and /tmp are the
+// sandbox's own directories, opened through os.Root so that no symlink
+// inside them reaches the rest of the host; system directories are the
+// host's, read-only; anything else does not exist. An isolated sandbox uses
+// its agent instead, which sees exactly what the sandbox sees.
+type hostFiles struct {
 	dir string
 }
 
@@ -67,9 +100,7 @@ func (p *fsPath) close() {
 	}
 }
 
-var errReadOnly = errors.New("read-only file system")
-
-func (f sandboxFS) resolve(p string, write bool) (*fsPath, error) {
+func (f hostFiles) resolve(p string, write bool) (*fsPath, error) {
 	display := cleanSandboxPath(p)
 	if rel, under, ok := splitSandboxPath(display); ok {
 		sub := "home"
@@ -89,12 +120,12 @@ func (f sandboxFS) resolve(p string, write bool) (*fsPath, error) {
 	for _, d := range systemDirs {
 		if display == d || strings.HasPrefix(display, d+"/") {
 			if write {
-				return nil, &fs.PathError{Op: "write", Path: display, Err: errReadOnly}
+				return nil, &fs.PathError{Op: "write", Path: display, Err: syscall.EROFS}
 			}
 			return &fsPath{display: display, host: display}, nil
 		}
 	}
-	return nil, &fs.PathError{Op: "open", Path: display, Err: fs.ErrNotExist}
+	return nil, &fs.PathError{Op: "open", Path: display, Err: syscall.ENOENT}
 }
 
 func (p *fsPath) stat() (fs.FileInfo, error) {
@@ -111,7 +142,7 @@ func (p *fsPath) lstat() (fs.FileInfo, error) {
 	return os.Lstat(p.host)
 }
 
-func (p *fsPath) open() (*os.File, error) {
+func (p *fsPath) openFile() (*os.File, error) {
 	if p.root != nil {
 		return p.root.Open(p.rel)
 	}
@@ -125,16 +156,6 @@ func (p *fsPath) readlink() (string, error) {
 	return os.Readlink(p.host)
 }
 
-// create opens the file for writing, making its parents, truncating it.
-func (p *fsPath) create() (*os.File, error) {
-	if dir := path.Dir(p.rel); dir != "." {
-		if err := p.root.MkdirAll(dir, 0o755); err != nil {
-			return nil, err
-		}
-	}
-	return p.root.OpenFile(p.rel, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-}
-
 // child resolves a name inside directory p.
 func (p *fsPath) child(name string) *fsPath {
 	c := *p
@@ -145,6 +166,195 @@ func (p *fsPath) child(name string) *fsPath {
 		c.host = path.Join(p.host, name)
 	}
 	return &c
+}
+
+func (p *fsPath) entry() (entryInfo, error) {
+	fi, err := p.lstat()
+	if err != nil {
+		return entryInfo{}, err
+	}
+	return newEntry(p.display, fi, p.readlink, func(uid, gid uint32) (string, string) { return idName(uid), idName(gid) }), nil
+}
+
+// sub returns the resolved path of q, a path below p.display.
+func (p *fsPath) sub(q string) *fsPath {
+	if q == p.display {
+		return p
+	}
+	return p.child(strings.TrimPrefix(q, p.display+"/"))
+}
+
+func (f hostFiles) entry(p string) (entryInfo, error) {
+	fp, err := f.resolve(p, false)
+	if err != nil {
+		return entryInfo{}, err
+	}
+	defer fp.close()
+	return fp.entry()
+}
+
+func (f hostFiles) isDir(p string) (bool, error) {
+	fp, err := f.resolve(p, false)
+	if err != nil {
+		return false, err
+	}
+	defer fp.close()
+	fi, err := fp.stat()
+	if err != nil {
+		return false, err
+	}
+	return fi.IsDir(), nil
+}
+
+func (f hostFiles) open(p string) (io.ReadCloser, int64, error) {
+	fp, err := f.resolve(p, false)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer fp.close()
+	fi, err := fp.stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	if fi.IsDir() {
+		return nil, 0, &fs.PathError{Op: "open", Path: fp.display, Err: syscall.EISDIR}
+	}
+	file, err := fp.openFile()
+	if err != nil {
+		return nil, 0, err
+	}
+	return file, fi.Size(), nil
+}
+
+func (f hostFiles) create(p string) (io.WriteCloser, error) {
+	fp, err := f.resolve(p, true)
+	if err != nil {
+		return nil, err
+	}
+	defer fp.close()
+	if fi, err := fp.stat(); err == nil && fi.IsDir() {
+		return nil, &fs.PathError{Op: "open", Path: fp.display, Err: syscall.EISDIR}
+	}
+	if dir := path.Dir(fp.rel); dir != "." {
+		if err := fp.root.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	file, err := fp.root.OpenFile(fp.rel, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return file, nil
+}
+
+func (f hostFiles) mkdir(p string) (entryInfo, error) {
+	fp, err := f.resolve(p, true)
+	if err != nil {
+		return entryInfo{}, err
+	}
+	defer fp.close()
+	if _, err := fp.lstat(); err == nil {
+		return entryInfo{}, &fs.PathError{Op: "mkdir", Path: fp.display, Err: syscall.EEXIST}
+	}
+	if err := fp.root.MkdirAll(fp.rel, 0o755); err != nil {
+		return entryInfo{}, err
+	}
+	return fp.entry()
+}
+
+func (f hostFiles) move(src, dst string) (entryInfo, error) {
+	s, err := f.resolve(src, true)
+	if err != nil {
+		return entryInfo{}, err
+	}
+	defer s.close()
+	d, err := f.resolve(dst, true)
+	if err != nil {
+		return entryInfo{}, err
+	}
+	defer d.close()
+	if _, err := s.lstat(); err != nil {
+		return entryInfo{}, err
+	}
+	if s.root.Name() != d.root.Name() {
+		return entryInfo{}, &os.LinkError{Op: "rename", Old: s.display, New: d.display, Err: syscall.EXDEV}
+	}
+	if dir := path.Dir(d.rel); dir != "." {
+		if err := d.root.MkdirAll(dir, 0o755); err != nil {
+			return entryInfo{}, err
+		}
+	}
+	if err := s.root.Rename(s.rel, d.rel); err != nil {
+		return entryInfo{}, err
+	}
+	return d.entry()
+}
+
+func (f hostFiles) list(p string, depth int) ([]entryInfo, error) {
+	fp, err := f.resolve(p, false)
+	if err != nil {
+		return nil, err
+	}
+	defer fp.close()
+	fi, err := fp.stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return nil, &fs.PathError{Op: "list", Path: fp.display, Err: syscall.ENOTDIR}
+	}
+	names := func(q string) ([]string, error) {
+		d, err := fp.sub(q).openFile()
+		if err != nil {
+			return nil, err
+		}
+		defer d.Close()
+		return d.Readdirnames(-1)
+	}
+	return listTree(fp.display, depth, names, func(q string) (entryInfo, error) { return fp.sub(q).entry() })
+}
+
+func (f hostFiles) remove(p string) error {
+	fp, err := f.resolve(p, true)
+	if err != nil {
+		return err
+	}
+	defer fp.close()
+	if _, err := fp.lstat(); err != nil {
+		return err
+	}
+	return fp.root.RemoveAll(fp.rel)
+}
+
+// listTree lists directory p (the caller has checked it is one) depth
+// levels deep with readDir and entry, which both sides of the agent
+// provide. Entries that vanish meanwhile are skipped.
+func listTree(p string, depth int, readDir func(string) ([]string, error), entry func(string) (entryInfo, error)) ([]entryInfo, error) {
+	entries := []entryInfo{}
+	var walk func(dir string, level int) error
+	walk = func(dir string, level int) error {
+		names, err := readDir(dir)
+		if err != nil {
+			return err
+		}
+		for _, name := range names {
+			e, err := entry(path.Join(dir, name))
+			if err != nil {
+				continue
+			}
+			entries = append(entries, e)
+			if e.Type == "FILE_TYPE_DIRECTORY" && level < depth {
+				if err := walk(e.Path, level+1); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	if err := walk(p, 1); err != nil {
+		return nil, err
+	}
+	return entries, nil
 }
 
 // entryInfo is envd's EntryInfo in protobuf JSON (int64 as a string,
@@ -162,36 +372,43 @@ type entryInfo struct {
 	SymlinkTarget *string   `json:"symlinkTarget,omitempty"`
 }
 
-func (p *fsPath) entry() (entryInfo, error) {
-	fi, err := p.lstat()
-	if err != nil {
-		return entryInfo{}, err
-	}
+// newEntry describes fi (an lstat result) found at display.
+func newEntry(display string, fi fs.FileInfo, readlink func() (string, error), names func(uid, gid uint32) (string, string)) entryInfo {
 	e := entryInfo{
-		Name: path.Base(p.display), Path: p.display, Size: strconv.FormatInt(fi.Size(), 10),
+		Name: path.Base(display), Path: display, Size: strconv.FormatInt(fi.Size(), 10),
 		Mode: uint32(fi.Mode().Perm()), Permissions: fi.Mode().String(), Owner: "root", Group: "root",
 		ModifiedTime: fi.ModTime().UTC(), Type: "FILE_TYPE_FILE",
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		e.Owner, e.Group = idName(st.Uid), idName(st.Gid)
+		e.Owner, e.Group = names(st.Uid, st.Gid)
 	}
 	switch {
 	case fi.Mode()&fs.ModeSymlink != 0:
 		e.Type = "FILE_TYPE_SYMLINK"
-		if t, err := p.readlink(); err == nil {
+		if t, err := readlink(); err == nil {
 			e.SymlinkTarget = &t
 		}
 	case fi.IsDir():
 		e.Type = "FILE_TYPE_DIRECTORY"
 	}
-	return e, nil
+	return e
 }
 
-// idName names a uid or gid: sandbox processes run as root, so anything else
-// is shown by number.
+// idName names a uid or gid without isolation: commands run as sandboxd's
+// own user, so anything but root is shown by number.
 func idName(id uint32) string {
 	if id == 0 {
 		return "root"
 	}
 	return strconv.FormatUint(uint64(id), 10)
+}
+
+// isErrno reports whether err is, or wraps, one of errnos.
+func isErrno(err error, errnos ...syscall.Errno) bool {
+	for _, n := range errnos {
+		if errors.Is(err, n) {
+			return true
+		}
+	}
+	return false
 }

@@ -33,6 +33,13 @@ func newClient(t testing.TB, opts ...sandboxdtest.Option) *client {
 	return &client{t: t, h: h, http: h.HTTPClient()}
 }
 
+// forTest is c for a subtest, which must fail on its own t.
+func (c *client) forTest(t testing.TB) *client {
+	cc := *c
+	cc.t = t
+	return &cc
+}
+
 // do calls the API and returns the status and body.
 func (c *client) do(method, path string, body any) (int, []byte, http.Header) {
 	c.t.Helper()

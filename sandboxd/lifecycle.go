@@ -40,10 +40,14 @@ type createParams struct {
 func (s *Server) create(p createParams) (record, error) {
 	id := newSandboxID()
 	dir := filepath.Join(s.sandboxesDir(), id)
-	for _, d := range []string{"home", "tmp"} {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
-			return record{}, internalError(err)
-		}
+	hostUID, err := s.reserve(nil)
+	if err != nil {
+		return record{}, err
+	}
+	defer s.unreserve(hostUID)
+	if err := s.makeSandboxFiles(id, hostUID); err != nil {
+		s.removeSandboxFiles(id)
+		return record{}, internalError(err)
 	}
 	t := now()
 	rec := record{
@@ -51,12 +55,13 @@ func (s *Server) create(p createParams) (record, error) {
 		AllowInternet: p.allowInternet, AutoPause: p.autoPause, AutoPauseMemory: p.autoPauseMemory,
 		AutoResume: p.autoResume, ResumeTimeout: int(p.timeout / time.Second),
 		State: stateRunning, CreatedAt: t, StartedAt: t, EndAt: t.Add(p.timeout), ExecutionID: newUUID(),
+		HostUID: hostUID,
 	}
 	if p.secure {
 		rec.AccessToken = randomHex(32)
 	}
 	if err := s.saveRecord(rec); err != nil {
-		os.RemoveAll(dir)
+		s.removeSandboxFiles(id)
 		return record{}, internalError(err)
 	}
 	sb := &sandbox{id: id, dir: dir, rec: rec}
@@ -76,6 +81,83 @@ func (s *Server) create(p createParams) (record, error) {
 	s.mu.Unlock()
 	s.deliverEvent(ev)
 	return rec.clone(), nil
+}
+
+// makeSandboxFiles lays out a new sandbox's files: a disk image when the
+// disk limit is in force, otherwise a directory booting fills in.
+func (s *Server) makeSandboxFiles(id string, hostUID int) error {
+	dir := filepath.Join(s.sandboxesDir(), id)
+	if s.iso.mode == IsolationNone {
+		for _, d := range []string{"home", "tmp"} {
+			if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return err
+	}
+	if s.iso.limits.Disk > 0 {
+		uid := hostUID
+		if uid == 0 {
+			uid = os.Geteuid()
+		}
+		return createImage(s.imagePath(id), s.iso.limits.Disk, uid, uid)
+	}
+	return nil
+}
+
+// maxSandboxesError is the provider's answer at the concurrency limit.
+func (s *Server) maxSandboxesError() *opError {
+	return &opError{http.StatusTooManyRequests, fmt.Sprintf("you have reached the maximum number of concurrent E2B sandboxes (%d). "+
+		"If you need more, please visit 'https://e2b.dev/docs/billing'", s.cfg.MaxSandboxes)}
+}
+
+// reserve takes a place under the running cap for a sandbox about to
+// start (sb is nil for a new one, which also gets a host uid when root
+// sandboxd isolates). The caller must unreserve.
+func (s *Server) reserve(sb *sandbox) (hostUID int, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cfg.MaxSandboxes > 0 {
+		running := s.starting
+		for _, other := range s.sandboxes {
+			if other != sb && !other.gone && other.rec.State == stateRunning {
+				running++
+			}
+		}
+		if running >= s.cfg.MaxSandboxes {
+			return 0, s.maxSandboxesError()
+		}
+	}
+	s.starting++
+	if sb == nil && s.iso.root && s.iso.mode == IsolationBwrap {
+		hostUID = s.allocUIDLocked()
+		s.startingUIDs[hostUID] = true
+	}
+	return hostUID, nil
+}
+
+func (s *Server) unreserve(hostUID int) {
+	s.mu.Lock()
+	s.starting--
+	delete(s.startingUIDs, hostUID)
+	s.mu.Unlock()
+}
+
+// allocUIDLocked finds the lowest host uid above the base that no sandbox
+// has: a paused sandbox keeps its uid, since its files belong to it.
+func (s *Server) allocUIDLocked() int {
+	used := map[int]bool{}
+	for _, sb := range s.sandboxes {
+		used[sb.rec.HostUID] = true
+	}
+	for uid := s.iso.uidBase + 1; ; uid++ {
+		if !used[uid] && !s.startingUIDs[uid] {
+			return uid
+		}
+	}
 }
 
 // acquire locks a sandbox for a transition; the caller must sb.op.Unlock().
@@ -146,7 +228,12 @@ func (s *Server) pauseLocked(sb *sandbox, memory bool) error {
 	if memory {
 		kind = snapshotMemory
 		if sb.vm != nil {
-			sb.vm.freeze()
+			if err := sb.vm.freeze(); err != nil {
+				// Better a cold boot later than a sandbox that runs on while paused.
+				s.log.Error("freeze sandbox, stopping it instead", "sandbox_id", rec.ID, "err", err)
+				sb.vm.kill()
+				sb.vm = nil
+			}
 		}
 	} else if sb.vm != nil {
 		sb.vm.kill()
@@ -192,9 +279,19 @@ func (s *Server) connectLocked(sb *sandbox, timeout time.Duration, keepMemory bo
 		}
 		return rec, false, nil
 	}
+	if _, err := s.reserve(sb); err != nil {
+		return record{}, false, err
+	}
+	defer s.unreserve(0)
+	thawed := false
 	if rec.Snapshot == snapshotMemory && keepMemory && sb.vm != nil && sb.vm.alive() {
-		sb.vm.thaw()
-	} else if sb.vm != nil {
+		if err := sb.vm.thaw(); err != nil {
+			s.log.Error("thaw sandbox, cold-booting it instead", "sandbox_id", rec.ID, "err", err)
+		} else {
+			thawed = true
+		}
+	}
+	if !thawed && sb.vm != nil {
 		sb.vm.kill()
 		sb.vm = nil
 	}
@@ -351,13 +448,44 @@ func (s *Server) machineFor(sb *sandbox) (*machine, error) {
 		return sb.vm, nil
 	}
 	if sb.vm != nil {
-		s.log.Warn("sandbox holder died, booting a new one", "sandbox_id", sb.id)
+		s.log.Warn("sandbox stopped on its own, booting it again", "sandbox_id", sb.id)
 		sb.vm.kill()
+		sb.vm = nil
 	}
-	m, err := bootMachine(s.iso, sb.id, sb.dir)
+	var b backend
+	var err error
+	if s.iso.mode == IsolationNone {
+		b, err = bootPlain(sb.dir, s.existingImage(sb.id))
+	} else {
+		b, err = bootNS(s.nsConfig(sb))
+	}
 	if err != nil {
 		return nil, err
 	}
-	sb.vm = m
-	return m, nil
+	sb.vm = newMachine(b)
+	return sb.vm, nil
+}
+
+func (s *Server) nsConfig(sb *sandbox) nsConfig {
+	s.mu.Lock()
+	hostUID := sb.rec.HostUID
+	s.mu.Unlock()
+	cfg := nsConfig{
+		id: sb.id, dir: sb.dir, hostUID: -1, hostGID: -1, bwrap: s.iso.bwrap,
+		cgroups: s.iso.cg, limits: s.iso.limits, log: s.log,
+	}
+	if s.iso.root {
+		cfg.hostUID, cfg.hostGID = hostUID, hostUID
+	}
+	cfg.image = s.existingImage(sb.id)
+	return cfg
+}
+
+// existingImage is the sandbox's disk image, or "" for a sandbox created
+// while the disk limit was off (its files are a plain directory).
+func (s *Server) existingImage(id string) string {
+	if _, err := os.Stat(s.imagePath(id)); err != nil {
+		return ""
+	}
+	return s.imagePath(id)
 }

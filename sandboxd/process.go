@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
 	"sync"
 	"syscall"
 	"time"
@@ -47,7 +46,7 @@ type process struct {
 	pid   uint32
 	cfg   processConfig
 	tag   *string
-	cmd   *exec.Cmd
+	m     *machine
 	done  chan struct{}
 	stdin io.WriteCloser // nil when stdin is closed or was never open
 
@@ -98,74 +97,14 @@ func (p *process) publish(ev procEvent) {
 	}
 }
 
-// startProcess starts cmd in m, streaming to first (subscribed before any
-// output exists, so the Start stream misses nothing). timeout > 0 kills the
-// process after that long, like envd's Connect-Timeout-Ms handling.
-func (m *machine) startProcess(cfg processConfig, tag *string, openStdin bool, env []string, cwd string, timeout time.Duration) (*process, *subscriber, error) {
-	c, err := m.command(cfg.Cmd, cfg.Args, cwd, env)
-	if err != nil {
-		return nil, nil, err
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		return nil, nil, err
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		return nil, nil, err
-	}
-	c.Stdout, c.Stderr = outW, errW
-	var stdin io.WriteCloser
-	if openStdin {
-		if stdin, err = c.StdinPipe(); err != nil {
-			outR.Close()
-			outW.Close()
-			errR.Close()
-			errW.Close()
-			return nil, nil, err
-		}
-	}
-	p := &process{cfg: cfg, tag: tag, cmd: c, done: make(chan struct{}), stdin: stdin, subs: map[*subscriber]struct{}{}}
-	first := p.subscribe()
-
-	m.mu.Lock()
-	if m.killed {
-		m.mu.Unlock()
-		outR.Close()
-		outW.Close()
-		errR.Close()
-		errW.Close()
-		return nil, nil, errors.New("sandbox is stopping")
-	}
-	err = c.Start()
-	if err == nil {
-		p.pid = uint32(c.Process.Pid)
-		m.procs[p.pid] = p
-		if m.frozen {
-			// Raced with a memory pause: freeze() signalled the group
-			// before this process joined it.
-			_ = syscall.Kill(c.Process.Pid, syscall.SIGSTOP)
-		}
-	}
-	m.mu.Unlock()
-	outW.Close()
-	errW.Close()
-	if err != nil {
-		outR.Close()
-		errR.Close()
-		return nil, nil, err
-	}
-
+// run streams the command's output to its subscribers and reports its end.
+func (p *process) run(outR, errR *os.File, wait func() exitInfo, timeout time.Duration) {
 	var readers sync.WaitGroup
 	for _, r := range []struct {
 		f      *os.File
 		stderr bool
 	}{{outR, false}, {errR, true}} {
-		readers.Add(1)
-		go func() {
-			defer readers.Done()
+		readers.Go(func() {
 			buf := make([]byte, 32<<10)
 			for {
 				n, err := r.f.Read(buf)
@@ -181,15 +120,15 @@ func (m *machine) startProcess(cfg processConfig, tag *string, openStdin bool, e
 					return
 				}
 			}
-		}()
+		})
 	}
 
 	var timer *time.Timer
 	if timeout > 0 {
-		timer = time.AfterFunc(timeout, func() { p.signal(syscall.SIGKILL) })
+		timer = time.AfterFunc(timeout, func() { _ = p.signal(syscall.SIGKILL) })
 	}
 	go func() {
-		waitErr := c.Wait()
+		exit := wait()
 		if timer != nil {
 			timer.Stop()
 		}
@@ -207,15 +146,11 @@ func (m *machine) startProcess(cfg processConfig, tag *string, openStdin bool, e
 		}
 		outR.Close()
 		errR.Close()
-		end := &procEnd{Status: c.ProcessState.String(), Exited: c.ProcessState.Exited()}
-		end.ExitCode = int32(c.ProcessState.ExitCode())
-		if waitErr != nil {
-			msg := waitErr.Error()
-			end.Error = &msg
+		end := &procEnd{Status: exit.Status, Exited: exit.Exited, ExitCode: int32(exit.Code)}
+		if !exit.Exited || exit.Code != 0 {
+			end.Error = &exit.Status
 		}
-		m.mu.Lock()
-		delete(m.procs, p.pid)
-		m.mu.Unlock()
+		p.m.forget(p)
 		p.mu.Lock()
 		p.end = end
 		subs := p.subs
@@ -231,15 +166,12 @@ func (m *machine) startProcess(cfg processConfig, tag *string, openStdin bool, e
 		p.closeStdin()
 		close(p.done)
 	}()
-	return p, first, nil
 }
 
 // signal sends sig to the process and everything below it: the pid the
-// client knows may be a wrapper (nsenter, bash) around the real program.
-func (p *process) signal(sig syscall.Signal) {
-	for _, pid := range descendants(int(p.pid)) {
-		_ = syscall.Kill(pid, sig)
-	}
+// client knows may be a shell around the real program.
+func (p *process) signal(sig syscall.Signal) error {
+	return p.m.b.signal(int(p.pid), sig)
 }
 
 func (p *process) writeStdin(b []byte) error {
@@ -259,31 +191,4 @@ func (p *process) closeStdin() {
 		p.stdin.Close()
 		p.stdin = nil
 	}
-}
-
-func (m *machine) process(pid uint32) *process {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.procs[pid]
-}
-
-func (m *machine) processByTag(tag string) *process {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, p := range m.procs {
-		if p.tag != nil && *p.tag == tag {
-			return p
-		}
-	}
-	return nil
-}
-
-func (m *machine) processes() []*process {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := make([]*process, 0, len(m.procs))
-	for _, p := range m.procs {
-		out = append(out, p)
-	}
-	return out
 }

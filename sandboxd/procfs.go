@@ -6,26 +6,8 @@ import (
 	"strings"
 )
 
-// pidsInNamespaceOf lists host pids of the processes that share the PID
-// namespace of pid, except pid itself.
-func pidsInNamespaceOf(pid int) []int {
-	want, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid")
-	if err != nil {
-		return nil
-	}
-	var out []int
-	for _, p := range allPids() {
-		if p == pid {
-			continue
-		}
-		if ns, err := os.Readlink("/proc/" + strconv.Itoa(p) + "/ns/pid"); err == nil && ns == want {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// descendants returns pid and every process below it, parents first.
+// descendants returns pid and every process below it, parents first, as
+// the /proc of the caller's PID namespace shows them.
 func descendants(pid int) []int {
 	children := map[int][]int{}
 	for _, p := range allPids() {

@@ -133,6 +133,11 @@ func (p *sandboxProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		timeout := time.Duration(max(rec.ResumeTimeout, 1)) * time.Second
 		if _, _, err := p.s.connect(id, timeout, true); err != nil {
+			var oe *opError
+			if errors.As(err, &oe) && oe.Status == http.StatusTooManyRequests {
+				proxyFailure(w, r, oe.Status, id, oe.Message, nil)
+				return
+			}
 			proxyFailure(w, r, http.StatusBadGateway, id, "The sandbox was not found", nil)
 			return
 		}

@@ -1,8 +1,11 @@
 package sandboxd_test
 
 import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -10,60 +13,85 @@ import (
 	"sandman/sandboxd/sandboxdtest"
 )
 
-func TestRestartKeepsFilesystemSnapshots(t *testing.T) {
+func TestRestartKeepsEverySandboxsFiles(t *testing.T) {
 	t.Parallel()
 	c := newClient(t)
 	rcv := newReceiver(t, "restart")
 	c.must(201, "POST", "/events/webhooks", map[string]any{"name": "r", "url": rcv.srv.URL, "enabled": true,
-		"events": []string{"sandbox.lifecycle.killed"}, "signatureSecret": "restart"}, nil)
+		"events": []string{"sandbox.lifecycle.paused", "sandbox.lifecycle.killed"}, "signatureSecret": "restart"}, nil)
 
 	fsPaused := c.create(map[string]any{"metadata": map[string]string{"kind": "fs"}, "secure": true})
-	c.run(fsPaused, "echo survived > keep.txt")
+	c.run(fsPaused, "echo fs > keep.txt")
 	c.must(204, "POST", "/sandboxes/"+fsPaused.SandboxID+"/pause", map[string]any{"memory": false}, nil)
 
 	memPaused := c.create(nil)
 	port := appPort(t, c.h)
 	c.startCounter(memPaused, port)
-	appPid := c.startBackground(memPaused, "sleep 600")
+	c.run(memPaused, "echo mem > keep.txt")
 	c.must(204, "POST", "/sandboxes/"+memPaused.SandboxID+"/pause", nil, nil)
-	running := c.create(nil)
+
+	running := c.create(map[string]any{"secure": true})
+	c.run(running, "echo running > keep.txt")
+	marker := "sleep 600." + strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
+	c.startBackground(running, marker)
+	waitFor(t, "the background process", 5*time.Second, func() bool { return len(pidsRunning(marker)) > 0 })
+
+	gone := c.create(nil)
+	c.must(204, "POST", "/sandboxes/"+gone.SandboxID+"/pause", map[string]any{"memory": false}, nil)
 	before := len(c.events("?limit=100"))
 
 	c.h.Restart(t)
-
-	if err := syscall.Kill(int(appPid), 0); err == nil {
-		t.Fatalf("process %d outlived sandboxd", appPid)
+	for _, f := range []string{gone.SandboxID, gone.SandboxID + ".ext4"} {
+		os.RemoveAll(filepath.Join(c.h.StateDir, "sandboxes", f))
 	}
-	if d := c.info(fsPaused.SandboxID); d.State != "paused" || d.Metadata["kind"] != "fs" {
-		t.Fatalf("filesystem snapshot after restart: %+v", d)
+	c.h.Restart(t) // the files went missing while sandboxd was down
+
+	if left := pidsRunning(marker); len(left) > 0 {
+		t.Fatalf("processes %v outlived sandboxd", left)
 	}
 	var page []listedSandbox
 	c.must(200, "GET", "/v2/sandboxes?state=paused", nil, &page)
-	if len(page) != 1 || page[0].SandboxID != fsPaused.SandboxID {
-		t.Fatalf("paused list after restart: %+v", page)
+	var ids []string
+	for _, p := range page {
+		ids = append(ids, p.SandboxID)
 	}
-	var sb sandboxBody
-	c.must(201, "POST", "/sandboxes/"+fsPaused.SandboxID+"/connect", map[string]any{"timeout": 60}, &sb)
-	if sb.EnvdAccessToken != fsPaused.EnvdAccessToken {
-		t.Fatal("the access token changed across the restart")
+	slices.Sort(ids)
+	want := []string{fsPaused.SandboxID, memPaused.SandboxID, running.SandboxID}
+	slices.Sort(want)
+	if !slices.Equal(ids, want) {
+		t.Fatalf("paused after restart: %v, want %v", ids, want)
 	}
-	if res := c.run(sb, "cat keep.txt"); res.stdout != "survived\n" {
-		t.Fatalf("file after restart: %+v", res)
+	if d := c.info(fsPaused.SandboxID); d.Metadata["kind"] != "fs" {
+		t.Fatalf("metadata after restart: %+v", d)
+	}
+	// After the three pauses by request, the provider's account of the
+	// restarts: a paused event for the running sandbox, none for the ones
+	// paused already, and a kill for the one whose files are gone.
+	if got := rcv.waitEvents(5); types(got) != "paused paused paused paused killed" ||
+		got[3].SandboxID != running.SandboxID || got[4].SandboxID != gone.SandboxID {
+		t.Fatalf("webhooks across the restarts: %s", mustJSON(t, got))
+	}
+	if evs := c.events("/" + gone.SandboxID); evs[0].Type != "sandbox.lifecycle.killed" || evs[0].EventData["kill_reason"] != "orphaned" {
+		t.Fatalf("lost sandbox: %s", mustJSON(t, evs))
+	}
+	c.must(404, "GET", "/sandboxes/"+gone.SandboxID, nil, nil)
+	if after := len(c.events("?limit=100")); after != before+2 {
+		t.Fatalf("events before %d, after %d: want the old ones kept, a pause and a kill added", before, after)
 	}
 
-	// What could not survive is killed, with events and webhooks.
-	for _, id := range []string{memPaused.SandboxID, running.SandboxID} {
-		c.must(404, "GET", "/sandboxes/"+id, nil, nil)
-		evs := c.events("/" + id)
-		if evs[0].Type != "sandbox.lifecycle.killed" || evs[0].EventData["kill_reason"] != "orphaned" {
-			t.Fatalf("%s: %s", id, mustJSON(t, evs))
+	// Each resumes cold, with its files and without its processes.
+	for _, sb := range []sandboxBody{fsPaused, memPaused, running} {
+		var resumed sandboxBody
+		c.must(201, "POST", "/sandboxes/"+sb.SandboxID+"/connect", map[string]any{"timeout": 60}, &resumed)
+		if resumed.EnvdAccessToken != sb.EnvdAccessToken {
+			t.Fatal("the access token changed across the restart")
+		}
+		if res := c.run(resumed, "cat keep.txt"); !strings.HasSuffix(res.stdout, "\n") || res.exitCode != 0 {
+			t.Fatalf("%s: files after restart: %+v", sb.SandboxID, res)
 		}
 	}
-	if got := rcv.waitEvents(2); types(got) != "killed killed" {
-		t.Fatalf("webhooks after restart: %s", types(got))
-	}
-	if after := len(c.events("?limit=100")); after != before+3 {
-		t.Fatalf("events before %d, after %d: want the old ones kept and 2 kills + 1 resume added", before, after)
+	if status, _ := c.preview(memPaused.SandboxID, port); status != 502 {
+		t.Fatalf("the app of the memory-paused sandbox answered %d after a restart; its memory is gone", status)
 	}
 }
 
@@ -85,8 +113,8 @@ func TestRestartDeliversPendingWebhooks(t *testing.T) {
 	if got[0].SandboxID != sb.SandboxID || got[0].Type != "sandbox.lifecycle.created" {
 		t.Fatalf("after restart: %+v", got)
 	}
-	// The running sandbox did not survive; its kill follows the create.
-	if got := rcv.waitEvents(2); !strings.HasSuffix(types(got), "killed") {
+	// The running sandbox stopped with sandboxd; its pause follows the create.
+	if got := rcv.waitEvents(2); !strings.HasSuffix(types(got), "paused") {
 		t.Fatalf("after restart: %s", types(got))
 	}
 }

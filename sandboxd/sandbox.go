@@ -57,6 +57,10 @@ type record struct {
 	// the provider reports it.
 	EndAt       time.Time `json:"endAt"`
 	ExecutionID string    `json:"executionID"`
+	// HostUID is the host uid the sandbox's user maps to when root sandboxd
+	// isolates it; its files belong to that uid, so it stays the same for
+	// the sandbox's whole life.
+	HostUID int `json:"hostUID,omitempty"`
 }
 
 func (r record) clone() record {

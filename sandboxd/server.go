@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -21,7 +22,7 @@ import (
 type Server struct {
 	cfg    Config
 	log    *slog.Logger
-	iso    Isolation
+	iso    *isolation
 	teamID string
 
 	events  *eventStore
@@ -33,6 +34,10 @@ type Server struct {
 	mu        sync.Mutex
 	sandboxes map[string]*sandbox
 	closing   bool
+	// starting counts sandboxes being created or resumed, which the running
+	// cap counts already; startingUIDs are host uids being handed out.
+	starting     int
+	startingUIDs map[int]bool
 
 	apiLn, sbxLn   net.Listener
 	apiSrv, sbxSrv *http.Server
@@ -42,14 +47,16 @@ type Server struct {
 	shutdownErr    error
 }
 
-// New prepares a Server from cfg: it reads the state directory, kills (with
-// events) the sandboxes a previous run left that cannot be served any more,
-// and picks the isolation. It does not listen yet.
+// New prepares a Server from cfg: it picks the isolation (refusing to start
+// when cfg asks for one that cannot work here), logs it with the limits in
+// force, and reads the state directory, turning what a previous run left
+// running into filesystem snapshots (docs/sandboxd.md, "Restarts"). It
+// does not listen yet.
 func New(cfg Config) (*Server, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, sandboxes: map[string]*sandbox{}}
+	s := &Server{cfg: cfg, log: cfg.Logger, sandboxes: map[string]*sandbox{}, startingUIDs: map[int]bool{}}
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	// One team per API key, stable across restarts.
 	sum := sha256.Sum256([]byte(cfg.APIKey))
@@ -58,12 +65,20 @@ func New(cfg Config) (*Server, error) {
 	if err := os.MkdirAll(s.sandboxesDir(), 0o755); err != nil {
 		return nil, fmt.Errorf("sandboxd: state dir: %w", err)
 	}
-	iso, reason, err := detectIsolation(cfg.Isolation)
+	iso, err := detectIsolation(cfg)
 	if err != nil {
 		return nil, err
 	}
 	s.iso = iso
-	s.log.Info("sandbox isolation", "mode", string(iso), "reason", reason)
+	if iso.root && iso.mode == IsolationBwrap {
+		// Sandbox users reach their own directories through these two.
+		for _, d := range []string{cfg.StateDir, s.sandboxesDir()} {
+			if err := os.Chmod(d, 0o711); err != nil {
+				return nil, fmt.Errorf("sandboxd: state dir: %w", err)
+			}
+		}
+	}
+	logReport(s.log, iso.report(cfg.MaxSandboxes))
 
 	if s.events, err = openEventStore(cfg.StateDir, cfg.EventRetention); err != nil {
 		return nil, fmt.Errorf("sandboxd: events: %w", err)
@@ -88,49 +103,102 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// recover loads the sandboxes of the previous run. Only filesystem snapshots
-// survive a restart: a running or memory-paused sandbox lost its processes
-// with the previous sandboxd, so it is killed and reported as such.
+// recover loads the sandboxes of the previous run. Their processes died
+// with it, their files did not: a sandbox that was running or paused with
+// its memory comes back paused with a filesystem snapshot, and the ones
+// that were running get the paused event the provider sends. A sandbox
+// whose files are gone is reported killed.
 func (s *Server) recover() error {
+	// A crashed run may have left disk images mounted.
+	if mounts, err := mountsUnder(s.sandboxesDir()); err == nil {
+		for _, m := range mounts {
+			s.log.Warn("unmounting a sandbox disk left by the previous run", "path", m)
+			if err := unmount(m); err != nil {
+				s.log.Error("unmount", "path", m, "err", err)
+			}
+		}
+	}
 	recs, bad, err := s.loadRecords()
 	if err != nil {
 		return fmt.Errorf("sandboxd: read sandboxes: %w", err)
 	}
 	known := map[string]bool{}
+	// Nothing else runs yet, so s.mu need not be held.
 	for _, r := range recs {
 		known[r.ID] = true
-		if r.State == statePaused && r.Snapshot == snapshotFilesystem {
-			s.sandboxes[r.ID] = &sandbox{id: r.ID, dir: filepath.Join(s.sandboxesDir(), r.ID), rec: r}
+		if !s.hasFiles(r.ID) {
+			s.log.Warn("sandbox files lost with the previous run, killing it", "sandbox_id", r.ID, "state", string(r.State))
+			s.removeSandboxFiles(r.ID)
+			s.deliverEvent(s.recordEventLocked(r, EventKilled, killData(r, KillReasonOrphaned)))
 			continue
 		}
-		s.log.Warn("sandbox lost with the previous run, killing it", "sandbox_id", r.ID, "state", string(r.State), "snapshot", string(r.Snapshot))
-		s.removeSandboxFiles(r.ID)
-		// Nothing else runs yet, so s.mu need not be held.
-		s.deliverEvent(s.recordEventLocked(r, EventKilled, killData(r, KillReasonOrphaned)))
+		var ev *event
+		switch {
+		case r.State == stateRunning:
+			t := now()
+			ev = s.recordEventLocked(r, EventPaused, map[string]any{"execution": execution(r.StartedAt, t)})
+			r.State, r.Snapshot, r.EndAt = statePaused, snapshotFilesystem, t
+		case r.Snapshot == snapshotMemory:
+			r.Snapshot = snapshotFilesystem
+		}
+		if r.HostUID == 0 && s.iso.root && s.iso.mode == IsolationBwrap {
+			r.HostUID = s.allocUIDLocked()
+		}
+		if err := s.saveRecord(r); err != nil {
+			return fmt.Errorf("sandboxd: save sandbox %s: %w", r.ID, err)
+		}
+		if ev != nil {
+			s.log.Info("sandbox stopped with the previous run, kept as a filesystem snapshot", "sandbox_id", r.ID)
+			s.deliverEvent(ev)
+		}
+		s.sandboxes[r.ID] = &sandbox{id: r.ID, dir: filepath.Join(s.sandboxesDir(), r.ID), rec: r}
 	}
 	for _, id := range bad {
 		s.log.Error("unreadable sandbox record, removing it", "sandbox_id", id)
 		s.removeSandboxFiles(id)
 	}
-	// Directories without a record are leftovers of an interrupted create or kill.
+	// Files without a record are leftovers of an interrupted create or kill.
 	entries, err := os.ReadDir(s.sandboxesDir())
 	if err != nil {
 		return err
 	}
 	for _, e := range entries {
-		if e.IsDir() && !known[e.Name()] {
+		id, isImage := strings.CutSuffix(e.Name(), imageSuffix)
+		if (e.IsDir() || isImage) && !known[id] {
 			_ = os.RemoveAll(filepath.Join(s.sandboxesDir(), e.Name()))
 		}
 	}
 	return nil
 }
 
+// hasFiles reports whether a sandbox's files are still on disk.
+func (s *Server) hasFiles(id string) bool {
+	for _, p := range []string{s.imagePath(id), filepath.Join(s.sandboxesDir(), id)} {
+		if _, err := os.Stat(p); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
 func (s *Server) removeSandboxFiles(id string) {
-	if err := os.RemoveAll(filepath.Join(s.sandboxesDir(), id)); err != nil {
+	dir := filepath.Join(s.sandboxesDir(), id)
+	// Never delete through a mount: unmount first, or leave the files.
+	if mounts, _ := mountsUnder(dir); len(mounts) > 0 {
+		for _, m := range mounts {
+			if err := unmount(m); err != nil {
+				s.log.Error("remove sandbox files: unmount", "sandbox_id", id, "err", err)
+				return
+			}
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
 		s.log.Error("remove sandbox files", "sandbox_id", id, "err", err)
 	}
-	if err := os.Remove(s.recordPath(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		s.log.Error("remove sandbox record", "sandbox_id", id, "err", err)
+	for _, p := range []string{s.imagePath(id), s.recordPath(id)} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			s.log.Error("remove sandbox files", "sandbox_id", id, "path", p, "err", err)
+		}
 	}
 }
 
@@ -179,12 +247,15 @@ func (s *Server) SandboxURL() string {
 }
 
 // Isolation reports the isolation in use.
-func (s *Server) Isolation() Isolation { return s.iso }
+func (s *Server) Isolation() Isolation { return s.iso.mode }
+
+// IsolationReport reports the isolation and the limits in force.
+func (s *Server) IsolationReport() IsolationReport { return s.iso.report(s.cfg.MaxSandboxes) }
 
 // Shutdown stops serving, stops every sandbox process, delivers the webhooks
 // that are due until ctx ends and saves the rest, and closes the event log.
-// Filesystem-paused sandboxes stay on disk; the others are reported killed
-// at the next start.
+// Every sandbox's files stay on disk; the next start turns the running and
+// memory-paused ones into filesystem snapshots.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.shutdownOnce.Do(func() { s.shutdownErr = s.shutdown(ctx) })
 	return s.shutdownErr
@@ -226,6 +297,9 @@ func (s *Server) shutdown(ctx context.Context) error {
 		})
 	}
 	wg.Wait()
+	if s.iso.cg != nil {
+		s.iso.cg.removeInstance()
+	}
 	if err := s.deliver.shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("save pending deliveries: %w", err))
 	}

@@ -57,6 +57,13 @@ func (s *Server) recordPath(id string) string {
 	return filepath.Join(s.sandboxesDir(), id+".json")
 }
 
+// imageSuffix names a sandbox's disk image next to its record.
+const imageSuffix = ".ext4"
+
+func (s *Server) imagePath(id string) string {
+	return filepath.Join(s.sandboxesDir(), id+imageSuffix)
+}
+
 func (s *Server) saveRecord(r record) error {
 	return writeJSONAtomic(s.recordPath(r.ID), r)
 }

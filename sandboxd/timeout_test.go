@@ -93,18 +93,27 @@ func TestTimeoutMovesWithSetTimeoutAndConnect(t *testing.T) {
 	c := newClient(t)
 	shortened := c.create(map[string]any{"timeout": 3600})
 	extended := c.create(map[string]any{"timeout": 1})
+	firstEnd := c.info(extended.SandboxID).EndAt
 	c.must(204, "POST", "/sandboxes/"+shortened.SandboxID+"/timeout", map[string]any{"timeout": 1}, nil)
 	c.must(200, "POST", "/sandboxes/"+extended.SandboxID+"/connect", map[string]any{"timeout": 60}, nil)
 	c.waitGone(shortened.SandboxID, 3*time.Second)
-	time.Sleep(500 * time.Millisecond)
+	// Past the end the extended sandbox had before its connect, by the clock.
+	sleepPast(firstEnd)
 	if d := c.info(extended.SandboxID); d.State != "running" {
 		t.Fatalf("extended sandbox: %+v", d)
 	}
 	// A paused sandbox has no timeout: its endAt is the pause time.
 	paused := c.create(map[string]any{"timeout": 1})
+	pausedEnd := c.info(paused.SandboxID).EndAt
 	c.must(204, "POST", "/sandboxes/"+paused.SandboxID+"/pause", nil, nil)
-	time.Sleep(1500 * time.Millisecond)
+	sleepPast(pausedEnd)
 	if d := c.info(paused.SandboxID); d.State != "paused" {
 		t.Fatalf("paused sandbox: %+v", d)
 	}
+}
+
+// sleepPast waits until the clock is past t, with room for a timer due at t
+// to have fired on a loaded machine.
+func sleepPast(t time.Time) {
+	time.Sleep(time.Until(t.Add(500 * time.Millisecond)))
 }

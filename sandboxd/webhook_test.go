@@ -1,6 +1,7 @@
 package sandboxd_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
@@ -8,6 +9,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -34,8 +37,8 @@ type webhookEvent struct {
 	TeamID        string         `json:"sandbox_team_id"`
 }
 
-// receiver is a webhook endpoint written from e2b-api.md, independently of
-// sandboxd: it verifies signatures in either base64 alphabet and
+// receiver is a webhook endpoint written from the provider's documented
+// contract (docs/provider.md), independently of sandboxd: it verifies signatures in either base64 alphabet and
 // de-duplicates on the event id, as Sandman must.
 type receiver struct {
 	t      testing.TB
@@ -186,7 +189,23 @@ func TestWebhookGivesUpAfterRetries(t *testing.T) {
 		c.WebhookRetryDelay = 10 * time.Millisecond
 	}))
 	c.create(nil)
-	time.Sleep(300 * time.Millisecond) // 10ms + 20ms of backoff, with room
+	waitFor(t, "the first attempt and two retries", 10*time.Second, func() bool {
+		rcv.mu.Lock()
+		defer rcv.mu.Unlock()
+		return rcv.attempts >= 3
+	})
+	// Shutdown waits for the attempt in flight, then saves what is still
+	// owed: a fourth attempt sandboxd meant to make would be there.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.h.Server.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var owed []map[string]any
+	b, err := os.ReadFile(filepath.Join(c.h.StateDir, "pending-deliveries.json"))
+	if err != nil || json.Unmarshal(b, &owed) != nil || len(owed) != 0 {
+		t.Fatalf("after the last retry, still owed: %s %v", b, err)
+	}
 	rcv.mu.Lock()
 	defer rcv.mu.Unlock()
 	if rcv.attempts != 3 {
@@ -261,9 +280,17 @@ func TestWebhookRegistration(t *testing.T) {
 	}
 	c.must(200, "DELETE", "/events/webhooks/"+k.ID, nil, nil)
 	c.must(404, "GET", "/events/webhooks/"+k.ID, nil, nil)
+	// Deliveries are owed to the webhooks subscribed when an event happens,
+	// so once a webhook registered now has the next events, the disabled and
+	// the deleted ones will never get them.
+	barrier := newReceiver(t, "secret-barrier")
+	c.must(201, "POST", "/events/webhooks", map[string]any{"name": "barrier", "url": barrier.srv.URL, "enabled": true,
+		"events": []string{}, "signatureSecret": "secret-barrier"}, nil)
 	sb2 := c.create(nil)
 	c.must(204, "DELETE", "/sandboxes/"+sb2.SandboxID, nil, nil)
-	time.Sleep(200 * time.Millisecond)
+	if got := barrier.waitEvents(2); types(got) != "created killed" || got[0].SandboxID != sb2.SandboxID {
+		t.Fatalf("barrier: %s", mustJSON(t, got))
+	}
 	if n := len(all.received()); n != 2 {
 		t.Fatalf("disabled webhook got %d events", n)
 	}

@@ -1,12 +1,15 @@
 // Command devrun is what `make run` runs: a private PostgreSQL under .data/pg, the local sandbox
 // host (sandboxd) and Sandman wired to both, with a demo founder whose starter projects are
-// ready to build. Ctrl-C stops all three; the data stays for the next run.
+// ready to build. Ctrl-C stops all three; the data stays for the next run, and sandboxd brings
+// every sandbox back as a filesystem snapshot. Secrets travel in files and the environment,
+// never on a command line.
 package main
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -15,11 +18,13 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
 
 	"sandman/db/localpg"
+	"sandman/sandboxd"
 )
 
 const (
@@ -78,7 +83,8 @@ func run(ctx context.Context) error {
 		dbURL = pg.URL("sandman")
 	}
 
-	apiKey, err := secretFile(filepath.Join(data, "sandboxd-api-key"), "e2b_")
+	keyFile := filepath.Join(data, "sandboxd-api-key")
+	apiKey, err := secretFile(keyFile, "e2b_")
 	if err != nil {
 		return err
 	}
@@ -88,22 +94,34 @@ func run(ctx context.Context) error {
 	}
 	_, sandboxPort, _ := net.SplitHostPort(sandboxAddr)
 
+	isolation := getenv("SANDBOXD_ISOLATION", "auto")
 	sandboxd := exec.Command(filepath.Join(bin, "sandboxd"),
 		"--api-addr", apiAddr, "--sandbox-addr", sandboxAddr,
-		"--state-dir", filepath.Join(data, "sandboxd"), "--api-key", apiKey)
+		"--state-dir", filepath.Join(data, "sandboxd"), "--api-key-file", keyFile, "--isolation", isolation)
 	logFile, err := os.OpenFile(filepath.Join(data, "sandboxd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
 	defer logFile.Close()
 	sandboxd.Stdout, sandboxd.Stderr = logFile, logFile
+	// Only what it needs: whatever else is in this shell (a real E2B key, say) stays out.
+	sandboxd.Env = []string{"PATH=" + os.Getenv("PATH"), "TMPDIR=" + os.TempDir()}
 	sandboxdProc, err := startChild(sandboxd)
 	if err != nil {
 		return fmt.Errorf("start sandboxd: %w", err)
 	}
 	defer sandboxdProc.stop()
-	if err := waitHTTP(ctx, "http://"+apiAddr+"/health"); err != nil {
+	if err := waitHTTP(ctx, "http://"+apiAddr+"/health", sandboxdProc.done); err != nil {
+		if why := refusal(logFile.Name()); why != "" {
+			return fmt.Errorf("sandboxd refused to start: %s\n\n"+
+				"  To run the sandboxes anyway, unisolated (they can then read and change whatever your user can;\n"+
+				"  only for code you trust): SANDBOXD_ISOLATION=none make run", why)
+		}
 		return fmt.Errorf("sandboxd did not come up (see %s): %w", logFile.Name(), err)
+	}
+	report, err := isolationReport("http://"+apiAddr, apiKey)
+	if err != nil {
+		return fmt.Errorf("sandboxd's isolation report: %w", err)
 	}
 
 	env := append(os.Environ(),
@@ -133,7 +151,7 @@ func run(ctx context.Context) error {
 		return fmt.Errorf("start sandman: %w", err)
 	}
 	defer sandmanProc.stop()
-	if err := waitHTTP(ctx, "http://"+addr+"/healthz"); err != nil {
+	if err := waitHTTP(ctx, "http://"+addr+"/healthz", sandmanProc.done); err != nil {
 		return fmt.Errorf("sandman did not come up (see %s): %w", sandmanLog.Name(), err)
 	}
 
@@ -144,10 +162,11 @@ func run(ctx context.Context) error {
     Log in:    %s
     Password:  %s
 
+%s
   Logs: %s and %s
-  Press Ctrl-C to stop (data stays in %s).
+  Press Ctrl-C to stop (data stays in %s; sandboxes come back paused, with their files).
 
-`, addr, demoEmail, demoPassword, sandmanLog.Name(), logFile.Name(), data)
+`, addr, demoEmail, demoPassword, banner(report), sandmanLog.Name(), logFile.Name(), data)
 
 	select {
 	case <-ctx.Done():
@@ -225,7 +244,8 @@ func (c *child) stop() {
 	}
 }
 
-func waitHTTP(ctx context.Context, url string) error {
+// waitHTTP polls url until it answers 200, the child exits (done) or a minute passes.
+func waitHTTP(ctx context.Context, url string, done <-chan struct{}) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		res, err := http.Get(url)
@@ -241,7 +261,75 @@ func waitHTTP(ctx context.Context, url string) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-done:
+			return errors.New("it exited")
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// isolationReport asks sandboxd what isolation and limits are in force.
+func isolationReport(apiURL, apiKey string) (sandboxd.IsolationReport, error) {
+	var r sandboxd.IsolationReport
+	req, err := http.NewRequest(http.MethodGet, apiURL+"/_sandboxd/isolation", nil)
+	if err != nil {
+		return r, err
+	}
+	req.Header.Set("X-API-Key", apiKey)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return r, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return r, fmt.Errorf("%s", res.Status)
+	}
+	return r, json.NewDecoder(res.Body).Decode(&r)
+}
+
+// banner says how sandboxes are isolated and limited, and warns loudly when they are not.
+func banner(r sandboxd.IsolationReport) string {
+	var b strings.Builder
+	if r.Mode == sandboxd.IsolationNone {
+		fmt.Fprintf(&b, "  WARNING: sandboxes are NOT isolated (SANDBOXD_ISOLATION=none). Their code runs as\n"+
+			"  %s, with no limits. Use this only with code you trust.\n", r.User)
+		return b.String()
+	}
+	fmt.Fprintf(&b, "  Sandboxes: isolated (%s), each as %s.\n", r.Mode, r.User)
+	names := make([]string, 0, len(r.Limits))
+	for n := range r.Limits {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var in []string
+	for _, n := range names {
+		in = append(in, n+" "+r.Limits[n])
+	}
+	if r.MaxSandboxes > 0 {
+		in = append(in, fmt.Sprintf("%d running at most", r.MaxSandboxes))
+	}
+	fmt.Fprintf(&b, "  Limits per sandbox: %s; pause: %s.\n", strings.Join(in, ", "), r.Pause)
+	names = names[:0]
+	for n := range r.Off {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(&b, "  Limit off: %s (%s).\n", n, r.Off[n])
+	}
+	return b.String()
+}
+
+// refusal finds, in sandboxd's log, why it refused to start, if it did.
+func refusal(log string) string {
+	b, err := os.ReadFile(log)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	last := lines[len(lines)-1]
+	if !strings.Contains(last, "cannot isolate sandboxes here") {
+		return ""
+	}
+	return strings.TrimPrefix(last, "sandboxd: ")
 }

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -59,7 +60,10 @@ func WithConfig(f func(*sandboxd.Config)) Option { return f }
 
 // Start runs sandboxd on 127.0.0.1 with random ports and stops it when the
 // test ends. Webhook retries start at 50ms so tests stay fast. Logs go to
-// stderr when SANDBOXD_TEST_LOG is set.
+// stderr when SANDBOXD_TEST_LOG is set. Sandboxes are isolated as sandboxd
+// does by default; where that cannot work (no bubblewrap, no user
+// namespaces) the test runs them unisolated and logs it, unless CI=true,
+// where that fails the test.
 func Start(t testing.TB, opts ...Option) *Host {
 	t.Helper()
 	key := make([]byte, 20)
@@ -79,7 +83,7 @@ func Start(t testing.TB, opts ...Option) *Host {
 		o(&cfg)
 	}
 	if cfg.StateDir == "" {
-		cfg.StateDir = t.TempDir()
+		cfg.StateDir = StateDir(t)
 	}
 	h := &Host{cfg: cfg}
 	h.start(t)
@@ -90,6 +94,13 @@ func Start(t testing.TB, opts ...Option) *Host {
 func (h *Host) start(t testing.TB) {
 	t.Helper()
 	srv, err := sandboxd.New(h.cfg)
+	if sandboxd.ErrNoIsolation(err) && h.cfg.Isolation == "" && os.Getenv("CI") != "true" {
+		// A developer's machine without bubblewrap or user namespaces still
+		// runs the suite, without isolation, and says so; CI must isolate.
+		t.Logf("sandboxd cannot isolate here, so this test's sandboxes run unisolated (CI=true fails instead): %v", err)
+		h.cfg.Isolation = sandboxd.IsolationNone
+		srv, err = sandboxd.New(h.cfg)
+	}
 	if err != nil {
 		t.Fatalf("sandboxd: %v", err)
 	}
@@ -116,6 +127,21 @@ func (h *Host) Restart(t testing.TB) {
 	t.Helper()
 	h.stop(t)
 	h.start(t)
+}
+
+// StateDir returns a fresh temporary state directory that sandbox users
+// can reach: root sandboxd runs each sandbox as a host uid of its own,
+// which must be able to search every directory above the sandbox's files
+// (t.TempDir's are private to the test's user).
+func StateDir(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }
 
 // InjectFault adds a fault through the admin endpoint.
