@@ -225,7 +225,7 @@ func (s *Server) handleListV2(w http.ResponseWriter, r *http.Request) {
 	recs, next, running := s.list(lq)
 	out := make([]listedSandbox, 0, len(recs))
 	for _, rec := range recs {
-		out = append(out, listed(rec))
+		out = append(out, s.listed(rec))
 	}
 	if next != nil {
 		w.Header().Set("X-Next-Token", encodeNextToken(*next))
@@ -246,7 +246,7 @@ func (s *Server) handleListV1(w http.ResponseWriter, r *http.Request) {
 	recs, _, _ := s.list(listQuery{states: []sandboxState{stateRunning}, metadata: md, limit: 1 << 30})
 	out := make([]listedSandbox, 0, len(recs))
 	for _, rec := range recs {
-		out = append(out, listed(rec))
+		out = append(out, s.listed(rec))
 	}
 	writeJSON(w, http.StatusOK, out)
 }

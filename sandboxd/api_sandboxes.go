@@ -71,7 +71,7 @@ func (s *Server) sandboxBody(rec record) sandboxBody {
 func (s *Server) detail(rec record) sandboxDetail {
 	d := sandboxDetail{
 		TemplateID: rec.TemplateID, Alias: rec.TemplateID, SandboxID: rec.ID, ClientID: pausedClientID,
-		StartedAt: rec.StartedAt, EndAt: rec.EndAt, CPUCount: cpuCount, MemoryMB: memoryMB, DiskSizeMB: diskSizeMB,
+		StartedAt: rec.StartedAt, EndAt: rec.EndAt, CPUCount: cpuCount, MemoryMB: s.iso.memoryMB(), DiskSizeMB: s.iso.diskMB(),
 		State: rec.State, EnvdVersion: envdVersion, EnvdAccessToken: rec.AccessToken,
 		AllowInternetAccess: rec.AllowInternet, Metadata: nonNil(rec.Metadata),
 		Lifecycle: lifecycleBody{AutoResume: rec.AutoResume, OnTimeout: "kill"},
@@ -86,10 +86,10 @@ func (s *Server) detail(rec record) sandboxDetail {
 	return d
 }
 
-func listed(rec record) listedSandbox {
+func (s *Server) listed(rec record) listedSandbox {
 	return listedSandbox{
 		TemplateID: rec.TemplateID, Alias: rec.TemplateID, SandboxID: rec.ID, ClientID: pausedClientID,
-		StartedAt: rec.StartedAt, EndAt: rec.EndAt, CPUCount: cpuCount, MemoryMB: memoryMB, DiskSizeMB: diskSizeMB,
+		StartedAt: rec.StartedAt, EndAt: rec.EndAt, CPUCount: cpuCount, MemoryMB: s.iso.memoryMB(), DiskSizeMB: s.iso.diskMB(),
 		State: rec.State, EnvdVersion: envdVersion, Metadata: nonNil(rec.Metadata),
 	}
 }

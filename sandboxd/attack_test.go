@@ -78,6 +78,18 @@ func runAttacks(t *testing.T, tg attackTarget) {
 		return true
 	}
 
+	t.Run("the API reports the limits as the sandbox's size", func(t *testing.T) {
+		t.Parallel()
+		c := c.forTest(t)
+		d := c.info(c.create(nil).SandboxID)
+		if slices.Contains(tg.enforced, "memory") && int64(d.MemoryMB)<<20 != attackLimits.Memory {
+			t.Errorf("memoryMB %d, want the %s limit", d.MemoryMB, formatMiB(attackLimits.Memory))
+		}
+		if slices.Contains(tg.enforced, "disk") && int64(d.DiskSizeMB)<<20 != attackLimits.Disk {
+			t.Errorf("diskSizeMB %d, want the %s limit", d.DiskSizeMB, formatMiB(attackLimits.Disk))
+		}
+	})
+
 	t.Run("capabilities", func(t *testing.T) {
 		t.Parallel()
 		c := c.forTest(t)

@@ -273,13 +273,13 @@ func (s *Server) handleEnvs(w http.ResponseWriter, r *http.Request, er *envdRequ
 	writeJSON(w, http.StatusOK, nonNil(er.rec.EnvVars))
 }
 
-// handleEnvdMetrics reports the sandbox's nominal size: sandboxd does not
-// measure usage.
+// handleEnvdMetrics reports the sandbox's size (its limits where they are in
+// force): sandboxd does not measure usage.
 func (s *Server) handleEnvdMetrics(w http.ResponseWriter, r *http.Request, er *envdRequest) {
 	writeJSON(w, http.StatusOK, map[string]any{
 		"ts": time.Now().Unix(), "cpu_count": cpuCount, "cpu_used_pct": 0,
-		"mem_total": memoryMB << 20, "mem_used": 0, "mem_cache": 0,
-		"mem_total_mib": memoryMB, "mem_used_mib": 0,
-		"disk_used": 0, "disk_total": diskSizeMB << 20,
+		"mem_total": s.iso.memoryMB() << 20, "mem_used": 0, "mem_cache": 0,
+		"mem_total_mib": s.iso.memoryMB(), "mem_used_mib": 0,
+		"disk_used": 0, "disk_total": s.iso.diskMB() << 20,
 	})
 }

@@ -107,6 +107,8 @@ type sandboxDetail struct {
 		OnTimeout  string `json:"onTimeout"`
 	} `json:"lifecycle"`
 	EnvdAccessToken string `json:"envdAccessToken"`
+	MemoryMB        int    `json:"memoryMB"`
+	DiskSizeMB      int    `json:"diskSizeMB"`
 }
 
 type restEvent struct {

@@ -246,6 +246,23 @@ func (iso *isolation) report(maxSandboxes int) IsolationReport {
 	return r
 }
 
+// memoryMB is the memory a sandbox may use, as the API reports its size: the
+// limit in force, else the nominal size.
+func (iso *isolation) memoryMB() int {
+	if iso.limits.Memory > 0 {
+		return int(iso.limits.Memory >> 20)
+	}
+	return memoryMB
+}
+
+// diskMB is the disk a sandbox may fill, like memoryMB.
+func (iso *isolation) diskMB() int {
+	if iso.limits.Disk > 0 {
+		return int(iso.limits.Disk >> 20)
+	}
+	return diskSizeMB
+}
+
 // logReport writes the report at start: one line for the isolation, one
 // per limit in force, one warning per limit that is off.
 func logReport(log *slog.Logger, r IsolationReport) {
