@@ -151,8 +151,9 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 	a.store = pgxstore.NewWithCleanupInterval(pool, 10*time.Minute)
 	sessions := scs.New()
 	sessions.Store = a.store
+	// A fixed lifetime and no idle timeout: with one, scs writes the session row again on every
+	// request to move its expiry, a database write for each status read (BENCHMARKS.md).
 	sessions.Lifetime = 30 * 24 * time.Hour
-	sessions.IdleTimeout = 7 * 24 * time.Hour
 	sessions.Cookie.Name = "sandman_session"
 	sessions.Cookie.HttpOnly = true
 	sessions.Cookie.SameSite = http.SameSiteLaxMode
