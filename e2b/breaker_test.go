@@ -1,6 +1,7 @@
 package e2b
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -33,6 +34,9 @@ type inMemory struct{ h http.Handler }
 func (m inMemory) RoundTrip(r *http.Request) (*http.Response, error) {
 	rec := httptest.NewRecorder()
 	m.h.ServeHTTP(rec, r)
+	if err := r.Context().Err(); err != nil {
+		return nil, err // as a real transport, whose request ends with its context
+	}
 	res := rec.Result()
 	res.Request = r
 	return res, nil
@@ -192,4 +196,45 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map
 		}
 	}
 	return -1
+}
+
+// A caller whose own deadline passes while the provider is still answering has learnt nothing
+// about the provider: however often it happens, the breaker stays closed. An attempt that runs
+// out of its own time (AttemptTimeout) is the provider being slow, and does count.
+func TestBreakerIgnoresTheCallersDeadline(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-r.Context().Done():
+			case <-time.After(time.Minute):
+			}
+		})
+		c, ct, _ := breakerClient(t, slow, time.Hour)
+		for i := range 10 {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Second) // well under AttemptTimeout
+			_, err := c.GetSandbox(ctx, "iabc")
+			cancel()
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("call %d: err = %v, want the caller's deadline", i+1, err)
+			}
+		}
+		if got, n := c.CircuitState(), ct.n.Load(); got != "closed" || n != 10 {
+			t.Fatalf("after 10 callers gave up: breaker %s, %d requests; want closed and 10", got, n)
+		}
+		if counts := c.breaker.Counts(); counts.TotalFailures != 0 {
+			t.Fatalf("the callers' deadlines counted as provider failures: %+v", counts)
+		}
+
+		// The provider's own slowness (the attempt's timeout, with time left on the call) opens it.
+		attemptTimeout := c.Config().AttemptTimeout
+		for range 5 {
+			ctx, cancel := context.WithTimeout(t.Context(), 10*attemptTimeout)
+			_, _ = c.GetSandbox(ctx, "iabc")
+			cancel()
+		}
+		if got := c.CircuitState(); got != "open" {
+			t.Fatalf("five attempts that timed out left the breaker %s, want open", got)
+		}
+	})
 }
