@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"sandman/db"
 	"sandman/lifecycle"
@@ -105,4 +106,30 @@ func remainingUses(t testing.TB, h *sandboxdtest.Host, route string) int {
 		}
 	}
 	return n
+}
+
+// providerCalls sums sandman_e2b_calls_total over every outcome of the calls named op (every
+// call when op is empty).
+func providerCalls(tb testing.TB, reg *prometheus.Registry, op string) float64 {
+	tb.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var total float64
+	for _, f := range families {
+		if f.GetName() != "sandman_e2b_calls_total" {
+			continue
+		}
+	metrics:
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if op != "" && l.GetName() == "op" && l.GetValue() != op {
+					continue metrics
+				}
+			}
+			total += m.GetCounter().GetValue()
+		}
+	}
+	return total
 }

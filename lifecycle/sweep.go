@@ -30,7 +30,7 @@ func (s *Service) Sweep(ctx context.Context) error {
 		return err
 	}
 	for _, sb := range idle {
-		if _, err := s.river.Insert(ctx, PauseArgs{SandboxID: sb.ID, Idle: true}, nil); err != nil {
+		if _, err := s.river.Insert(ctx, PauseArgs{SandboxID: sb.ID, Version: sb.Version, Idle: true}, nil); err != nil {
 			return err
 		}
 	}
