@@ -58,8 +58,22 @@ type Config struct {
 	StartCredits int32
 	// BcryptCost hashes passwords; zero is accounts' default. Tests lower it to stay fast.
 	BcryptCost   int
-	CookieSecure bool // SANDMAN_COOKIE_SECURE: the session cookie is Secure
+	CookieSecure bool // SANDMAN_COOKIE_SECURE: the session cookie is Secure, and pages send HSTS
 	TrustProxy   bool // SANDMAN_TRUST_PROXY: the client address comes from X-Forwarded-For
+	// MetricsAddr serves /metrics on an address of its own (SANDMAN_METRICS_ADDR), and not on
+	// Addr. Without it, /metrics is served on Addr only when MetricsToken is set.
+	MetricsAddr string
+	// MetricsToken, when set, must come with every /metrics request as a bearer token
+	// (SANDMAN_METRICS_TOKEN).
+	MetricsToken string
+	// SignUpsPerHour is how many founders may sign up from one client address in an hour
+	// (SANDMAN_SIGNUPS_PER_HOUR).
+	SignUpsPerHour int
+	// SessionLifetime is how long a session lasts from its log-in; its event streams end with it.
+	SessionLifetime time.Duration
+	// ReadTimeout bounds the reading of a whole request, body included, except where a route
+	// sets its own (an upload's longer one; the event stream, which has none).
+	ReadTimeout time.Duration
 	// ShutdownWait is how long Stop lets requests and running jobs finish.
 	ShutdownWait time.Duration
 
@@ -73,11 +87,14 @@ type Config struct {
 // DefaultConfig is production's configuration before the environment is read.
 func DefaultConfig() Config {
 	return Config{
-		Addr:         "127.0.0.1:8080",
-		Role:         RoleAll,
-		StartCredits: 10,
-		ShutdownWait: 15 * time.Second,
-		Lifecycle:    lifecycle.DefaultConfig(),
+		Addr:            "127.0.0.1:8080",
+		Role:            RoleAll,
+		StartCredits:    10,
+		SignUpsPerHour:  accounts.DefaultSignUpsPerHour,
+		SessionLifetime: 30 * 24 * time.Hour,
+		ReadTimeout:     30 * time.Second,
+		ShutdownWait:    15 * time.Second,
+		Lifecycle:       lifecycle.DefaultConfig(),
 	}
 }
 
@@ -97,6 +114,8 @@ type App struct {
 	handler   http.Handler   // nil for RoleWorker
 	server    *http.Server   // nil for RoleWorker
 	listener  net.Listener   // set by Start
+	metrics   *http.Server   // /metrics on MetricsAddr; nil without one
+	metricsLn net.Listener   // set by Start
 	serveErr  chan error     // the HTTP server's end
 	cancel    func()         // ends the background loops
 	loops     sync.WaitGroup // hub heartbeats, the database feed, pruning
@@ -143,7 +162,8 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 	if err != nil {
 		return nil, err
 	}
-	a.accounts = accounts.New(pool, accounts.Options{StartCredits: cfg.StartCredits, BcryptCost: cfg.BcryptCost})
+	a.accounts = accounts.New(pool, accounts.Options{StartCredits: cfg.StartCredits, BcryptCost: cfg.BcryptCost,
+		SignUpsPerHour: cfg.SignUpsPerHour})
 	if !cfg.Role.serves() {
 		return a, nil
 	}
@@ -153,7 +173,7 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 	sessions.Store = a.store
 	// A fixed lifetime and no idle timeout: with one, scs writes the session row again on every
 	// request to move its expiry, a database write for each status read (BENCHMARKS.md).
-	sessions.Lifetime = 30 * 24 * time.Hour
+	sessions.Lifetime = cfg.SessionLifetime
 	sessions.Cookie.Name = "sandman_session"
 	sessions.Cookie.HttpOnly = true
 	sessions.Cookie.SameSite = http.SameSiteLaxMode
@@ -161,13 +181,26 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 
 	a.hub = live.New(live.Options{Render: handlers.RenderSandbox(a.lifecycle), Snapshot: handlers.RenderSnapshot(a.lifecycle),
 		Logger: logger, Registerer: a.registry})
+	metrics := handlers.MetricsHandler(a.registry, cfg.MetricsToken)
+	var metricsOnMain http.Handler
+	switch {
+	case cfg.MetricsAddr != "":
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", metrics)
+		a.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: cfg.ReadTimeout, IdleTimeout: 2 * time.Minute}
+	case cfg.MetricsToken != "":
+		metricsOnMain = metrics
+	}
 	a.handler = handlers.New(handlers.Deps{
 		Pool: pool, Sessions: sessions, Accounts: a.accounts, Projects: projects.New(pool), Lifecycle: a.lifecycle,
-		Live: a.hub, Logger: logger, Registry: a.registry, TrustProxy: cfg.TrustProxy,
+		Live: a.hub, Logger: logger, Registry: a.registry, Metrics: metricsOnMain, TrustProxy: cfg.TrustProxy, HSTS: cfg.CookieSecure,
 		FrameOrigins: []string{frameOrigin(a.provider)},
 	})
-	// No WriteTimeout: it would cut event streams; every other handler is bounded by its context.
-	a.server = &http.Server{Handler: a.handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	// ReadTimeout bounds a slow sender (routes with their own deadline move it: an upload gets
+	// longer, the event stream none). No WriteTimeout: it would cut event streams; every other
+	// handler is bounded by its context.
+	a.server = &http.Server{Handler: a.handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: cfg.ReadTimeout,
+		IdleTimeout: 2 * time.Minute}
 	a.server.RegisterOnShutdown(a.hub.Close)
 	return a, nil
 }
@@ -200,11 +233,21 @@ func (a *App) Start(ctx context.Context) error {
 		return fmt.Errorf("listen on SANDMAN_ADDR %s: %w", a.cfg.Addr, err)
 	}
 	a.listener = ln
-	a.serveErr = make(chan error, 1)
+	a.serveErr = make(chan error, 2)
 	go func() { a.serveErr <- a.server.Serve(ln) }()
+	switch {
+	case a.metrics != nil:
+		if a.metricsLn, err = net.Listen("tcp", a.cfg.MetricsAddr); err != nil {
+			return fmt.Errorf("listen on SANDMAN_METRICS_ADDR %s: %w", a.cfg.MetricsAddr, err)
+		}
+		go func() { a.serveErr <- a.metrics.Serve(a.metricsLn) }()
+		a.log.Info("metrics listening", "addr", a.metricsLn.Addr().String())
+	case a.cfg.MetricsToken == "":
+		a.log.Warn("metrics are not served: set SANDMAN_METRICS_ADDR (an address of their own) or SANDMAN_METRICS_TOKEN (a bearer token for /metrics)")
+	}
 	a.background(bg, a.hub.Run)
 	a.background(bg, func(ctx context.Context) { a.hub.Listen(ctx, a.cfg.DatabaseURL) })
-	a.background(bg, a.pruneLoginFailures)
+	a.background(bg, a.pruneLimits)
 	a.log.Info("sandman listening", "addr", a.URL())
 	return nil
 }
@@ -245,6 +288,11 @@ func (a *App) Stop(ctx context.Context) error {
 				errs = append(errs, fmt.Errorf("stop the HTTP server: %w", err))
 			}
 		}
+		if a.metricsLn != nil {
+			if err := a.metrics.Shutdown(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("stop the metrics server: %w", err))
+			}
+		}
 		workersErr := a.lifecycle.Stop(ctx)
 		if a.cancel != nil {
 			a.cancel() // jobs still running past ctx are cancelled now
@@ -266,8 +314,8 @@ func (a *App) Stop(ctx context.Context) error {
 	return a.stopErr
 }
 
-// pruneLoginFailures keeps the failures table small; it is safe to run on every instance.
-func (a *App) pruneLoginFailures(ctx context.Context) {
+// pruneLimits keeps the rate limits' tables small; it is safe to run on every instance.
+func (a *App) pruneLimits(ctx context.Context) {
 	t := time.NewTicker(10 * time.Minute)
 	defer t.Stop()
 	for {
@@ -275,8 +323,8 @@ func (a *App) pruneLoginFailures(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := a.accounts.PruneLoginFailures(ctx); err != nil && ctx.Err() == nil {
-				a.log.Warn("prune login failures", "err", err)
+			if err := a.accounts.PruneLimits(ctx); err != nil && ctx.Err() == nil {
+				a.log.Warn("prune the rate limits' tables", "err", err)
 			}
 		}
 	}
@@ -288,6 +336,14 @@ func (a *App) URL() string {
 		return ""
 	}
 	return "http://" + a.listener.Addr().String()
+}
+
+// MetricsURL is the base URL of the metrics listener once started ("" without MetricsAddr).
+func (a *App) MetricsURL() string {
+	if a.metricsLn == nil {
+		return ""
+	}
+	return "http://" + a.metricsLn.Addr().String()
 }
 
 // Config is the instance's configuration.
@@ -308,7 +364,7 @@ func (a *App) Hub() *live.Hub { return a.hub }
 // Handler is the instance's HTTP handler with every route and middleware (nil for a worker).
 func (a *App) Handler() http.Handler { return a.handler }
 
-// Registry holds the instance's Prometheus metrics, served at /metrics.
+// Registry holds the instance's Prometheus metrics, served at /metrics (see MetricsAddr).
 func (a *App) Registry() *prometheus.Registry { return a.registry }
 
 // frameOrigin is the CSP source that lets the build page frame any preview host: the

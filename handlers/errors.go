@@ -23,6 +23,7 @@ var kindStatus = map[apperr.Kind]int{
 	apperr.KindNoCredits:    http.StatusPaymentRequired,
 	apperr.KindUnavailable:  http.StatusServiceUnavailable,
 	apperr.KindTooLarge:     http.StatusRequestEntityTooLarge,
+	apperr.KindForbidden:    http.StatusForbidden,
 }
 
 // httpStatus is the status for an apperr kind. A kind added to apperr without a status here is

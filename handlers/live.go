@@ -2,19 +2,32 @@ package handlers
 
 import (
 	"context"
+	"errors"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"sandman/apperr"
 	"sandman/lifecycle"
 	"sandman/live"
 	"sandman/views"
 )
 
-// events is the SSE stream of the logged-in founder's sandbox states.
+// events is the SSE stream of the logged-in founder's sandbox states. It ends when the session
+// does: at its expiry, or when it logs out on any instance (logOut).
 func (h *Handlers) events(c echo.Context) error {
-	h.Live.ServeHTTP(c.Response(), c.Request(), currentUser(c).ID)
-	return nil
+	ctx := c.Request().Context()
+	err := h.Live.Serve(c.Response(), c.Request(), live.Stream{Owner: currentUser(c).ID,
+		Session: h.sessionKey(ctx), Ends: h.Sessions.Deadline(ctx)})
+	switch {
+	case errors.Is(err, live.ErrTooManyStreams):
+		return &apperr.Error{Kind: apperr.KindRateLimited, Code: "too_many_streams", RetryAfter: time.Minute,
+			Message: "Too many browsers are showing live updates for this account at once. Close Sandman in a browser you no longer use and reload this page."}
+	case errors.Is(err, live.ErrClosed):
+		return &apperr.Error{Kind: apperr.KindUnavailable, Code: "shutting_down", Message: "Sandman is restarting; live updates resume in a moment."}
+	}
+	return err
 }
 
 // RenderSandbox renders one sandbox's card and pane for the live feed.
