@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/a-h/templ"
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
@@ -37,7 +38,11 @@ func RenderSandbox(l *lifecycle.Service) func(context.Context, uuid.UUID, uuid.U
 		if err != nil {
 			return live.Fragments{}, err
 		}
-		return fragments(ctx, v)
+		credits, err := l.Credits(ctx, owner)
+		if err != nil {
+			return live.Fragments{}, err
+		}
+		return fragments(ctx, v, credits)
 	}
 }
 
@@ -48,12 +53,16 @@ func RenderSnapshot(l *lifecycle.Service) func(context.Context, uuid.UUID) ([]li
 		if err != nil {
 			return nil, err
 		}
+		credits, err := l.Credits(ctx, owner)
+		if err != nil {
+			return nil, err
+		}
 		out := make([]live.Fragments, 0, len(views))
 		for _, v := range views {
 			if v.Sandbox == nil {
 				continue
 			}
-			f, err := fragments(ctx, v)
+			f, err := fragments(ctx, v, credits)
 			if err != nil {
 				return nil, err
 			}
@@ -63,13 +72,17 @@ func RenderSnapshot(l *lifecycle.Service) func(context.Context, uuid.UUID) ([]li
 	}
 }
 
-func fragments(ctx context.Context, v lifecycle.ProjectView) (live.Fragments, error) {
+// fragments renders a project's card and pane. Each carries the header's credit balance out of
+// band, so a change the founder did not make on this page (a failed build's refund, a build
+// started in another tab) reaches the header of every open page.
+func fragments(ctx context.Context, v lifecycle.ProjectView, credits int32) (live.Fragments, error) {
 	vm := previewVM(v)
-	card, err := renderBytes(ctx, views.PreviewCard(vm))
+	balance := views.Credits(credits, true)
+	card, err := renderBytes(ctx, templ.Join(views.PreviewCard(vm), balance))
 	if err != nil {
 		return live.Fragments{}, err
 	}
-	pane, err := renderBytes(ctx, views.PreviewPane(vm))
+	pane, err := renderBytes(ctx, templ.Join(views.PreviewPane(vm), balance))
 	if err != nil {
 		return live.Fragments{}, err
 	}

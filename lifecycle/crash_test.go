@@ -102,6 +102,10 @@ func TestCrashedWorkerNeverStrandsASandbox(t *testing.T) {
 					sb.KilledReason != "build_failed" {
 					t.Fatalf("build %s %q, killed_reason %q: want a failed build with a readable reason", build.Status, build.Error, sb.KilledReason)
 				}
+				// A worker that went away is Sandman's failure: the credit came back.
+				if got := credits(t, b.pool, sb.OwnerID); got != 5 || !strings.Contains(build.Error, "Your credit was refunded") {
+					t.Fatalf("credits = %d after a lost worker's build (%q), want all 5 back", got, build.Error)
+				}
 				testkit.Until(t, 30*time.Second, "the failed build's provider sandbox to be killed", func() bool {
 					_, err := client.GetSandbox(context.Background(), *sb.ProviderID)
 					return errors.Is(err, e2b.ErrNotFound)

@@ -78,6 +78,12 @@ func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent, sour
 			}
 			c.To, c.Reason = goneStatus(cur, ev.KillReason, ev.Timestamp)
 			c.KilledReason = &c.Reason
+			if cur.Status == Starting {
+				// Lost mid-build: the build fails, and its credit is refunded, with this change.
+				if err := s.finishFailed(ctx, tx, cur, providerFailure("the sandbox was lost mid-build: killed ("+c.Reason+")")); err != nil {
+					return nil, err
+				}
+			}
 		case EventPaused:
 			// A pause we are already resuming from, or one the row shows, changes nothing.
 			if cur.Status != Running && cur.Status != Unknown {

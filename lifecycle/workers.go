@@ -27,6 +27,7 @@ func DefaultConfig() Config {
 		SweepEvery:      10 * time.Second,
 		VerifyStaleness: 30 * time.Second,
 		ResumeRetryWait: 5 * time.Second,
+		BuildRetryWait:  4 * time.Second,
 		CreateTimeout:   90 * time.Second,
 		UploadTimeout:   time.Minute,
 		InstallTimeout:  5 * time.Minute,

@@ -85,6 +85,7 @@ func LifecycleConfig() lifecycle.Config {
 	c.EventsEvery = 0
 	c.SweepEvery = 2 * time.Second
 	c.ResumeRetryWait = 200 * time.Millisecond
+	c.BuildRetryWait = 100 * time.Millisecond
 	c.CreateTimeout, c.UploadTimeout, c.InstallTimeout, c.ReadyTimeout, c.ResumeTimeout =
 		20*time.Second, 20*time.Second, time.Minute, 30*time.Second, 20*time.Second
 	c.WebhookSecret = WebhookSecret
