@@ -158,7 +158,7 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 		return nil, err
 	}
 	a.lifecycle, err = lifecycle.New(lifecycle.Options{Pool: pool, Provider: a.provider, Config: cfg.Lifecycle,
-		Logger: logger, Work: cfg.Role.works()})
+		Logger: logger, Registerer: a.registry, Work: cfg.Role.works()})
 	if err != nil {
 		return nil, err
 	}

@@ -58,6 +58,7 @@ type FinishBuildParams struct {
 	ID     uuid.UUID
 }
 
+// Zero rows: the build had finished already (it is finished once).
 func (q *Queries) FinishBuild(ctx context.Context, arg FinishBuildParams) (int64, error) {
 	result, err := q.db.Exec(ctx, finishBuild, arg.Status, arg.Error, arg.ID)
 	if err != nil {

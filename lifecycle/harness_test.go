@@ -112,23 +112,33 @@ func remainingUses(t testing.TB, h *sandboxdtest.Host, route string) int {
 // call when op is empty).
 func providerCalls(tb testing.TB, reg *prometheus.Registry, op string) float64 {
 	tb.Helper()
+	labels := map[string]string{}
+	if op != "" {
+		labels["op"] = op
+	}
+	return metricValue(tb, reg, "sandman_e2b_calls_total", labels)
+}
+
+// metricValue sums the series of the counter or gauge name whose labels include labels.
+func metricValue(tb testing.TB, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	tb.Helper()
 	families, err := reg.Gather()
 	if err != nil {
 		tb.Fatal(err)
 	}
 	var total float64
 	for _, f := range families {
-		if f.GetName() != "sandman_e2b_calls_total" {
+		if f.GetName() != name {
 			continue
 		}
 	metrics:
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if op != "" && l.GetName() == "op" && l.GetValue() != op {
+				if want, ok := labels[l.GetName()]; ok && want != l.GetValue() {
 					continue metrics
 				}
 			}
-			total += m.GetCounter().GetValue()
+			total += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 		}
 	}
 	return total

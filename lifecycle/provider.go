@@ -184,7 +184,7 @@ func (s *Service) providerList(ctx context.Context) (map[string]ProviderState, e
 	}
 	out := make(map[string]ProviderState, len(all))
 	for _, l := range all {
-		out[l.ID] = ProviderState{Found: true, State: stateOf(l.State), EndAt: l.EndAt}
+		out[l.ID] = ProviderState{Found: true, State: stateOf(l.State), EndAt: l.EndAt, StartedAt: l.StartedAt}
 	}
 	return out, nil
 }

@@ -30,6 +30,7 @@ type Config struct {
 	VerifyStaleness time.Duration // pages older than this queue a verify
 	ResumeRetryWait time.Duration // between the two resume attempts
 	BuildRetryWait  time.Duration // a failed build attempt is tried again after this × attempt²
+	OrphanAge       time.Duration // a provider sandbox no row wants is killed once this old
 	// Deadlines for each build step and for a resume; past them the worker gives up.
 	CreateTimeout, UploadTimeout, InstallTimeout, ReadyTimeout, ResumeTimeout time.Duration
 	// HTTPClient checks previews for readiness.
@@ -44,6 +45,7 @@ type Service struct {
 	river    *river.Client[pgx.Tx]
 	cfg      Config
 	log      *slog.Logger
+	metrics  *metrics
 	work     bool
 }
 

@@ -16,6 +16,8 @@ type ProviderState struct {
 	Found bool
 	State db.SandboxStatus // Running or Paused when Found
 	EndAt time.Time
+	// StartedAt is when the provider created it (known from the list only).
+	StartedAt time.Time
 	// KillReason is the provider's kill_reason for a sandbox it no longer has, when known.
 	KillReason *string
 }
@@ -202,5 +204,42 @@ func (s *Service) Reconcile(ctx context.Context) error {
 			return err
 		}
 	}
-	return s.q.MarkSandboxesVerified(ctx, db.MarkSandboxesVerifiedParams{Ids: agreeIDs, Statuses: agreeStatuses})
+	if err := s.q.MarkSandboxesVerified(ctx, db.MarkSandboxesVerifiedParams{Ids: agreeIDs, Statuses: agreeStatuses}); err != nil {
+		return err
+	}
+	return s.killOrphans(ctx, listed)
+}
+
+// killOrphans kills the listed provider sandboxes (all carry Sandman's metadata) that no row
+// wants, once they are older than OrphanAge: one created just before a crash, whose row never
+// learnt its id, or one whose row has ended but the kill never reached the provider. Each runs
+// up a bill until its timeout otherwise. The age leaves a build the moment between its create
+// and the row's update.
+func (s *Service) killOrphans(ctx context.Context, listed map[string]ProviderState) error {
+	ids := make([]string, 0, len(listed))
+	for id := range listed {
+		ids = append(ids, id)
+	}
+	wanted, err := s.q.ListWantedProviderIDs(ctx, ids)
+	if err != nil {
+		return err
+	}
+	keep := make(map[string]bool, len(wanted))
+	for _, id := range wanted {
+		keep[id] = true
+	}
+	bornBefore := time.Now().Add(-s.cfg.OrphanAge)
+	for id, ps := range listed {
+		if keep[id] || ps.StartedAt.IsZero() || !ps.StartedAt.Before(bornBefore) {
+			continue
+		}
+		if err := s.providerKill(ctx, id); err != nil && !isNotFound(err) {
+			s.log.Warn("kill an orphaned sandbox", "provider_id", id, "err", err)
+			continue // the next reconcile tries again
+		}
+		s.metrics.orphansKilled.Inc()
+		s.log.Warn("killed an orphaned sandbox: the provider had it, no sandbox row wanted it",
+			"provider_id", id, "started_at", ps.StartedAt, "state", ps.State)
+	}
+	return nil
 }

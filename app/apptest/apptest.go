@@ -14,6 +14,7 @@ package apptest
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -48,6 +49,8 @@ type Options struct {
 	Webhooks bool
 	// Config edits the test configuration before the instance is built.
 	Config func(*app.Config)
+	// Logger receives the instance's logs (a testkit.LogRecorder's, say); nil: testkit.Logger.
+	Logger *slog.Logger
 }
 
 // Instance is a running Sandman, stopped when the test ends.
@@ -112,7 +115,11 @@ func Start(t testing.TB, opts Options) *Instance {
 		opts.Config(&cfg)
 	}
 	ctx := context.Background()
-	a, err := app.New(ctx, cfg, testkit.Logger())
+	logger := opts.Logger
+	if logger == nil {
+		logger = testkit.Logger()
+	}
+	a, err := app.New(ctx, cfg, logger)
 	if err != nil {
 		t.Fatalf("assemble Sandman: %v", err)
 	}
