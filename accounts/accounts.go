@@ -112,28 +112,30 @@ func (s *Service) SignUp(ctx context.Context, c Credentials, from string) (db.Us
 	return s.signUp(ctx, c)
 }
 
-// takeSignUpSlot records a sign-up from the address and checks it is within the limit, in that
-// order (as LogIn does), so that of any number of sign-ups at once at most the limit pass.
+// takeSignUpSlot records a sign-up from the address if it is within the limit. The check and
+// the record hold the address's lock (on every instance), so of any number of sign-ups at once
+// exactly the limit pass.
 func (s *Service) takeSignUpSlot(ctx context.Context, from string) (int64, error) {
-	id, err := s.q.InsertSignup(ctx, from)
-	if err != nil {
-		return 0, err
-	}
-	now := s.now()
-	n, err := s.q.CountSignups(ctx, db.CountSignupsParams{IP: from, Since: now.Add(-SignUpWindow)})
-	if err != nil {
-		return 0, err
-	}
-	if n.N <= int64(s.signUpsPerHour) {
-		return id, nil
-	}
-	if err := s.q.DeleteSignup(ctx, id); err != nil {
-		return 0, err
-	}
-	wait := max(n.Oldest.Add(SignUpWindow).Sub(now), time.Second)
-	return 0, &apperr.Error{Kind: apperr.KindRateLimited, Code: "rate_limited", RetryAfter: wait,
-		Message: fmt.Sprintf("Too many accounts were created from your network in the last hour. Try again in %s, or log in to the account you already have.",
-			humanWait(wait))}
+	var slot int64
+	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		if err := tx.LockRateLimit(ctx, "signup ip "+from); err != nil {
+			return err
+		}
+		now := s.now()
+		n, err := tx.CountSignups(ctx, db.CountSignupsParams{IP: from, Since: now.Add(-SignUpWindow)})
+		if err != nil {
+			return err
+		}
+		if n.N >= int64(s.signUpsPerHour) {
+			wait := max(n.Oldest.Add(SignUpWindow).Sub(now), time.Second)
+			return &apperr.Error{Kind: apperr.KindRateLimited, Code: "rate_limited", RetryAfter: wait,
+				Message: fmt.Sprintf("Too many accounts were created from your network in the last hour. Try again in %s, or log in to the account you already have.",
+					humanWait(wait))}
+		}
+		slot, err = tx.InsertSignup(ctx, from)
+		return err
+	})
+	return slot, err
 }
 
 func (s *Service) signUp(ctx context.Context, c Credentials) (db.User, error) {
@@ -166,28 +168,33 @@ func humanWait(d time.Duration) string {
 // does not reveal which emails have accounts.
 var ErrBadCredentials = &apperr.Error{Kind: apperr.KindUnauthorized, Code: "bad_credentials", Message: "Email or password is incorrect."}
 
-// LogIn checks a founder's password, counting attempts per email and per address. Each attempt
-// is recorded before its password is checked and counted after, so that of any number of
-// attempts at once (on any instance) at most the limit get their password checked: each counts
-// its own row and every one recorded before it. A refused attempt is not counted; a success
-// forgives the email's failures.
+// LogIn checks a founder's password, counting attempts per email and per address. An attempt
+// is recorded before its password is checked, under the email's and the address's locks (on
+// every instance), so of any number of attempts at once exactly the limit get their password
+// checked. A refused attempt is not counted; a success forgives the email's failures.
 func (s *Service) LogIn(ctx context.Context, c Credentials, ip string) (db.User, error) {
 	email := NormalizeEmail(c.Email)
-	attempt, err := s.q.InsertLoginFailure(ctx, db.InsertLoginFailureParams{Email: email, IP: ip})
-	if err != nil {
-		return db.User{}, err
-	}
-	counts, err := s.q.CountLoginFailures(ctx, db.CountLoginFailuresParams{Email: email, IP: ip, Since: s.now().Add(-Window)})
-	if err != nil {
-		return db.User{}, err
-	}
-	if counts.ByEmail > MaxFailuresEmail || counts.ByIP > MaxFailuresIP {
-		if err := s.q.DeleteLoginFailure(ctx, attempt); err != nil {
-			return db.User{}, err
+	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		// Always the email's lock first: two attempts never wait on each other crosswise.
+		if err := tx.LockRateLimit(ctx, "login email "+email); err != nil {
+			return err
 		}
-		return db.User{}, &apperr.Error{Kind: apperr.KindRateLimited, Code: "rate_limited",
-			Message:    "Too many failed logins. Wait 15 minutes and try again.",
-			RetryAfter: Window}
+		if err := tx.LockRateLimit(ctx, "login ip "+ip); err != nil {
+			return err
+		}
+		counts, err := tx.CountLoginFailures(ctx, db.CountLoginFailuresParams{Email: email, IP: ip, Since: s.now().Add(-Window)})
+		if err != nil {
+			return err
+		}
+		if counts.ByEmail >= MaxFailuresEmail || counts.ByIP >= MaxFailuresIP {
+			return &apperr.Error{Kind: apperr.KindRateLimited, Code: "rate_limited",
+				Message:    "Too many failed logins. Wait 15 minutes and try again.",
+				RetryAfter: Window}
+		}
+		return tx.InsertLoginFailure(ctx, db.InsertLoginFailureParams{Email: email, IP: ip})
+	})
+	if err != nil {
+		return db.User{}, err
 	}
 	u, err := s.q.GetUserByEmail(ctx, email)
 	if err != nil && !db.IsNotFound(err) {

@@ -109,7 +109,6 @@ type App struct {
 	provider  *e2b.Client
 	lifecycle *lifecycle.Service
 	accounts  *accounts.Service
-	store     *pgxstore.PostgresStore
 	hub       *live.Hub      // nil for RoleWorker
 	handler   http.Handler   // nil for RoleWorker
 	server    *http.Server   // nil for RoleWorker
@@ -168,9 +167,10 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 		return a, nil
 	}
 
-	a.store = pgxstore.NewWithCleanupInterval(pool, 10*time.Minute)
 	sessions := scs.New()
-	sessions.Store = a.store
+	// No cleanup goroutine of pgxstore's (its start races with StopCleanup): prune clears
+	// expired sessions with the rest.
+	sessions.Store = pgxstore.NewWithCleanupInterval(pool, 0)
 	// A fixed lifetime and no idle timeout: with one, scs writes the session row again on every
 	// request to move its expiry, a database write for each status read (BENCHMARKS.md).
 	sessions.Lifetime = cfg.SessionLifetime
@@ -199,7 +199,7 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 	// ReadTimeout bounds a slow sender (routes with their own deadline move it: an upload gets
 	// longer, the event stream none). No WriteTimeout: it would cut event streams; every other
 	// handler is bounded by its context.
-	a.server = &http.Server{Handler: a.handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: cfg.ReadTimeout,
+	a.server = &http.Server{Handler: a.handler, ReadHeaderTimeout: min(10*time.Second, cfg.ReadTimeout), ReadTimeout: cfg.ReadTimeout,
 		IdleTimeout: 2 * time.Minute}
 	a.server.RegisterOnShutdown(a.hub.Close)
 	return a, nil
@@ -247,7 +247,7 @@ func (a *App) Start(ctx context.Context) error {
 	}
 	a.background(bg, a.hub.Run)
 	a.background(bg, func(ctx context.Context) { a.hub.Listen(ctx, a.cfg.DatabaseURL) })
-	a.background(bg, a.pruneLimits)
+	a.background(bg, a.prune)
 	a.log.Info("sandman listening", "addr", a.URL())
 	return nil
 }
@@ -278,7 +278,7 @@ func (a *App) Run(ctx context.Context) error {
 
 // Stop ends what Start started, in order: the HTTP server (closing every event stream), the
 // workers (running jobs may finish until ctx ends, then they are cancelled), the background
-// loops, the session store's cleanup and the pool. It is safe to call more than once, and on an
+// loops and the pool. It is safe to call more than once, and on an
 // App never started or whose Start failed.
 func (a *App) Stop(ctx context.Context) error {
 	a.stopOnce.Do(func() {
@@ -305,17 +305,15 @@ func (a *App) Stop(ctx context.Context) error {
 			cancel()
 		}
 		a.loops.Wait()
-		if a.store != nil {
-			a.store.StopCleanup()
-		}
 		a.pool.Close()
 		a.stopErr = errors.Join(errs...)
 	})
 	return a.stopErr
 }
 
-// pruneLimits keeps the rate limits' tables small; it is safe to run on every instance.
-func (a *App) pruneLimits(ctx context.Context) {
+// prune keeps the rate limits' and the sessions' tables small: what no longer counts, and
+// expired sessions. It is safe to run on every instance.
+func (a *App) prune(ctx context.Context) {
 	t := time.NewTicker(10 * time.Minute)
 	defer t.Stop()
 	for {
@@ -323,8 +321,9 @@ func (a *App) pruneLimits(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := a.accounts.PruneLimits(ctx); err != nil && ctx.Err() == nil {
-				a.log.Warn("prune the rate limits' tables", "err", err)
+			err := errors.Join(a.accounts.PruneLimits(ctx), db.New(a.pool).DeleteExpiredSessions(ctx))
+			if err != nil && ctx.Err() == nil {
+				a.log.Warn("prune the rate limits' and sessions' tables", "err", err)
 			}
 		}
 	}

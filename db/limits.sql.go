@@ -61,15 +61,6 @@ func (q *Queries) CountSignups(ctx context.Context, arg CountSignupsParams) (Cou
 	return i, err
 }
 
-const deleteLoginFailure = `-- name: DeleteLoginFailure :exec
-DELETE FROM login_failures WHERE id = $1
-`
-
-func (q *Queries) DeleteLoginFailure(ctx context.Context, id int64) error {
-	_, err := q.db.Exec(ctx, deleteLoginFailure, id)
-	return err
-}
-
 const deleteLoginFailuresBefore = `-- name: DeleteLoginFailuresBefore :exec
 DELETE FROM login_failures WHERE created_at < $1::timestamptz
 `
@@ -107,9 +98,9 @@ func (q *Queries) DeleteSignupsBefore(ctx context.Context, before time.Time) err
 	return err
 }
 
-const insertLoginFailure = `-- name: InsertLoginFailure :one
+const insertLoginFailure = `-- name: InsertLoginFailure :exec
 
-INSERT INTO login_failures (email, ip) VALUES ($1, $2) RETURNING id
+INSERT INTO login_failures (email, ip) VALUES ($1, $2)
 `
 
 type InsertLoginFailureParams struct {
@@ -119,11 +110,9 @@ type InsertLoginFailureParams struct {
 
 // The rate limits of accounts: log-in attempts and sign-ups, per email and per client address.
 // Recorded before the password is checked (accounts.LogIn): a success deletes it again.
-func (q *Queries) InsertLoginFailure(ctx context.Context, arg InsertLoginFailureParams) (int64, error) {
-	row := q.db.QueryRow(ctx, insertLoginFailure, arg.Email, arg.IP)
-	var id int64
-	err := row.Scan(&id)
-	return id, err
+func (q *Queries) InsertLoginFailure(ctx context.Context, arg InsertLoginFailureParams) error {
+	_, err := q.db.Exec(ctx, insertLoginFailure, arg.Email, arg.IP)
+	return err
 }
 
 const insertSignup = `-- name: InsertSignup :one
@@ -135,4 +124,15 @@ func (q *Queries) InsertSignup(ctx context.Context, ip string) (int64, error) {
 	var id int64
 	err := row.Scan(&id)
 	return id, err
+}
+
+const lockRateLimit = `-- name: LockRateLimit :exec
+SELECT pg_advisory_xact_lock(hashtextextended($1::text, 0))
+`
+
+// Serializes, until the transaction ends, the checks of one rate limit's key (an email, an
+// address), on every instance: each check then sees the attempts recorded before it.
+func (q *Queries) LockRateLimit(ctx context.Context, key string) error {
+	_, err := q.db.Exec(ctx, lockRateLimit, key)
+	return err
 }

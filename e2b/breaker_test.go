@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"sandman/internal/testkit"
 )
 
 // breakerClient has no retries, so each call is one request and the counts are easy to read.
@@ -237,4 +239,7 @@ func TestBreakerIgnoresTheCallersDeadline(t *testing.T) {
 			t.Fatalf("five attempts that timed out left the breaker %s, want open", got)
 		}
 	})
+	testkit.Record(t, testkit.Scenario{ID: "breaker-callers-deadline", Times: 10,
+		Injected: "callers whose own deadline (1 s) passes while the provider is still answering",
+		Result:   "the breaker stays closed, no failure counted; five attempts timed out by the provider's slowness do open it"})
 }

@@ -9,6 +9,7 @@ import (
 
 	"sandman/app"
 	"sandman/app/apptest"
+	"sandman/internal/testkit"
 )
 
 func TestSignUpLogInLogOutPages(t *testing.T) {
@@ -87,13 +88,20 @@ func sessionCookie(t *testing.T, c *apptest.Client) string {
 }
 
 // The session cookie is production's (package app assembles the session manager for tests
-// too): HttpOnly, SameSite=Lax, and Secure exactly when SANDMAN_COOKIE_SECURE says so.
+// too): HttpOnly, SameSite=Lax, and Secure exactly when SANDMAN_COOKIE_SECURE says so; every
+// answer then also tells browsers to use HTTPS only (HSTS).
 func TestSessionCookieAttributes(t *testing.T) {
 	t.Parallel()
 	for _, secure := range []bool{false, true} {
 		t.Run(fmt.Sprintf("secure=%v", secure), func(t *testing.T) {
 			t.Parallel()
 			b := start(t, apptest.Options{Role: app.RoleWeb, Config: func(c *app.Config) { c.CookieSecure = secure }})
+			for _, path := range []string{"/login", "/healthz", "/static/css/app.css", "/no/such/page"} {
+				hsts := b.NewClient(t).Do(http.MethodGet, path, nil, nil).Header.Get("Strict-Transport-Security")
+				if (hsts != "") != secure || secure && !strings.HasPrefix(hsts, "max-age=") {
+					t.Fatalf("%s: Strict-Transport-Security %q with secure cookies %v", path, hsts, secure)
+				}
+			}
 			r := b.NewClient(t).Get("/login")
 			sc := r.Header.Values("Set-Cookie")
 			if len(sc) != 1 || !strings.HasPrefix(sc[0], "sandman_session=") {
@@ -108,6 +116,9 @@ func TestSessionCookieAttributes(t *testing.T) {
 			}
 		})
 	}
+	testkit.Record(t, testkit.Scenario{ID: "session-cookie", Times: 2,
+		Injected: "the production assembly with SANDMAN_COOKIE_SECURE false, then true",
+		Result:   "sandman_session is HttpOnly and SameSite=Lax, Secure exactly when configured; HSTS on every answer exactly then"})
 }
 
 // Pages may frame the provider's previews and nothing else: the policy names the preview

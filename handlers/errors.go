@@ -69,6 +69,9 @@ func (h *Handlers) errorHandler(err error, c echo.Context) {
 		_ = c.NoContent(status)
 		return
 	}
+	// The answer is still owed when the request's context has ended under it (a body that
+	// took too long ends it): render it regardless.
+	c.SetRequest(c.Request().WithContext(context.WithoutCancel(c.Request().Context())))
 	if isAPI(c) || c.Request().URL.Path == "/webhooks/e2b" {
 		_ = jsonError(c, status, code, msg, fields)
 		return

@@ -8,6 +8,7 @@ import (
 
 	"sandman/app"
 	"sandman/app/apptest"
+	"sandman/internal/testkit"
 )
 
 func TestHealthAndMetrics(t *testing.T) {
@@ -36,6 +37,9 @@ func TestHealthAndMetrics(t *testing.T) {
 	if strings.Contains(m.Body, p.ID) || strings.Contains(m.Body, "/no/such") {
 		t.Fatalf("a path leaked into the metrics:\n%s", m.Body)
 	}
+	testkit.Record(t, testkit.Scenario{ID: "metrics-token", Times: 4,
+		Injected: "GET /metrics on the main address with SANDMAN_METRICS_TOKEN set: no token, a wrong one, the token without \"Bearer\", Basic",
+		Result:   "401 naming SANDMAN_METRICS_TOKEN each time; the bearer token gets the metrics"})
 }
 
 // Metrics are never public by default: with an address of their own they are served there and
@@ -69,4 +73,7 @@ func TestMetricsAreNotPublic(t *testing.T) {
 	if neither.MetricsURL() != "" {
 		t.Fatal("a metrics listener without SANDMAN_METRICS_ADDR")
 	}
+	testkit.Record(t, testkit.Scenario{ID: "metrics-not-public", Times: 2,
+		Injected: "GET /metrics on the main address with SANDMAN_METRICS_ADDR set, then with neither it nor a token",
+		Result:   "not served there (404); served on the metrics address"})
 }

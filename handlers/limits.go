@@ -2,12 +2,14 @@ package handlers
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -45,7 +47,7 @@ type bodyRule struct {
 // as registered in routes.
 var bodyRules = map[string]bodyRule{
 	"POST /projects/upload": {max: maxUploadBody, streamed: true, readTime: uploadReadTime,
-		tooLarge: fmt.Sprintf("The upload is larger than %d MiB. Remove large files (build output, node_modules) and try again.", projects.MaxTotalBytes>>20)},
+		tooLarge: fmt.Sprintf("The upload is larger than %d MiB, the limit for one upload. Remove large files (build output, node_modules) and try again.", maxUploadBody>>20)},
 	"POST /webhooks/e2b": {max: lifecycle.MaxWebhookBody, tooLarge: "Webhook bodies are limited to 1 MiB."},
 }
 
@@ -80,6 +82,9 @@ func (h *Handlers) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		r.Body = http.MaxBytesReader(c.Response(), r.Body, rule.max)
 		if rule.streamed {
+			if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "multipart/form-data" {
+				return echo.NewHTTPError(http.StatusUnsupportedMediaType, "Send the upload as multipart/form-data, as the page's form does.")
+			}
 			c.Set(ctxStreamedKey, true)
 			return next(c)
 		}
@@ -88,8 +93,38 @@ func (h *Handlers) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 			return bodyReadError(rule, err)
 		}
 		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		if err := wellFormed(r, body); err != nil {
+			return err
+		}
 		return next(c)
 	}
+}
+
+// wellFormed refuses a body that is not what its Content-Type says (400), so that no route,
+// whether or not it reads its body, acts on a request whose body is broken. A form is parsed
+// here (within its limit, in memory) for the handlers to read.
+func wellFormed(r *http.Request, body []byte) error {
+	if len(body) == 0 {
+		return nil
+	}
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	var err error
+	switch mt {
+	case "application/json":
+		if !json.Valid(body) {
+			return echo.NewHTTPError(http.StatusBadRequest, "The body is not valid JSON.")
+		}
+	case "application/x-www-form-urlencoded":
+		if _, err = url.ParseQuery(string(body)); err == nil {
+			err = r.ParseForm() // the form of a POST, PUT or PATCH, for FormValue
+		}
+	case "multipart/form-data":
+		err = r.ParseMultipartForm(maxFormBody) // the whole body fits: nothing goes to disk
+	}
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, "The form could not be read: it is malformed.")
+	}
+	return nil
 }
 
 func tooLarge(rule bodyRule) error {

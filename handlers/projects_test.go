@@ -159,7 +159,7 @@ func TestUploadProject(t *testing.T) {
 	big := strings.Repeat("x", 21<<20)
 	r = upload(t, c, settings, []upFile{{"big.bin", big}})
 	apptest.RequireStatus(t, r, http.StatusRequestEntityTooLarge)
-	apptest.RequireContains(t, r.Body, "larger than 20 MiB")
+	apptest.RequireContains(t, r.Body, "larger than 21 MiB, the limit")
 	apptest.RequireStatus(t, c.API(http.MethodGet, "/api/projects", nil, &list), http.StatusOK)
 	if len(list) != 2 {
 		t.Fatalf("have %d projects after an oversized upload", len(list))

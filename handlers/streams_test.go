@@ -59,6 +59,9 @@ func TestLogOutEndsTheSessionsStreamsOnEveryInstance(t *testing.T) {
 		}
 	default:
 	}
+	testkit.Record(t, testkit.Scenario{ID: "logout-ends-streams", Times: 1,
+		Injected: "a log-out on instance A while the session has streams open on A and B (and the founder another session's on B)",
+		Result:   "both of the session's streams end, its reconnection is refused (401); the other session's stream stays"})
 }
 
 // A session's stream ends when the session expires, though nobody logged out.
@@ -73,6 +76,9 @@ func TestAnExpiredSessionsStreamEnds(t *testing.T) {
 	s.waitClients(t, 1)
 	streamEnds(t, events, 8*time.Second)
 	apptest.RequireStatus(t, c.Do(http.MethodGet, "/events", nil, nil), http.StatusUnauthorized)
+	testkit.Record(t, testkit.Scenario{ID: "session-expiry-ends-streams", Times: 1,
+		Injected: "a session expiring (3 s lifetime in the test) while its stream is open",
+		Result:   "the stream ends at the expiry; its reconnection is refused (401)"})
 }
 
 // At most 20 streams per founder per instance: the 21st is refused with 429, a Retry-After and a
@@ -101,6 +107,9 @@ func TestAFounderHoldsAtMostTwentyStreamsPerInstance(t *testing.T) {
 	other.SignUp("one-tab@example.com")
 	other.Stream(ctx)
 	a.waitClients(t, 21)
+	testkit.Record(t, testkit.Scenario{ID: "stream-cap", Times: 21,
+		Injected: "21 event streams of one founder on one instance",
+		Result:   "20 open; the 21st refused with 429, Retry-After and a sentence; another instance and another founder still take streams"})
 }
 
 // The server's ReadTimeout bounds how long a request may take to arrive, and never cuts an

@@ -50,6 +50,9 @@ func providerFailure(cause string) *buildFailure {
 	return &buildFailure{msg: ProviderFailureText, refund: true, cause: cause}
 }
 
+// replacedBuild is a build a rebuild replaced before it finished.
+var replacedBuild = &buildFailure{msg: "Replaced by a rebuild before it finished."}
+
 // workerLost is a build whose worker went away (the sweep finds it stuck): Sandman's doing, so the
 // credit is refunded too.
 var workerLost = &buildFailure{refund: true, cause: "the worker running the build went away",

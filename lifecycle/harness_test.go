@@ -119,7 +119,8 @@ func providerCalls(tb testing.TB, reg *prometheus.Registry, op string) float64 {
 	return metricValue(tb, reg, "sandman_e2b_calls_total", labels)
 }
 
-// metricValue sums the series of the counter or gauge name whose labels include labels.
+// metricValue sums the series of the counter or gauge name whose labels include labels (for a
+// histogram, their observations).
 func metricValue(tb testing.TB, reg *prometheus.Registry, name string, labels map[string]string) float64 {
 	tb.Helper()
 	families, err := reg.Gather()
@@ -138,7 +139,7 @@ func metricValue(tb testing.TB, reg *prometheus.Registry, name string, labels ma
 					continue metrics
 				}
 			}
-			total += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			total += m.GetCounter().GetValue() + m.GetGauge().GetValue() + float64(m.GetHistogram().GetSampleCount())
 		}
 	}
 	return total

@@ -77,4 +77,7 @@ func TestReconcileKillsOrphans(t *testing.T) {
 	if !alive(*founders.ProviderID) || b.get(t, founders.ID).Status != lifecycle.Running {
 		t.Fatal("a founder's sandbox was killed as an orphan")
 	}
+	testkit.Record(t, testkit.Scenario{ID: "orphan-sandbox", Times: 1,
+		Injected: "a sandbox created at the provider with Sandman's metadata and no row (a crash between create and row), next to another application's",
+		Result:   "killed by the reconcile once older than OrphanAge (not before), counted in sandman_orphans_killed_total and logged; the other application's and the founder's left alone"})
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"sandman/app/apptest"
 	"sandman/apperr"
 	"sandman/db"
 	"sandman/e2b"
@@ -59,6 +60,10 @@ func TestIdempotencyKeyBelongsToOneProjectAndKind(t *testing.T) {
 	if n := len(b.sandboxesOf(t, second.ID)); n != 0 {
 		t.Fatalf("the refused requests started %d sandboxes", n)
 	}
+	audit := apptest.AuditDB(t, b.pool)
+	testkit.Record(t, testkit.Scenario{ID: "key-reused-elsewhere", Times: 3, ChargedTwice: audit.ChargedTwice, Stuck: audit.Stuck,
+		Injected: "a build's idempotency key sent again for another project's build and rebuild, and for a rebuild of its own project",
+		Result:   "409 saying nothing was charged, each time; the same request again replays the first build"})
 }
 
 // projectWith creates a project of one file with the given commands.
@@ -95,7 +100,7 @@ func (b *testBundle) waitBuildStage(t testing.TB, sb db.Sandbox, stage string) {
 func TestBuildFailuresRefundOnlyThePlatformsFaults(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name     string
+		id, name string
 		install  string
 		start    string
 		webhooks bool
@@ -108,12 +113,12 @@ func TestBuildFailuresRefundOnlyThePlatformsFaults(t *testing.T) {
 		wantText []string
 	}{
 		{
-			name: "the provider fails every create", start: "node index.js",
+			id: "build-provider-create-500", name: "the provider fails every create", start: "node index.js",
 			fault:  &sandboxd.Fault{Route: "POST /sandboxes", Status: 500, Count: 1000},
 			refund: true, wantText: []string{lifecycle.ProviderFailureText},
 		},
 		{
-			name: "the sandbox is killed mid-build", install: "sleep 60", start: "node index.js",
+			id: "build-sandbox-lost", name: "the sandbox is killed mid-build", install: "sleep 60", start: "node index.js",
 			act: func(t *testing.T, b *testBundle, host *sandboxdtest.Host, sb db.Sandbox) {
 				b.waitBuildStage(t, sb, lifecycle.StageInstalling)
 				host.KillFromDashboard(t, *b.get(t, sb.ID).ProviderID)
@@ -121,7 +126,7 @@ func TestBuildFailuresRefundOnlyThePlatformsFaults(t *testing.T) {
 			refund: true, wantText: []string{lifecycle.ProviderFailureText},
 		},
 		{
-			name: "the kill arrives by webhook mid-build", install: "sleep 60", start: "node index.js", webhooks: true,
+			id: "build-sandbox-lost-webhook", name: "the kill arrives by webhook mid-build", install: "sleep 60", start: "node index.js", webhooks: true,
 			act: func(t *testing.T, b *testBundle, host *sandboxdtest.Host, sb db.Sandbox) {
 				b.waitBuildStage(t, sb, lifecycle.StageInstalling)
 				host.KillFromDashboard(t, *b.get(t, sb.ID).ProviderID)
@@ -129,11 +134,11 @@ func TestBuildFailuresRefundOnlyThePlatformsFaults(t *testing.T) {
 			refund: true, wantText: []string{lifecycle.ProviderFailureText},
 		},
 		{
-			name: "the install command exits non-zero", install: "echo 'npm ERR! missing: left-pad'; exit 3", start: "node index.js",
+			id: "build-install-fails", name: "the install command exits non-zero", install: "echo 'npm ERR! missing: left-pad'; exit 3", start: "node index.js",
 			wantText: []string{`The install command "echo 'npm ERR! missing: left-pad'; exit 3" failed with exit code 3.`, "npm ERR! missing: left-pad"},
 		},
 		{
-			name: "the dev server never answers", start: "echo 'error: EADDRINUSE'; sleep 600", ready: 3 * time.Second,
+			id: "build-dev-server-silent", name: "the dev server never answers", start: "echo 'error: EADDRINUSE'; sleep 600", ready: 3 * time.Second,
 			wantText: []string{`The start command "echo 'error: EADDRINUSE'; sleep 600" did not answer on port 3000 within 3s`, "error: EADDRINUSE"},
 		},
 	}
@@ -200,6 +205,15 @@ func TestBuildFailuresRefundOnlyThePlatformsFaults(t *testing.T) {
 			if got := credits(t, b.pool, u.ID); got != want {
 				t.Fatalf("credits = %d, want %d", got, want)
 			}
+			defer func() {
+				audit := apptest.AuditDB(t, b.pool)
+				result := "build failed, the credit kept; the page names the command and shows its output"
+				if tt.refund {
+					result = "build failed in one transaction with its refund (one ledger row with the reason); the page says \"" + lifecycle.ProviderFailureText + "\""
+				}
+				testkit.Record(t, testkit.Scenario{ID: tt.id, Times: 1, ChargedTwice: audit.ChargedTwice, Stuck: audit.Stuck,
+					Injected: tt.name, Result: result + "; its sandbox gone at the provider"})
+			}()
 			// Whatever failed it, nothing of it keeps running: the sandbox is gone.
 			sb := b.get(t, res.Sandbox.ID)
 			if !lifecycle.IsGone(sb.Status) {

@@ -195,6 +195,11 @@ func (s *Service) replaceCurrent(ctx context.Context, tx db.Tx, projectID uuid.U
 	if err != nil {
 		return err
 	}
+	// A build still under way is finished too: it will never be (its worker finds its sandbox
+	// ended), and the founder chose to replace it, so its credit stays spent.
+	if err := s.finishFailed(ctx, tx, cur, replacedBuild); err != nil {
+		return err
+	}
 	if IsGone(cur.Status) {
 		return nil
 	}

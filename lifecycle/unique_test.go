@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"sandman/app/apptest"
 	"sandman/db"
+	"sandman/internal/testkit"
 	"sandman/lifecycle"
 	"sandman/sandboxd"
 	"sandman/sandboxd/sandboxdtest"
@@ -74,6 +76,11 @@ func TestPauseJobsAreUniquePerSandbox(t *testing.T) {
 	if evs := b.eventsOf(t, sb.ID); len(transitionsTo(evs, lifecycle.Paused)) != 1 {
 		t.Fatalf("one pause recorded more than once: %s", history(evs))
 	}
+
+	audit := apptest.AuditDB(t, b.pool)
+	testkit.Record(t, testkit.Scenario{ID: "pause-jobs-unique", Times: 25, ChargedTwice: audit.ChargedTwice, Stuck: audit.Stuck,
+		Injected: "20 pause clicks and 5 sweeps (each re-queueing the overdue idle pause) at once, the provider's pause held 2 s",
+		Result:   "one asked-for and one idle pause job; the provider asked to pause once; one pause recorded"})
 
 	// Once it runs again it can be paused again at once, though the first pause job may not be
 	// recorded as finished yet.

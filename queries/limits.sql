@@ -1,8 +1,8 @@
 -- The rate limits of accounts: log-in attempts and sign-ups, per email and per client address.
 
--- name: InsertLoginFailure :one
+-- name: InsertLoginFailure :exec
 -- Recorded before the password is checked (accounts.LogIn): a success deletes it again.
-INSERT INTO login_failures (email, ip) VALUES (@email, @ip) RETURNING id;
+INSERT INTO login_failures (email, ip) VALUES (@email, @ip);
 
 -- name: CountLoginFailures :one
 -- Recent attempts for this email and for this address, counted separately.
@@ -12,9 +12,6 @@ SELECT
 FROM login_failures
 WHERE created_at > @since::timestamptz
   AND (email = @email OR ip = @ip);
-
--- name: DeleteLoginFailure :exec
-DELETE FROM login_failures WHERE id = @id;
 
 -- name: DeleteLoginFailuresByEmail :exec
 -- A successful login forgives the email's earlier failures (not the address's).
@@ -36,3 +33,8 @@ DELETE FROM signups WHERE id = @id;
 
 -- name: DeleteSignupsBefore :exec
 DELETE FROM signups WHERE created_at < @before::timestamptz;
+
+-- name: LockRateLimit :exec
+-- Serializes, until the transaction ends, the checks of one rate limit's key (an email, an
+-- address), on every instance: each check then sees the attempts recorded before it.
+SELECT pg_advisory_xact_lock(hashtextextended(@key::text, 0));
