@@ -73,10 +73,10 @@ func TestBreakerOpensAfterConsecutiveFailuresAndFailsFast(t *testing.T) {
 		if waited := time.Since(start); waited != 0 {
 			t.Errorf("failing fast waited %s", waited)
 		}
-		if v := metricValue(t, reg, "sandman_e2b_circuit_state", nil); v != 2 {
+		if v := testkit.MetricValue(t, reg, "sandman_e2b_circuit_state", nil); v != 2 {
 			t.Errorf("circuit_state gauge = %v, want 2 (open)", v)
 		}
-		if n := metricValue(t, reg, "sandman_e2b_calls_total", map[string]string{"op": "get", "outcome": "circuit_open"}); n != 1 {
+		if n := testkit.MetricValue(t, reg, "sandman_e2b_calls_total", map[string]string{"op": "get", "outcome": "circuit_open"}); n != 1 {
 			t.Errorf("calls_total{get,circuit_open} = %v, want 1", n)
 		}
 		// The breaker is for the control plane only: envd calls go on.
@@ -171,33 +171,6 @@ func TestMetricsShareARegistry(t *testing.T) {
 			t.Fatalf("second client on one registry: %v", err)
 		}
 	}
-}
-
-// metricValue reads one gauge or counter from reg; labels select among a vector's series.
-func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if want, ok := labels[l.GetName()]; ok && want != l.GetValue() {
-					continue series
-				}
-			}
-			if m.GetGauge() != nil {
-				return m.GetGauge().GetValue()
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	return -1
 }
 
 // A caller whose own deadline passes while the provider is still answering has learnt nothing

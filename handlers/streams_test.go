@@ -12,22 +12,6 @@ import (
 	"sandman/views"
 )
 
-// streamEnds waits until the server ends the stream.
-func streamEnds(t *testing.T, events <-chan testkit.SSEEvent, within time.Duration) {
-	t.Helper()
-	timeout := time.After(within)
-	for {
-		select {
-		case _, open := <-events:
-			if !open {
-				return
-			}
-		case <-timeout:
-			t.Fatal("the stream is still open")
-		}
-	}
-}
-
 // Logging out ends the session's event streams on every instance, not only the one that served
 // the log-out; the browser's reconnection is refused. The founder's other sessions keep theirs.
 func TestLogOutEndsTheSessionsStreamsOnEveryInstance(t *testing.T) {
@@ -48,8 +32,8 @@ func TestLogOutEndsTheSessionsStreamsOnEveryInstance(t *testing.T) {
 	b.waitClients(t, 2)
 
 	apptest.RequireStatus(t, laptop.API(http.MethodDelete, "/api/session", nil, nil), http.StatusNoContent)
-	streamEnds(t, onA, 10*time.Second)
-	streamEnds(t, onB, 10*time.Second)
+	testkit.SSEEnds(t, onA, 10*time.Second)
+	testkit.SSEEnds(t, onB, 10*time.Second)
 	b.waitClients(t, 1) // the phone's
 	apptest.RequireStatus(t, laptop.On(b.Instance).Do(http.MethodGet, "/events", nil, nil), http.StatusUnauthorized)
 	select {
@@ -74,7 +58,7 @@ func TestAnExpiredSessionsStreamEnds(t *testing.T) {
 	defer cancel()
 	events := c.Stream(ctx)
 	s.waitClients(t, 1)
-	streamEnds(t, events, 8*time.Second)
+	testkit.SSEEnds(t, events, 8*time.Second)
 	apptest.RequireStatus(t, c.Do(http.MethodGet, "/events", nil, nil), http.StatusUnauthorized)
 	testkit.Record(t, testkit.Scenario{ID: "session-expiry-ends-streams", Times: 1,
 		Injected: "a session expiring (3 s lifetime in the test) while its stream is open",

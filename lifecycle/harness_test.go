@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"sandman/db"
+	"sandman/internal/testkit"
 	"sandman/lifecycle"
 	"sandman/sandboxd/sandboxdtest"
 )
@@ -116,31 +117,5 @@ func providerCalls(tb testing.TB, reg *prometheus.Registry, op string) float64 {
 	if op != "" {
 		labels["op"] = op
 	}
-	return metricValue(tb, reg, "sandman_e2b_calls_total", labels)
-}
-
-// metricValue sums the series of the counter or gauge name whose labels include labels (for a
-// histogram, their observations).
-func metricValue(tb testing.TB, reg *prometheus.Registry, name string, labels map[string]string) float64 {
-	tb.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var total float64
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if want, ok := labels[l.GetName()]; ok && want != l.GetValue() {
-					continue metrics
-				}
-			}
-			total += m.GetCounter().GetValue() + m.GetGauge().GetValue() + float64(m.GetHistogram().GetSampleCount())
-		}
-	}
-	return total
+	return testkit.MetricValue(tb, reg, "sandman_e2b_calls_total", labels)
 }

@@ -84,7 +84,7 @@ func TestPostgresRestartWhileWebhooksArrive(t *testing.T) {
 	}
 	// Deliveries are refused while the database is away (each is retried).
 	testkit.Until(t, 30*time.Second, "a webhook refused during the outage", func() bool {
-		return metricValue(t, b.Registry(), "sandman_http_request_duration_seconds",
+		return testkit.MetricValue(t, b.Registry(), "sandman_http_request_duration_seconds",
 			map[string]string{"route": "/webhooks/e2b", "status": "500"}) > 0
 	})
 	pg.Start(t)

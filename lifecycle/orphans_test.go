@@ -51,7 +51,7 @@ func TestReconcileKillsOrphans(t *testing.T) {
 		}
 		return err == nil
 	}
-	orphansKilled := func() float64 { return metricValue(t, b.Registry(), "sandman_orphans_killed_total", nil) }
+	orphansKilled := func() float64 { return testkit.MetricValue(t, b.Registry(), "sandman_orphans_killed_total", nil) }
 
 	if err := b.svc.Reconcile(ctx); err != nil {
 		t.Fatal(err)

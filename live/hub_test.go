@@ -285,22 +285,6 @@ func TestSlowClientGetsTheNewestStateNotEveryState(t *testing.T) {
 	t.Logf("the slow client got %d panes for %d changes", panes, changes)
 }
 
-// ended waits until the server has ended the stream.
-func ended(t *testing.T, events <-chan testkit.SSEEvent) {
-	t.Helper()
-	timeout := time.After(10 * time.Second)
-	for {
-		select {
-		case _, open := <-events:
-			if !open {
-				return
-			}
-		case <-timeout:
-			t.Fatal("the stream did not end")
-		}
-	}
-}
-
 // One founder holds at most MaxPerFounder streams on an instance; the next is refused before
 // anything is streamed, and other founders are not affected.
 func TestAFounderHoldsAtMostMaxPerFounderStreams(t *testing.T) {
@@ -346,8 +330,8 @@ func TestEndSessionEndsOnlyItsStreams(t *testing.T) {
 	phone := h.sessionStream(t, ctx, founder, "phone")
 	testkit.Until(t, 10*time.Second, "three streams", func() bool { return h.hub.Clients() == 3 })
 	h.hub.EndSession("laptop")
-	ended(t, a1)
-	ended(t, a2)
+	testkit.SSEEnds(t, a1, 10*time.Second)
+	testkit.SSEEnds(t, a2, 10*time.Second)
 	testkit.Until(t, 10*time.Second, "the laptop's streams gone", func() bool { return h.hub.Clients() == 1 })
 	select {
 	case _, open := <-phone:
