@@ -90,6 +90,11 @@ func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent, sour
 				return seen()
 			}
 			c.To, c.Reason = Paused, "paused by the provider"
+			kind, err := snapshotKindOf(ctx, tx, cur)
+			if err != nil {
+				return nil, err
+			}
+			c.SnapshotKind = kind
 		case EventResumed, EventCreated:
 			// Resuming and starting rows belong to their workers, which check readiness first.
 			if cur.Status != Paused && cur.Status != Unknown && cur.Status != ResumeFailed {

@@ -80,9 +80,27 @@ func (s *Service) syncTo(ctx context.Context, id uuid.UUID, ps ProviderState, so
 		if ps.State == Running && !ps.EndAt.IsZero() {
 			c.EndAt = &ps.EndAt
 		}
+		if ps.State == Paused {
+			kind, err := snapshotKindOf(ctx, tx, cur)
+			if err != nil {
+				return nil, err
+			}
+			c.SnapshotKind = kind
+		}
 		return c, nil
 	})
 	return err
+}
+
+// snapshotKindOf is the kind of snapshot a pause of sb keeps: its project's, which every pause
+// Sandman asks for uses. The provider reports a pause but not its kind, and its report can be
+// applied before the pause job records its own (a reconcile or a webhook in between).
+func snapshotKindOf(ctx context.Context, tx db.Tx, sb db.Sandbox) (*db.PauseKind, error) {
+	p, err := tx.GetProjectByOwner(ctx, db.GetProjectByOwnerParams{ID: sb.ProjectID, OwnerID: sb.OwnerID})
+	if err != nil {
+		return nil, err
+	}
+	return &p.PauseKind, nil
 }
 
 // markUnknown records that the provider cannot be asked now (errors, or the breaker is open).
