@@ -124,10 +124,12 @@ func TestResumeFailsAfterTwoAttempts(t *testing.T) {
 			audit := apptest.AuditDB(t, b.pool)
 			injected, times, result := "the sandbox killed at the provider, then resumed", 1, "resume_failed at once (no second attempt), cause: "+tt.cause
 			if tt.fault != nil {
-				times = tt.fault.Count
-				injected = fmt.Sprintf("the provider's connect answering %d (at most %d times)", tt.fault.Status, tt.fault.Count)
+				// Every call of the two attempts, retries included, meets the fault (the test
+				// checks how many reached the provider).
+				times = tt.maxCalls
+				injected = fmt.Sprintf("the provider's connect answering %d to every call", tt.fault.Status)
 				if tt.fault.Status == 0 {
-					injected = fmt.Sprintf("the provider's connect hanging %d s, past the attempt timeout (1 s) (at most %d times)", tt.fault.LatencyMs/1000, tt.fault.Count)
+					injected = fmt.Sprintf("the provider's connect hanging %d s on every call, past the attempt timeout (1 s)", tt.fault.LatencyMs/1000)
 				}
 				result = "two attempts, then resume_failed, cause: " + tt.cause
 				if tt.want == lifecycle.Running {
