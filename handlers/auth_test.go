@@ -177,57 +177,6 @@ func TestJSONAPIAccount(t *testing.T) {
 	}
 }
 
-func TestCSRFRefusedWithoutToken(t *testing.T) {
-	t.Parallel()
-	b := webOnly(t)
-	c := b.NewClient(t)
-	c.SignUp("csrf@example.com")
-
-	tests := []struct {
-		name string
-		do   func() apptest.Response
-	}{
-		{"form without token", func() apptest.Response {
-			return c.Do(http.MethodPost, "/projects", strings.NewReader("starter=counter"), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
-		}},
-		{"form with wrong token", func() apptest.Response {
-			return c.Do(http.MethodPost, "/projects", strings.NewReader("starter=counter&_csrf=forged"), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
-		}},
-		{"api without header", func() apptest.Response {
-			return c.Do(http.MethodPost, "/api/projects", strings.NewReader(`{"starter":"counter"}`), map[string]string{"Content-Type": "application/json"})
-		}},
-		{"api logout without header", func() apptest.Response { return c.Do(http.MethodDelete, "/api/session", nil, nil) }},
-		{"logout form without token", func() apptest.Response {
-			return c.Do(http.MethodPost, "/logout", strings.NewReader(""), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
-		}},
-		{"login form without token", func() apptest.Response {
-			return b.NewClient(t).Do(http.MethodPost, "/login", strings.NewReader("email=a%40b.c&password=xxxxxxxx"), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
-		}},
-		{"api login as a form", func() apptest.Response {
-			return b.NewClient(t).Do(http.MethodPost, "/api/session", strings.NewReader("email=a%40b.c"), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
-		}},
-		{"upload without token", func() apptest.Response {
-			return c.Do(http.MethodPost, "/projects/upload", strings.NewReader(""), map[string]string{"Content-Type": "multipart/form-data; boundary=x"})
-		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := tt.do()
-			if r.Status < 400 || r.Status >= 500 {
-				t.Fatalf("status %d: %s", r.Status, r.Body)
-			}
-			apptest.RequireContains(t, r.Body, "Reload the page and try again")
-		})
-	}
-	// Nothing was created, and the session still works with the right token.
-	var list []map[string]any
-	apptest.RequireStatus(t, c.API(http.MethodGet, "/api/projects", nil, &list), http.StatusOK)
-	if len(list) != 0 {
-		t.Fatalf("a refused request created %d projects", len(list))
-	}
-	apptest.RequireStatus(t, c.API(http.MethodPost, "/api/projects", map[string]string{"starter": "counter"}, nil), http.StatusCreated)
-}
-
 func TestLoginRateLimit(t *testing.T) {
 	t.Parallel()
 	b := webOnly(t)

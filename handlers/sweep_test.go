@@ -286,6 +286,9 @@ func TestSecuritySweep(t *testing.T) {
 	if got := f.owner.Credits(); got != 9 {
 		t.Fatalf("the owner's credits are %d, want 9", got)
 	}
+	// And the sessions still work, with their tokens.
+	apptest.RequireStatus(t, f.owner.API(http.MethodPost, "/api/projects", map[string]string{"starter": "static"}, nil), http.StatusCreated)
+	apptest.RequireStatus(t, f.owner.Get("/projects/"+f.ids.project), http.StatusOK)
 	testkit.Record(t, testkit.Scenario{ID: "sweep-csrf", Times: 2,
 		Injected: "per state-changing route of the route table: no CSRF token, then a forged one (for the webhook: no signature, a forged one; for the JSON log-in and sign-up: a form body)",
 		Result:   "403 asking to reload the page (401 for the webhook) on every route; nothing changed"})
