@@ -148,7 +148,10 @@ func TestCrashedWorkerNeverStrandsASandbox(t *testing.T) {
 			host := sandboxdtest.Start(t)
 			client := providerFor(t, host)
 			cfg := fastConfig()
-			cfg.PauseAfterReady = "immediate"
+			cfg.IdleTimeout = 10 * time.Minute // a finished build stays running, to be seen
+			if tt.failed == lifecycle.ResumeFailed {
+				cfg.PauseAfterReady = "immediate" // a paused sandbox to resume
+			}
 			first := instance(t, instanceOptions{host: host, config: cfg, work: true})
 			web := instance(t, instanceOptions{host: host, databaseURL: first.DatabaseURL, config: cfg})
 			u, p := founder(t, web.pool, 5)
