@@ -163,6 +163,12 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 	}
 	a.accounts = accounts.New(pool, accounts.Options{StartCredits: cfg.StartCredits, BcryptCost: cfg.BcryptCost,
 		SignUpsPerHour: cfg.SignUpsPerHour})
+	metrics := handlers.MetricsHandler(a.registry, cfg.MetricsToken)
+	if cfg.MetricsAddr != "" { // any role: a worker's jobs and provider calls are worth watching too
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", metrics)
+		a.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: cfg.ReadTimeout, IdleTimeout: 2 * time.Minute}
+	}
 	if !cfg.Role.serves() {
 		return a, nil
 	}
@@ -181,14 +187,8 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 
 	a.hub = live.New(live.Options{Render: handlers.RenderSandbox(a.lifecycle), Snapshot: handlers.RenderSnapshot(a.lifecycle),
 		Logger: logger, Registerer: a.registry})
-	metrics := handlers.MetricsHandler(a.registry, cfg.MetricsToken)
 	var metricsOnMain http.Handler
-	switch {
-	case cfg.MetricsAddr != "":
-		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", metrics)
-		a.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: cfg.ReadTimeout, IdleTimeout: 2 * time.Minute}
-	case cfg.MetricsToken != "":
+	if cfg.MetricsAddr == "" && cfg.MetricsToken != "" {
 		metricsOnMain = metrics
 	}
 	a.handler = handlers.New(handlers.Deps{
@@ -224,6 +224,21 @@ func (a *App) Start(ctx context.Context) error {
 			a.log.Info("webhook registered", "url", a.cfg.WebhookURL)
 		}
 	}
+	a.serveErr = make(chan error, 2)
+	switch {
+	case a.metrics != nil:
+		ln, err := net.Listen("tcp", a.cfg.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("listen on SANDMAN_METRICS_ADDR %s: %w", a.cfg.MetricsAddr, err)
+		}
+		a.metricsLn = ln
+		go func() { a.serveErr <- a.metrics.Serve(ln) }()
+		a.log.Info("metrics listening", "addr", ln.Addr().String())
+	case !a.cfg.Role.serves():
+		a.log.Warn("metrics are not served: set SANDMAN_METRICS_ADDR (an address of their own)")
+	case a.cfg.MetricsToken == "":
+		a.log.Warn("metrics are not served: set SANDMAN_METRICS_ADDR (an address of their own) or SANDMAN_METRICS_TOKEN (a bearer token for /metrics)")
+	}
 	if !a.cfg.Role.serves() {
 		a.log.Info("sandman workers running")
 		return nil
@@ -233,18 +248,7 @@ func (a *App) Start(ctx context.Context) error {
 		return fmt.Errorf("listen on SANDMAN_ADDR %s: %w", a.cfg.Addr, err)
 	}
 	a.listener = ln
-	a.serveErr = make(chan error, 2)
 	go func() { a.serveErr <- a.server.Serve(ln) }()
-	switch {
-	case a.metrics != nil:
-		if a.metricsLn, err = net.Listen("tcp", a.cfg.MetricsAddr); err != nil {
-			return fmt.Errorf("listen on SANDMAN_METRICS_ADDR %s: %w", a.cfg.MetricsAddr, err)
-		}
-		go func() { a.serveErr <- a.metrics.Serve(a.metricsLn) }()
-		a.log.Info("metrics listening", "addr", a.metricsLn.Addr().String())
-	case a.cfg.MetricsToken == "":
-		a.log.Warn("metrics are not served: set SANDMAN_METRICS_ADDR (an address of their own) or SANDMAN_METRICS_TOKEN (a bearer token for /metrics)")
-	}
 	a.background(bg, a.hub.Run)
 	a.background(bg, func(ctx context.Context) { a.hub.Listen(ctx, a.cfg.DatabaseURL) })
 	a.background(bg, a.prune)
@@ -266,7 +270,7 @@ func (a *App) Run(ctx context.Context) error {
 	err := a.Start(ctx)
 	if err == nil {
 		select {
-		case err = <-a.serveErr: // nil channel for workers: only ctx ends them
+		case err = <-a.serveErr: // a server's end (a worker without metrics has none: only ctx ends it)
 		case <-ctx.Done():
 			a.log.Info("shutting down")
 		}
