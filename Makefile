@@ -21,8 +21,14 @@ help: ## list the targets
 run: deps-run build ## start PostgreSQL, sandboxd and Sandman with a demo founder
 	@bin/devrun
 
+# The tests of things that race (concurrent requests, two instances, the live hub) run under
+# the race detector; everything else runs once without it.
+RACY := ^Test(Concurrent|TwoInstances)
+
 test: deps ## run the whole test suite (real PostgreSQL, sandboxd and Chromium)
-	$(GO) test -timeout $(TEST_TIMEOUT) ./...
+	$(GO) test -timeout $(TEST_TIMEOUT) -skip '$(RACY)' ./...
+	$(GO) test -timeout $(TEST_TIMEOUT) -race -run '$(RACY)' ./handlers ./lifecycle
+	$(GO) test -timeout $(TEST_TIMEOUT) -race ./live
 
 # -p 1: one package at a time, so no benchmark shares the two cores with another.
 bench: deps ## run the benchmarks (figures go in BENCHMARKS.md)

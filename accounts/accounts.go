@@ -3,6 +3,7 @@ package accounts
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/mail"
 	"strings"
@@ -27,13 +28,20 @@ const (
 	MaxPasswordLength = 72
 )
 
+// Sign-ups per client address: at most Options.SignUpsPerHour in any SignUpWindow.
+const (
+	SignUpWindow          = time.Hour
+	DefaultSignUpsPerHour = 10
+)
+
 // Service signs founders up and in.
 type Service struct {
-	pool         *pgxpool.Pool
-	q            *db.Queries
-	startCredits int32
-	bcryptCost   int
-	now          func() time.Time
+	pool           *pgxpool.Pool
+	q              *db.Queries
+	startCredits   int32
+	bcryptCost     int
+	signUpsPerHour int
+	now            func() time.Time
 }
 
 // Options tune a Service.
@@ -41,6 +49,9 @@ type Options struct {
 	StartCredits int32
 	// BcryptCost defaults to bcrypt.DefaultCost; tests lower it.
 	BcryptCost int
+	// SignUpsPerHour is how many founders may sign up from one client address in an hour; 0
+	// turns the limit off.
+	SignUpsPerHour int
 }
 
 // New returns a Service.
@@ -49,7 +60,8 @@ func New(pool *pgxpool.Pool, opts Options) *Service {
 	if cost == 0 {
 		cost = bcrypt.DefaultCost
 	}
-	return &Service{pool: pool, q: db.New(pool), startCredits: opts.StartCredits, bcryptCost: cost, now: time.Now}
+	return &Service{pool: pool, q: db.New(pool), startCredits: opts.StartCredits, bcryptCost: cost,
+		signUpsPerHour: opts.SignUpsPerHour, now: time.Now}
 }
 
 // Credentials are what a founder types.
@@ -77,11 +89,56 @@ func (c Credentials) Validate() map[string]string {
 	return errs
 }
 
-// SignUp creates a founder with the starting credits.
-func (s *Service) SignUp(ctx context.Context, c Credentials) (db.User, error) {
+// SignUp creates a founder with the starting credits. from is the client's address, which
+// may sign up SignUpsPerHour founders an hour; the admin commands, which have none, pass "".
+func (s *Service) SignUp(ctx context.Context, c Credentials, from string) (db.User, error) {
 	if errs := c.Validate(); len(errs) > 0 {
 		return db.User{}, apperr.Invalid(errs)
 	}
+	if from != "" && s.signUpsPerHour > 0 {
+		slot, err := s.takeSignUpSlot(ctx, from)
+		if err != nil {
+			return db.User{}, err
+		}
+		u, err := s.signUp(ctx, c)
+		if err != nil {
+			// Refused (the address is taken, say): it created no account, so it does not count.
+			if derr := s.q.DeleteSignup(context.WithoutCancel(ctx), slot); derr != nil {
+				return db.User{}, errors.Join(err, derr)
+			}
+		}
+		return u, err
+	}
+	return s.signUp(ctx, c)
+}
+
+// takeSignUpSlot records a sign-up from the address if it is within the limit. The check and
+// the record hold the address's lock (on every instance), so of any number of sign-ups at once
+// exactly the limit pass.
+func (s *Service) takeSignUpSlot(ctx context.Context, from string) (int64, error) {
+	var slot int64
+	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		if err := tx.LockRateLimit(ctx, "signup ip "+from); err != nil {
+			return err
+		}
+		now := s.now()
+		n, err := tx.CountSignups(ctx, db.CountSignupsParams{IP: from, Since: now.Add(-SignUpWindow)})
+		if err != nil {
+			return err
+		}
+		if n.N >= int64(s.signUpsPerHour) {
+			wait := max(n.Oldest.Add(SignUpWindow).Sub(now), time.Second)
+			return &apperr.Error{Kind: apperr.KindRateLimited, Code: "rate_limited", RetryAfter: wait,
+				Message: fmt.Sprintf("Too many accounts were created from your network in the last hour. Try again in %s, or log in to the account you already have.",
+					humanWait(wait))}
+		}
+		slot, err = tx.InsertSignup(ctx, from)
+		return err
+	})
+	return slot, err
+}
+
+func (s *Service) signUp(ctx context.Context, c Credentials) (db.User, error) {
 	hash, err := bcrypt.GenerateFromPassword([]byte(c.Password), s.bcryptCost)
 	if err != nil {
 		return db.User{}, err
@@ -98,21 +155,46 @@ func (s *Service) SignUp(ctx context.Context, c Credentials) (db.User, error) {
 	return u, nil
 }
 
+// humanWait says a wait in whole minutes, as a person reads it.
+func humanWait(d time.Duration) string {
+	m := int((d + time.Minute - 1) / time.Minute)
+	if m == 1 {
+		return "a minute"
+	}
+	return fmt.Sprintf("%d minutes", m)
+}
+
 // ErrBadCredentials is the one answer for an unknown email or a wrong password, so the form
 // does not reveal which emails have accounts.
 var ErrBadCredentials = &apperr.Error{Kind: apperr.KindUnauthorized, Code: "bad_credentials", Message: "Email or password is incorrect."}
 
-// LogIn checks a founder's password, counting failures per email and per address.
+// LogIn checks a founder's password, counting attempts per email and per address. An attempt
+// is recorded before its password is checked, under the email's and the address's locks (on
+// every instance), so of any number of attempts at once exactly the limit get their password
+// checked. A refused attempt is not counted; a success forgives the email's failures.
 func (s *Service) LogIn(ctx context.Context, c Credentials, ip string) (db.User, error) {
 	email := NormalizeEmail(c.Email)
-	counts, err := s.q.CountLoginFailures(ctx, db.CountLoginFailuresParams{Email: email, IP: ip, Since: s.now().Add(-Window)})
+	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		// Always the email's lock first: two attempts never wait on each other crosswise.
+		if err := tx.LockRateLimit(ctx, "login email "+email); err != nil {
+			return err
+		}
+		if err := tx.LockRateLimit(ctx, "login ip "+ip); err != nil {
+			return err
+		}
+		counts, err := tx.CountLoginFailures(ctx, db.CountLoginFailuresParams{Email: email, IP: ip, Since: s.now().Add(-Window)})
+		if err != nil {
+			return err
+		}
+		if counts.ByEmail >= MaxFailuresEmail || counts.ByIP >= MaxFailuresIP {
+			return &apperr.Error{Kind: apperr.KindRateLimited, Code: "rate_limited",
+				Message:    "Too many failed logins. Wait 15 minutes and try again.",
+				RetryAfter: Window}
+		}
+		return tx.InsertLoginFailure(ctx, db.InsertLoginFailureParams{Email: email, IP: ip})
+	})
 	if err != nil {
 		return db.User{}, err
-	}
-	if counts.ByEmail >= MaxFailuresEmail || counts.ByIP >= MaxFailuresIP {
-		return db.User{}, &apperr.Error{Kind: apperr.KindRateLimited, Code: "rate_limited",
-			Message:    "Too many failed logins. Wait 15 minutes and try again.",
-			RetryAfter: Window}
 	}
 	u, err := s.q.GetUserByEmail(ctx, email)
 	if err != nil && !db.IsNotFound(err) {
@@ -124,10 +206,7 @@ func (s *Service) LogIn(ctx context.Context, c Credentials, ip string) (db.User,
 		hash = dummyHash()
 	}
 	if bcrypt.CompareHashAndPassword([]byte(hash), []byte(c.Password)) != nil || u.ID == uuid.Nil {
-		if err := s.q.InsertLoginFailure(ctx, db.InsertLoginFailureParams{Email: email, IP: ip}); err != nil {
-			return db.User{}, err
-		}
-		return db.User{}, ErrBadCredentials
+		return db.User{}, ErrBadCredentials // the attempt stays recorded: a failure
 	}
 	if err := s.q.DeleteLoginFailuresByEmail(ctx, email); err != nil {
 		return db.User{}, err
@@ -150,9 +229,10 @@ func (s *Service) Get(ctx context.Context, id uuid.UUID) (db.User, error) {
 	return u, db.MapError(err)
 }
 
-// PruneLoginFailures forgets failures that no longer count.
-func (s *Service) PruneLoginFailures(ctx context.Context) error {
-	return s.q.DeleteLoginFailuresBefore(ctx, s.now().Add(-Window))
+// PruneLimits forgets the log-in failures and sign-ups that no longer count.
+func (s *Service) PruneLimits(ctx context.Context) error {
+	now := s.now()
+	return errors.Join(s.q.DeleteLoginFailuresBefore(ctx, now.Add(-Window)), s.q.DeleteSignupsBefore(ctx, now.Add(-SignUpWindow)))
 }
 
 // EnsureUser creates the founder if the email is new and returns it either way; `make run` uses it
@@ -165,5 +245,5 @@ func (s *Service) EnsureUser(ctx context.Context, c Credentials) (db.User, error
 	if !db.IsNotFound(err) {
 		return db.User{}, err
 	}
-	return s.SignUp(ctx, c)
+	return s.SignUp(ctx, c, "")
 }

@@ -58,8 +58,22 @@ type Config struct {
 	StartCredits int32
 	// BcryptCost hashes passwords; zero is accounts' default. Tests lower it to stay fast.
 	BcryptCost   int
-	CookieSecure bool // SANDMAN_COOKIE_SECURE: the session cookie is Secure
+	CookieSecure bool // SANDMAN_COOKIE_SECURE: the session cookie is Secure, and pages send HSTS
 	TrustProxy   bool // SANDMAN_TRUST_PROXY: the client address comes from X-Forwarded-For
+	// MetricsAddr serves /metrics on an address of its own (SANDMAN_METRICS_ADDR), and not on
+	// Addr. Without it, /metrics is served on Addr only when MetricsToken is set.
+	MetricsAddr string
+	// MetricsToken, when set, must come with every /metrics request as a bearer token
+	// (SANDMAN_METRICS_TOKEN).
+	MetricsToken string
+	// SignUpsPerHour is how many founders may sign up from one client address in an hour
+	// (SANDMAN_SIGNUPS_PER_HOUR).
+	SignUpsPerHour int
+	// SessionLifetime is how long a session lasts from its log-in; its event streams end with it.
+	SessionLifetime time.Duration
+	// ReadTimeout bounds the reading of a whole request, body included, except where a route
+	// sets its own (an upload's longer one; the event stream, which has none).
+	ReadTimeout time.Duration
 	// ShutdownWait is how long Stop lets requests and running jobs finish.
 	ShutdownWait time.Duration
 
@@ -73,11 +87,14 @@ type Config struct {
 // DefaultConfig is production's configuration before the environment is read.
 func DefaultConfig() Config {
 	return Config{
-		Addr:         "127.0.0.1:8080",
-		Role:         RoleAll,
-		StartCredits: 10,
-		ShutdownWait: 15 * time.Second,
-		Lifecycle:    lifecycle.DefaultConfig(),
+		Addr:            "127.0.0.1:8080",
+		Role:            RoleAll,
+		StartCredits:    10,
+		SignUpsPerHour:  accounts.DefaultSignUpsPerHour,
+		SessionLifetime: 30 * 24 * time.Hour,
+		ReadTimeout:     30 * time.Second,
+		ShutdownWait:    15 * time.Second,
+		Lifecycle:       lifecycle.DefaultConfig(),
 	}
 }
 
@@ -92,11 +109,12 @@ type App struct {
 	provider  *e2b.Client
 	lifecycle *lifecycle.Service
 	accounts  *accounts.Service
-	store     *pgxstore.PostgresStore
 	hub       *live.Hub      // nil for RoleWorker
 	handler   http.Handler   // nil for RoleWorker
 	server    *http.Server   // nil for RoleWorker
 	listener  net.Listener   // set by Start
+	metrics   *http.Server   // /metrics on MetricsAddr; nil without one
+	metricsLn net.Listener   // set by Start
 	serveErr  chan error     // the HTTP server's end
 	cancel    func()         // ends the background loops
 	loops     sync.WaitGroup // hub heartbeats, the database feed, pruning
@@ -139,21 +157,29 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 		return nil, err
 	}
 	a.lifecycle, err = lifecycle.New(lifecycle.Options{Pool: pool, Provider: a.provider, Config: cfg.Lifecycle,
-		Logger: logger, Work: cfg.Role.works()})
+		Logger: logger, Registerer: a.registry, Work: cfg.Role.works()})
 	if err != nil {
 		return nil, err
 	}
-	a.accounts = accounts.New(pool, accounts.Options{StartCredits: cfg.StartCredits, BcryptCost: cfg.BcryptCost})
+	a.accounts = accounts.New(pool, accounts.Options{StartCredits: cfg.StartCredits, BcryptCost: cfg.BcryptCost,
+		SignUpsPerHour: cfg.SignUpsPerHour})
+	metrics := handlers.MetricsHandler(a.registry, cfg.MetricsToken)
+	if cfg.MetricsAddr != "" { // any role: a worker's jobs and provider calls are worth watching too
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", metrics)
+		a.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: cfg.ReadTimeout, IdleTimeout: 2 * time.Minute}
+	}
 	if !cfg.Role.serves() {
 		return a, nil
 	}
 
-	a.store = pgxstore.NewWithCleanupInterval(pool, 10*time.Minute)
 	sessions := scs.New()
-	sessions.Store = a.store
+	// No cleanup goroutine of pgxstore's (its start races with StopCleanup): prune clears
+	// expired sessions with the rest.
+	sessions.Store = pgxstore.NewWithCleanupInterval(pool, 0)
 	// A fixed lifetime and no idle timeout: with one, scs writes the session row again on every
 	// request to move its expiry, a database write for each status read (BENCHMARKS.md).
-	sessions.Lifetime = 30 * 24 * time.Hour
+	sessions.Lifetime = cfg.SessionLifetime
 	sessions.Cookie.Name = "sandman_session"
 	sessions.Cookie.HttpOnly = true
 	sessions.Cookie.SameSite = http.SameSiteLaxMode
@@ -161,13 +187,20 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 
 	a.hub = live.New(live.Options{Render: handlers.RenderSandbox(a.lifecycle), Snapshot: handlers.RenderSnapshot(a.lifecycle),
 		Logger: logger, Registerer: a.registry})
+	var metricsOnMain http.Handler
+	if cfg.MetricsAddr == "" && cfg.MetricsToken != "" {
+		metricsOnMain = metrics
+	}
 	a.handler = handlers.New(handlers.Deps{
 		Pool: pool, Sessions: sessions, Accounts: a.accounts, Projects: projects.New(pool), Lifecycle: a.lifecycle,
-		Live: a.hub, Logger: logger, Registry: a.registry, TrustProxy: cfg.TrustProxy,
+		Live: a.hub, Logger: logger, Registry: a.registry, Metrics: metricsOnMain, TrustProxy: cfg.TrustProxy, HSTS: cfg.CookieSecure,
 		FrameOrigins: []string{frameOrigin(a.provider)},
 	})
-	// No WriteTimeout: it would cut event streams; every other handler is bounded by its context.
-	a.server = &http.Server{Handler: a.handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	// ReadTimeout bounds a slow sender (routes with their own deadline move it: an upload gets
+	// longer, the event stream none). No WriteTimeout: it would cut event streams; every other
+	// handler is bounded by its context.
+	a.server = &http.Server{Handler: a.handler, ReadHeaderTimeout: min(10*time.Second, cfg.ReadTimeout), ReadTimeout: cfg.ReadTimeout,
+		IdleTimeout: 2 * time.Minute}
 	a.server.RegisterOnShutdown(a.hub.Close)
 	return a, nil
 }
@@ -191,6 +224,21 @@ func (a *App) Start(ctx context.Context) error {
 			a.log.Info("webhook registered", "url", a.cfg.WebhookURL)
 		}
 	}
+	a.serveErr = make(chan error, 2)
+	switch {
+	case a.metrics != nil:
+		ln, err := net.Listen("tcp", a.cfg.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("listen on SANDMAN_METRICS_ADDR %s: %w", a.cfg.MetricsAddr, err)
+		}
+		a.metricsLn = ln
+		go func() { a.serveErr <- a.metrics.Serve(ln) }()
+		a.log.Info("metrics listening", "addr", ln.Addr().String())
+	case !a.cfg.Role.serves():
+		a.log.Warn("metrics are not served: set SANDMAN_METRICS_ADDR (an address of their own)")
+	case a.cfg.MetricsToken == "":
+		a.log.Warn("metrics are not served: set SANDMAN_METRICS_ADDR (an address of their own) or SANDMAN_METRICS_TOKEN (a bearer token for /metrics)")
+	}
 	if !a.cfg.Role.serves() {
 		a.log.Info("sandman workers running")
 		return nil
@@ -200,11 +248,10 @@ func (a *App) Start(ctx context.Context) error {
 		return fmt.Errorf("listen on SANDMAN_ADDR %s: %w", a.cfg.Addr, err)
 	}
 	a.listener = ln
-	a.serveErr = make(chan error, 1)
 	go func() { a.serveErr <- a.server.Serve(ln) }()
 	a.background(bg, a.hub.Run)
 	a.background(bg, func(ctx context.Context) { a.hub.Listen(ctx, a.cfg.DatabaseURL) })
-	a.background(bg, a.pruneLoginFailures)
+	a.background(bg, a.prune)
 	a.log.Info("sandman listening", "addr", a.URL())
 	return nil
 }
@@ -223,7 +270,7 @@ func (a *App) Run(ctx context.Context) error {
 	err := a.Start(ctx)
 	if err == nil {
 		select {
-		case err = <-a.serveErr: // nil channel for workers: only ctx ends them
+		case err = <-a.serveErr: // a server's end (a worker without metrics has none: only ctx ends it)
 		case <-ctx.Done():
 			a.log.Info("shutting down")
 		}
@@ -235,7 +282,7 @@ func (a *App) Run(ctx context.Context) error {
 
 // Stop ends what Start started, in order: the HTTP server (closing every event stream), the
 // workers (running jobs may finish until ctx ends, then they are cancelled), the background
-// loops, the session store's cleanup and the pool. It is safe to call more than once, and on an
+// loops and the pool. It is safe to call more than once, and on an
 // App never started or whose Start failed.
 func (a *App) Stop(ctx context.Context) error {
 	a.stopOnce.Do(func() {
@@ -243,6 +290,11 @@ func (a *App) Stop(ctx context.Context) error {
 		if a.listener != nil {
 			if err := a.server.Shutdown(ctx); err != nil {
 				errs = append(errs, fmt.Errorf("stop the HTTP server: %w", err))
+			}
+		}
+		if a.metricsLn != nil {
+			if err := a.metrics.Shutdown(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("stop the metrics server: %w", err))
 			}
 		}
 		workersErr := a.lifecycle.Stop(ctx)
@@ -257,17 +309,15 @@ func (a *App) Stop(ctx context.Context) error {
 			cancel()
 		}
 		a.loops.Wait()
-		if a.store != nil {
-			a.store.StopCleanup()
-		}
 		a.pool.Close()
 		a.stopErr = errors.Join(errs...)
 	})
 	return a.stopErr
 }
 
-// pruneLoginFailures keeps the failures table small; it is safe to run on every instance.
-func (a *App) pruneLoginFailures(ctx context.Context) {
+// prune keeps the rate limits' and the sessions' tables small: what no longer counts, and
+// expired sessions. It is safe to run on every instance.
+func (a *App) prune(ctx context.Context) {
 	t := time.NewTicker(10 * time.Minute)
 	defer t.Stop()
 	for {
@@ -275,8 +325,9 @@ func (a *App) pruneLoginFailures(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := a.accounts.PruneLoginFailures(ctx); err != nil && ctx.Err() == nil {
-				a.log.Warn("prune login failures", "err", err)
+			err := errors.Join(a.accounts.PruneLimits(ctx), db.New(a.pool).DeleteExpiredSessions(ctx))
+			if err != nil && ctx.Err() == nil {
+				a.log.Warn("prune the rate limits' and sessions' tables", "err", err)
 			}
 		}
 	}
@@ -288,6 +339,14 @@ func (a *App) URL() string {
 		return ""
 	}
 	return "http://" + a.listener.Addr().String()
+}
+
+// MetricsURL is the base URL of the metrics listener once started ("" without MetricsAddr).
+func (a *App) MetricsURL() string {
+	if a.metricsLn == nil {
+		return ""
+	}
+	return "http://" + a.metricsLn.Addr().String()
 }
 
 // Config is the instance's configuration.
@@ -308,7 +367,7 @@ func (a *App) Hub() *live.Hub { return a.hub }
 // Handler is the instance's HTTP handler with every route and middleware (nil for a worker).
 func (a *App) Handler() http.Handler { return a.handler }
 
-// Registry holds the instance's Prometheus metrics, served at /metrics.
+// Registry holds the instance's Prometheus metrics, served at /metrics (see MetricsAddr).
 func (a *App) Registry() *prometheus.Registry { return a.registry }
 
 // frameOrigin is the CSP source that lets the build page frame any preview host: the

@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -26,12 +27,23 @@ func TestNewRefusesAnUnknownRole(t *testing.T) {
 	}
 }
 
-// A worker runs jobs and serves nothing: no listener, no hub, no handler.
+// A worker runs jobs and serves nothing: no listener, no hub, no handler; with a metrics
+// address, its metrics (its jobs' provider calls) are served there.
 func TestWorkerServesNothing(t *testing.T) {
 	t.Parallel()
 	w := apptest.Start(t, apptest.Options{Role: app.RoleWorker})
-	if w.URL() != "" || w.Hub() != nil || w.Handler() != nil {
-		t.Fatalf("a worker serves: url %q, hub %v, handler %v", w.URL(), w.Hub(), w.Handler())
+	if w.URL() != "" || w.Hub() != nil || w.Handler() != nil || w.MetricsURL() != "" {
+		t.Fatalf("a worker serves: url %q, hub %v, handler %v, metrics %q", w.URL(), w.Hub(), w.Handler(), w.MetricsURL())
+	}
+	m := apptest.Start(t, apptest.Options{Role: app.RoleWorker, Config: func(c *app.Config) { c.MetricsAddr = "127.0.0.1:0" }})
+	res, err := http.Get(m.MetricsURL() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || !strings.Contains(string(body), "sandman_e2b_circuit_state") || m.URL() != "" {
+		t.Fatalf("a worker's metrics address: %d %.200s; its main address %q", res.StatusCode, body, m.URL())
 	}
 }
 

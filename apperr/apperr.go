@@ -21,6 +21,7 @@ const (
 	KindNoCredits                    // 402: a build needs a credit the founder does not have
 	KindUnavailable                  // 503: a dependency cannot answer now
 	KindTooLarge                     // 413: the request body is over its limit
+	KindForbidden                    // 403: the request is not allowed as sent (a missing or wrong CSRF token)
 
 	kindEnd // not a kind: keep it last, so Kinds lists every kind above
 )

@@ -47,7 +47,7 @@ func (q *Queries) CopyProjectFilesToBuild(ctx context.Context, arg CopyProjectFi
 	return result.RowsAffected(), nil
 }
 
-const finishBuild = `-- name: FinishBuild :exec
+const finishBuild = `-- name: FinishBuild :execrows
 UPDATE builds SET status = $1, stage = '', error = $2, finished_at = now()
 WHERE id = $3 AND status IN ('queued', 'building')
 `
@@ -58,9 +58,13 @@ type FinishBuildParams struct {
 	ID     uuid.UUID
 }
 
-func (q *Queries) FinishBuild(ctx context.Context, arg FinishBuildParams) error {
-	_, err := q.db.Exec(ctx, finishBuild, arg.Status, arg.Error, arg.ID)
-	return err
+// Zero rows: the build had finished already (it is finished once).
+func (q *Queries) FinishBuild(ctx context.Context, arg FinishBuildParams) (int64, error) {
+	result, err := q.db.Exec(ctx, finishBuild, arg.Status, arg.Error, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const getBuild = `-- name: GetBuild :one

@@ -11,6 +11,15 @@ import (
 	"github.com/google/uuid"
 )
 
+const creditUser = `-- name: CreditUser :exec
+UPDATE users SET credits = credits + 1 WHERE id = $1
+`
+
+func (q *Queries) CreditUser(ctx context.Context, id uuid.UUID) error {
+	_, err := q.db.Exec(ctx, creditUser, id)
+	return err
+}
+
 const debitUserCredit = `-- name: DebitUserCredit :execrows
 UPDATE users SET credits = credits - 1 WHERE id = $1 AND credits >= 1
 `
@@ -62,6 +71,61 @@ func (q *Queries) InsertCreditDebit(ctx context.Context, arg InsertCreditDebitPa
 	var id int64
 	err := row.Scan(&id)
 	return id, err
+}
+
+const insertCreditRefund = `-- name: InsertCreditRefund :one
+INSERT INTO credit_ledger (user_id, delta, reason, build_id)
+VALUES ($1, 1, $2, $3::uuid)
+ON CONFLICT (build_id) WHERE delta > 0 DO NOTHING
+RETURNING id
+`
+
+type InsertCreditRefundParams struct {
+	UserID  uuid.UUID
+	Reason  string
+	BuildID uuid.UUID
+}
+
+// Gives a failed build's credit back, once (credit_ledger_refund_once); a second refund of the
+// same build inserts nothing and returns no row.
+func (q *Queries) InsertCreditRefund(ctx context.Context, arg InsertCreditRefundParams) (int64, error) {
+	row := q.db.QueryRow(ctx, insertCreditRefund, arg.UserID, arg.Reason, arg.BuildID)
+	var id int64
+	err := row.Scan(&id)
+	return id, err
+}
+
+const listCreditLedger = `-- name: ListCreditLedger :many
+SELECT id, user_id, delta, reason, build_id, idempotency_key, created_at FROM credit_ledger WHERE user_id = $1 ORDER BY id
+`
+
+// A founder's ledger, oldest first.
+func (q *Queries) ListCreditLedger(ctx context.Context, userID uuid.UUID) ([]CreditLedger, error) {
+	rows, err := q.db.Query(ctx, listCreditLedger, userID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []CreditLedger{}
+	for rows.Next() {
+		var i CreditLedger
+		if err := rows.Scan(
+			&i.ID,
+			&i.UserID,
+			&i.Delta,
+			&i.Reason,
+			&i.BuildID,
+			&i.IdempotencyKey,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const setCreditLedgerBuild = `-- name: SetCreditLedgerBuild :exec

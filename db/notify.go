@@ -6,6 +6,10 @@ import "github.com/google/uuid"
 // at commit, so every instance (and its SSE clients) hears of it.
 const SandboxChannel = "sandman_sandbox"
 
+// SessionEndChannel announces a session that ended (a log-out); the payload is the session's
+// opaque key (live.Stream.Session). Every instance ends the session's event streams.
+const SessionEndChannel = "sandman_session_end"
+
 // SandboxNotification is the payload on SandboxChannel.
 type SandboxNotification struct {
 	SandboxID uuid.UUID `json:"sandbox_id"`

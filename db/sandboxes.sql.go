@@ -515,6 +515,33 @@ func (q *Queries) ListStuckSandboxes(ctx context.Context, arg ListStuckSandboxes
 	return items, nil
 }
 
+const listWantedProviderIDs = `-- name: ListWantedProviderIDs :many
+SELECT provider_id::text FROM sandboxes
+WHERE provider_id = ANY($1::text[]) AND status NOT IN ('killed', 'expired', 'terminated')
+`
+
+// Of these provider sandboxes, the ones a row still wants: any row not gone (the reconcile kills
+// the rest once they are old enough, as orphans).
+func (q *Queries) ListWantedProviderIDs(ctx context.Context, ids []string) ([]string, error) {
+	rows, err := q.db.Query(ctx, listWantedProviderIDs, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []string{}
+	for rows.Next() {
+		var provider_id string
+		if err := rows.Scan(&provider_id); err != nil {
+			return nil, err
+		}
+		items = append(items, provider_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const markSandboxVerified = `-- name: MarkSandboxVerified :exec
 UPDATE sandboxes SET last_verified_at = now(), verification_failures = 0,
     last_event_at = greatest(last_event_at, $1)

@@ -1,6 +1,7 @@
 package e2b
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"sandman/internal/testkit"
 )
 
 // breakerClient has no retries, so each call is one request and the counts are easy to read.
@@ -33,6 +36,9 @@ type inMemory struct{ h http.Handler }
 func (m inMemory) RoundTrip(r *http.Request) (*http.Response, error) {
 	rec := httptest.NewRecorder()
 	m.h.ServeHTTP(rec, r)
+	if err := r.Context().Err(); err != nil {
+		return nil, err // as a real transport, whose request ends with its context
+	}
 	res := rec.Result()
 	res.Request = r
 	return res, nil
@@ -67,10 +73,10 @@ func TestBreakerOpensAfterConsecutiveFailuresAndFailsFast(t *testing.T) {
 		if waited := time.Since(start); waited != 0 {
 			t.Errorf("failing fast waited %s", waited)
 		}
-		if v := metricValue(t, reg, "sandman_e2b_circuit_state", nil); v != 2 {
+		if v := testkit.MetricValue(t, reg, "sandman_e2b_circuit_state", nil); v != 2 {
 			t.Errorf("circuit_state gauge = %v, want 2 (open)", v)
 		}
-		if n := metricValue(t, reg, "sandman_e2b_calls_total", map[string]string{"op": "get", "outcome": "circuit_open"}); n != 1 {
+		if n := testkit.MetricValue(t, reg, "sandman_e2b_calls_total", map[string]string{"op": "get", "outcome": "circuit_open"}); n != 1 {
 			t.Errorf("calls_total{get,circuit_open} = %v, want 1", n)
 		}
 		// The breaker is for the control plane only: envd calls go on.
@@ -167,29 +173,46 @@ func TestMetricsShareARegistry(t *testing.T) {
 	}
 }
 
-// metricValue reads one gauge or counter from reg; labels select among a vector's series.
-func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if want, ok := labels[l.GetName()]; ok && want != l.GetValue() {
-					continue series
-				}
+// A caller whose own deadline passes while the provider is still answering has learnt nothing
+// about the provider: however often it happens, the breaker stays closed. An attempt that runs
+// out of its own time (AttemptTimeout) is the provider being slow, and does count.
+func TestBreakerIgnoresTheCallersDeadline(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-r.Context().Done():
+			case <-time.After(time.Minute):
 			}
-			if m.GetGauge() != nil {
-				return m.GetGauge().GetValue()
+		})
+		c, ct, _ := breakerClient(t, slow, time.Hour)
+		for i := range 10 {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Second) // well under AttemptTimeout
+			_, err := c.GetSandbox(ctx, "iabc")
+			cancel()
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("call %d: err = %v, want the caller's deadline", i+1, err)
 			}
-			return m.GetCounter().GetValue()
 		}
-	}
-	return -1
+		if got, n := c.CircuitState(), ct.n.Load(); got != "closed" || n != 10 {
+			t.Fatalf("after 10 callers gave up: breaker %s, %d requests; want closed and 10", got, n)
+		}
+		if counts := c.breaker.Counts(); counts.TotalFailures != 0 {
+			t.Fatalf("the callers' deadlines counted as provider failures: %+v", counts)
+		}
+
+		// The provider's own slowness (the attempt's timeout, with time left on the call) opens it.
+		attemptTimeout := c.Config().AttemptTimeout
+		for range 5 {
+			ctx, cancel := context.WithTimeout(t.Context(), 10*attemptTimeout)
+			_, _ = c.GetSandbox(ctx, "iabc")
+			cancel()
+		}
+		if got := c.CircuitState(); got != "open" {
+			t.Fatalf("five attempts that timed out left the breaker %s, want open", got)
+		}
+	})
+	testkit.Record(t, testkit.Scenario{ID: "breaker-callers-deadline", Times: 10,
+		Injected: "callers whose own deadline (1 s) passes while the provider is still answering",
+		Result:   "the breaker stays closed, no failure counted; five attempts timed out by the provider's slowness do open it"})
 }

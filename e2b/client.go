@@ -45,10 +45,12 @@ func New(cfg Config) (*Client, error) {
 		// Only an absent or broken answer (timeouts, network errors, 5xx) says the provider is
 		// unwell. 404, 409, 400 and 401 are answers from a healthy provider.
 		IsSuccessful: func(err error) bool { return !errors.Is(err, ErrTransient) },
-		// A caller giving up says nothing about the provider, and a 429 is the provider asking
-		// us to slow down, which the retry wait already does.
+		// A caller giving up (its cancellation, or its deadline passing mid-request) says
+		// nothing about the provider, and a 429 is the provider asking us to slow down, which
+		// the retry wait already does.
 		IsExcluded: func(err error) bool {
-			return errors.Is(err, context.Canceled) || errors.Is(err, ErrRateLimited)
+			var gaveUp *callerGaveUp
+			return errors.As(err, &gaveUp) || errors.Is(err, context.Canceled) || errors.Is(err, ErrRateLimited)
 		},
 		OnStateChange: func(_ string, from, to gobreaker.State) {
 			level := slog.LevelInfo
@@ -219,12 +221,30 @@ func (c *Client) attempt(ctx context.Context, r *request) (*response, error) {
 	if !r.api {
 		return c.send(ctx, r)
 	}
-	resp, err := c.breaker.Execute(func() (*response, error) { return c.send(ctx, r) })
+	resp, err := c.breaker.Execute(func() (*response, error) {
+		resp, err := c.send(ctx, r)
+		if err != nil && ctx.Err() != nil {
+			// The call's own deadline passed (or it was cancelled) while the attempt ran: the
+			// attempt's end is the caller's doing, not the provider's failure.
+			return nil, &callerGaveUp{err}
+		}
+		return resp, err
+	})
 	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
 		return nil, fmt.Errorf("e2b %s: %w", r.op, ErrCircuitOpen)
 	}
+	var gaveUp *callerGaveUp
+	if errors.As(err, &gaveUp) {
+		return nil, gaveUp.err
+	}
 	return resp, err
 }
+
+// callerGaveUp marks, for the breaker only, an attempt that ended because its caller's context
+// did; attempt returns the error inside.
+type callerGaveUp struct{ err error }
+
+func (e *callerGaveUp) Error() string { return e.err.Error() }
 
 func (c *Client) send(ctx context.Context, r *request) (*response, error) {
 	actx, cancel := context.WithTimeout(ctx, c.cfg.AttemptTimeout)

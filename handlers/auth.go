@@ -46,7 +46,7 @@ func (h *Handlers) authFormError(c echo.Context, signUp bool, email string, err 
 
 func (h *Handlers) signupSubmit(c echo.Context) error {
 	cred := accounts.Credentials{Email: c.FormValue("email"), Password: c.FormValue("password")}
-	u, err := h.Accounts.SignUp(c.Request().Context(), cred)
+	u, err := h.Accounts.SignUp(c.Request().Context(), cred, c.RealIP())
 	if err != nil {
 		return h.authFormError(c, true, cred.Email, err)
 	}
@@ -91,7 +91,7 @@ func (h *Handlers) apiSignUp(c echo.Context) error {
 	if err := bindJSON(c, &in); err != nil {
 		return err
 	}
-	u, err := h.Accounts.SignUp(c.Request().Context(), accounts.Credentials(in))
+	u, err := h.Accounts.SignUp(c.Request().Context(), accounts.Credentials(in), c.RealIP())
 	if err != nil {
 		return err
 	}

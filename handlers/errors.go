@@ -23,6 +23,7 @@ var kindStatus = map[apperr.Kind]int{
 	apperr.KindNoCredits:    http.StatusPaymentRequired,
 	apperr.KindUnavailable:  http.StatusServiceUnavailable,
 	apperr.KindTooLarge:     http.StatusRequestEntityTooLarge,
+	apperr.KindForbidden:    http.StatusForbidden,
 }
 
 // httpStatus is the status for an apperr kind. A kind added to apperr without a status here is
@@ -68,6 +69,9 @@ func (h *Handlers) errorHandler(err error, c echo.Context) {
 		_ = c.NoContent(status)
 		return
 	}
+	// The answer is still owed when the request's context has ended under it (a body that
+	// took too long ends it): render it regardless.
+	c.SetRequest(c.Request().WithContext(context.WithoutCancel(c.Request().Context())))
 	if isAPI(c) || c.Request().URL.Path == "/webhooks/e2b" {
 		_ = jsonError(c, status, code, msg, fields)
 		return

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"crypto/subtle"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -29,12 +30,22 @@ func (h *Handlers) readyz(c echo.Context) error {
 	return c.String(http.StatusOK, "ready")
 }
 
-func (h *Handlers) metrics() echo.HandlerFunc {
-	var g prometheus.Gatherer = prometheus.DefaultGatherer
-	if h.Registry != nil {
-		g = h.Registry
+// MetricsHandler serves g's metrics in Prometheus' format. With a token, a request must carry it
+// as "Authorization: Bearer <token>" (401 otherwise).
+func MetricsHandler(g prometheus.Gatherer, token string) http.Handler {
+	serve := promhttp.HandlerFor(g, promhttp.HandlerOpts{})
+	if token == "" {
+		return serve
 	}
-	return echo.WrapHandler(promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="sandman metrics"`)
+			http.Error(w, "Metrics need the bearer token of SANDMAN_METRICS_TOKEN.", http.StatusUnauthorized)
+			return
+		}
+		serve.ServeHTTP(w, r)
+	})
 }
 
 func staticHandler(files fs.FS) http.Handler {

@@ -20,12 +20,19 @@ func (h *Handlers) routes(e *echo.Echo) {
 		ReferrerPolicy:        "same-origin",
 		ContentSecurityPolicy: h.contentSecurityPolicy(),
 	}))
+	if h.HSTS {
+		e.Use(hsts)
+	}
 	// Browsers' own cross-origin signal (Sec-Fetch-Site/Origin), under the session token check.
 	e.Use(echo.WrapMiddleware(http.NewCrossOriginProtection().Handler))
+	// Every body within its route's limit before anything reads it (limits.go).
+	e.Use(h.limitBody)
 
 	e.GET("/healthz", h.healthz)
 	e.GET("/readyz", h.readyz)
-	e.GET("/metrics", h.metrics())
+	if h.Metrics != nil {
+		e.GET("/metrics", echo.WrapHandler(h.Metrics))
+	}
 	// Signed by the provider instead of a session: no cookies, no CSRF token.
 	e.POST("/webhooks/e2b", h.webhook)
 	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static/", staticHandler(static.Files))))
@@ -65,4 +72,13 @@ func (h *Handlers) routes(e *echo.Echo) {
 	api.POST("/sandboxes/:id/resume", h.apiSandboxAction(http.StatusAccepted, h.resume))
 	api.POST("/sandboxes/:id/verify", h.apiSandboxAction(http.StatusAccepted, h.verify))
 	api.POST("/sandboxes/:id/activity", h.apiSandboxAction(http.StatusOK, h.activity))
+}
+
+// hsts tells browsers to reach Sandman over HTTPS only, on every answer (echo's Secure
+// middleware sends it only when it sees TLS itself, which a proxy in front hides).
+func hsts(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		c.Response().Header().Set("Strict-Transport-Security", "max-age=31536000")
+		return next(c)
+	}
 }

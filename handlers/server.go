@@ -27,10 +27,15 @@ type Deps struct {
 	Lifecycle *lifecycle.Service
 	Live      *live.Hub
 	Logger    *slog.Logger
-	// Registry serves /metrics; nil uses the default Prometheus registry.
+	// Registry receives the request metrics; nil: the default Prometheus registry.
 	Registry *prometheus.Registry
+	// Metrics serves GET /metrics on this server (MetricsHandler); nil: no such route.
+	Metrics http.Handler
 	// TrustProxy takes the client address from X-Forwarded-For (only behind a proxy that sets it).
 	TrustProxy bool
+	// HSTS sends Strict-Transport-Security with every answer: Sandman is served over HTTPS (its
+	// cookies are Secure).
+	HSTS bool
 	// FrameOrigins may be shown in the preview iframe (the provider's preview hosts).
 	FrameOrigins []string
 }

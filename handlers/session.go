@@ -1,10 +1,15 @@
 package handlers
 
 import (
+	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/hex"
+	"io"
 	"mime"
+	"mime/multipart"
 	"net/http"
 
 	"github.com/google/uuid"
@@ -12,6 +17,7 @@ import (
 
 	"sandman/apperr"
 	"sandman/db"
+	"sandman/live"
 	"sandman/views"
 )
 
@@ -19,6 +25,7 @@ const (
 	sessionUserKey = "user_id"
 	sessionCSRFKey = "csrf"
 	ctxUserKey     = "sandman.user"
+	ctxSessionKey  = "sandman.session"
 )
 
 // csrfToken returns the session's CSRF token, creating it on first use.
@@ -48,7 +55,9 @@ func csrfExempt(c echo.Context) bool {
 }
 
 // csrf refuses state-changing requests whose X-CSRF-Token header or _csrf form field does not
-// match the session's token.
+// match the session's token. A streamed form (an upload) carries the token as its first field,
+// which is read here, before anything else of the body; the handler goes on from the next part
+// (streamedForm).
 func (h *Handlers) csrf(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		switch c.Request().Method {
@@ -61,26 +70,51 @@ func (h *Handlers) csrf(next echo.HandlerFunc) echo.HandlerFunc {
 		want := h.Sessions.GetString(c.Request().Context(), sessionCSRFKey)
 		got := c.Request().Header.Get("X-CSRF-Token")
 		if got == "" {
-			mt, _, _ := mime.ParseMediaType(c.Request().Header.Get("Content-Type"))
-			if mt == "multipart/form-data" {
-				// Reading a form field would buffer the whole upload before the handler streams
-				// it, so uploads carry the token in the query string.
-				got = c.QueryParam("_csrf")
+			if c.Get(ctxStreamedKey) == true {
+				got = firstFormField(c, "_csrf")
 			} else {
 				got = c.FormValue("_csrf")
 			}
 		}
 		if want == "" || subtle.ConstantTimeCompare([]byte(want), []byte(got)) != 1 {
-			return &apperr.Error{Kind: apperr.KindInvalid, Code: "csrf",
+			return &apperr.Error{Kind: apperr.KindForbidden, Code: "csrf",
 				Message: "This form has expired or did not come from Sandman. Reload the page and try again."}
 		}
 		return next(c)
 	}
 }
 
-// loadUser puts the logged-in founder, if any, in the context.
+const ctxFormKey = "sandman.form"
+
+// firstFormField reads a streamed multipart form's first part and returns its value if it is the
+// field name (else ""). The rest of the form is left to the handler (streamedForm).
+func firstFormField(c echo.Context, name string) string {
+	mr, err := c.Request().MultipartReader()
+	if err != nil {
+		return ""
+	}
+	c.Set(ctxFormKey, mr)
+	part, err := mr.NextPart()
+	if err != nil || part.FormName() != name {
+		return ""
+	}
+	v, _ := io.ReadAll(io.LimitReader(part, 256))
+	return string(v)
+}
+
+// streamedForm is the multipart reader of a streamed form, after the parts the middleware read.
+func streamedForm(c echo.Context) (*multipart.Reader, error) {
+	if mr, ok := c.Get(ctxFormKey).(*multipart.Reader); ok {
+		return mr, nil
+	}
+	return c.Request().MultipartReader()
+}
+
+// loadUser puts the logged-in founder, if any, in the context. It runs right after the session
+// is loaded, and marks that it was (hasSession).
 func (h *Handlers) loadUser(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
+		c.Set(ctxSessionKey, true)
 		ctx := c.Request().Context()
 		raw := h.Sessions.GetString(ctx, sessionUserKey)
 		if raw == "" {
@@ -135,16 +169,45 @@ func (h *Handlers) logIn(c echo.Context, u db.User) (string, error) {
 	return h.csrfToken(c), nil
 }
 
+// logOut ends the session and, on every instance, the event streams it opened.
 func (h *Handlers) logOut(c echo.Context) error {
 	ctx := c.Request().Context()
+	ended := h.sessionKey(ctx)
 	if err := h.Sessions.RenewToken(ctx); err != nil {
 		return err
 	}
-	return h.Sessions.Destroy(ctx)
+	if err := h.Sessions.Destroy(ctx); err != nil {
+		return err
+	}
+	if err := live.AnnounceSessionEnd(ctx, h.Pool, ended); err != nil {
+		// The session is gone: a stream it left open carries nothing new to this browser, and
+		// ends when the browser leaves the page.
+		h.Logger.Warn("announce the end of a session to its streams", "err", err)
+	}
+	return nil
 }
 
-// layout is the view model every full page starts from.
+// sessionKey names the request's session for its streams without revealing its token (the key
+// travels in NOTIFY payloads, which any database user can read).
+func (h *Handlers) sessionKey(ctx context.Context) string {
+	tok := h.Sessions.Token(ctx)
+	if tok == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(tok))
+	return hex.EncodeToString(sum[:16])
+}
+
+// hasSession reports whether the request's session was loaded: not for a request refused
+// before its route's session middleware ran (an unknown route, a body over its limit).
+func hasSession(c echo.Context) bool { return c.Get(ctxSessionKey) == true }
+
+// layout is the view model every full page starts from. An error page for a request that has no
+// session shows no founder and no forms.
 func (h *Handlers) layout(c echo.Context, title string) views.Layout {
+	if !hasSession(c) {
+		return views.Layout{Title: title}
+	}
 	l := views.Layout{Title: title, CSRF: h.csrfToken(c)}
 	if u := currentUser(c); u != nil {
 		l.User = &views.User{ID: u.ID.String(), Email: u.Email, Credits: u.Credits}

@@ -17,8 +17,11 @@ import (
 	"sandman/views"
 )
 
-// maxUploadBody leaves room for the form fields and multipart framing around the files.
-const maxUploadBody = projects.MaxTotalBytes + 1<<20
+// The upload form's own fields (name, commands, port, pause kind): a few, each short.
+const (
+	maxUploadFields    = 16
+	maxUploadFieldSize = 4 << 10
+)
 
 type upload struct {
 	fields map[string]string
@@ -26,16 +29,17 @@ type upload struct {
 	errs   []projects.FileError
 }
 
-// readUpload streams a multipart upload. It reads each part's filename itself because
-// mime/multipart keeps only the base name, and a folder upload's relative paths matter.
+// readUpload streams a multipart upload: every file, and every file inside a zip, is charged to
+// one budget for the whole request (projects.Budget) as it is read, and the first overrun
+// refuses the upload. It reads each part's filename itself because mime/multipart keeps only
+// the base name, and a folder upload's relative paths matter.
 func readUpload(c echo.Context) (*upload, error) {
-	r := c.Request()
-	r.Body = http.MaxBytesReader(c.Response(), r.Body, maxUploadBody)
-	mr, err := r.MultipartReader()
+	mr, err := streamedForm(c)
 	if err != nil {
 		return nil, echo.NewHTTPError(http.StatusBadRequest, "Send the upload as multipart/form-data.")
 	}
 	up := &upload{fields: map[string]string{}}
+	budget := projects.NewBudget()
 	for {
 		part, err := mr.NextRawPart()
 		if errors.Is(err, io.EOF) {
@@ -45,37 +49,75 @@ func readUpload(c echo.Context) (*upload, error) {
 			return nil, uploadReadError(err)
 		}
 		name, filename, hasFile := partNames(part)
-		data, err := io.ReadAll(part)
-		if err != nil {
-			return nil, uploadReadError(err)
-		}
 		switch {
 		case name == "files" && hasFile:
-			if filename == "" && len(data) == 0 {
-				continue // the browser sends an empty part when no file was chosen
+			if err := up.readFile(part, filename, budget); err != nil {
+				if ae, ok := apperr.As(err); ok && ae.Kind == apperr.KindTooLarge {
+					// Take in the rest of what was sent (the wire limit bounds it, nothing is
+					// kept), so the browser reads the answer instead of a reset connection.
+					_, _ = io.Copy(io.Discard, c.Request().Body)
+					return nil, err
+				}
+				return nil, uploadReadError(err)
 			}
-			if strings.HasSuffix(strings.ToLower(filename), ".zip") && bytes.HasPrefix(data, []byte("PK")) {
-				files, errs := projects.ReadZip(data)
-				up.files = append(up.files, files...)
-				up.errs = append(up.errs, errs...)
-				continue
+		case !hasFile:
+			if len(up.fields) >= maxUploadFields {
+				return nil, echo.NewHTTPError(http.StatusBadRequest, "The form has more fields than the upload form sends.")
 			}
-			up.files = append(up.files, projects.File{Path: filename, Content: data})
-		case !hasFile && len(data) <= 4096:
-			up.fields[name] = string(data)
+			v, err := io.ReadAll(io.LimitReader(part, maxUploadFieldSize+1))
+			if err != nil {
+				return nil, uploadReadError(err)
+			}
+			if len(v) > maxUploadFieldSize {
+				return nil, &apperr.Error{Kind: apperr.KindTooLarge, Code: "too_large",
+					Message: "A field of the form is longer than 4 KiB, the limit for a name or a command. Shorten it and try again."}
+			}
+			up.fields[name] = string(v)
 		}
+		// Any other part is skipped unread: NextRawPart discards it.
 	}
 	up.files = stripCommonFolder(up.files)
 	return up, nil
 }
 
-func uploadReadError(err error) error {
-	var mbe *http.MaxBytesError
-	if errors.As(err, &mbe) {
-		return &apperr.Error{Kind: apperr.KindTooLarge, Code: "too_large",
-			Message: "The upload is larger than 20 MiB. Remove large files (build output, node_modules) and try again."}
+// readFile takes one file part: a zip archive's files, or the file itself.
+func (up *upload) readFile(part io.Reader, filename string, budget *projects.Budget) error {
+	if filename == "" {
+		// The browser sends an empty, nameless part when no file was chosen.
+		var one [1]byte
+		if n, _ := io.ReadFull(part, one[:]); n > 0 {
+			up.errs = append(up.errs, projects.FileError{Message: "A file was sent without a name."})
+		}
+		return nil
 	}
-	return echo.NewHTTPError(http.StatusBadRequest, "The upload could not be read; try again.")
+	if strings.HasSuffix(strings.ToLower(filename), ".zip") {
+		// The archive itself is bounded by the wire limit; what is inside is charged as it is
+		// unpacked.
+		data, err := io.ReadAll(part)
+		if err != nil {
+			return err
+		}
+		if bytes.HasPrefix(data, []byte("PK")) {
+			files, errs, err := projects.ReadZip(data, budget)
+			up.files, up.errs = append(up.files, files...), append(up.errs, errs...)
+			return err
+		}
+		part = bytes.NewReader(data) // named .zip, but not one: an ordinary file
+	}
+	content, err := budget.ReadFile(part)
+	if err != nil {
+		return err
+	}
+	up.files = append(up.files, projects.File{Path: filename, Content: content})
+	return nil
+}
+
+// uploadReadError is the answer to an upload whose body could not be read.
+func uploadReadError(err error) error {
+	if _, ok := apperr.As(err); ok {
+		return err
+	}
+	return bodyReadError(bodyRules["POST /projects/upload"], err)
 }
 
 // partNames returns the form field name and the raw filename of a part.

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"encoding/json"
+	"errors"
 	"mime"
 	"net/http"
 	"strconv"
@@ -31,15 +32,20 @@ func parseID(raw, what string) (uuid.UUID, error) {
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
-// bindJSON decodes a JSON body strictly: a malformed body or unknown field is a clear 400.
+// bindJSON decodes a JSON body (bounded by limitBody) strictly: a malformed body, an unknown
+// field or anything after the value is a clear 400.
 func bindJSON(c echo.Context, v any) error {
 	mt, _, _ := mime.ParseMediaType(c.Request().Header.Get("Content-Type"))
 	if mt != "application/json" {
 		return echo.NewHTTPError(http.StatusUnsupportedMediaType, "Send the body as application/json.")
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, 1<<20))
+	dec := json.NewDecoder(c.Request().Body)
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	err := dec.Decode(v)
+	if err == nil && dec.More() {
+		err = errors.New("more than one JSON value")
+	}
+	if err != nil {
 		return echo.NewHTTPError(http.StatusBadRequest, "The request body is not valid JSON for this route: "+err.Error())
 	}
 	return nil

@@ -1,24 +1,16 @@
 package handlers
 
 import (
-	"errors"
 	"io"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
-
-	"sandman/apperr"
-	"sandman/lifecycle"
 )
 
 // webhook takes a provider delivery: capped, signature-checked, stored once, applied in a job.
 func (h *Handlers) webhook(c echo.Context) error {
-	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, lifecycle.MaxWebhookBody))
+	body, err := io.ReadAll(c.Request().Body) // limitBody read it already, within its 1 MiB
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return &apperr.Error{Kind: apperr.KindTooLarge, Code: "too_large", Message: "Webhook bodies are limited to 1 MiB."}
-		}
 		return echo.NewHTTPError(http.StatusBadRequest, "The body could not be read.")
 	}
 	res, err := h.Lifecycle.ReceiveWebhook(c.Request().Context(), c.Request().Header, body)

@@ -25,12 +25,38 @@ const (
 // appDir is where a build's files live inside the sandbox.
 const appDir = "/home/user/app"
 
-// buildFailure is an error whose text a founder can read on the build page.
-type buildFailure struct{ msg string }
+// buildFailure is why a build failed: what the founder reads on the build page and, when the
+// failure was the platform's and not the founder's code, the credit refunded with its cause.
+type buildFailure struct {
+	msg string
+	// refund gives the build's credit back (a ledger row with cause as its reason), in the
+	// transaction that marks the build failed.
+	refund bool
+	cause  string
+}
 
 func (e *buildFailure) Error() string { return e.msg }
 
+// failf is a failure of the founder's code (an install that exits non-zero, a dev server that
+// never answers): the credit stays spent, and the message says which command and what it printed.
 func failf(format string, args ...any) error { return &buildFailure{msg: fmt.Sprintf(format, args...)} }
+
+// ProviderFailureText is the build page's line for a build the platform failed (the provider's
+// errors after retries, its circuit breaker open, the sandbox lost mid-build).
+const ProviderFailureText = "Build failed because of the sandbox provider. Your credit was refunded."
+
+// providerFailure is a build the platform failed: the credit is refunded.
+func providerFailure(cause string) *buildFailure {
+	return &buildFailure{msg: ProviderFailureText, refund: true, cause: cause}
+}
+
+// replacedBuild is a build a rebuild replaced before it finished.
+var replacedBuild = &buildFailure{msg: "Replaced by a rebuild before it finished."}
+
+// workerLost is a build whose worker went away (the sweep finds it stuck): Sandman's doing, so the
+// credit is refunded too.
+var workerLost = &buildFailure{refund: true, cause: "the worker running the build went away",
+	msg: "The build stopped before it finished (the worker running it went away). Your credit was refunded. Rebuild to try again."}
 
 type buildWorker struct {
 	river.WorkerDefaults[BuildArgs]
@@ -39,6 +65,12 @@ type buildWorker struct {
 
 func (w *buildWorker) Timeout(*river.Job[BuildArgs]) time.Duration {
 	return w.s.cfg.buildJobTimeout()
+}
+
+// NextRetry spaces a build's attempts (4 s, then 16 s in production): long enough for a provider
+// hiccup to pass, short for a founder who is watching.
+func (w *buildWorker) NextRetry(job *river.Job[BuildArgs]) time.Time {
+	return time.Now().Add(w.s.cfg.BuildRetryWait * time.Duration(job.Attempt*job.Attempt))
 }
 
 func (w *buildWorker) Work(ctx context.Context, job *river.Job[BuildArgs]) error {
@@ -62,16 +94,18 @@ func (w *buildWorker) Work(ctx context.Context, job *river.Job[BuildArgs]) error
 	if err == nil {
 		return nil
 	}
-	var bf *buildFailure
-	final := errors.As(err, &bf) || job.Attempt >= job.MaxAttempts
-	if !final {
+	var f *buildFailure
+	switch {
+	case errors.As(err, &f):
+	case isNotFound(err):
+		// The sandbox was lost mid-build: no retry brings it back.
+		f = providerFailure("the sandbox was lost mid-build: " + err.Error())
+	case job.Attempt >= job.MaxAttempts:
+		f = providerFailure("the provider failed after retries: " + err.Error())
+	default:
 		return err // River retries; every step is idempotent
 	}
-	msg := "The build could not finish: " + err.Error()
-	if bf != nil {
-		msg = bf.msg
-	}
-	return s.failBuild(context.WithoutCancel(ctx), sb.ID, msg)
+	return s.failBuild(context.WithoutCancel(ctx), sb.ID, f)
 }
 
 // runBuild walks the build's steps, each under its own deadline.
@@ -126,13 +160,21 @@ func (s *Service) runBuild(ctx context.Context, sb db.Sandbox, build db.Build, p
 		ictx, cancel := context.WithTimeout(ctx, s.cfg.InstallTimeout)
 		code, output, err := s.providerRun(ictx, handle, project.InstallCommand)
 		cancel()
+		if err == nil && code != 0 || errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			// The command's end is the founder's doing unless the sandbox itself went away.
+			if err := s.stillThere(ctx, sb, code < 0); err != nil {
+				return err
+			}
+		}
 		switch {
-		case errors.Is(err, context.DeadlineExceeded):
-			return failf("The install command %q did not finish within %s.", project.InstallCommand, s.cfg.InstallTimeout)
+		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+			return failf("The install command %q did not finish within %s. Its last output:\n%s", project.InstallCommand,
+				s.cfg.InstallTimeout, tail(output, outputTail))
 		case err != nil:
 			return fmt.Errorf("run the install command: %w", err)
 		case code != 0:
-			return failf("The install command %q failed with exit code %d: %s", project.InstallCommand, code, tail(output, 600))
+			return failf("The install command %q failed with exit code %d. Its last output:\n%s", project.InstallCommand, code,
+				tail(output, outputTail))
 		}
 	}
 
@@ -149,10 +191,59 @@ func (s *Service) runBuild(ctx context.Context, sb db.Sandbox, build db.Build, p
 	err = s.waitReady(rctx, sb.PreviewURL)
 	cancel()
 	if err != nil {
-		return failf("The dev server did not answer on port %d within %s. Check the start command %q and that the server listens on 0.0.0.0:%d.",
-			project.Port, s.cfg.ReadyTimeout, project.StartCommand, project.Port)
+		if ctx.Err() != nil {
+			return ctx.Err() // the job's own time ran out: not the dev server's doing
+		}
+		if err := s.stillThere(ctx, sb, false); err != nil {
+			return err
+		}
+		return failf("The start command %q did not answer on port %d within %s; check that the server listens on 0.0.0.0:%d. Its last output:\n%s",
+			project.StartCommand, project.Port, s.cfg.ReadyTimeout, project.Port, s.devServerOutput(ctx, handle))
 	}
 	return s.finishBuild(ctx, sb.ID)
+}
+
+// stillThere checks, before a failed command is blamed on the founder's code, that the provider
+// still has the sandbox: a sandbox lost mid-build also ends its commands. It answers a platform
+// failure when the sandbox is gone, and the provider's error when it cannot tell. A command
+// killed by a signal (signalled) is what a sandbox being killed looks like from inside, moments
+// before the provider stops listing it: then it looks a second time, shortly after.
+func (s *Service) stillThere(ctx context.Context, sb db.Sandbox, signalled bool) error {
+	for look := 1; ; look++ {
+		ps, err := s.providerGet(ctx, *sb.ProviderID)
+		if err != nil {
+			return fmt.Errorf("check the sandbox after a failed command: %w", err)
+		}
+		if !ps.Found {
+			return providerFailure("the sandbox was lost mid-build")
+		}
+		if !signalled || look == 2 {
+			return nil
+		}
+		select {
+		case <-time.After(2 * time.Second):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// outputTail is how much of a failed command's output the build page shows.
+const outputTail = 1500
+
+// devServerOutput is the end of what the dev server printed (its log in the sandbox), for the
+// build page when it never answered.
+func (s *Service) devServerOutput(ctx context.Context, h sandboxHandle) string {
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, out, err := s.providerRun(lctx, h, fmt.Sprintf("tail -c %d %s", outputTail, devServerLog))
+	if err != nil {
+		return "(its output could not be read: " + err.Error() + ")"
+	}
+	if out = strings.TrimSpace(out); out == "" {
+		return "(nothing)"
+	}
+	return tail(out, outputTail)
 }
 
 // ensureDevServer starts the dev server unless it already answers (always when force).
@@ -183,7 +274,7 @@ func (s *Service) finishBuild(ctx context.Context, sandboxID uuid.UUID) error {
 		if sb.Status != Starting {
 			return nil
 		}
-		if err := tx.FinishBuild(ctx, db.FinishBuildParams{ID: sb.BuildID, Status: db.BuildStatusReady}); err != nil {
+		if _, err := tx.FinishBuild(ctx, db.FinishBuildParams{ID: sb.BuildID, Status: db.BuildStatusReady}); err != nil {
 			return err
 		}
 		sb, err = apply(ctx, tx, sb, Change{To: Running, Source: db.EventSourceBuild, Reason: "ready", Verified: true})
@@ -194,15 +285,16 @@ func (s *Service) finishBuild(ctx context.Context, sandboxID uuid.UUID) error {
 	})
 }
 
-// failBuild marks the build Failed with its reason and stops the sandbox.
-func (s *Service) failBuild(ctx context.Context, sandboxID uuid.UUID, reason string) error {
+// failBuild marks the build failed, with what the founder reads, and stops its sandbox, all in
+// one transaction; a platform failure refunds the build's credit in the same transaction.
+func (s *Service) failBuild(ctx context.Context, sandboxID uuid.UUID, f *buildFailure) error {
 	var providerID *string
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		sb, err := tx.GetSandboxForUpdate(ctx, sandboxID)
 		if err != nil {
 			return err
 		}
-		if err := tx.FinishBuild(ctx, db.FinishBuildParams{ID: sb.BuildID, Status: db.BuildStatusFailed, Error: reason}); err != nil {
+		if err := s.finishFailed(ctx, tx, sb, f); err != nil {
 			return err
 		}
 		if sb.Status != Starting {
@@ -221,8 +313,33 @@ func (s *Service) failBuild(ctx context.Context, sandboxID uuid.UUID, reason str
 		}
 		return err
 	})
-	s.log.Warn("build failed", "sandbox_id", sandboxID.String(), "reason", reason)
+	s.log.Warn("build failed", "sandbox_id", sandboxID.String(), "reason", f.msg, "refunded", f.refund, "cause", f.cause)
 	return err
+}
+
+// finishFailed marks the sandbox's build failed (once: a build already finished stays as it
+// is) and, for a platform failure, gives its credit back with a ledger row saying why.
+func (s *Service) finishFailed(ctx context.Context, tx db.Tx, sb db.Sandbox, f *buildFailure) error {
+	n, err := tx.FinishBuild(ctx, db.FinishBuildParams{ID: sb.BuildID, Status: db.BuildStatusFailed, Error: f.msg})
+	if err != nil || n == 0 || !f.refund {
+		return err
+	}
+	_, err = tx.InsertCreditRefund(ctx, db.InsertCreditRefundParams{UserID: sb.OwnerID, BuildID: sb.BuildID,
+		Reason: truncate("refund: "+f.cause, 500)})
+	if db.IsNotFound(err) {
+		return nil // refunded before
+	}
+	if err != nil {
+		return err
+	}
+	return tx.CreditUser(ctx, sb.OwnerID)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "")
 }
 
 func tail(s string, n int) string {

@@ -10,10 +10,12 @@ import (
 
 	"github.com/google/uuid"
 
+	"sandman/app/apptest"
 	"sandman/db"
 	"sandman/e2b"
 	"sandman/internal/testkit"
 	"sandman/lifecycle"
+	"sandman/sandboxd"
 	"sandman/sandboxd/sandboxdtest"
 )
 
@@ -54,7 +56,7 @@ func jobState(t testing.TB, b *testBundle, kind string, id uuid.UUID) string {
 func TestCrashedWorkerNeverStrandsASandbox(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name string
+		id, name string
 		// crash leaves a sandbox mid-flight, its job taken by the first instance, which it then
 		// stops (web is an instance that runs no jobs, for what happens after), and returns it.
 		crash func(t *testing.T, first, web *testBundle, client *e2b.Client, owner, project uuid.UUID) uuid.UUID
@@ -63,7 +65,7 @@ func TestCrashedWorkerNeverStrandsASandbox(t *testing.T) {
 		check            func(t *testing.T, b *testBundle, host *sandboxdtest.Host, client *e2b.Client, sb db.Sandbox)
 	}{
 		{
-			name: "build, after the provider sandbox was created",
+			id: "instance-dies-mid-build", name: "build, after the provider sandbox was created",
 			crash: func(t *testing.T, first, web *testBundle, client *e2b.Client, owner, project uuid.UUID) uuid.UUID {
 				first.Stop(t)
 				ctx := context.Background()
@@ -102,6 +104,10 @@ func TestCrashedWorkerNeverStrandsASandbox(t *testing.T) {
 					sb.KilledReason != "build_failed" {
 					t.Fatalf("build %s %q, killed_reason %q: want a failed build with a readable reason", build.Status, build.Error, sb.KilledReason)
 				}
+				// A worker that went away is Sandman's failure: the credit came back.
+				if got := credits(t, b.pool, sb.OwnerID); got != 5 || !strings.Contains(build.Error, "Your credit was refunded") {
+					t.Fatalf("credits = %d after a lost worker's build (%q), want all 5 back", got, build.Error)
+				}
 				testkit.Until(t, 30*time.Second, "the failed build's provider sandbox to be killed", func() bool {
 					_, err := client.GetSandbox(context.Background(), *sb.ProviderID)
 					return errors.Is(err, e2b.ErrNotFound)
@@ -109,7 +115,7 @@ func TestCrashedWorkerNeverStrandsASandbox(t *testing.T) {
 			},
 		},
 		{
-			name: "resume",
+			id: "instance-dies-mid-resume", name: "resume",
 			crash: func(t *testing.T, first, web *testBundle, _ *e2b.Client, owner, project uuid.UUID) uuid.UUID {
 				ctx := context.Background()
 				res, err := first.svc.StartBuild(ctx, owner, project, "k", false)
@@ -142,7 +148,10 @@ func TestCrashedWorkerNeverStrandsASandbox(t *testing.T) {
 			host := sandboxdtest.Start(t)
 			client := providerFor(t, host)
 			cfg := fastConfig()
-			cfg.PauseAfterReady = "immediate"
+			cfg.IdleTimeout = 10 * time.Minute // a finished build stays running, to be seen
+			if tt.failed == lifecycle.ResumeFailed {
+				cfg.PauseAfterReady = "immediate" // a paused sandbox to resume
+			}
 			first := instance(t, instanceOptions{host: host, config: cfg, work: true})
 			web := instance(t, instanceOptions{host: host, databaseURL: first.DatabaseURL, config: cfg})
 			u, p := founder(t, web.pool, 5)
@@ -177,6 +186,104 @@ func TestCrashedWorkerNeverStrandsASandbox(t *testing.T) {
 			if again := survivor.get(t, id); again.Status != sb.Status {
 				t.Fatalf("the sandbox moved on from %s to %s", sb.Status, again.Status)
 			}
+			audit := apptest.AuditDB(t, survivor.pool)
+			testkit.Record(t, testkit.Scenario{ID: tt.id, Times: 1, ChargedTwice: audit.ChargedTwice, Stuck: audit.Stuck,
+				Injected: "an instance dead in the middle of a " + kind + " (its job left running, its sandbox's last change an hour old, as a killed process leaves them)",
+				Result:   "another instance finishes it or fails it cleanly (River's rescuer, the sweep); a failed build's sandbox is killed and its credit refunded"})
+		})
+	}
+}
+
+// TestStoppedInstanceLeavesItsJobToAnother stops an instance in the middle of a build and of a
+// resume, giving its running jobs less time than they need (a deploy, an autoscaler): the job is
+// cut, River keeps it for a retry, and another instance finishes it. Nothing is charged twice,
+// and no second provider sandbox is made.
+func TestStoppedInstanceLeavesItsJobToAnother(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		id, name string
+		// begin starts the work on first and returns once it is under way.
+		begin func(t *testing.T, first *testBundle, host *sandboxdtest.Host, owner, project uuid.UUID) uuid.UUID
+		job   string
+	}{
+		{
+			id: "instance-stopped-mid-build", name: "build", job: "build",
+			begin: func(t *testing.T, first *testBundle, _ *sandboxdtest.Host, owner, project uuid.UUID) uuid.UUID {
+				// An install that outlasts the instance's shutdown wait (2 s in tests).
+				if _, err := first.pool.Exec(context.Background(), `UPDATE projects SET install_command = 'sleep 5 && ' || install_command WHERE id = $1`, project); err != nil {
+					t.Fatal(err)
+				}
+				res, err := first.svc.StartBuild(context.Background(), owner, project, "k", false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				first.waitBuildStage(t, res.Sandbox, lifecycle.StageInstalling)
+				return res.Sandbox.ID
+			},
+		},
+		{
+			id: "instance-stopped-mid-resume", name: "resume", job: "resume",
+			begin: func(t *testing.T, first *testBundle, host *sandboxdtest.Host, owner, project uuid.UUID) uuid.UUID {
+				ctx := context.Background()
+				res, err := first.svc.StartBuild(ctx, owner, project, "k", false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sb := first.waitStatus(t, res.Sandbox.ID, lifecycle.Paused, time.Minute)
+				host.InjectFault(t, sandboxd.Fault{Route: connectRoute, SandboxID: *sb.ProviderID, LatencyMs: 5000, Count: 1})
+				if _, err := first.svc.Resume(ctx, owner, sb.ID); err != nil {
+					t.Fatal(err)
+				}
+				testkit.Until(t, 30*time.Second, "the resume's connect in flight", func() bool { return remainingUses(t, host, connectRoute) == 0 })
+				return sb.ID
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			host := sandboxdtest.Start(t)
+			cfg := fastConfig()
+			cfg.IdleTimeout = 10 * time.Minute // what runs stays running, to be seen
+			if tt.job == "resume" {
+				cfg.PauseAfterReady = "immediate" // a paused sandbox to resume
+			}
+			first := instance(t, instanceOptions{host: host, config: cfg, work: true})
+			u, p := founder(t, first.pool, 5)
+			id := tt.begin(t, first, host, u.ID, p.ID)
+			providerID := first.get(t, id).ProviderID
+			first.Stop(t) // its 2 s are not enough: the job is cut
+
+			survivor := instance(t, instanceOptions{host: host, databaseURL: first.DatabaseURL, config: cfg, work: true})
+			sb := survivor.waitStatus(t, id, lifecycle.Running, time.Minute)
+			visits(t, host, sb.PreviewURL)
+			if tt.job == "build" {
+				build, err := db.New(survivor.pool).GetBuild(context.Background(), sb.BuildID)
+				if err != nil || build.Status != db.BuildStatusReady {
+					t.Fatalf("build %+v %v, want ready", build, err)
+				}
+				if providerID == nil || *sb.ProviderID != *providerID {
+					t.Fatalf("the build's provider sandbox changed from %v to %v: the retry made another", providerID, sb.ProviderID)
+				}
+			}
+			testkit.Eventually(t, 30*time.Second, "the cut "+tt.job+" job to complete on the survivor", func() error {
+				if state := jobState(t, survivor, tt.job, id); state != "completed" {
+					return fmt.Errorf("it is %s", state)
+				}
+				return nil
+			})
+			listed, err := providerFor(t, host).ListAllSandboxes(context.Background(), e2b.ListParams{Metadata: map[string]string{lifecycle.MetaApp: "sandman"}})
+			if err != nil || len(listed) != 1 {
+				t.Fatalf("the provider has %d sandboxes (%v), want the one", len(listed), err)
+			}
+			if got := credits(t, survivor.pool, u.ID); got != 4 {
+				t.Fatalf("credits = %d, want 5 - 1", got)
+			}
+			audit := apptest.AuditDB(t, survivor.pool)
+			testkit.Record(t, testkit.Scenario{ID: tt.id, Times: 1, ChargedTwice: audit.ChargedTwice, Stuck: audit.Stuck,
+				Injected: "the instance running the " + tt.job + " stopped with 2 s of grace, less than the job needs (" +
+					map[string]string{"build": "an install of 5 s", "resume": "a connect held 5 s"}[tt.job] + ")",
+				Result: "the cut job retried and finished by another instance: running, one provider sandbox, charged once"})
 		})
 	}
 }

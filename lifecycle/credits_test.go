@@ -22,7 +22,7 @@ func founder(t testing.TB, pool *pgxpool.Pool, credits int32) (db.User, db.Proje
 	t.Helper()
 	ctx := context.Background()
 	u, err := accounts.New(pool, accounts.Options{StartCredits: credits, BcryptCost: bcrypt.MinCost}).
-		SignUp(ctx, accounts.Credentials{Email: uuid.NewString()[:8] + "@example.com", Password: "long enough"})
+		SignUp(ctx, accounts.Credentials{Email: uuid.NewString()[:8] + "@example.com", Password: "long enough"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

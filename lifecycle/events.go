@@ -78,12 +78,23 @@ func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent, sour
 			}
 			c.To, c.Reason = goneStatus(cur, ev.KillReason, ev.Timestamp)
 			c.KilledReason = &c.Reason
+			if cur.Status == Starting {
+				// Lost mid-build: the build fails, and its credit is refunded, with this change.
+				if err := s.finishFailed(ctx, tx, cur, providerFailure("the sandbox was lost mid-build: killed ("+c.Reason+")")); err != nil {
+					return nil, err
+				}
+			}
 		case EventPaused:
 			// A pause we are already resuming from, or one the row shows, changes nothing.
 			if cur.Status != Running && cur.Status != Unknown {
 				return seen()
 			}
 			c.To, c.Reason = Paused, "paused by the provider"
+			kind, err := snapshotKindOf(ctx, tx, cur)
+			if err != nil {
+				return nil, err
+			}
+			c.SnapshotKind = kind
 		case EventResumed, EventCreated:
 			// Resuming and starting rows belong to their workers, which check readiness first.
 			if cur.Status != Paused && cur.Status != Unknown && cur.Status != ResumeFailed {

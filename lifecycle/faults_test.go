@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"sandman/app/apptest"
 	"sandman/db"
 	"sandman/e2b"
 	"sandman/internal/testkit"
@@ -51,19 +52,19 @@ func requestedPauses(t testing.TB, b *testBundle, id uuid.UUID) []riverJob {
 func TestProviderFaultsAreRetriedByTheClient(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name  string
-		fault sandboxd.Fault
-		tweak func(*e2b.Config)
+		id, name string
+		fault    sandboxd.Fault
+		tweak    func(*e2b.Config)
 		// minWait is the least time the pause can take (Retry-After); 0: no bound.
 		minWait time.Duration
 	}{
-		{name: "5xx answers", fault: sandboxd.Fault{Status: 500, Count: 3}},
+		{id: "provider-500-pause", name: "5xx answers", fault: sandboxd.Fault{Status: 500, Count: 3}},
 		{
-			name: "a call that hangs past the attempt timeout", fault: sandboxd.Fault{LatencyMs: 10_000, Count: 2},
+			id: "provider-slow-pause", name: "a call that hangs past the attempt timeout", fault: sandboxd.Fault{LatencyMs: 10_000, Count: 2},
 			tweak: func(c *e2b.Config) { c.AttemptTimeout = time.Second },
 		},
-		{name: "429 with Retry-After", fault: sandboxd.Fault{Status: 429, RetryAfterSeconds: 2, Count: 1}, minWait: 2 * time.Second},
-		{name: "503 with Retry-After", fault: sandboxd.Fault{Status: 503, RetryAfterSeconds: 1, Count: 1}, minWait: time.Second},
+		{id: "provider-429-pause", name: "429 with Retry-After", fault: sandboxd.Fault{Status: 429, RetryAfterSeconds: 2, Count: 1}, minWait: 2 * time.Second},
+		{id: "provider-503-pause", name: "503 with Retry-After", fault: sandboxd.Fault{Status: 503, RetryAfterSeconds: 1, Count: 1}, minWait: time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -110,6 +111,16 @@ func TestProviderFaultsAreRetriedByTheClient(t *testing.T) {
 			if err != nil || d.State != e2b.StatePaused {
 				t.Fatalf("provider state %q (%v), want paused", d.State, err)
 			}
+			audit := apptest.AuditDB(t, b.pool)
+			injected := fmt.Sprintf("the provider's pause route answering %d", f.Status)
+			if f.Status == 0 {
+				injected = fmt.Sprintf("the provider's pause route hanging %d s, past the client's attempt timeout (1 s)", f.LatencyMs/1000)
+			} else if f.RetryAfterSeconds > 0 {
+				injected += fmt.Sprintf(" with Retry-After: %d", f.RetryAfterSeconds)
+			}
+			testkit.Record(t, testkit.Scenario{ID: tt.id, Times: f.Count, ChargedTwice: audit.ChargedTwice, Stuck: audit.Stuck,
+				Injected: injected,
+				Result:   "paused by the one pause job at its first attempt (the client's retries absorb it; a Retry-After is honoured); the provider agrees"})
 		})
 	}
 }
@@ -190,4 +201,8 @@ func TestOpenBreakerMarksUnknownThenRecovers(t *testing.T) {
 	if sb := b.get(t, running.ID); sb.VerificationFailures != 0 || sb.LastVerifiedAt == nil {
 		t.Fatalf("recovered sandbox: %d verification failures, verified at %v", sb.VerificationFailures, sb.LastVerifiedAt)
 	}
+	audit := apptest.AuditDB(t, b.pool)
+	testkit.Record(t, testkit.Scenario{ID: "provider-down-breaker", Times: 1, ChargedTwice: audit.ChargedTwice, Stuck: audit.Stuck,
+		Injected: "an outage: the provider answering 500 to every call until cleared",
+		Result:   "the breaker opens after 5 failures; rows go unknown, no call while open; once cleared every row returns to the provider's state"})
 }

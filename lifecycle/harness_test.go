@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"sandman/db"
+	"sandman/internal/testkit"
 	"sandman/lifecycle"
 	"sandman/sandboxd/sandboxdtest"
 )
@@ -105,4 +107,15 @@ func remainingUses(t testing.TB, h *sandboxdtest.Host, route string) int {
 		}
 	}
 	return n
+}
+
+// providerCalls sums sandman_e2b_calls_total over every outcome of the calls named op (every
+// call when op is empty).
+func providerCalls(tb testing.TB, reg *prometheus.Registry, op string) float64 {
+	tb.Helper()
+	labels := map[string]string{}
+	if op != "" {
+		labels["op"] = op
+	}
+	return testkit.MetricValue(tb, reg, "sandman_e2b_calls_total", labels)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"sandman/app/apptest"
 	"sandman/internal/testkit"
 	"sandman/lifecycle"
 	"sandman/sandboxd/sandboxdtest"
@@ -149,6 +150,10 @@ func TestTwoInstancesNeverApplyATransitionTwice(t *testing.T) {
 	if n := countJobs(t, a, "resume", resumed.ID); n != 1 {
 		t.Fatalf("%d resume jobs queued, want 1", n)
 	}
+	audit := apptest.AuditDB(t, pool)
+	testkit.Record(t, testkit.Scenario{ID: "two-instances-race", Times: 26, ChargedTwice: audit.ChargedTwice, Stuck: audit.Stuck,
+		Injected: "on two instances at once: 6 reconciles and events reads and 4 verifications of one provider kill; 10 resume clicks on one paused sandbox",
+		Result:   "the kill recorded once; one resume recorded and one resume job queued"})
 }
 
 // countJobs counts the sandbox's jobs of kind, whatever their state.

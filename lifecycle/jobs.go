@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 )
 
 // BuildArgs builds a sandbox's build: create, upload, install, start, readiness.
@@ -20,20 +21,38 @@ func (BuildArgs) Kind() string { return "build" }
 func (BuildArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 3} }
 
 // PauseArgs pauses a running sandbox: at its idle deadline (Idle) or because someone asked.
+// Every field is part of the job's uniqueness (InsertOpts).
 type PauseArgs struct {
-	SandboxID uuid.UUID `json:"sandbox_id"`
+	SandboxID uuid.UUID `json:"sandbox_id" river:"unique"`
+	// Version is the sandbox row's version when the pause was queued: the stretch of running
+	// it is about. An idle pause of an older version has been replaced (every move to running
+	// schedules its own) and ends at once.
+	Version int64 `json:"version" river:"unique"`
 	// Idle pauses only if the sandbox is still idle when the job runs; the job waits (snoozes)
 	// until the deadline when activity moved it.
-	Idle bool `json:"idle"`
+	Idle bool `json:"idle" river:"unique"`
 	// Ready is the pause SANDMAN_PAUSE_AFTER_READY=immediate asks for when a build is ready.
-	Ready bool `json:"ready,omitempty"`
+	Ready bool `json:"ready,omitempty" river:"unique"`
 }
 
 // Kind implements river.JobArgs.
 func (PauseArgs) Kind() string { return "pause" }
 
-// InsertOpts: pauses are retried a few times (provider hiccups), each attempt idempotent.
-func (PauseArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 5} }
+// InsertOpts: pauses are retried a few times (provider hiccups), each attempt idempotent. A
+// sandbox has at most one unfinished pause job per cause and version: the sweep re-queueing an
+// overdue idle pause every few seconds, or a burst of clicks, adds nothing while one waits or
+// runs. The version keeps a new request apart from a job that already did its work but is not
+// yet recorded as finished (the founder paused, resumed and pauses again within a second), and
+// the causes keep a click apart from an idle pause scheduled minutes ahead. Finished jobs do not
+// count (completed is left out of ByState).
+func (PauseArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{MaxAttempts: 5, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: unfinished}}
+}
+
+// unfinished are the job states in which a unique job blocks another like it: every state
+// before its end (River requires available, pending, running and scheduled).
+var unfinished = []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending,
+	rivertype.JobStateRunning, rivertype.JobStateRetryable, rivertype.JobStateScheduled}
 
 // ResumeArgs brings a sandbox from resuming to running (or resume_failed).
 type ResumeArgs struct {

@@ -2,6 +2,7 @@ package lifecycle_test
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"testing"
 
@@ -33,6 +34,8 @@ type instanceOptions struct {
 	databaseURL string             // empty: a fresh database
 	config      lifecycle.Config
 	work        bool                // run the jobs (else: a web-only instance that only queues them)
+	webhooks    bool                // sandboxd delivers its webhooks to the instance
+	logger      *slog.Logger        // nil: testkit.Logger
 	provider    []func(*e2b.Config) // edits of the provider client's configuration
 }
 
@@ -44,7 +47,7 @@ func instance(t testing.TB, o instanceOptions) *testBundle {
 	if o.work {
 		role = app.RoleAll
 	}
-	inst := apptest.Start(t, apptest.Options{Role: role, Host: o.host, DatabaseURL: o.databaseURL,
+	inst := apptest.Start(t, apptest.Options{Role: role, Host: o.host, DatabaseURL: o.databaseURL, Webhooks: o.webhooks, Logger: o.logger,
 		Config: func(c *app.Config) {
 			c.Lifecycle = o.config
 			for _, edit := range o.provider {

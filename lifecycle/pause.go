@@ -17,10 +17,11 @@ import (
 // the founder asked to see.
 func (s *Service) schedulePause(ctx context.Context, tx db.Tx, sb db.Sandbox, buildReady bool) error {
 	if buildReady && s.cfg.PauseAfterReady == "immediate" {
-		_, err := s.river.InsertTx(ctx, tx.Pgx(), PauseArgs{SandboxID: sb.ID, Ready: true}, nil)
+		_, err := s.river.InsertTx(ctx, tx.Pgx(), PauseArgs{SandboxID: sb.ID, Version: sb.Version, Ready: true}, nil)
 		return err
 	}
-	_, err := s.river.InsertTx(ctx, tx.Pgx(), PauseArgs{SandboxID: sb.ID, Idle: true}, &river.InsertOpts{ScheduledAt: s.cfg.idlePauseAt(sb)})
+	_, err := s.river.InsertTx(ctx, tx.Pgx(), PauseArgs{SandboxID: sb.ID, Version: sb.Version, Idle: true},
+		&river.InsertOpts{ScheduledAt: s.cfg.idlePauseAt(sb)})
 	return err
 }
 
@@ -64,6 +65,9 @@ func (w *pauseWorker) Work(ctx context.Context, job *river.Job[PauseArgs]) error
 	if sb.Status != Running || sb.ProviderID == nil {
 		return nil
 	}
+	if (job.Args.Idle || job.Args.Ready) && sb.Version != job.Args.Version {
+		return nil // the sandbox moved since: the change that made it run again queued its own
+	}
 	if job.Args.Idle {
 		if wait := time.Until(s.cfg.idleDeadline(sb)); wait > schedulerSlack+time.Second {
 			// Activity moved the deadline: come back shortly before the new one.
@@ -78,7 +82,7 @@ func (w *pauseWorker) Work(ctx context.Context, job *river.Job[PauseArgs]) error
 			if sb, err = s.q.GetSandbox(ctx, sb.ID); err != nil {
 				return err
 			}
-			if sb.Status != Running {
+			if sb.Status != Running || sb.Version != job.Args.Version {
 				return nil
 			}
 			if left := time.Until(s.cfg.idleDeadline(sb)); left > 0 {
@@ -125,7 +129,7 @@ func (s *Service) RequestPause(ctx context.Context, owner, sandboxID uuid.UUID) 
 	case Paused:
 		return sb, nil
 	case Running, Unknown:
-		_, err := s.river.Insert(ctx, PauseArgs{SandboxID: sb.ID}, nil)
+		_, err := s.river.Insert(ctx, PauseArgs{SandboxID: sb.ID, Version: sb.Version}, nil)
 		return sb, err
 	}
 	return sb, apperr.New(apperr.KindConflict, "not_running", "Only a running preview can be paused.")

@@ -93,11 +93,13 @@ func (s *Service) providerRun(ctx context.Context, h sandboxHandle, cmd string) 
 	return res.ExitCode, res.Stdout + res.Stderr, nil
 }
 
-// providerStart starts the dev server and leaves it running; its output goes to a log file in
-// the sandbox.
+// devServerLog is where the dev server's output goes in the sandbox.
+const devServerLog = "/home/user/dev-server.log"
+
+// providerStart starts the dev server and leaves it running; its output goes to devServerLog.
 func (s *Service) providerStart(ctx context.Context, h sandboxHandle, cmd string, port int32) error {
 	p, err := s.provider.StartProcess(ctx, h, e2b.ProcessParams{
-		Command: "exec " + cmd + " >> /home/user/dev-server.log 2>&1", Cwd: appDir, Tag: "dev-server",
+		Command: "exec " + cmd + " >> " + devServerLog + " 2>&1", Cwd: appDir, Tag: "dev-server",
 		Envs: map[string]string{"PORT": strconv.Itoa(int(port)), "HOST": "0.0.0.0"},
 	})
 	if err != nil {
@@ -182,7 +184,7 @@ func (s *Service) providerList(ctx context.Context) (map[string]ProviderState, e
 	}
 	out := make(map[string]ProviderState, len(all))
 	for _, l := range all {
-		out[l.ID] = ProviderState{Found: true, State: stateOf(l.State), EndAt: l.EndAt}
+		out[l.ID] = ProviderState{Found: true, State: stateOf(l.State), EndAt: l.EndAt, StartedAt: l.StartedAt}
 	}
 	return out, nil
 }

@@ -2,12 +2,14 @@ package lifecycle_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"sandman/app/apptest"
 	"sandman/db"
 	"sandman/e2b"
+	"sandman/internal/testkit"
 	"sandman/lifecycle"
 	"sandman/sandboxd"
 	"sandman/sandboxd/sandboxdtest"
@@ -23,7 +25,7 @@ func TestResumeFailsAfterTwoAttempts(t *testing.T) {
 	// One resume attempt's connect is at most this many calls: the first and its retries.
 	callsPerAttempt := len(apptest.RetryDelays) + 1
 	tests := []struct {
-		name string
+		id, name string
 		// fault is injected on the sandbox's connect calls (Route and SandboxID are filled in).
 		fault *sandboxd.Fault
 		// killed removes the sandbox at the provider before the resume.
@@ -35,26 +37,26 @@ func TestResumeFailsAfterTwoAttempts(t *testing.T) {
 		minCalls, maxCalls int
 	}{
 		{
-			name:  "the provider answers 5xx to every connect",
+			id: "provider-502-connect", name: "the provider answers 5xx to every connect",
 			fault: &sandboxd.Fault{Status: 502, Count: 50},
 			want:  lifecycle.ResumeFailed, cause: lifecycle.CauseUnreachable,
 			// More than one attempt's worth: the worker tried a second time.
 			minCalls: callsPerAttempt + 1, maxCalls: 2 * callsPerAttempt,
 		},
 		{
-			name:  "every connect times out",
+			id: "provider-slow-connect", name: "every connect times out",
 			fault: &sandboxd.Fault{LatencyMs: 10_000, Count: 50},
 			tweak: func(c *e2b.Config) { c.AttemptTimeout = time.Second },
 			want:  lifecycle.ResumeFailed, cause: lifecycle.CauseUnreachable,
 			minCalls: callsPerAttempt + 1, maxCalls: 2 * callsPerAttempt,
 		},
 		{
-			name:   "the sandbox is gone at the provider",
+			id: "provider-lost-before-resume", name: "the sandbox is gone at the provider",
 			killed: true,
 			want:   lifecycle.ResumeFailed, cause: lifecycle.CauseNotFound,
 		},
 		{
-			name: "the first attempt fails, the second succeeds",
+			id: "provider-500-first-resume", name: "the first attempt fails, the second succeeds",
 			// Exactly one attempt's worth of failures, retries included.
 			fault: &sandboxd.Fault{Status: 500, Count: callsPerAttempt},
 			want:  lifecycle.Running,
@@ -119,6 +121,24 @@ func TestResumeFailsAfterTwoAttempts(t *testing.T) {
 				}
 				visits(t, host, sb.PreviewURL)
 			}
+			audit := apptest.AuditDB(t, b.pool)
+			injected, times, result := "the sandbox killed at the provider, then resumed", 1, "resume_failed at once (no second attempt), cause: "+tt.cause
+			if tt.fault != nil {
+				// Every call of the two attempts, retries included, meets the fault (the test
+				// checks how many reached the provider).
+				times = tt.maxCalls
+				injected = fmt.Sprintf("the provider's connect answering %d to every call", tt.fault.Status)
+				if tt.fault.Status == 0 {
+					injected = fmt.Sprintf("the provider's connect hanging %d s on every call, past the attempt timeout (1 s)", tt.fault.LatencyMs/1000)
+				}
+				result = "two attempts, then resume_failed, cause: " + tt.cause
+				if tt.want == lifecycle.Running {
+					injected = fmt.Sprintf("the provider's connect answering %d for one whole attempt (%d calls, retries included)", tt.fault.Status, tt.fault.Count)
+					result = "the second attempt resumes it: running, no failure recorded"
+				}
+			}
+			testkit.Record(t, testkit.Scenario{ID: tt.id, Times: times, ChargedTwice: audit.ChargedTwice, Stuck: audit.Stuck,
+				Injected: injected, Result: result})
 		})
 	}
 }

@@ -29,6 +29,8 @@ type Config struct {
 	WebhookSecret   string        // E2B_WEBHOOK_SECRET: deliveries must be signed with it
 	VerifyStaleness time.Duration // pages older than this queue a verify
 	ResumeRetryWait time.Duration // between the two resume attempts
+	BuildRetryWait  time.Duration // a failed build attempt is tried again after this × attempt²
+	OrphanAge       time.Duration // a provider sandbox no row wants is killed once this old
 	// Deadlines for each build step and for a resume; past them the worker gives up.
 	CreateTimeout, UploadTimeout, InstallTimeout, ReadyTimeout, ResumeTimeout time.Duration
 	// HTTPClient checks previews for readiness.
@@ -43,6 +45,7 @@ type Service struct {
 	river    *river.Client[pgx.Tx]
 	cfg      Config
 	log      *slog.Logger
+	metrics  *metrics
 	work     bool
 }
 
@@ -78,7 +81,7 @@ func (s *Service) StartBuild(ctx context.Context, owner, projectID uuid.UUID, ke
 			if !db.IsNotFound(err) {
 				return err
 			}
-			return s.replay(ctx, tx, ledgerKey, &res)
+			return s.replay(ctx, tx, ledgerKey, project.ID, rebuild, &res)
 		}
 		_, err = tx.GetLatestBuild(ctx, project.ID)
 		hasBuild := err == nil
@@ -143,6 +146,12 @@ func (s *Service) StartBuild(ctx context.Context, owner, projectID uuid.UUID, ke
 	return res, err
 }
 
+// errKeyUsed refuses an idempotency key already spent on another project's build, or on the
+// other kind of request.
+var errKeyUsed = apperr.New(apperr.KindConflict, "key_used",
+	"This idempotency key was already used for another build (of another project, or a build instead of a rebuild). "+
+		"Nothing was charged: send a new key for this request.")
+
 func buildReason(rebuild bool) string {
 	if rebuild {
 		return "rebuild"
@@ -150,18 +159,23 @@ func buildReason(rebuild bool) string {
 	return "build"
 }
 
-// replay answers a repeated idempotency key with what the first request started.
-func (s *Service) replay(ctx context.Context, tx db.Tx, ledgerKey string, res *BuildResult) error {
+// replay answers a repeated idempotency key with what the first request started. A key belongs
+// to one project and one kind of request (build or rebuild): used for anything else, it is a
+// conflict, and nothing is charged.
+func (s *Service) replay(ctx context.Context, tx db.Tx, ledgerKey string, projectID uuid.UUID, rebuild bool, res *BuildResult) error {
 	ledger, err := tx.GetCreditLedgerByKey(ctx, &ledgerKey)
 	if err != nil {
 		return err
 	}
 	if ledger.BuildID == nil {
-		return apperr.New(apperr.KindConflict, "key_used", "This idempotency key was already used for another request.")
+		return errKeyUsed
 	}
 	build, err := tx.GetBuild(ctx, *ledger.BuildID)
 	if err != nil {
 		return err
+	}
+	if build.ProjectID != projectID || ledger.Reason != buildReason(rebuild) {
+		return errKeyUsed
 	}
 	sb, err := tx.GetSandboxByBuild(ctx, build.ID)
 	if err != nil {
@@ -179,6 +193,11 @@ func (s *Service) replaceCurrent(ctx context.Context, tx db.Tx, projectID uuid.U
 		return nil
 	}
 	if err != nil {
+		return err
+	}
+	// A build still under way is finished too: it will never be (its worker finds its sandbox
+	// ended), and the founder chose to replace it, so its credit stays spent.
+	if err := s.finishFailed(ctx, tx, cur, replacedBuild); err != nil {
 		return err
 	}
 	if IsGone(cur.Status) {

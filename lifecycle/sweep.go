@@ -30,7 +30,7 @@ func (s *Service) Sweep(ctx context.Context) error {
 		return err
 	}
 	for _, sb := range idle {
-		if _, err := s.river.Insert(ctx, PauseArgs{SandboxID: sb.ID, Idle: true}, nil); err != nil {
+		if _, err := s.river.Insert(ctx, PauseArgs{SandboxID: sb.ID, Version: sb.Version, Idle: true}, nil); err != nil {
 			return err
 		}
 	}
@@ -44,7 +44,7 @@ func (s *Service) Sweep(ctx context.Context) error {
 	for _, sb := range stuck {
 		switch sb.Status {
 		case Starting:
-			if err := s.failBuild(ctx, sb.ID, "The build stopped before it finished (the worker running it went away). Rebuild to try again."); err != nil {
+			if err := s.failBuild(ctx, sb.ID, workerLost); err != nil {
 				return err
 			}
 		case Resuming:

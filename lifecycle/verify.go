@@ -16,6 +16,8 @@ type ProviderState struct {
 	Found bool
 	State db.SandboxStatus // Running or Paused when Found
 	EndAt time.Time
+	// StartedAt is when the provider created it (known from the list only).
+	StartedAt time.Time
 	// KillReason is the provider's kill_reason for a sandbox it no longer has, when known.
 	KillReason *string
 }
@@ -78,9 +80,27 @@ func (s *Service) syncTo(ctx context.Context, id uuid.UUID, ps ProviderState, so
 		if ps.State == Running && !ps.EndAt.IsZero() {
 			c.EndAt = &ps.EndAt
 		}
+		if ps.State == Paused {
+			kind, err := snapshotKindOf(ctx, tx, cur)
+			if err != nil {
+				return nil, err
+			}
+			c.SnapshotKind = kind
+		}
 		return c, nil
 	})
 	return err
+}
+
+// snapshotKindOf is the kind of snapshot a pause of sb keeps: its project's, which every pause
+// Sandman asks for uses. The provider reports a pause but not its kind, and its report can be
+// applied before the pause job records its own (a reconcile or a webhook in between).
+func snapshotKindOf(ctx context.Context, tx db.Tx, sb db.Sandbox) (*db.PauseKind, error) {
+	p, err := tx.GetProjectByOwner(ctx, db.GetProjectByOwnerParams{ID: sb.ProjectID, OwnerID: sb.OwnerID})
+	if err != nil {
+		return nil, err
+	}
+	return &p.PauseKind, nil
 }
 
 // markUnknown records that the provider cannot be asked now (errors, or the breaker is open).
@@ -202,5 +222,42 @@ func (s *Service) Reconcile(ctx context.Context) error {
 			return err
 		}
 	}
-	return s.q.MarkSandboxesVerified(ctx, db.MarkSandboxesVerifiedParams{Ids: agreeIDs, Statuses: agreeStatuses})
+	if err := s.q.MarkSandboxesVerified(ctx, db.MarkSandboxesVerifiedParams{Ids: agreeIDs, Statuses: agreeStatuses}); err != nil {
+		return err
+	}
+	return s.killOrphans(ctx, listed)
+}
+
+// killOrphans kills the listed provider sandboxes (all carry Sandman's metadata) that no row
+// wants, once they are older than OrphanAge: one created just before a crash, whose row never
+// learnt its id, or one whose row has ended but the kill never reached the provider. Each runs
+// up a bill until its timeout otherwise. The age leaves a build the moment between its create
+// and the row's update.
+func (s *Service) killOrphans(ctx context.Context, listed map[string]ProviderState) error {
+	ids := make([]string, 0, len(listed))
+	for id := range listed {
+		ids = append(ids, id)
+	}
+	wanted, err := s.q.ListWantedProviderIDs(ctx, ids)
+	if err != nil {
+		return err
+	}
+	keep := make(map[string]bool, len(wanted))
+	for _, id := range wanted {
+		keep[id] = true
+	}
+	bornBefore := time.Now().Add(-s.cfg.OrphanAge)
+	for id, ps := range listed {
+		if keep[id] || ps.StartedAt.IsZero() || !ps.StartedAt.Before(bornBefore) {
+			continue
+		}
+		if err := s.providerKill(ctx, id); err != nil && !isNotFound(err) {
+			s.log.Warn("kill an orphaned sandbox", "provider_id", id, "err", err)
+			continue // the next reconcile tries again
+		}
+		s.metrics.orphansKilled.Inc()
+		s.log.Warn("killed an orphaned sandbox: the provider had it, no sandbox row wanted it",
+			"provider_id", id, "started_at", ps.StartedAt, "state", ps.State)
+	}
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
@@ -27,6 +28,8 @@ func DefaultConfig() Config {
 		SweepEvery:      10 * time.Second,
 		VerifyStaleness: 30 * time.Second,
 		ResumeRetryWait: 5 * time.Second,
+		BuildRetryWait:  4 * time.Second,
+		OrphanAge:       5 * time.Minute,
 		CreateTimeout:   90 * time.Second,
 		UploadTimeout:   time.Minute,
 		InstallTimeout:  5 * time.Minute,
@@ -42,6 +45,8 @@ type Options struct {
 	Provider *e2b.Client
 	Config   Config
 	Logger   *slog.Logger
+	// Registerer receives the lifecycle's metrics; nil: none are registered.
+	Registerer prometheus.Registerer
 	// Work runs the River workers and periodic jobs here; without it the Service only inserts
 	// jobs (a web-only instance).
 	Work bool
@@ -57,7 +62,8 @@ func New(opts Options) (*Service, error) {
 		opts.Config.HTTPClient = &http.Client{Transport: e2b.NewHTTPTransport(), Timeout: 5 * time.Second,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
-	s := &Service{pool: opts.Pool, q: db.New(opts.Pool), provider: opts.Provider, cfg: opts.Config, log: opts.Logger, work: opts.Work}
+	s := &Service{pool: opts.Pool, q: db.New(opts.Pool), provider: opts.Provider, cfg: opts.Config, log: opts.Logger,
+		metrics: newMetrics(opts.Registerer), work: opts.Work}
 	rc := &river.Config{Logger: opts.Logger, JobTimeout: -1}
 	if opts.Work {
 		workers := river.NewWorkers()

@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -45,9 +46,12 @@ type Options struct {
 	// 10 s).
 	StallTimeout time.Duration
 	// Buffer is how many messages r3labs queues between a writer and its client (default 32).
-	Buffer     int
-	Logger     *slog.Logger
-	Registerer prometheus.Registerer
+	Buffer int
+	// MaxPerFounder is how many streams one founder may hold open on this instance (default
+	// 20). One browser shares one stream between its tabs, so this is about 20 browsers.
+	MaxPerFounder int
+	Logger        *slog.Logger
+	Registerer    prometheus.Registerer
 }
 
 // Hub holds the live connections of one instance.
@@ -67,10 +71,11 @@ type Hub struct {
 // writer at a time that empties it into the stream: the poster itself while the stream has
 // room, else a writer goroutine that runs while there is mail.
 type conn struct {
-	id    string
-	owner uuid.UUID
-	hub   *Hub
-	rc    *http.ResponseController
+	id      string
+	owner   uuid.UUID
+	session string // Stream.Session
+	hub     *Hub
+	rc      *http.ResponseController
 	// ctx is the stream's request context; cancel ends the stream (see end).
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -99,6 +104,9 @@ func New(opts Options) *Hub {
 	if opts.Buffer == 0 {
 		opts.Buffer = 32
 	}
+	if opts.MaxPerFounder == 0 {
+		opts.MaxPerFounder = 20
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -115,19 +123,42 @@ func New(opts Options) *Hub {
 	return h
 }
 
-// ServeHTTP streams the owner's sandbox states until the client goes away or is dropped.
-func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request, owner uuid.UUID) {
+// Stream says whose a stream is.
+type Stream struct {
+	Owner uuid.UUID
+	// Session is an opaque key of the session the stream was opened with (never the session
+	// token itself): EndSession ends its streams on every instance.
+	Session string
+	// Ends is when that session expires; the stream ends then. Zero: never.
+	Ends time.Time
+}
+
+// Errors Serve answers with before streaming anything.
+var (
+	// ErrTooManyStreams: the founder already holds MaxPerFounder streams on this instance.
+	ErrTooManyStreams = errors.New("live: too many streams for one founder")
+	// ErrClosed: the hub is shutting down.
+	ErrClosed = errors.New("live: shutting down")
+)
+
+// Serve streams the owner's sandbox states until the client goes away, is dropped, or its
+// session ends. It answers ErrTooManyStreams or ErrClosed at once, having written nothing.
+func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, s Stream) error {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	c := &conn{id: newID(), owner: owner, hub: h, rc: http.NewResponseController(w), ctx: ctx, cancel: cancel,
+	c := &conn{id: newID(), owner: s.Owner, session: s.Session, hub: h, rc: http.NewResponseController(w), ctx: ctx, cancel: cancel,
 		sent: map[string]int64{}}
-	// The server's write timeout would cut the stream: this response has none.
-	_ = c.rc.SetWriteDeadline(time.Time{})
-	if !h.add(c) {
-		http.Error(w, "shutting down", http.StatusServiceUnavailable)
-		return
+	if err := h.add(c); err != nil {
+		return err
 	}
 	defer h.remove(c)
+	// The server's write timeout would cut the stream: this response has none. (Its ReadTimeout
+	// does not reach it: net/http lifts the read deadline once a body-less request is read.)
+	_ = c.rc.SetWriteDeadline(time.Time{})
+	if !s.Ends.IsZero() {
+		expiry := time.AfterFunc(time.Until(s.Ends), c.end)
+		defer expiry.Stop()
+	}
 	q := r.URL.Query()
 	q.Set("stream", c.id)
 	r2 := r.Clone(ctx)
@@ -135,16 +166,21 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request, owner uuid.UUID)
 	// Our ids restart the state, not a replay: a stale Last-Event-ID means nothing here.
 	r2.Header.Del("Last-Event-ID")
 	h.srv.ServeHTTP(w, r2)
+	return nil
 }
 
-func (h *Hub) add(c *conn) bool {
+func (h *Hub) add(c *conn) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
-		return false
+		return ErrClosed
+	}
+	m := h.byOwner[c.owner]
+	if len(m) >= h.opts.MaxPerFounder {
+		h.metrics.refused.Inc()
+		return ErrTooManyStreams
 	}
 	h.srv.CreateStream(c.id)
-	m := h.byOwner[c.owner]
 	if m == nil {
 		m = map[string]*conn{}
 		h.byOwner[c.owner] = m
@@ -152,7 +188,20 @@ func (h *Hub) add(c *conn) bool {
 	m[c.id] = c
 	h.byID[c.id] = c
 	h.metrics.clients.Inc()
-	return true
+	return nil
+}
+
+// EndSession ends this instance's streams of a session that ended (a log-out, on any instance:
+// see AnnounceSessionEnd). The browser's reconnection is then refused until it logs in again.
+func (h *Hub) EndSession(session string) {
+	if session == "" {
+		return
+	}
+	for _, c := range h.all() {
+		if c.session == session {
+			c.end()
+		}
+	}
 }
 
 // remove forgets a connection whose stream has ended. The stream goes only now: r3labs

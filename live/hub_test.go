@@ -284,3 +284,60 @@ func TestSlowClientGetsTheNewestStateNotEveryState(t *testing.T) {
 	}
 	t.Logf("the slow client got %d panes for %d changes", panes, changes)
 }
+
+// One founder holds at most MaxPerFounder streams on an instance; the next is refused before
+// anything is streamed, and other founders are not affected.
+func TestAFounderHoldsAtMostMaxPerFounderStreams(t *testing.T) {
+	t.Parallel()
+	h := newHubServer(t, 64, func(o *live.Options) { o.MaxPerFounder = 3 })
+	greedy, other := uuid.New(), uuid.New()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first, firstCancel := context.WithCancel(ctx)
+	h.stream(t, first, greedy)
+	for range 2 {
+		h.stream(t, ctx, greedy)
+	}
+	testkit.Until(t, 10*time.Second, "three streams", func() bool { return h.hub.Clients() == 3 })
+	res, err := h.srv.Client().Get(h.srv.URL + "/events?owner=" + greedy.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("a fourth stream: %d, want 429", res.StatusCode)
+	}
+	if got := h.counter(t, "sandman_sse_refused_total"); got != 1 {
+		t.Fatalf("refused_total = %v", got)
+	}
+	h.stream(t, ctx, other)
+	testkit.Until(t, 10*time.Second, "another founder's stream", func() bool { return h.hub.Clients() == 4 })
+
+	firstCancel() // a browser closes: its place is free again
+	testkit.Until(t, 10*time.Second, "the closed stream gone", func() bool { return h.hub.Clients() == 3 })
+	h.stream(t, ctx, greedy)
+	testkit.Until(t, 10*time.Second, "a new stream in its place", func() bool { return h.hub.Clients() == 4 })
+}
+
+// EndSession ends the streams of that session, and no other.
+func TestEndSessionEndsOnlyItsStreams(t *testing.T) {
+	t.Parallel()
+	h := newHubServer(t, 64, nil)
+	founder := uuid.New()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a1, a2 := h.sessionStream(t, ctx, founder, "laptop"), h.sessionStream(t, ctx, founder, "laptop")
+	phone := h.sessionStream(t, ctx, founder, "phone")
+	testkit.Until(t, 10*time.Second, "three streams", func() bool { return h.hub.Clients() == 3 })
+	h.hub.EndSession("laptop")
+	testkit.SSEEnds(t, a1, 10*time.Second)
+	testkit.SSEEnds(t, a2, 10*time.Second)
+	testkit.Until(t, 10*time.Second, "the laptop's streams gone", func() bool { return h.hub.Clients() == 1 })
+	select {
+	case _, open := <-phone:
+		if !open {
+			t.Fatal("another session's stream ended")
+		}
+	default:
+	}
+}

@@ -12,7 +12,8 @@ import (
 )
 
 // Listen follows the database's sandbox feed on one dedicated connection and delivers each
-// change to this instance's clients. After the connection drops (a database restart, say) it
+// change to this instance's clients; ended sessions come on the same connection and end their
+// streams here. After the connection drops (a database restart, say) it
 // reconnects with backoff and resyncs every client, since changes may have been missed.
 func (h *Hub) Listen(ctx context.Context, databaseURL string) {
 	backoff := 100 * time.Millisecond
@@ -53,7 +54,8 @@ func (h *Hub) listenOnce(ctx context.Context, databaseURL string, connected func
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{db.SandboxChannel}.Sanitize()); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{db.SandboxChannel}.Sanitize()+"; LISTEN "+
+		pgx.Identifier{db.SessionEndChannel}.Sanitize()); err != nil {
 		return err
 	}
 	connected()
@@ -61,6 +63,10 @@ func (h *Hub) listenOnce(ctx context.Context, databaseURL string, connected func
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
+		}
+		if n.Channel == db.SessionEndChannel {
+			h.EndSession(n.Payload)
+			continue
 		}
 		received := time.Now()
 		var msg db.SandboxNotification
@@ -71,4 +77,11 @@ func (h *Hub) listenOnce(ctx context.Context, databaseURL string, connected func
 		h.Deliver(ctx, msg.OwnerID, msg.SandboxID, msg.EventID)
 		h.metrics.notify.Observe(time.Since(received).Seconds())
 	}
+}
+
+// AnnounceSessionEnd tells every instance that a session ended (a log-out): each ends the
+// session's streams (Hub.EndSession). It is delivered at the commit of conn's transaction, or at
+// once outside one.
+func AnnounceSessionEnd(ctx context.Context, conn db.DBTX, session string) error {
+	return db.New(conn).Notify(ctx, db.NotifyParams{Channel: db.SessionEndChannel, Payload: session})
 }

@@ -2,6 +2,7 @@ package live_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -89,7 +90,13 @@ func newHubServer(t testing.TB, size int, tweak func(*live.Options)) *hubServer 
 	}
 	hub := live.New(opts)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hub.ServeHTTP(w, r, uuid.MustParse(r.URL.Query().Get("owner")))
+		err := hub.Serve(w, r, live.Stream{Owner: uuid.MustParse(r.URL.Query().Get("owner")), Session: r.URL.Query().Get("session")})
+		switch {
+		case errors.Is(err, live.ErrTooManyStreams):
+			http.Error(w, err.Error(), http.StatusTooManyRequests)
+		case errors.Is(err, live.ErrClosed):
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		}
 	}))
 	srv.Config.RegisterOnShutdown(hub.Close)
 	srv.Start()
@@ -121,5 +128,11 @@ func (h *hubServer) counter(t testing.TB, name string) float64 {
 // when the server ends the stream.
 func (h *hubServer) stream(t testing.TB, ctx context.Context, owner uuid.UUID) <-chan testkit.SSEEvent {
 	t.Helper()
-	return testkit.OpenSSE(t, ctx, h.srv.Client(), h.srv.URL+"/events?owner="+owner.String())
+	return h.sessionStream(t, ctx, owner, "")
+}
+
+// sessionStream is stream opened with a session.
+func (h *hubServer) sessionStream(t testing.TB, ctx context.Context, owner uuid.UUID, session string) <-chan testkit.SSEEvent {
+	t.Helper()
+	return testkit.OpenSSE(t, ctx, h.srv.Client(), h.srv.URL+"/events?owner="+owner.String()+"&session="+session)
 }

@@ -3,6 +3,7 @@ package projects
 import (
 	"archive/zip"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"sandman/apperr"
 )
 
 // Upload limits. They keep one project's files well inside what a sandbox upload and a
@@ -104,16 +107,79 @@ func CheckFiles(files []File) []FileError {
 	return errs
 }
 
-// ReadZip extracts a zip archive's regular files, rejecting links and anything else that is
-// not a plain file, and stopping at the size limits however the archive claims its sizes.
-func ReadZip(data []byte) ([]File, []FileError) {
+// Budget is one upload request's allowance: the bytes of its files once unpacked, and their
+// number, shared by every part and every archive of the request. It is charged as bytes are
+// read (decompressed bytes as they come out of the decompressor, whatever an archive's headers
+// claim), so an upload stops at its first overrun, before it holds more than the limit in
+// memory. The zero value is not usable: NewBudget.
+type Budget struct {
+	bytesLeft int64
+	filesLeft int
+}
+
+// NewBudget returns the allowance of one upload: MaxTotalBytes and MaxFiles.
+func NewBudget() *Budget { return &Budget{bytesLeft: MaxTotalBytes, filesLeft: MaxFiles} }
+
+// ErrTooManyBytes and ErrTooManyFiles are the budget's overruns: the whole upload is refused
+// (413), nothing is stored.
+var (
+	ErrTooManyBytes = &apperr.Error{Kind: apperr.KindTooLarge, Code: "upload_too_large",
+		Message: fmt.Sprintf("The upload holds more than %s once unpacked (a zip counts by the size of what is inside); the limit is %s. "+
+			"Remove large files such as build output or node_modules and try again.", size(MaxTotalBytes), size(MaxTotalBytes))}
+	ErrTooManyFiles = &apperr.Error{Kind: apperr.KindTooLarge, Code: "upload_too_many_files",
+		Message: fmt.Sprintf("The upload holds more than %d files (a zip counts every file inside); the limit is %d. "+
+			"Remove folders such as node_modules and try again.", MaxFiles, MaxFiles)}
+	// ErrTooManyEntries refuses an archive whose directory alone lists more entries (folders
+	// included) than any upload may hold, before the directory is read into memory.
+	ErrTooManyEntries = &apperr.Error{Kind: apperr.KindTooLarge, Code: "upload_too_many_files",
+		Message: fmt.Sprintf("The zip archive lists more than %d entries (files and folders together); the limit is %d entries, "+
+			"and %d files. Remove folders such as node_modules and try again.", maxZipEntries, maxZipEntries, MaxFiles)}
+)
+
+// maxZipEntries is the most entries (folders, links and files) an archive's directory may list.
+const maxZipEntries = 4 * MaxFiles
+
+// ReadFile reads one file whole, charging it to the budget. A file over MaxFileBytes is read
+// only that far: its content is MaxFileBytes+1 bytes long, and CheckFiles refuses it.
+func (b *Budget) ReadFile(r io.Reader) ([]byte, error) {
+	if b.filesLeft <= 0 {
+		return nil, ErrTooManyFiles
+	}
+	b.filesLeft--
+	return io.ReadAll(io.LimitReader(&charged{r: r, b: b}, MaxFileBytes+1))
+}
+
+// charged reads from r, charging every byte read to b; the read that overruns b fails.
+type charged struct {
+	r io.Reader
+	b *Budget
+}
+
+func (c *charged) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.b.bytesLeft -= int64(n)
+	if c.b.bytesLeft < 0 {
+		return 0, ErrTooManyBytes
+	}
+	return n, err
+}
+
+// ReadZip extracts a zip archive's regular files, charging each to the budget, and rejects
+// links and anything else that is not a plain file. It returns the budget's error at the first
+// overrun (the whole upload is then refused) and one FileError per entry it could not take.
+func ReadZip(data []byte, b *Budget) ([]File, []FileError, error) {
+	if n, ok := zipEntries(data); ok && n > maxZipEntries {
+		return nil, nil, ErrTooManyEntries
+	}
 	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
-	if err != nil {
-		return nil, []FileError{{Message: "The archive is not a valid zip file."}}
+	if err != nil && !errors.Is(err, zip.ErrInsecurePath) { // such names are refused one by one below
+		return nil, []FileError{{Message: "The archive is not a valid zip file."}}, nil
+	}
+	if len(zr.File) > maxZipEntries {
+		return nil, nil, ErrTooManyEntries
 	}
 	var files []File
 	var errs []FileError
-	var total int64
 	for _, zf := range zr.File {
 		mode := zf.Mode()
 		switch {
@@ -126,29 +192,48 @@ func ReadZip(data []byte) ([]File, []FileError) {
 			errs = append(errs, FileError{Path: zf.Name, Message: "Only regular files can be uploaded."})
 			continue
 		}
-		if len(files) >= MaxFiles {
-			errs = append(errs, FileError{Message: fmt.Sprintf("An upload holds at most %d files.", MaxFiles)})
-			break
-		}
 		rc, err := zf.Open()
 		if err != nil {
 			errs = append(errs, FileError{Path: zf.Name, Message: "The file cannot be read from the archive."})
 			continue
 		}
-		b, err := io.ReadAll(io.LimitReader(rc, MaxFileBytes+1))
+		content, err := b.ReadFile(rc)
 		rc.Close()
+		if errors.Is(err, ErrTooManyBytes) || errors.Is(err, ErrTooManyFiles) {
+			return nil, nil, err
+		}
 		if err != nil {
 			errs = append(errs, FileError{Path: zf.Name, Message: "The file cannot be read from the archive."})
 			continue
 		}
-		total += int64(len(b))
-		if total > MaxTotalBytes {
-			errs = append(errs, FileError{Message: fmt.Sprintf("The archive holds more than %s.", size(MaxTotalBytes))})
-			break
-		}
-		files = append(files, File{Path: zf.Name, Content: b})
+		files = append(files, File{Path: zf.Name, Content: content})
 	}
-	return files, errs
+	return files, errs, nil
+}
+
+// zipEntries reads how many entries an archive's end-of-directory record declares, without
+// reading the directory itself; ok is false when the record cannot be found (zip.NewReader
+// then explains what is wrong).
+func zipEntries(data []byte) (n uint64, ok bool) {
+	const eocdLen, maxComment = 22, 1<<16 - 1
+	from := max(0, len(data)-eocdLen-maxComment)
+	i := bytes.LastIndex(data[from:], []byte("PK\x05\x06"))
+	if i < 0 || from+i+eocdLen > len(data) {
+		return 0, false
+	}
+	eocd := from + i
+	n = uint64(binary.LittleEndian.Uint16(data[eocd+10:]))
+	// A zip64 archive keeps the true count in its own record, found through a locator just
+	// before this one.
+	loc := eocd - 20
+	if loc < 0 || !bytes.Equal(data[loc:loc+4], []byte("PK\x06\x07")) {
+		return n, true
+	}
+	off := binary.LittleEndian.Uint64(data[loc+8:])
+	if off > uint64(len(data)) || uint64(len(data))-off < 56 || !bytes.Equal(data[off:off+4], []byte("PK\x06\x06")) {
+		return 0, false
+	}
+	return binary.LittleEndian.Uint64(data[off+32:]), true
 }
 
 func size(n int64) string {

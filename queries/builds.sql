@@ -29,6 +29,7 @@ SELECT * FROM builds WHERE project_id = @project_id ORDER BY version DESC LIMIT 
 -- name: SetBuildStage :exec
 UPDATE builds SET status = 'building', stage = @stage WHERE id = @id AND status IN ('queued', 'building');
 
--- name: FinishBuild :exec
+-- name: FinishBuild :execrows
+-- Zero rows: the build had finished already (it is finished once).
 UPDATE builds SET status = @status, stage = '', error = @error, finished_at = now()
 WHERE id = @id AND status IN ('queued', 'building');

@@ -14,3 +14,18 @@ UPDATE credit_ledger SET build_id = @build_id WHERE id = @id;
 -- name: DebitUserCredit :execrows
 -- Zero rows means the founder has no credit left.
 UPDATE users SET credits = credits - 1 WHERE id = @id AND credits >= 1;
+
+-- name: InsertCreditRefund :one
+-- Gives a failed build's credit back, once (credit_ledger_refund_once); a second refund of the
+-- same build inserts nothing and returns no row.
+INSERT INTO credit_ledger (user_id, delta, reason, build_id)
+VALUES (@user_id, 1, @reason, @build_id::uuid)
+ON CONFLICT (build_id) WHERE delta > 0 DO NOTHING
+RETURNING id;
+
+-- name: CreditUser :exec
+UPDATE users SET credits = credits + 1 WHERE id = @id;
+
+-- name: ListCreditLedger :many
+-- A founder's ledger, oldest first.
+SELECT * FROM credit_ledger WHERE user_id = @user_id ORDER BY id;

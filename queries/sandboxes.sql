@@ -104,3 +104,9 @@ UPDATE sandboxes SET last_active_at = now() WHERE id = @id;
 UPDATE sandboxes s SET last_verified_at = now(), verification_failures = 0
 FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@statuses::text[]) AS status) v
 WHERE s.id = v.id AND s.status::text = v.status;
+
+-- name: ListWantedProviderIDs :many
+-- Of these provider sandboxes, the ones a row still wants: any row not gone (the reconcile kills
+-- the rest once they are old enough, as orphans).
+SELECT provider_id::text FROM sandboxes
+WHERE provider_id = ANY(@ids::text[]) AND status NOT IN ('killed', 'expired', 'terminated');

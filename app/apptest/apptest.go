@@ -14,6 +14,7 @@ package apptest
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -48,6 +49,8 @@ type Options struct {
 	Webhooks bool
 	// Config edits the test configuration before the instance is built.
 	Config func(*app.Config)
+	// Logger receives the instance's logs (a testkit.LogRecorder's, say); nil: testkit.Logger.
+	Logger *slog.Logger
 }
 
 // Instance is a running Sandman, stopped when the test ends.
@@ -85,6 +88,7 @@ func LifecycleConfig() lifecycle.Config {
 	c.EventsEvery = 0
 	c.SweepEvery = 2 * time.Second
 	c.ResumeRetryWait = 200 * time.Millisecond
+	c.BuildRetryWait = 100 * time.Millisecond
 	c.CreateTimeout, c.UploadTimeout, c.InstallTimeout, c.ReadyTimeout, c.ResumeTimeout =
 		20*time.Second, 20*time.Second, time.Minute, 30*time.Second, 20*time.Second
 	c.WebhookSecret = WebhookSecret
@@ -111,7 +115,11 @@ func Start(t testing.TB, opts Options) *Instance {
 		opts.Config(&cfg)
 	}
 	ctx := context.Background()
-	a, err := app.New(ctx, cfg, testkit.Logger())
+	logger := opts.Logger
+	if logger == nil {
+		logger = testkit.Logger()
+	}
+	a, err := app.New(ctx, cfg, logger)
 	if err != nil {
 		t.Fatalf("assemble Sandman: %v", err)
 	}

@@ -63,7 +63,8 @@ func run(ctx context.Context) error {
 	addr := getenv("SANDMAN_ADDR", "127.0.0.1:8080")
 	apiAddr := getenv("SANDBOXD_API_ADDR", "127.0.0.1:8081")
 	sandboxAddr := getenv("SANDBOXD_SANDBOX_ADDR", "127.0.0.1:8082")
-	for _, a := range []string{addr, apiAddr, sandboxAddr} {
+	metricsAddr := getenv("SANDMAN_METRICS_ADDR", "127.0.0.1:8083")
+	for _, a := range []string{addr, apiAddr, sandboxAddr, metricsAddr} {
 		if err := checkFree(a); err != nil {
 			return err
 		}
@@ -127,6 +128,7 @@ func run(ctx context.Context) error {
 	env := append(os.Environ(),
 		"DATABASE_URL="+dbURL,
 		"SANDMAN_ADDR="+addr,
+		"SANDMAN_METRICS_ADDR="+metricsAddr,
 		"E2B_API_URL=http://"+apiAddr,
 		"E2B_API_KEY="+apiKey,
 		"E2B_DOMAIN=localhost:"+sandboxPort,
@@ -161,12 +163,13 @@ func run(ctx context.Context) error {
     Open:      http://%s/
     Log in:    %s
     Password:  %s
+    Metrics:   http://%s/metrics
 
 %s
   Logs: %s and %s
   Press Ctrl-C to stop (data stays in %s; sandboxes come back paused, with their files).
 
-`, addr, demoEmail, demoPassword, banner(report), sandmanLog.Name(), logFile.Name(), data)
+`, addr, demoEmail, demoPassword, metricsAddr, banner(report), sandmanLog.Name(), logFile.Name(), data)
 
 	select {
 	case <-ctx.Done():
@@ -182,7 +185,7 @@ func run(ctx context.Context) error {
 func checkFree(addr string) error {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("%s is in use (%v): stop what listens there, or set SANDMAN_ADDR / SANDBOXD_API_ADDR / SANDBOXD_SANDBOX_ADDR", addr, err)
+		return fmt.Errorf("%s is in use (%v): stop what listens there, or set SANDMAN_ADDR / SANDMAN_METRICS_ADDR / SANDBOXD_API_ADDR / SANDBOXD_SANDBOX_ADDR", addr, err)
 	}
 	return l.Close()
 }

@@ -38,6 +38,13 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if c.TrustProxy, err = boolEnv(getenv, "SANDMAN_TRUST_PROXY"); err != nil {
 		errs = append(errs, err.Error())
 	}
+	c.MetricsAddr = getenv("SANDMAN_METRICS_ADDR")
+	c.MetricsToken = getenv("SANDMAN_METRICS_TOKEN")
+	signUps, err := intEnv(getenv, "SANDMAN_SIGNUPS_PER_HOUR", c.SignUpsPerHour)
+	if err != nil || signUps < 0 {
+		errs = append(errs, "SANDMAN_SIGNUPS_PER_HOUR must be a whole number ≥ 0 (0 turns the limit off)")
+	}
+	c.SignUpsPerHour = signUps
 	c.Provider = e2b.FromEnv(getenv)
 	c.WebhookURL = getenv("E2B_WEBHOOK_URL")
 	lc := &c.Lifecycle

@@ -20,7 +20,8 @@ func TestLoadConfig(t *testing.T) {
 		{name: "defaults", check: func(t *testing.T, c config) {
 			if c.Addr != "127.0.0.1:8080" || c.StartCredits != 10 || c.Lifecycle.IdleTimeout != 3*time.Minute ||
 				c.Lifecycle.SandboxTimeout != time.Hour || c.Lifecycle.Template != "base" || c.Lifecycle.PauseAfterReady != "idle" ||
-				c.Role != app.RoleAll || c.ShutdownWait != app.DefaultConfig().ShutdownWait || c.LogLevel != "info" {
+				c.Role != app.RoleAll || c.ShutdownWait != app.DefaultConfig().ShutdownWait || c.LogLevel != "info" ||
+				c.MetricsAddr != "" || c.MetricsToken != "" || c.SignUpsPerHour != 10 {
 				t.Fatalf("defaults: %+v", c)
 			}
 		}},
@@ -28,9 +29,11 @@ func TestLoadConfig(t *testing.T) {
 			"SANDMAN_ADDR": "0.0.0.0:9000", "SANDMAN_START_CREDITS": "3", "SANDMAN_COOKIE_SECURE": "true",
 			"SANDMAN_TRUST_PROXY": "1", "SANDMAN_IDLE_TIMEOUT": "90s", "SANDMAN_SANDBOX_TIMEOUT": "2h",
 			"SANDMAN_PAUSE_AFTER_READY": "immediate", "E2B_TEMPLATE": "node", "E2B_WEBHOOK_URL": "https://x/webhooks/e2b",
-			"E2B_WEBHOOK_SECRET": "s",
+			"E2B_WEBHOOK_SECRET": "s", "SANDMAN_METRICS_ADDR": "10.0.0.5:9100", "SANDMAN_METRICS_TOKEN": "m3trics",
+			"SANDMAN_SIGNUPS_PER_HOUR": "0",
 		}, check: func(t *testing.T, c config) {
 			if c.Addr != "0.0.0.0:9000" || c.StartCredits != 3 || !c.CookieSecure || !c.TrustProxy ||
+				c.MetricsAddr != "10.0.0.5:9100" || c.MetricsToken != "m3trics" || c.SignUpsPerHour != 0 ||
 				c.Lifecycle.IdleTimeout != 90*time.Second || c.Lifecycle.SandboxTimeout != 2*time.Hour ||
 				c.Lifecycle.PauseAfterReady != "immediate" || c.Lifecycle.Template != "node" ||
 				c.WebhookURL == "" || c.Lifecycle.WebhookSecret != "s" {
@@ -40,6 +43,7 @@ func TestLoadConfig(t *testing.T) {
 		{name: "no database", env: map[string]string{"DATABASE_URL": ""}, wantErr: "DATABASE_URL is not set"},
 		{name: "negative credits", env: map[string]string{"SANDMAN_START_CREDITS": "-1"}, wantErr: "SANDMAN_START_CREDITS"},
 		{name: "credits not a number", env: map[string]string{"SANDMAN_START_CREDITS": "ten"}, wantErr: "SANDMAN_START_CREDITS"},
+		{name: "negative sign-up limit", env: map[string]string{"SANDMAN_SIGNUPS_PER_HOUR": "-1"}, wantErr: "SANDMAN_SIGNUPS_PER_HOUR"},
 		{name: "bad bool", env: map[string]string{"SANDMAN_COOKIE_SECURE": "yes please"}, wantErr: "SANDMAN_COOKIE_SECURE must be true or false"},
 		{name: "bad duration", env: map[string]string{"SANDMAN_IDLE_TIMEOUT": "3 minutes"}, wantErr: "SANDMAN_IDLE_TIMEOUT must be a positive duration"},
 		{name: "negative duration", env: map[string]string{"SANDMAN_IDLE_TIMEOUT": "-3m"}, wantErr: "SANDMAN_IDLE_TIMEOUT"},

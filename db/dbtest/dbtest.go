@@ -158,3 +158,60 @@ func EmptyDatabase(t testing.TB) string {
 	})
 	return urlFor(name)
 }
+
+// Cluster is a PostgreSQL server of the test's own, for a test that stops or restarts it (the
+// binary's shared server serves every other test). Its database's URL survives restarts.
+type Cluster struct {
+	// URL is the test's database on it (empty: Sandman migrates it at start).
+	URL string
+	pg  *localpg.Cluster
+}
+
+// NewCluster starts a private server for t and creates a database on it; both go when t ends.
+// Under TEST_DATABASE_URL (a server the tests do not own) the test is skipped.
+func NewCluster(t testing.TB) *Cluster {
+	t.Helper()
+	if os.Getenv("TEST_DATABASE_URL") != "" {
+		t.Skip("the test restarts its database server, which it cannot do to TEST_DATABASE_URL's")
+	}
+	dir, err := os.MkdirTemp("", "sandman-pg-own-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := &Cluster{}
+	ctx := context.Background()
+	if c.pg, err = localpg.Start(ctx, localpg.Options{Dir: dir + "/data"}); err != nil {
+		t.Fatalf("start a private cluster: %v", err)
+	}
+	t.Cleanup(func() { c.pg.Stop() })
+	conn, err := pgx.Connect(ctx, c.pg.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE sandman"); err != nil {
+		t.Fatal(err)
+	}
+	c.URL = c.pg.URL("sandman")
+	return c
+}
+
+// Stop shuts the server down (a fast shutdown: connections are cut, data is kept).
+func (c *Cluster) Stop(t testing.TB) {
+	t.Helper()
+	c.pg.Stop()
+}
+
+// Start starts the stopped server again, on the same port.
+func (c *Cluster) Start(t testing.TB) {
+	t.Helper()
+	pg, err := localpg.Start(context.Background(), localpg.Options{Dir: c.pg.Dir, Port: c.pg.Port})
+	if err != nil {
+		t.Fatalf("start the private cluster again: %v", err)
+	}
+	c.pg = pg
+}

@@ -37,6 +37,9 @@ type Options struct {
 	Log io.Writer
 	// Settings are extra `-c name=value` server settings.
 	Settings map[string]string
+	// Port is the loopback port to listen on; 0: any free one. A cluster started again on its
+	// Dir and Port (a restart) keeps its URLs.
+	Port int
 }
 
 // Cluster is a running server.
@@ -98,9 +101,11 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		}
 	}
 
-	port, err := freePort()
-	if err != nil {
-		return nil, err
+	port := opts.Port
+	if port == 0 {
+		if port, err = freePort(); err != nil {
+			return nil, err
+		}
 	}
 	args := []string{"-D", dir, "-p", strconv.Itoa(port), "-h", "127.0.0.1",
 		// No unix socket: its path length limit bites in deep checkouts and we connect over TCP.

@@ -126,3 +126,21 @@ func NextSSE(t testing.TB, events <-chan SSEEvent, within time.Duration, what st
 		}
 	}
 }
+
+// SSEEnds waits until the server ends the stream (its messages until then are read and
+// dropped), and fails t after within.
+func SSEEnds(t testing.TB, events <-chan SSEEvent, within time.Duration) {
+	t.Helper()
+	timer := time.NewTimer(within)
+	defer timer.Stop()
+	for {
+		select {
+		case _, open := <-events:
+			if !open {
+				return
+			}
+		case <-timer.C:
+			t.Fatalf("the stream is still open after %s", within)
+		}
+	}
+}

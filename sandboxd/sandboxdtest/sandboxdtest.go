@@ -110,6 +110,10 @@ func (h *Host) start(t testing.TB) {
 	h.Server = srv
 	h.APIURL, h.SandboxURL, h.Domain = srv.APIURL(), srv.SandboxURL(), srv.SandboxDomain()
 	h.APIKey, h.StateDir = h.cfg.APIKey, h.cfg.StateDir
+	// A restart comes back on the same addresses, as a restarted host does: clients configured
+	// with them (a Sandman instance) keep working.
+	h.cfg.APIAddr = strings.TrimPrefix(h.APIURL, "http://")
+	h.cfg.SandboxAddr = "127.0.0.1:" + h.Domain[strings.LastIndex(h.Domain, ":")+1:]
 }
 
 func (h *Host) stop(t testing.TB) {
@@ -122,7 +126,7 @@ func (h *Host) stop(t testing.TB) {
 }
 
 // Restart stops sandboxd cleanly and starts it again on the same state
-// directory and API key. Ports change; the fields are updated.
+// directory, API key and addresses.
 func (h *Host) Restart(t testing.TB) {
 	t.Helper()
 	h.stop(t)

@@ -1,0 +1,18 @@
+package lifecycle
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	orphansKilled prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		orphansKilled: prometheus.NewCounter(prometheus.CounterOpts{Name: "sandman_orphans_killed_total",
+			Help: "Provider sandboxes with Sandman's metadata that no sandbox row wanted, killed by the reconcile."}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.orphansKilled)
+	}
+	return m
+}

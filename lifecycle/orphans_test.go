@@ -1,0 +1,83 @@
+package lifecycle_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"sandman/e2b"
+	"sandman/internal/testkit"
+	"sandman/lifecycle"
+	"sandman/sandboxd/sandboxdtest"
+)
+
+// TestReconcileKillsOrphans: a provider sandbox with Sandman's metadata that no row wants (made
+// just before a crash, before its row learnt its id; or one whose row ended without the kill
+// reaching the provider) is killed by the reconcile once it is older than OrphanAge, counted and
+// logged. Younger ones, other applications' sandboxes and the founders' own are left alone.
+func TestReconcileKillsOrphans(t *testing.T) {
+	t.Parallel()
+	host := sandboxdtest.Start(t)
+	cfg := fastConfig()
+	cfg.IdleTimeout = 10 * time.Minute
+	cfg.ReconcileEvery = 0 // the test reconciles by hand
+	cfg.OrphanAge = 3 * time.Second
+	var logs testkit.LogRecorder
+	b := instance(t, instanceOptions{host: host, config: cfg, work: true, logger: logs.Logger()})
+	ctx := context.Background()
+	u, p := founder(t, b.pool, 5)
+	founders := b.buildRunning(t, u.ID, p.ID)
+
+	provider := providerFor(t, host)
+	create := func(meta map[string]string) string {
+		t.Helper()
+		sb, err := provider.CreateSandbox(ctx, e2b.CreateParams{Template: "base", TimeoutSec: 600, Secure: true, Metadata: meta})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sb.ID
+	}
+	// Created as a build creates it, but its row never heard of it.
+	orphan := create(map[string]string{lifecycle.MetaApp: "sandman", lifecycle.MetaSandbox: uuid.NewString()})
+	// Another application's sandbox on the same account.
+	stranger := create(map[string]string{"app": "someone-else"})
+	alive := func(id string) bool {
+		_, err := provider.GetSandbox(ctx, id)
+		if err != nil && !errors.Is(err, e2b.ErrNotFound) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+	orphansKilled := func() float64 { return testkit.MetricValue(t, b.Registry(), "sandman_orphans_killed_total", nil) }
+
+	if err := b.svc.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !alive(orphan) || orphansKilled() != 0 {
+		t.Fatal("an orphan younger than OrphanAge was killed: it may be a build between its create and its row")
+	}
+	testkit.Until(t, 30*time.Second, "the orphan to be killed", func() bool {
+		if err := b.svc.Reconcile(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return !alive(orphan)
+	})
+	if n := orphansKilled(); n != 1 {
+		t.Fatalf("sandman_orphans_killed_total = %v, want 1", n)
+	}
+	if recs := logs.Records("killed an orphaned sandbox: the provider had it, no sandbox row wanted it"); len(recs) != 1 || recs[0]["provider_id"] != orphan {
+		t.Fatalf("log records %v, want one naming %s", recs, orphan)
+	}
+	if !alive(stranger) {
+		t.Fatal("another application's sandbox was killed")
+	}
+	if !alive(*founders.ProviderID) || b.get(t, founders.ID).Status != lifecycle.Running {
+		t.Fatal("a founder's sandbox was killed as an orphan")
+	}
+	testkit.Record(t, testkit.Scenario{ID: "orphan-sandbox", Times: 1,
+		Injected: "a sandbox created at the provider with Sandman's metadata and no row (a crash between create and row), next to another application's",
+		Result:   "killed by the reconcile once older than OrphanAge (not before), counted in sandman_orphans_killed_total and logged; the other application's and the founder's left alone"})
+}

@@ -1,0 +1,98 @@
+package lifecycle_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"sandman/app/apptest"
+	"sandman/db"
+	"sandman/internal/testkit"
+	"sandman/lifecycle"
+	"sandman/sandboxd"
+	"sandman/sandboxd/sandboxdtest"
+)
+
+// pauseJobs counts the sandbox's pause jobs of one cause (idle or asked for), whatever their state.
+func pauseJobs(t testing.TB, b *testBundle, id string, idle bool) int {
+	t.Helper()
+	var n int
+	if err := b.pool.QueryRow(context.Background(), `SELECT count(*) FROM river_job WHERE kind = 'pause'
+		AND args->>'sandbox_id' = $1 AND (args->>'idle')::boolean = $2`, id, idle).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestPauseJobsAreUniquePerSandbox: while one pause of a sandbox waits or runs, more requests to
+// pause it (a burst of clicks, the sweep re-queueing an overdue idle pause every few seconds)
+// queue nothing more, and the provider is asked to pause it once.
+func TestPauseJobsAreUniquePerSandbox(t *testing.T) {
+	t.Parallel()
+	host := sandboxdtest.Start(t)
+	cfg := fastConfig()
+	cfg.IdleTimeout = 10 * time.Minute
+	cfg.SweepEvery = 0 // the test sweeps by hand
+	b := setupWith(t, host, cfg, true)
+	ctx := context.Background()
+	u, p := founder(t, b.pool, 5)
+	sb := b.buildRunning(t, u.ID, p.ID)
+	id := sb.ID.String()
+	if n := pauseJobs(t, b, id, true); n != 1 {
+		t.Fatalf("%d idle pause jobs after the build, want the one scheduled for its deadline", n)
+	}
+
+	// The provider takes its time over the first pause, so every later request finds it running.
+	host.InjectFault(t, sandboxd.Fault{Route: pauseRoute, SandboxID: *sb.ProviderID, LatencyMs: 2000, Count: 1})
+	// The founder went away long ago: the sweep finds the sandbox overdue for its idle pause.
+	if _, err := b.pool.Exec(ctx, `UPDATE sandboxes SET last_active_at = now() - interval '1 hour' WHERE id = $1`, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			if _, err := b.svc.RequestPause(ctx, u.ID, sb.ID); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	for range 5 {
+		wg.Go(func() {
+			if err := b.svc.Sweep(ctx); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	b.waitStatus(t, sb.ID, lifecycle.Paused, 30*time.Second)
+
+	if asked, idle := pauseJobs(t, b, id, false), pauseJobs(t, b, id, true); asked != 1 || idle != 1 {
+		t.Fatalf("%d asked-for and %d idle pause jobs, want one of each", asked, idle)
+	}
+	if calls := providerCalls(t, b.Registry(), "pause"); calls != 1 {
+		t.Fatalf("the provider was asked to pause %v times, want once", calls)
+	}
+	if evs := b.eventsOf(t, sb.ID); len(transitionsTo(evs, lifecycle.Paused)) != 1 {
+		t.Fatalf("one pause recorded more than once: %s", history(evs))
+	}
+
+	audit := apptest.AuditDB(t, b.pool)
+	testkit.Record(t, testkit.Scenario{ID: "pause-jobs-unique", Times: 25, ChargedTwice: audit.ChargedTwice, Stuck: audit.Stuck,
+		Injected: "20 pause clicks and 5 sweeps (each re-queueing the overdue idle pause) at once, the provider's pause held 2 s",
+		Result:   "one asked-for and one idle pause job; the provider asked to pause once; one pause recorded"})
+
+	// Once it runs again it can be paused again at once, though the first pause job may not be
+	// recorded as finished yet.
+	if _, err := b.svc.Resume(ctx, u.ID, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	b.waitStatus(t, sb.ID, lifecycle.Running, 30*time.Second)
+	if _, err := b.svc.RequestPause(ctx, u.ID, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	sb = b.waitStatus(t, sb.ID, lifecycle.Paused, 30*time.Second)
+	if sb.SnapshotKind == nil || *sb.SnapshotKind != db.PauseKindMemory {
+		t.Fatalf("second pause: snapshot %v", sb.SnapshotKind)
+	}
+}
