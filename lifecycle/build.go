@@ -77,7 +77,10 @@ func (w *buildWorker) Work(ctx context.Context, job *river.Job[BuildArgs]) error
 // runBuild walks the build's steps, each under its own deadline.
 func (s *Service) runBuild(ctx context.Context, sb db.Sandbox, build db.Build, project db.Project) error {
 	stage := func(name string) error {
-		return s.q.SetBuildStage(ctx, db.SetBuildStageParams{ID: build.ID, Stage: name})
+		if err := s.q.SetBuildStage(ctx, db.SetBuildStageParams{ID: build.ID, Stage: name}); err != nil {
+			return err
+		}
+		return s.notifyUnchanged(ctx, sb) // "Preparing sandbox…" shows the stage as it goes
 	}
 	if err := stage(StageCreating); err != nil {
 		return err

@@ -156,6 +156,44 @@ func TestPreviewLifecycleEndToEnd(t *testing.T) {
 	if resumed := b.waitStatus(t, fresh.ID, lifecycle.Running, 30*time.Second); resumed.Recreated {
 		t.Fatal("the badge came back with the resume")
 	}
+
+	// The project's history names every cause, across both sandboxes, newest first. (The
+	// idle timeout is short here, so an idle pause may slip in after any running state.)
+	hist, err := b.svc.History(ctx, u.ID, p.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireHistory(t, hist, "Build started (1 credit)", "Preview ready", "Paused after 4 s without activity",
+		"Resume started by you", "Resumed by you", "Found gone when checked with the provider",
+		"Rebuilt from your saved files (1 credit)", "Preview ready", "Resume started by you", "Resumed by you")
+	if other, err := b.svc.History(ctx, uuid.New(), p.ID); err != nil || len(other) != 0 {
+		t.Fatalf("another founder reads this project's history: %v %v", other, err)
+	}
+}
+
+// requireHistory fails unless the history, read oldest first, holds want in that order, and
+// nothing in it but the sentences a founder is meant to read (a fallback means a move no rule
+// names).
+func requireHistory(t *testing.T, hist []lifecycle.HistoryEntry, want ...string) {
+	t.Helper()
+	var texts []string
+	for i := len(hist) - 1; i >= 0; i-- {
+		texts = append(texts, hist[i].Text)
+		if i > 0 && hist[i].EventID >= hist[i-1].EventID {
+			t.Fatalf("history not newest first: %+v", hist)
+		}
+	}
+	next := 0
+	for _, text := range texts {
+		if next < len(want) && text == want[next] {
+			next++
+		} else if text != "Paused after 4 s without activity" && text != "Paused by you" {
+			t.Fatalf("unexpected %q in the history %q (want %q in order)", text, texts, want)
+		}
+	}
+	if next < len(want) {
+		t.Fatalf("history %q lacks %q (want %q in order)", texts, want[next:], want)
+	}
 }
 
 func TestFilesystemPauseRestartsDevServer(t *testing.T) {
