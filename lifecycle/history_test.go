@@ -70,13 +70,13 @@ func TestHistorySentences(t *testing.T) {
 func TestDurationText(t *testing.T) {
 	t.Parallel()
 	for d, want := range map[time.Duration]string{
-		3 * time.Minute:                  "3 min",
-		time.Hour:                        "1 h",
-		2 * time.Hour:                    "2 h",
-		90 * time.Minute:                 "90 min",
-		45 * time.Second:                 "45 s",
-		4 * time.Second:                  "4 s",
-		90 * time.Second:                 "1 min 30 s",
+		3 * time.Minute:                      "3 min",
+		time.Hour:                            "1 h",
+		2 * time.Hour:                        "2 h",
+		90 * time.Minute:                     "90 min",
+		45 * time.Second:                     "45 s",
+		4 * time.Second:                      "4 s",
+		90 * time.Second:                     "1 min 30 s",
 		3*time.Minute + 400*time.Millisecond: "3 min",
 	} {
 		if got := DurationText(d); got != want {
