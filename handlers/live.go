@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
@@ -24,7 +25,7 @@ func RenderSandbox(l *lifecycle.Service) func(context.Context, uuid.UUID, uuid.U
 		if err != nil {
 			return live.Fragments{}, err
 		}
-		return fragments(ctx, v)
+		return fragments(ctx, l, v)
 	}
 }
 
@@ -40,7 +41,7 @@ func RenderSnapshot(l *lifecycle.Service) func(context.Context, uuid.UUID) ([]li
 			if v.Sandbox == nil {
 				continue
 			}
-			f, err := fragments(ctx, v)
+			f, err := fragments(ctx, l, v)
 			if err != nil {
 				return nil, err
 			}
@@ -50,15 +51,23 @@ func RenderSnapshot(l *lifecycle.Service) func(context.Context, uuid.UUID) ([]li
 	}
 }
 
-func fragments(ctx context.Context, v lifecycle.ProjectView) (live.Fragments, error) {
-	vm := previewVM(v)
-	card, err := renderBytes(ctx, views.PreviewCard(vm))
-	if err != nil {
-		return live.Fragments{}, err
+func fragments(ctx context.Context, l *lifecycle.Service, v lifecycle.ProjectView) (live.Fragments, error) {
+	now := time.Now()
+	out := live.Fragments{EventID: v.EventID, ProjectID: v.Project.ID.String()}
+	for _, f := range []views.Fragment{views.Card, views.Pane} {
+		cmp, err := fragment(ctx, l, f, v, now, "")
+		if err != nil {
+			return live.Fragments{}, err
+		}
+		b, err := renderBytes(ctx, cmp)
+		if err != nil {
+			return live.Fragments{}, err
+		}
+		if f == views.Card {
+			out.Card = b
+		} else {
+			out.Pane = b
+		}
 	}
-	pane, err := renderBytes(ctx, views.PreviewPane(vm))
-	if err != nil {
-		return live.Fragments{}, err
-	}
-	return live.Fragments{EventID: v.EventID, ProjectID: vm.ProjectID, Card: card, Pane: pane}, nil
+	return out, nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"mime"
 	"net/http"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
@@ -145,7 +146,7 @@ func (h *Handlers) logOut(c echo.Context) error {
 
 // layout is the view model every full page starts from.
 func (h *Handlers) layout(c echo.Context, title string) views.Layout {
-	l := views.Layout{Title: title, CSRF: h.csrfToken(c)}
+	l := views.Layout{Title: title, CSRF: h.csrfToken(c), Now: time.Now()}
 	if u := currentUser(c); u != nil {
 		l.User = &views.User{ID: u.ID.String(), Email: u.Email, Credits: u.Credits}
 	}
