@@ -16,13 +16,39 @@ document.addEventListener("click", (ev) => {
   });
 });
 
+// A form that the live feed drew has no session token of its own (htmx sends it as a header).
+// Submitted before htmx took it over (in the moment after a swap), it carries the page's token.
+document.addEventListener("submit", (ev) => {
+  const form = ev.target;
+  if (!(form instanceof HTMLFormElement) || form.method !== "post" || form.elements.namedItem("_csrf")) return;
+  let token = "";
+  try {
+    token = JSON.parse(document.body.getAttribute("hx-headers"))["X-CSRF-Token"] || "";
+  } catch (e) {
+    return;
+  }
+  const field = document.createElement("input");
+  field.type = "hidden";
+  field.name = "_csrf";
+  field.value = token;
+  form.append(field);
+}, true);
+
 // The rebuild question. A Rebuild button fills the page's dialog (hx-get into #rebuild-dialog)
 // and it opens as a modal, which moves the focus into it; Escape and Cancel close it and send
 // nothing. Its answer closes it too, and the focus goes to the fragment the answer replaced.
 (function () {
+  // It opens once htmx has taken over its form (after the swap settles), so an answer at once
+  // still goes through htmx.
+  let filled = false;
   document.addEventListener("htmx:afterSwap", (ev) => {
-    const d = ev.detail.target;
-    if (d instanceof HTMLDialogElement && d.id === "rebuild-dialog" && !d.open) d.showModal();
+    if (ev.detail.target?.id === "rebuild-dialog") filled = true;
+  });
+  document.addEventListener("htmx:afterSettle", () => {
+    const d = document.getElementById("rebuild-dialog");
+    if (!filled || !d) return;
+    filled = false;
+    if (!d.open) d.showModal();
   });
   document.addEventListener("htmx:afterRequest", (ev) => {
     const form = ev.detail.elt;
@@ -35,6 +61,26 @@ document.addEventListener("click", (ev) => {
       if (!first) target.tabIndex = -1;
       (first || target).focus();
     }
+  });
+})();
+
+// Live updates replace a whole card or pane, and the element that had the keyboard's focus with
+// it. The focus then goes to the same control in the new fragment, or to its first control when
+// the new state has no such control, so a keyboard user keeps their place.
+(function () {
+  let last = null; // the element that had the focus last
+  document.addEventListener("focusin", (ev) => { last = ev.target; });
+  document.addEventListener("htmx:afterSettle", () => {
+    const active = document.activeElement;
+    if (!last || last.isConnected || (active && active !== document.body)) return;
+    const old = last.closest("[sse-swap][id]");
+    const now = old && document.getElementById(old.id);
+    if (!now) return;
+    const id = last.dataset.testid;
+    const el = (id && now.querySelector('[data-testid="' + id + '"]:not([disabled])')) ||
+      now.querySelector("button:not([disabled]), a[href]") || now;
+    if (el === now) now.tabIndex = -1;
+    el.focus({ preventScroll: true });
   });
 })();
 
