@@ -266,7 +266,9 @@ func TestBrowserCountdownAndKeepAwake(t *testing.T) {
 
 	var before struct{ LastActiveAt time.Time }
 	apptest.RequireStatus(t, c.API(http.MethodGet, "/api/sandboxes/"+sandboxID, nil, &before), http.StatusOK)
-	deadline := func() string { return apptest.Eval[string](t, dash, `document.querySelector("`+card+` [data-sleeps-at]").dataset.sleepsAt`) }
+	deadline := func() string {
+		return apptest.Eval[string](t, dash, `document.querySelector("`+card+` [data-sleeps-at]").dataset.sleepsAt`)
+	}
 	was := deadline()
 	var moved struct{ LastActiveAt time.Time }
 	for {
