@@ -92,14 +92,15 @@ SELECT e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.pro
 FROM sandbox_events e
 JOIN sandboxes s ON s.id = e.sandbox_id
 JOIN builds b ON b.id = s.build_id
-WHERE s.project_id = $1 AND s.owner_id = $2
+WHERE s.project_id = $1 AND s.owner_id = $2 AND e.id <= $3
 ORDER BY e.id DESC
-LIMIT $3
+LIMIT $4
 `
 
 type ListProjectHistoryParams struct {
 	ProjectID uuid.UUID
 	OwnerID   uuid.UUID
+	UpTo      int64
 	MaxEvents int32
 }
 
@@ -108,10 +109,15 @@ type ListProjectHistoryRow struct {
 	BuildKind    BuildKind
 }
 
-// A project's newest events across all its sandboxes (each rebuild makes a new one), with the
-// kind of build each sandbox ran: the build page's history.
+// A project's newest events up to a given one, across all its sandboxes (each rebuild makes a
+// new one), with the kind of build each sandbox ran: the build page's history.
 func (q *Queries) ListProjectHistory(ctx context.Context, arg ListProjectHistoryParams) ([]ListProjectHistoryRow, error) {
-	rows, err := q.db.Query(ctx, listProjectHistory, arg.ProjectID, arg.OwnerID, arg.MaxEvents)
+	rows, err := q.db.Query(ctx, listProjectHistory,
+		arg.ProjectID,
+		arg.OwnerID,
+		arg.UpTo,
+		arg.MaxEvents,
+	)
 	if err != nil {
 		return nil, err
 	}

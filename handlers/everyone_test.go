@@ -178,6 +178,7 @@ func TestBrowserEveryPageForEveryone(t *testing.T) {
 
 	// The same dialog from the build page, and with no credit left.
 	tab.Do(t, chromedp.Navigate(s.URL()+"/projects/"+ids["gone-expired"]))
+	tab.WaitFor(t, "the stream's first state", streamSettled(views.Pane, ids["gone-expired"]))
 	click(t, tab, "[data-testid=preview-pane] [data-testid=rebuild]")
 	tab.WaitFor(t, "the dialog open", `document.getElementById("rebuild-dialog").open`)
 	checkForEveryone(t, tab, "dialog-build-page")
@@ -185,6 +186,7 @@ func TestBrowserEveryPageForEveryone(t *testing.T) {
 		t.Fatal(err)
 	}
 	tab.Do(t, chromedp.Navigate(s.URL()+"/projects/"+ids["gone-expired"]))
+	tab.WaitFor(t, "the stream's first state", streamSettled(views.Pane, ids["gone-expired"]))
 	click(t, tab, "[data-testid=preview-pane] [data-testid=rebuild]")
 	tab.WaitFor(t, "the dialog without credits", `document.getElementById("rebuild-dialog").open && !!document.querySelector("[data-testid=no-credits]")`)
 	checkForEveryone(t, tab, "dialog-no-credits")

@@ -70,7 +70,7 @@ func fragment(ctx context.Context, l *lifecycle.Service, f views.Fragment, v lif
 	if f == views.Card {
 		return templ.Join(views.PreviewCard(vm), views.Credits(credits, true)), nil
 	}
-	hist, err := l.History(ctx, owner, v.Project.ID)
+	hist, err := l.History(ctx, owner, v.Project.ID, v.EventID)
 	if err != nil {
 		return nil, err
 	}

@@ -46,7 +46,7 @@ func (h *Handlers) projectPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	hist, err := h.Lifecycle.History(ctx, u.ID, id)
+	hist, err := h.Lifecycle.History(ctx, u.ID, id, v.EventID)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package lifecycle_test
 
 import (
 	"context"
+	"math"
 	"fmt"
 	"io"
 	"regexp"
@@ -159,14 +160,18 @@ func TestPreviewLifecycleEndToEnd(t *testing.T) {
 
 	// The project's history names every cause, across both sandboxes, newest first. (The
 	// idle timeout is short here, so an idle pause may slip in after any running state.)
-	hist, err := b.svc.History(ctx, u.ID, p.ID)
+	hist, err := b.svc.History(ctx, u.ID, p.ID, math.MaxInt64)
 	if err != nil {
 		t.Fatal(err)
 	}
 	requireHistory(t, hist, "Build started (1 credit)", "Preview ready", "Paused after 4 s without activity",
 		"Resume started by you", "Resumed by you", "Found gone when checked with the provider",
 		"Rebuilt from your saved files (1 credit)", "Preview ready", "Resume started by you", "Resumed by you")
-	if other, err := b.svc.History(ctx, uuid.New(), p.ID); err != nil || len(other) != 0 {
+	// Drawn with an older state, the history stops at that state's event.
+	if upTo, err := b.svc.History(ctx, u.ID, p.ID, hist[2].EventID); err != nil || len(upTo) == 0 || upTo[0] != hist[2] {
+		t.Fatalf("history up to %d starts with %+v (%v)", hist[2].EventID, upTo, err)
+	}
+	if other, err := b.svc.History(ctx, uuid.New(), p.ID, math.MaxInt64); err != nil || len(other) != 0 {
 		t.Fatalf("another founder reads this project's history: %v %v", other, err)
 	}
 }

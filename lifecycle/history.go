@@ -21,10 +21,12 @@ type HistoryEntry struct {
 	Text    string
 }
 
-// History returns the founder's project's newest changes, newest first, across every sandbox
-// the project has had (a rebuild starts a new one). Like every read, it only reads the database.
-func (s *Service) History(ctx context.Context, owner, projectID uuid.UUID) ([]HistoryEntry, error) {
-	rows, err := s.q.ListProjectHistory(ctx, db.ListProjectHistoryParams{ProjectID: projectID, OwnerID: owner, MaxEvents: HistoryLength})
+// History returns the founder's project's newest changes up to the event upTo, newest first,
+// across every sandbox the project has had (a rebuild starts a new one). upTo is the event the
+// page's state follows from (ProjectView.EventID), so a history drawn with a state never runs
+// ahead of it. Like every read, it only reads the database.
+func (s *Service) History(ctx context.Context, owner, projectID uuid.UUID, upTo int64) ([]HistoryEntry, error) {
+	rows, err := s.q.ListProjectHistory(ctx, db.ListProjectHistoryParams{ProjectID: projectID, OwnerID: owner, UpTo: upTo, MaxEvents: HistoryLength})
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,8 @@ package views
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/a-h/templ"
 )
 
 func csrfHeader(token string) string {
@@ -22,6 +24,15 @@ func invalidClass(errs map[string]string, name string) string {
 		return "invalid"
 	}
 	return ""
+}
+
+// invalidAttrs mark a field with an error as invalid and point to the error's text (fieldError),
+// so a screen reader reads why.
+func invalidAttrs(errs map[string]string, name string) templ.Attributes {
+	if _, ok := errs[name]; ok {
+		return templ.Attributes{"aria-invalid": "true", "aria-describedby": "err-" + name}
+	}
+	return templ.Attributes{}
 }
 
 func fileCount(n int) string {

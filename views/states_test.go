@@ -404,3 +404,32 @@ func TestPaneFrame(t *testing.T) {
 		}
 	}
 }
+
+// A field with an error says so to assistive technology and points to the error's text.
+func TestFieldErrorsAreDescribed(t *testing.T) {
+	t.Parallel()
+	d := renderDOM(t, Auth(AuthPage{Layout: Layout{Title: "Sign up", Now: now}, SignUp: true,
+		Errors: map[string]string{"password": "Use at least 8 characters."}}))
+	var password, email *html.Node
+	var walk func(*html.Node)
+	walk = func(n *html.Node) {
+		if n.Type == html.ElementNode && n.Data == "input" {
+			switch attr(n, "id") {
+			case "password":
+				password = n
+			case "email":
+				email = n
+			}
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c)
+		}
+	}
+	walk(d.root)
+	if attr(password, "aria-invalid") != "true" || attr(password, "aria-describedby") != "err-password" || d.text("err-password") != "Use at least 8 characters." {
+		t.Errorf("the password's error: %v", password.Attr)
+	}
+	if hasAttr(email, "aria-invalid") || hasAttr(email, "aria-describedby") {
+		t.Errorf("a field without an error is marked: %v", email.Attr)
+	}
+}
