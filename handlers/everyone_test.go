@@ -21,18 +21,17 @@ import (
 // forced is a state a page is shown in, written by plain SQL (the test's fixture, not a state
 // change): every state of docs/states.md on one web-only instance, with no sandbox to wait for.
 type forced struct {
-	name        string
-	status      string // the sandbox's
-	build       string // the build's status
-	stage       string
-	buildError  string
-	snapshot    string
-	cause       string
-	from        string // the event that explains it
-	source      string
-	reason      string
-	notBuilt    bool
-	previewPath string
+	name       string
+	status     string // the sandbox's
+	build      string // the build's status
+	stage      string
+	buildError string
+	snapshot   string
+	cause      string
+	from       string // the event that explains it
+	source     string
+	reason     string
+	notBuilt   bool
 }
 
 var forcedStates = []forced{

@@ -228,10 +228,7 @@ func TestBrowserHistoryLive(t *testing.T) {
 	click(t, page, "#rebuild-dialog [data-testid=rebuild-confirm]")
 	page.WaitFor(t, "the rebuild in the history", historyTop("Rebuilt from your saved files (1 credit)")+" || "+historyTop("Preview ready"))
 	page.WaitFor(t, "the rebuilt preview ready", historyTop("Preview ready")+" && "+statusIs(views.Pane, projectID, "running"))
-	var texts []string
-	for _, e := range apptest.Eval[[]string](t, page, `[...document.querySelectorAll("[data-testid=history-entry]")].map(li => li.textContent.trim().replace(/\s+/g, " "))`) {
-		texts = append(texts, e)
-	}
+	texts := apptest.Eval[[]string](t, page, `[...document.querySelectorAll("[data-testid=history-entry]")].map(li => li.textContent.trim().replace(/\s+/g, " "))`)
 	want := []string{"Preview ready", "Rebuilt from your saved files (1 credit)", "Stopped by the provider", "Resumed by you",
 		"Resume started by you", "Paused after 15 s without activity", "Resumed by you", "Resume started by you", "Paused by you",
 		"Preview ready", "Build started (1 credit)"}

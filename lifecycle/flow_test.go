@@ -2,9 +2,9 @@ package lifecycle_test
 
 import (
 	"context"
-	"math"
 	"fmt"
 	"io"
+	"math"
 	"regexp"
 	"strconv"
 	"testing"

@@ -48,8 +48,3 @@ func pauseKindText(k string) string {
 	}
 	return "Memory snapshot"
 }
-
-func keyVals(key string) string {
-	b, _ := json.Marshal(map[string]string{"idempotencyKey": key})
-	return string(b)
-}
