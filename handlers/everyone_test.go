@@ -140,6 +140,21 @@ func TestBrowserEveryPageForEveryone(t *testing.T) {
 	checkForEveryone(t, tab, "dashboard-empty")
 	tab.Do(t, chromedp.Navigate(s.URL()+"/projects/new"))
 	checkForEveryone(t, tab, "new-project")
+	// "choose a folder" is part of the hint's sentence; its file input is hidden, so the
+	// keyboard's focus on it shows on the words.
+	if got := apptest.Eval[string](t, tab, `getComputedStyle(document.querySelector("label[for=folder]")).display`); got != "inline" {
+		t.Errorf("the folder's label breaks the hint's sentence (display %s)", got)
+	}
+	tabTo(t, tab, "#folder")
+	if !apptest.Eval[bool](t, tab, `getComputedStyle(document.querySelector("label[for=folder]")).outlineStyle !== "none"`) {
+		t.Error("the focus on the folder input does not show")
+	}
+	if dir := screenshotDir(t); dir != "" {
+		tab.SaveScreenshot(t, filepath.Join(dir, "new-project-folder-focus-1280.png"))
+	}
+	apptest.Eval[bool](t, tab, `(() => { const dt = new DataTransfer(); dt.items.add(new File(["x"], "a.js")); dt.items.add(new File(["y"], "b.js"));
+		const input = document.getElementById("folder"); input.files = dt.files; input.dispatchEvent(new Event("change", {bubbles: true})); return true; })()`)
+	tab.WaitFor(t, "the folder's files said", `document.querySelector("[data-folder-chosen]").textContent === "2 files chosen."`)
 
 	ids := map[string]string{}
 	for _, f := range forcedStates {

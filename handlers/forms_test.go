@@ -133,8 +133,9 @@ func TestFormsWithoutJavaScript(t *testing.T) {
 	c.WaitSandbox(list[0].Sandbox.ID, "running", 90*time.Second)
 }
 
-// The page actions this issue added follow every action's rules: another founder's id is not
-// found, whether posted by htmx or by a plain form, and nothing is posted without the token.
+// Keep awake and the rebuild's question follow every action's rules: another founder's id is
+// not found, whether posted by htmx or by a plain form, and nothing is posted without the
+// token.
 func TestKeepAwakeIsOwnedAndNeedsTheToken(t *testing.T) {
 	t.Parallel()
 	b := webOnly(t)

@@ -18,8 +18,8 @@ import (
 	"sandman/views"
 )
 
-// Browser tests of the founder's experience (issue 8): the rebuild dialog, the history, the
-// countdown and Keep awake, and the pages without JavaScript. Every page and state for
+// Browser tests of the founder's experience: the rebuild dialog, the history, the countdown and
+// Keep awake, and the pages without JavaScript. Every page and state for
 // everyone (axe-core, phones, the keyboard) is in everyone_test.go.
 
 // textIs is the JavaScript condition that the element's text is want.

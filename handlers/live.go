@@ -53,9 +53,13 @@ func RenderSnapshot(l *lifecycle.Service) func(context.Context, uuid.UUID) ([]li
 
 func fragments(ctx context.Context, l *lifecycle.Service, v lifecycle.ProjectView) (live.Fragments, error) {
 	now := time.Now()
+	credits, err := l.Credits(ctx, v.Project.OwnerID)
+	if err != nil {
+		return live.Fragments{}, err
+	}
 	out := live.Fragments{EventID: v.EventID, ProjectID: v.Project.ID.String()}
 	for _, f := range []views.Fragment{views.Card, views.Pane} {
-		cmp, err := fragment(ctx, l, f, v, now, "")
+		cmp, err := fragment(ctx, l, f, v, now, "", credits)
 		if err != nil {
 			return live.Fragments{}, err
 		}

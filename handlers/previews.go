@@ -58,19 +58,15 @@ func sourceText(p db.Project) string {
 }
 
 // fragment is what one of a project's fragments delivers, whether it answers an htmx action or
-// goes out on the live feed: the card or the pane, the header's balance out of band (every
-// build and refund changes it), and with the pane its history out of band.
-func fragment(ctx context.Context, l *lifecycle.Service, f views.Fragment, v lifecycle.ProjectView, now time.Time, csrf string) (templ.Component, error) {
-	owner := v.Project.OwnerID
-	credits, err := l.Credits(ctx, owner)
-	if err != nil {
-		return nil, err
-	}
+// goes out on the live feed: the card or the pane, the header's balance (credits, read once
+// for both) out of band, since every build and refund changes it, and with the pane its
+// history out of band.
+func fragment(ctx context.Context, l *lifecycle.Service, f views.Fragment, v lifecycle.ProjectView, now time.Time, csrf string, credits int32) (templ.Component, error) {
 	vm := previewVM(l, v, now, csrf)
 	if f == views.Card {
 		return templ.Join(views.PreviewCard(vm), views.Credits(credits, true)), nil
 	}
-	hist, err := l.History(ctx, owner, v.Project.ID, v.EventID)
+	hist, err := l.History(ctx, v.Project.OwnerID, v.Project.ID, v.EventID)
 	if err != nil {
 		return nil, err
 	}
@@ -81,11 +77,16 @@ func fragment(ctx context.Context, l *lifecycle.Service, f views.Fragment, v lif
 // renderPreview answers an htmx action with the fragment it targets: the card on the
 // dashboard, the pane on the build page.
 func (h *Handlers) renderPreview(c echo.Context, status int, v lifecycle.ProjectView) error {
+	ctx := c.Request().Context()
 	f := views.Pane
 	if c.Request().Header.Get("HX-Target") == views.DOMID(views.Card, v.Project.ID.String()) {
 		f = views.Card
 	}
-	cmp, err := fragment(c.Request().Context(), h.Lifecycle, f, v, time.Now(), h.csrfToken(c))
+	credits, err := h.Lifecycle.Credits(ctx, v.Project.OwnerID)
+	if err != nil {
+		return err
+	}
+	cmp, err := fragment(ctx, h.Lifecycle, f, v, time.Now(), h.csrfToken(c), credits)
 	if err != nil {
 		return err
 	}

@@ -215,7 +215,7 @@ func (s *Service) failBuild(ctx context.Context, sandboxID uuid.UUID, reason str
 		if err := tx.SetSandboxKillRequested(ctx, sb.ID); err != nil {
 			return err
 		}
-		_, err = apply(ctx, tx, sb, Change{To: Terminated, Source: db.EventSourceBuild, Reason: "build_failed", KilledReason: ptr("build_failed")})
+		_, err = apply(ctx, tx, sb, Change{To: Terminated, Source: db.EventSourceBuild, Reason: reasonBuildFailed, KilledReason: ptr(reasonBuildFailed)})
 		if err != nil {
 			return err
 		}

@@ -41,10 +41,9 @@ func (s *Service) entry(ev db.SandboxEvent, kind db.BuildKind) HistoryEntry {
 	return HistoryEntry{EventID: ev.ID, At: ev.CreatedAt, Text: describe(factsOf(ev, kind), s.cfg.IdleTimeout)}
 }
 
-// The reasons the writers record (the literals at each apply call), which describe reads.
+// Reasons the writers record and describe reads (a pause's are its pauseCause).
 const (
 	reasonCreated     = "created"      // createSandboxRow: a build or rebuild made the sandbox
-	reasonReady       = "ready"        // finishBuild
 	reasonBuildFailed = "build_failed" // failBuild
 	reasonReplaced    = "replaced"     // replaceCurrent: a rebuild ended this sandbox
 	// A failed resume's reason names its cause; the sweep's names a resume that never ended.

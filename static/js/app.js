@@ -34,6 +34,17 @@ document.addEventListener("submit", (ev) => {
   form.append(field);
 }, true);
 
+// The folder input is hidden behind "choose a folder": say what was chosen.
+document.addEventListener("change", (ev) => {
+  const input = ev.target;
+  const out = input.id === "folder" && document.querySelector("[data-folder-chosen]");
+  if (!out) return;
+  const n = input.files.length;
+  const folder = n ? (input.files[0].webkitRelativePath || "").split("/")[0] : "";
+  const files = n + (n === 1 ? " file" : " files") + " chosen";
+  out.textContent = !n ? "" : folder ? files + " from the folder " + folder + "." : files + ".";
+});
+
 // The rebuild question. A Rebuild button fills the page's dialog (hx-get into #rebuild-dialog)
 // and it opens as a modal, which moves the focus into it; Escape and Cancel close it and send
 // nothing. Its answer closes it too, and the focus goes to the fragment the answer replaced.
