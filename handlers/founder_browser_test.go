@@ -330,14 +330,14 @@ func TestBrowserWithoutJavaScript(t *testing.T) {
 		})
 	}
 	reloadUntil("the card sleeping", statusIs(views.Card, projectID, "paused"))
-	if apptest.Eval[bool](t, tab, `getComputedStyle(document.querySelector("[data-testid=copy-url], body")).display !== "none" && !!document.querySelector("[data-testid=copy-url]")`) {
-		t.Fatal("Copy URL shows though it cannot work without JavaScript")
-	}
 	tab.Do(t, chromedp.Click(chromedp.CSS(card+" [data-testid=resume]")))
 	tab.WaitFor(t, "back on the dashboard", `location.pathname === "/" && `+
 		`["resuming", "running"].includes(document.getElementById(`+jsString(views.DOMID(views.Card, projectID))+`)?.dataset.status)`)
 	sb := c.WaitSandbox(sandboxID, "running", 60*time.Second)
 	reloadUntil("the card running", statusIs(views.Card, projectID, "running"))
+	if !apptest.Eval[bool](t, tab, `getComputedStyle(document.querySelector("`+card+` [data-testid=copy-url]")).display === "none"`) {
+		t.Fatal("Copy URL shows though it cannot work without JavaScript")
+	}
 
 	s.Host.KillFromDashboard(t, sb.ProviderID)
 	c.WaitSandbox(sandboxID, "killed", 30*time.Second)
