@@ -399,6 +399,7 @@ type Sandbox struct {
 	KillRequested        bool
 	Version              int64
 	CreatedAt            time.Time
+	PauseRequestedAt     *time.Time
 }
 
 type SandboxEvent struct {

@@ -12,15 +12,26 @@ import (
 	"github.com/google/uuid"
 )
 
-const getLatestSandboxEventID = `-- name: GetLatestSandboxEventID :one
-SELECT coalesce(max(id), 0)::bigint FROM sandbox_events WHERE sandbox_id = $1
+const getLatestSandboxEvent = `-- name: GetLatestSandboxEvent :one
+SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id DESC LIMIT 1
 `
 
-func (q *Queries) GetLatestSandboxEventID(ctx context.Context, sandboxID uuid.UUID) (int64, error) {
-	row := q.db.QueryRow(ctx, getLatestSandboxEventID, sandboxID)
-	var column_1 int64
-	err := row.Scan(&column_1)
-	return column_1, err
+// The sandbox's newest event: its state's version for live updates, and why it is in it.
+func (q *Queries) GetLatestSandboxEvent(ctx context.Context, sandboxID uuid.UUID) (SandboxEvent, error) {
+	row := q.db.QueryRow(ctx, getLatestSandboxEvent, sandboxID)
+	var i SandboxEvent
+	err := row.Scan(
+		&i.ID,
+		&i.SandboxID,
+		&i.FromStatus,
+		&i.ToStatus,
+		&i.Source,
+		&i.Reason,
+		&i.ProviderEventID,
+		&i.ProviderTimestamp,
+		&i.CreatedAt,
+	)
+	return i, err
 }
 
 const insertSandboxEvent = `-- name: InsertSandboxEvent :one
@@ -74,6 +85,66 @@ func (q *Queries) LatestSandboxEventFromProvider(ctx context.Context, sandboxID 
 	var from_provider bool
 	err := row.Scan(&from_provider)
 	return from_provider, err
+}
+
+const listProjectHistory = `-- name: ListProjectHistory :many
+SELECT e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, b.kind AS build_kind
+FROM sandbox_events e
+JOIN sandboxes s ON s.id = e.sandbox_id
+JOIN builds b ON b.id = s.build_id
+WHERE s.project_id = $1 AND s.owner_id = $2 AND e.id <= $3
+ORDER BY e.id DESC
+LIMIT $4
+`
+
+type ListProjectHistoryParams struct {
+	ProjectID uuid.UUID
+	OwnerID   uuid.UUID
+	UpTo      int64
+	MaxEvents int32
+}
+
+type ListProjectHistoryRow struct {
+	SandboxEvent SandboxEvent
+	BuildKind    BuildKind
+}
+
+// A project's newest events up to a given one, across all its sandboxes (each rebuild makes a
+// new one), with the kind of build each sandbox ran: the build page's history.
+func (q *Queries) ListProjectHistory(ctx context.Context, arg ListProjectHistoryParams) ([]ListProjectHistoryRow, error) {
+	rows, err := q.db.Query(ctx, listProjectHistory,
+		arg.ProjectID,
+		arg.OwnerID,
+		arg.UpTo,
+		arg.MaxEvents,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ListProjectHistoryRow{}
+	for rows.Next() {
+		var i ListProjectHistoryRow
+		if err := rows.Scan(
+			&i.SandboxEvent.ID,
+			&i.SandboxEvent.SandboxID,
+			&i.SandboxEvent.FromStatus,
+			&i.SandboxEvent.ToStatus,
+			&i.SandboxEvent.Source,
+			&i.SandboxEvent.Reason,
+			&i.SandboxEvent.ProviderEventID,
+			&i.SandboxEvent.ProviderTimestamp,
+			&i.SandboxEvent.CreatedAt,
+			&i.BuildKind,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const listSandboxEvents = `-- name: ListSandboxEvents :many

@@ -13,7 +13,7 @@ import (
 )
 
 const getCurrentSandboxByProject = `-- name: GetCurrentSandboxByProject :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at FROM sandboxes WHERE project_id = $1 ORDER BY created_at DESC LIMIT 1
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at FROM sandboxes WHERE project_id = $1 ORDER BY created_at DESC LIMIT 1
 `
 
 // The sandbox of the project's newest build.
@@ -44,12 +44,13 @@ func (q *Queries) GetCurrentSandboxByProject(ctx context.Context, projectID uuid
 		&i.KillRequested,
 		&i.Version,
 		&i.CreatedAt,
+		&i.PauseRequestedAt,
 	)
 	return i, err
 }
 
 const getSandbox = `-- name: GetSandbox :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at FROM sandboxes WHERE id = $1
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at FROM sandboxes WHERE id = $1
 `
 
 func (q *Queries) GetSandbox(ctx context.Context, id uuid.UUID) (Sandbox, error) {
@@ -79,12 +80,13 @@ func (q *Queries) GetSandbox(ctx context.Context, id uuid.UUID) (Sandbox, error)
 		&i.KillRequested,
 		&i.Version,
 		&i.CreatedAt,
+		&i.PauseRequestedAt,
 	)
 	return i, err
 }
 
 const getSandboxByBuild = `-- name: GetSandboxByBuild :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at FROM sandboxes WHERE build_id = $1
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at FROM sandboxes WHERE build_id = $1
 `
 
 func (q *Queries) GetSandboxByBuild(ctx context.Context, buildID uuid.UUID) (Sandbox, error) {
@@ -114,12 +116,13 @@ func (q *Queries) GetSandboxByBuild(ctx context.Context, buildID uuid.UUID) (San
 		&i.KillRequested,
 		&i.Version,
 		&i.CreatedAt,
+		&i.PauseRequestedAt,
 	)
 	return i, err
 }
 
 const getSandboxByOwner = `-- name: GetSandboxByOwner :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at FROM sandboxes WHERE id = $1 AND owner_id = $2
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at FROM sandboxes WHERE id = $1 AND owner_id = $2
 `
 
 type GetSandboxByOwnerParams struct {
@@ -154,12 +157,13 @@ func (q *Queries) GetSandboxByOwner(ctx context.Context, arg GetSandboxByOwnerPa
 		&i.KillRequested,
 		&i.Version,
 		&i.CreatedAt,
+		&i.PauseRequestedAt,
 	)
 	return i, err
 }
 
 const getSandboxByProviderID = `-- name: GetSandboxByProviderID :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at FROM sandboxes WHERE provider_id = $1
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at FROM sandboxes WHERE provider_id = $1
 `
 
 func (q *Queries) GetSandboxByProviderID(ctx context.Context, providerID *string) (Sandbox, error) {
@@ -189,12 +193,13 @@ func (q *Queries) GetSandboxByProviderID(ctx context.Context, providerID *string
 		&i.KillRequested,
 		&i.Version,
 		&i.CreatedAt,
+		&i.PauseRequestedAt,
 	)
 	return i, err
 }
 
 const getSandboxForUpdate = `-- name: GetSandboxForUpdate :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at FROM sandboxes WHERE id = $1 FOR UPDATE
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at FROM sandboxes WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) GetSandboxForUpdate(ctx context.Context, id uuid.UUID) (Sandbox, error) {
@@ -224,6 +229,7 @@ func (q *Queries) GetSandboxForUpdate(ctx context.Context, id uuid.UUID) (Sandbo
 		&i.KillRequested,
 		&i.Version,
 		&i.CreatedAt,
+		&i.PauseRequestedAt,
 	)
 	return i, err
 }
@@ -243,7 +249,7 @@ func (q *Queries) IncrementVerificationFailures(ctx context.Context, id uuid.UUI
 const insertSandbox = `-- name: InsertSandbox :one
 INSERT INTO sandboxes (owner_id, project_id, build_id, recreated)
 VALUES ($1, $2, $3, $4)
-RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at
+RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at
 `
 
 type InsertSandboxParams struct {
@@ -285,25 +291,27 @@ func (q *Queries) InsertSandbox(ctx context.Context, arg InsertSandboxParams) (S
 		&i.KillRequested,
 		&i.Version,
 		&i.CreatedAt,
+		&i.PauseRequestedAt,
 	)
 	return i, err
 }
 
 const listCurrentSandboxesByOwner = `-- name: ListCurrentSandboxesByOwner :many
-SELECT DISTINCT ON (s.project_id) s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at,
-       (SELECT coalesce(max(e.id), 0) FROM sandbox_events e WHERE e.sandbox_id = s.id)::bigint AS last_event_id
+SELECT DISTINCT ON (s.project_id) s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at
 FROM sandboxes s JOIN builds b ON b.id = s.build_id
+JOIN sandbox_events e ON e.id = (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)
 WHERE s.owner_id = $1
 ORDER BY s.project_id, s.created_at DESC
 `
 
 type ListCurrentSandboxesByOwnerRow struct {
-	Sandbox     Sandbox
-	Build       Build
-	LastEventID int64
+	Sandbox      Sandbox
+	Build        Build
+	SandboxEvent SandboxEvent
 }
 
-// Each project's newest sandbox with its build, for the dashboard and the JSON API.
+// Each project's newest sandbox with its build and its newest event (every sandbox has one from
+// its creation), for the dashboard and the JSON API.
 func (q *Queries) ListCurrentSandboxesByOwner(ctx context.Context, ownerID uuid.UUID) ([]ListCurrentSandboxesByOwnerRow, error) {
 	rows, err := q.db.Query(ctx, listCurrentSandboxesByOwner, ownerID)
 	if err != nil {
@@ -337,6 +345,7 @@ func (q *Queries) ListCurrentSandboxesByOwner(ctx context.Context, ownerID uuid.
 			&i.Sandbox.KillRequested,
 			&i.Sandbox.Version,
 			&i.Sandbox.CreatedAt,
+			&i.Sandbox.PauseRequestedAt,
 			&i.Build.ID,
 			&i.Build.ProjectID,
 			&i.Build.Version,
@@ -346,7 +355,15 @@ func (q *Queries) ListCurrentSandboxesByOwner(ctx context.Context, ownerID uuid.
 			&i.Build.Kind,
 			&i.Build.CreatedAt,
 			&i.Build.FinishedAt,
-			&i.LastEventID,
+			&i.SandboxEvent.ID,
+			&i.SandboxEvent.SandboxID,
+			&i.SandboxEvent.FromStatus,
+			&i.SandboxEvent.ToStatus,
+			&i.SandboxEvent.Source,
+			&i.SandboxEvent.Reason,
+			&i.SandboxEvent.ProviderEventID,
+			&i.SandboxEvent.ProviderTimestamp,
+			&i.SandboxEvent.CreatedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -359,7 +376,7 @@ func (q *Queries) ListCurrentSandboxesByOwner(ctx context.Context, ownerID uuid.
 }
 
 const listIdleRunningSandboxes = `-- name: ListIdleRunningSandboxes :many
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at FROM sandboxes
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at FROM sandboxes
 WHERE status = 'running' AND last_active_at < $1::timestamptz
 ORDER BY last_active_at LIMIT 500
 `
@@ -398,6 +415,7 @@ func (q *Queries) ListIdleRunningSandboxes(ctx context.Context, idleBefore time.
 			&i.KillRequested,
 			&i.Version,
 			&i.CreatedAt,
+			&i.PauseRequestedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -410,7 +428,7 @@ func (q *Queries) ListIdleRunningSandboxes(ctx context.Context, idleBefore time.
 }
 
 const listSandboxesByStatus = `-- name: ListSandboxesByStatus :many
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at FROM sandboxes WHERE status::text = ANY($1::text[]) AND provider_id IS NOT NULL
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at FROM sandboxes WHERE status::text = ANY($1::text[]) AND provider_id IS NOT NULL
 ORDER BY id
 `
 
@@ -447,6 +465,7 @@ func (q *Queries) ListSandboxesByStatus(ctx context.Context, statuses []string) 
 			&i.KillRequested,
 			&i.Version,
 			&i.CreatedAt,
+			&i.PauseRequestedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -459,7 +478,7 @@ func (q *Queries) ListSandboxesByStatus(ctx context.Context, statuses []string) 
 }
 
 const listStuckSandboxes = `-- name: ListStuckSandboxes :many
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at FROM sandboxes
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at FROM sandboxes
 WHERE (status = 'starting' AND state_changed_at < $1::timestamptz)
    OR (status = 'resuming' AND state_changed_at < $2::timestamptz)
 ORDER BY state_changed_at LIMIT 500
@@ -504,6 +523,7 @@ func (q *Queries) ListStuckSandboxes(ctx context.Context, arg ListStuckSandboxes
 			&i.KillRequested,
 			&i.Version,
 			&i.CreatedAt,
+			&i.PauseRequestedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -599,11 +619,21 @@ func (q *Queries) SetSandboxKillRequested(ctx context.Context, id uuid.UUID) err
 	return err
 }
 
+const setSandboxPauseRequested = `-- name: SetSandboxPauseRequested :exec
+UPDATE sandboxes SET pause_requested_at = now() WHERE id = $1 AND status IN ('running', 'unknown')
+`
+
+// Sandman is about to ask the provider to pause this running sandbox; not a state change.
+func (q *Queries) SetSandboxPauseRequested(ctx context.Context, id uuid.UUID) error {
+	_, err := q.db.Exec(ctx, setSandboxPauseRequested, id)
+	return err
+}
+
 const setSandboxProvider = `-- name: SetSandboxProvider :one
 UPDATE sandboxes SET provider_id = $1, preview_url = $2, envd_token = $3,
     provider_domain = $4, end_at = $5
 WHERE id = $6 AND status = 'starting'
-RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at
+RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at
 `
 
 type SetSandboxProviderParams struct {
@@ -650,6 +680,7 @@ func (q *Queries) SetSandboxProvider(ctx context.Context, arg SetSandboxProvider
 		&i.KillRequested,
 		&i.Version,
 		&i.CreatedAt,
+		&i.PauseRequestedAt,
 	)
 	return i, err
 }
@@ -666,7 +697,7 @@ func (q *Queries) TouchActivity(ctx context.Context, id uuid.UUID) error {
 const touchSandboxActivity = `-- name: TouchSandboxActivity :one
 UPDATE sandboxes SET last_active_at = now()
 WHERE id = $1 AND owner_id = $2 AND last_active_at < now() - interval '1 second'
-RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at
+RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at
 `
 
 type TouchSandboxActivityParams struct {
@@ -702,6 +733,7 @@ func (q *Queries) TouchSandboxActivity(ctx context.Context, arg TouchSandboxActi
 		&i.KillRequested,
 		&i.Version,
 		&i.CreatedAt,
+		&i.PauseRequestedAt,
 	)
 	return i, err
 }
@@ -720,9 +752,10 @@ UPDATE sandboxes SET
     failure_cause    = $9,
     last_event_at    = greatest(last_event_at, $10),
     last_verified_at = coalesce($11, last_verified_at),
-    verification_failures = CASE WHEN $11::timestamptz IS NULL THEN verification_failures ELSE 0 END
+    verification_failures = CASE WHEN $11::timestamptz IS NULL THEN verification_failures ELSE 0 END,
+    pause_requested_at = NULL
 WHERE id = $12 AND version = $13
-RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at
+RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at
 `
 
 type UpdateSandboxStatusParams struct {
@@ -784,6 +817,7 @@ func (q *Queries) UpdateSandboxStatus(ctx context.Context, arg UpdateSandboxStat
 		&i.KillRequested,
 		&i.Version,
 		&i.CreatedAt,
+		&i.PauseRequestedAt,
 	)
 	return i, err
 }

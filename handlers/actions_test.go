@@ -23,15 +23,21 @@ func TestPreviewButtons(t *testing.T) {
 	apptest.RequireStatus(t, c.API(http.MethodPost, "/api/projects", map[string]string{"starter": "counter"}, &p), http.StatusCreated)
 	page := c.Get("/projects/" + p.ID)
 	apptest.RequireContains(t, page.Body, `data-testid="build"`)
+	buildKey := regexpFind(t, page.Body, `name="idempotencyKey" value="([^"]+)"`)
+	// The page's key is its own: rendering it again gives the same key, so one rendered form
+	// submitted twice charges once.
+	if again := regexpFind(t, c.Get("/projects/"+p.ID).Body, `name="idempotencyKey" value="([^"]+)"`); again != buildKey {
+		t.Fatalf("the build form's key changed between renders: %q, %q", buildKey, again)
+	}
 
-	r := c.HTMX(http.MethodPost, "/projects/"+p.ID+"/build", url.Values{"idempotencyKey": {"b-1"}})
+	r := c.HTMX(http.MethodPost, "/projects/"+p.ID+"/build", url.Values{"idempotencyKey": {buildKey}})
 	apptest.RequireStatus(t, r, http.StatusOK)
 	apptest.RequireContains(t, r.Body, `id="pane-`+p.ID+`"`)
 	apptest.RequireContains(t, r.Body, `data-status="starting"`)
 	// The header's balance follows, out of band.
 	apptest.RequireContains(t, r.Body, `id="credits" class="credits" data-testid="credits" hx-swap-oob="true">9 credits<`)
 	// A double click sends the same key again: the same build, not a second charge.
-	apptest.RequireStatus(t, c.HTMX(http.MethodPost, "/projects/"+p.ID+"/build", url.Values{"idempotencyKey": {"b-1"}}), http.StatusOK)
+	apptest.RequireStatus(t, c.HTMX(http.MethodPost, "/projects/"+p.ID+"/build", url.Values{"idempotencyKey": {buildKey}}), http.StatusOK)
 	if n := c.Credits(); n != 9 {
 		t.Fatalf("credits after one build clicked twice: %d", n)
 	}
@@ -70,7 +76,7 @@ func TestPreviewButtons(t *testing.T) {
 	confirm := c.HTMX(http.MethodGet, "/projects/"+p.ID+"/rebuild?target=pane-"+p.ID, nil)
 	apptest.RequireStatus(t, confirm, http.StatusOK)
 	apptest.RequireContains(t, confirm.Body, "This will use 1 build credit. Continue?")
-	key := regexpFind(t, confirm.Body, `idempotencyKey&#34;:&#34;([^&]+)&#34;`)
+	key := regexpFind(t, confirm.Body, `name="idempotencyKey" value="([^"]+)"`)
 	r = c.HTMX(http.MethodPost, "/projects/"+p.ID+"/rebuild", url.Values{"idempotencyKey": {key}})
 	apptest.RequireStatus(t, r, http.StatusOK)
 	apptest.RequireStatus(t, c.API(http.MethodGet, "/api/projects", nil, &list), http.StatusOK)

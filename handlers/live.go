@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/a-h/templ"
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
@@ -42,7 +41,7 @@ func RenderSandbox(l *lifecycle.Service) func(context.Context, uuid.UUID, uuid.U
 		if err != nil {
 			return live.Fragments{}, err
 		}
-		return fragments(ctx, v, credits)
+		return fragments(ctx, l, v, credits)
 	}
 }
 
@@ -62,7 +61,7 @@ func RenderSnapshot(l *lifecycle.Service) func(context.Context, uuid.UUID) ([]li
 			if v.Sandbox == nil {
 				continue
 			}
-			f, err := fragments(ctx, v, credits)
+			f, err := fragments(ctx, l, v, credits)
 			if err != nil {
 				return nil, err
 			}
@@ -75,16 +74,23 @@ func RenderSnapshot(l *lifecycle.Service) func(context.Context, uuid.UUID) ([]li
 // fragments renders a project's card and pane. Each carries the header's credit balance out of
 // band, so a change the founder did not make on this page (a failed build's refund, a build
 // started in another tab) reaches the header of every open page.
-func fragments(ctx context.Context, v lifecycle.ProjectView, credits int32) (live.Fragments, error) {
-	vm := previewVM(v)
-	balance := views.Credits(credits, true)
-	card, err := renderBytes(ctx, templ.Join(views.PreviewCard(vm), balance))
-	if err != nil {
-		return live.Fragments{}, err
+func fragments(ctx context.Context, l *lifecycle.Service, v lifecycle.ProjectView, credits int32) (live.Fragments, error) {
+	now := time.Now()
+	out := live.Fragments{EventID: v.EventID, ProjectID: v.Project.ID.String()}
+	for _, f := range []views.Fragment{views.Card, views.Pane} {
+		cmp, err := fragment(ctx, l, f, v, now, "", credits)
+		if err != nil {
+			return live.Fragments{}, err
+		}
+		b, err := renderBytes(ctx, cmp)
+		if err != nil {
+			return live.Fragments{}, err
+		}
+		if f == views.Card {
+			out.Card = b
+		} else {
+			out.Pane = b
+		}
 	}
-	pane, err := renderBytes(ctx, templ.Join(views.PreviewPane(vm), balance))
-	if err != nil {
-		return live.Fragments{}, err
-	}
-	return live.Fragments{EventID: v.EventID, ProjectID: vm.ProjectID, Card: card, Pane: pane}, nil
+	return out, nil
 }

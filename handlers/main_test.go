@@ -10,7 +10,11 @@ import (
 	"sandman/db/dbtest"
 )
 
-func TestMain(m *testing.M) { os.Exit(dbtest.Main(m)) }
+func TestMain(m *testing.M) {
+	code := dbtest.Main(m)
+	apptest.CloseBrowsers()
+	os.Exit(code)
+}
 
 // stack is one Sandman instance as production assembles it (package app), in front of a real
 // sandboxd; the methods below are what these tests add to it.

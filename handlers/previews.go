@@ -1,9 +1,13 @@
 package handlers
 
 import (
+	"context"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
+	"github.com/a-h/templ"
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
@@ -13,19 +17,35 @@ import (
 	"sandman/views"
 )
 
-// previewVM turns a project's state into the card and pane view model.
-func previewVM(v lifecycle.ProjectView) views.Preview {
-	p := views.Preview{ProjectID: v.Project.ID.String(), ProjectName: v.Project.Name,
-		Source: sourceText(v.Project), FileCount: v.FileCount, Key: uuid.NewString(), EventID: v.EventID}
+// previewVM turns a project's state into the card and pane view model. csrf is the session's
+// token for the forms of pages and htmx answers; the live feed, rendered once for every browser
+// of a founder, leaves it empty (htmx sends the header).
+func previewVM(l *lifecycle.Service, v lifecycle.ProjectView, now time.Time, csrf string) views.Preview {
+	p := views.Preview{ProjectID: v.Project.ID.String(), ProjectName: v.Project.Name, Source: sourceText(v.Project),
+		FileCount: v.FileCount, EventID: v.EventID, IdleFor: l.IdleTimeoutText(), Now: now, CSRF: csrf}
 	if v.Sandbox != nil {
 		sb := v.Sandbox
 		p.SandboxID, p.Status, p.PreviewURL = sb.ID.String(), string(sb.Status), sb.PreviewURL
 		p.FailureCause, p.Recreated = sb.FailureCause, sb.Recreated
+		if sb.SnapshotKind != nil {
+			p.SnapshotKind = string(*sb.SnapshotKind)
+		}
+		p.Why, p.WhyAt, p.SleepsAt = v.LastChange.Text, v.LastChange.At, v.SleepsAt
 	}
 	if v.Build != nil {
+		p.BuildID = v.Build.ID.String()
 		p.BuildStatus, p.Stage, p.BuildError = string(v.Build.Status), v.Build.Stage, v.Build.Error
 	}
 	return p
+}
+
+// historyVM is the project's history for its build page.
+func historyVM(projectID string, entries []lifecycle.HistoryEntry, now time.Time) views.History {
+	h := views.History{ProjectID: projectID, Now: now}
+	for _, e := range entries {
+		h.Entries = append(h.Entries, views.HistoryEntry{At: e.At, Text: e.Text})
+	}
+	return h
 }
 
 func sourceText(p db.Project) string {
@@ -37,14 +57,65 @@ func sourceText(p db.Project) string {
 	return "Uploaded files"
 }
 
+// fragment is what one of a project's fragments delivers, whether it answers an htmx action or
+// goes out on the live feed: the card or the pane, the header's balance (credits, read once
+// for both) out of band, since every build and refund changes it, and with the pane its
+// history out of band.
+func fragment(ctx context.Context, l *lifecycle.Service, f views.Fragment, v lifecycle.ProjectView, now time.Time, csrf string, credits int32) (templ.Component, error) {
+	vm := previewVM(l, v, now, csrf)
+	if f == views.Card {
+		return templ.Join(views.PreviewCard(vm), views.Credits(credits, true)), nil
+	}
+	hist, err := l.History(ctx, v.Project.OwnerID, v.Project.ID, v.EventID)
+	if err != nil {
+		return nil, err
+	}
+	return templ.Join(views.PreviewPane(vm), views.HistoryList(historyVM(vm.ProjectID, hist, now), true),
+		views.Credits(credits, true)), nil
+}
+
 // renderPreview answers an htmx action with the fragment it targets: the card on the
 // dashboard, the pane on the build page.
 func (h *Handlers) renderPreview(c echo.Context, status int, v lifecycle.ProjectView) error {
-	vm := previewVM(v)
-	if c.Request().Header.Get("HX-Target") == views.DOMID(views.Card, vm.ProjectID) {
-		return render(c, status, views.PreviewCard(vm))
+	ctx := c.Request().Context()
+	f := views.Pane
+	if c.Request().Header.Get("HX-Target") == views.DOMID(views.Card, v.Project.ID.String()) {
+		f = views.Card
 	}
-	return render(c, status, views.PreviewPane(vm))
+	credits, err := h.Lifecycle.Credits(ctx, v.Project.OwnerID)
+	if err != nil {
+		return err
+	}
+	cmp, err := fragment(ctx, h.Lifecycle, f, v, time.Now(), h.csrfToken(c), credits)
+	if err != nil {
+		return err
+	}
+	return render(c, status, cmp)
+}
+
+// back answers a form posted without JavaScript: 303 to the page it came from (its return
+// field, when that is a path of Sandman's), else to fallback.
+func back(c echo.Context, fallback string) error {
+	return c.Redirect(http.StatusSeeOther, safeReturn(c.FormValue("return"), fallback))
+}
+
+// safeReturn is raw when it is a plain path on this site, else fallback: a return address must
+// never send a founder to another origin (a scheme, a host, "//host", or a backslash, which
+// browsers read as a slash), and control characters have no place in a path.
+func safeReturn(raw, fallback string) string {
+	if raw == "" || len(raw) > 1024 || raw[0] != '/' || strings.HasPrefix(raw, "//") || strings.ContainsRune(raw, '\\') {
+		return fallback
+	}
+	for _, r := range raw {
+		if r < 0x20 || r == 0x7f {
+			return fallback
+		}
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" {
+		return fallback
+	}
+	return raw
 }
 
 func (h *Handlers) projectID(c echo.Context) (uuid.UUID, error) {
@@ -54,6 +125,8 @@ func (h *Handlers) sandboxID(c echo.Context) (uuid.UUID, error) {
 	return parseID(c.Param("id"), "Sandbox")
 }
 
+// buildAction starts the first build or a rebuild. htmx gets the fragment it targets; a form
+// posted without JavaScript goes back where it came from.
 func (h *Handlers) buildAction(rebuild bool) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		id, err := h.projectID(c)
@@ -65,22 +138,19 @@ func (h *Handlers) buildAction(rebuild bool) echo.HandlerFunc {
 		if _, err := h.Lifecycle.StartBuild(ctx, u.ID, id, c.FormValue("idempotencyKey"), rebuild); err != nil {
 			return err
 		}
+		if !isHTMX(c) {
+			return back(c, "/projects/"+id.String())
+		}
 		v, err := h.Lifecycle.Project(ctx, u.ID, id)
 		if err != nil {
 			return err
 		}
-		if err := h.renderPreview(c, http.StatusOK, v); err != nil {
-			return err
-		}
-		credits, err := h.Lifecycle.Credits(ctx, u.ID)
-		if err != nil {
-			return err
-		}
-		// The header's balance changed too.
-		return views.Credits(credits, true).Render(ctx, c.Response())
+		return h.renderPreview(c, http.StatusOK, v)
 	}
 }
 
+// rebuildConfirm asks before a rebuild spends a credit: the dialog's content for htmx, a page
+// of its own for a browser without JavaScript.
 func (h *Handlers) rebuildConfirm(c echo.Context) error {
 	id, err := h.projectID(c)
 	if err != nil {
@@ -91,14 +161,22 @@ func (h *Handlers) rebuildConfirm(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	target := views.DOMID(views.Pane, v.Project.ID.String())
-	if card := views.DOMID(views.Card, v.Project.ID.String()); c.QueryParam("target") == card {
+	pid := v.Project.ID.String()
+	target := views.DOMID(views.Pane, pid)
+	if card := views.DOMID(views.Card, pid); c.QueryParam("target") == card {
 		target = card
 	}
-	return render(c, http.StatusOK, views.RebuildConfirm(v.Project.ID.String(), target, uuid.NewString(), u.Credits))
+	q := views.RebuildQuestion{ProjectID: pid, Target: target, Return: safeReturn(c.QueryParam("return"), "/projects/"+pid),
+		Key: previewVM(h.Lifecycle, v, time.Now(), "").IdempotencyKey(), CSRF: h.csrfToken(c), Credits: u.Credits}
+	if isHTMX(c) {
+		return render(c, http.StatusOK, views.RebuildDialog(q))
+	}
+	return render(c, http.StatusOK, views.RebuildConfirmPage(views.RebuildPage{Layout: h.layout(c, "Rebuild preview?"),
+		ProjectName: v.Project.Name, Question: q}))
 }
 
-// sandboxAction runs one lifecycle action on a founder's sandbox and re-renders its fragment.
+// sandboxAction runs one lifecycle action on a founder's sandbox. htmx gets the fragment it
+// targets, re-rendered; a form posted without JavaScript goes back where it came from.
 func (h *Handlers) sandboxAction(act func(echo.Context, uuid.UUID, uuid.UUID) error) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		id, err := h.sandboxID(c)
@@ -112,6 +190,9 @@ func (h *Handlers) sandboxAction(act func(echo.Context, uuid.UUID, uuid.UUID) er
 		v, err := h.Lifecycle.ProjectOfSandbox(c.Request().Context(), u.ID, id)
 		if err != nil {
 			return err
+		}
+		if !isHTMX(c) {
+			return back(c, "/projects/"+v.Project.ID.String())
 		}
 		return h.renderPreview(c, http.StatusOK, v)
 	}

@@ -25,7 +25,7 @@ func (h *Handlers) dashboard(c echo.Context) error {
 	h.Lifecycle.VerifyStale(ctx, rows...)
 	p := views.DashboardPage{Layout: h.layout(c, "Your projects")}
 	for _, r := range rows {
-		p.Projects = append(p.Projects, previewVM(r))
+		p.Projects = append(p.Projects, previewVM(h.Lifecycle, r, p.Now, p.CSRF))
 	}
 	return render(c, http.StatusOK, views.Dashboard(p))
 }
@@ -46,9 +46,14 @@ func (h *Handlers) projectPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	hist, err := h.Lifecycle.History(ctx, u.ID, id, v.EventID)
+	if err != nil {
+		return err
+	}
 	p := v.Project
-	vm := views.ProjectPage{Layout: h.layout(c, p.Name), Preview: previewVM(v), InstallCommand: p.InstallCommand,
-		StartCommand: p.StartCommand, Port: p.Port, PauseKind: string(p.PauseKind)}
+	l := h.layout(c, p.Name)
+	vm := views.ProjectPage{Layout: l, Preview: previewVM(h.Lifecycle, v, l.Now, l.CSRF), History: historyVM(p.ID.String(), hist, l.Now),
+		InstallCommand: p.InstallCommand, StartCommand: p.StartCommand, Port: p.Port, PauseKind: string(p.PauseKind)}
 	for _, f := range files {
 		vm.Files = append(vm.Files, views.File{Path: f.Path, Size: humanSize(f.Size)})
 	}

@@ -57,6 +57,7 @@ func (h *Handlers) routes(e *echo.Echo) {
 	app.POST("/sandboxes/:id/resume", h.sandboxAction(h.resume))
 	app.POST("/sandboxes/:id/verify", h.sandboxAction(h.verify))
 	app.POST("/sandboxes/:id/pause", h.sandboxAction(h.pause))
+	app.POST("/sandboxes/:id/keep-awake", h.sandboxAction(h.activity))
 
 	s.POST("/api/users", h.apiSignUp)
 	s.POST("/api/session", h.apiLogIn)

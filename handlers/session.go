@@ -11,6 +11,7 @@ import (
 	"mime"
 	"mime/multipart"
 	"net/http"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
@@ -206,9 +207,9 @@ func hasSession(c echo.Context) bool { return c.Get(ctxSessionKey) == true }
 // session shows no founder and no forms.
 func (h *Handlers) layout(c echo.Context, title string) views.Layout {
 	if !hasSession(c) {
-		return views.Layout{Title: title}
+		return views.Layout{Title: title, Now: time.Now()}
 	}
-	l := views.Layout{Title: title, CSRF: h.csrfToken(c)}
+	l := views.Layout{Title: title, CSRF: h.csrfToken(c), Now: time.Now()}
 	if u := currentUser(c); u != nil {
 		l.User = &views.User{ID: u.ID.String(), Email: u.Email, Credits: u.Credits}
 	}

@@ -81,6 +81,14 @@ func announce(ctx context.Context, tx db.Tx, sb db.Sandbox, source db.EventSourc
 		Source: source, Reason: reason}, sb.OwnerID)
 }
 
+// notifyUnchanged announces a sandbox whose status did not change but whose pages should be
+// drawn again (its idle deadline moved, its build reached another stage): the same message as a
+// change, which carries the newest event id, so pages swap in the fresh fragments.
+func (s *Service) notifyUnchanged(ctx context.Context, sb db.Sandbox) error {
+	payload, _ := json.Marshal(db.SandboxNotification{SandboxID: sb.ID, OwnerID: sb.OwnerID})
+	return s.q.Notify(ctx, db.NotifyParams{Channel: db.SandboxChannel, Payload: string(payload)})
+}
+
 func record(ctx context.Context, tx db.Tx, ev db.InsertSandboxEventParams, owner uuid.UUID) error {
 	row, err := tx.InsertSandboxEvent(ctx, ev)
 	if err != nil {

@@ -111,7 +111,10 @@ func (w *buildWorker) Work(ctx context.Context, job *river.Job[BuildArgs]) error
 // runBuild walks the build's steps, each under its own deadline.
 func (s *Service) runBuild(ctx context.Context, sb db.Sandbox, build db.Build, project db.Project) error {
 	stage := func(name string) error {
-		return s.q.SetBuildStage(ctx, db.SetBuildStageParams{ID: build.ID, Stage: name})
+		if err := s.q.SetBuildStage(ctx, db.SetBuildStageParams{ID: build.ID, Stage: name}); err != nil {
+			return err
+		}
+		return s.notifyUnchanged(ctx, sb) // "Preparing sandbox…" shows the stage as it goes
 	}
 	if err := stage(StageCreating); err != nil {
 		return err
@@ -304,7 +307,7 @@ func (s *Service) failBuild(ctx context.Context, sandboxID uuid.UUID, f *buildFa
 		if err := tx.SetSandboxKillRequested(ctx, sb.ID); err != nil {
 			return err
 		}
-		_, err = apply(ctx, tx, sb, Change{To: Terminated, Source: db.EventSourceBuild, Reason: "build_failed", KilledReason: ptr("build_failed")})
+		_, err = apply(ctx, tx, sb, Change{To: Terminated, Source: db.EventSourceBuild, Reason: reasonBuildFailed, KilledReason: ptr(reasonBuildFailed)})
 		if err != nil {
 			return err
 		}

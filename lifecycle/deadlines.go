@@ -30,6 +30,16 @@ func (c Config) idleSweepBefore(now time.Time) time.Time {
 	return now.Add(-c.IdleTimeout - sweepGrace)
 }
 
+// pauseJobTimeout is the longest a pause job may run.
+const pauseJobTimeout = 2 * time.Minute
+
+// pauseInFlight reports whether Sandman asked the provider to pause sb so recently (within a
+// pause job's timeout) that the job is still to record the pause, with its cause: the provider's
+// report of the same pause is then not a change of its own.
+func pauseInFlight(sb db.Sandbox, now time.Time) bool {
+	return sb.PauseRequestedAt != nil && now.Sub(*sb.PauseRequestedAt) < pauseJobTimeout
+}
+
 // verifyDue reports whether a page opened at now should queue a verification of sb: only
 // states the provider can contradict, last verified longer than VerifyStaleness ago.
 func (c Config) verifyDue(sb db.Sandbox, now time.Time) bool {

@@ -86,8 +86,8 @@ func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent, sour
 			}
 		case EventPaused:
 			// A pause we are already resuming from, or one the row shows, changes nothing.
-			if cur.Status != Running && cur.Status != Unknown {
-				return seen()
+			if cur.Status != Running && cur.Status != Unknown || pauseInFlight(cur, time.Now()) {
+				return seen() // or Sandman's own pause, which its job records with its cause
 			}
 			c.To, c.Reason = Paused, "paused by the provider"
 			kind, err := snapshotKindOf(ctx, tx, cur)

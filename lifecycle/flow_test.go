@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"regexp"
 	"strconv"
 	"testing"
@@ -155,6 +156,48 @@ func TestPreviewLifecycleEndToEnd(t *testing.T) {
 	}
 	if resumed := b.waitStatus(t, fresh.ID, lifecycle.Running, 30*time.Second); resumed.Recreated {
 		t.Fatal("the badge came back with the resume")
+	}
+
+	// The project's history names every cause, across both sandboxes, newest first. (The
+	// idle timeout is short here, so an idle pause may slip in after any running state.)
+	hist, err := b.svc.History(ctx, u.ID, p.ID, math.MaxInt64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireHistory(t, hist, "Build started (1 credit)", "Preview ready", "Paused after 4 s without activity",
+		"Resume started by you", "Resumed by you", "Found gone when checked with the provider",
+		"Rebuilt from your saved files (1 credit)", "Preview ready", "Resume started by you", "Resumed by you")
+	// Drawn with an older state, the history stops at that state's event.
+	if upTo, err := b.svc.History(ctx, u.ID, p.ID, hist[2].EventID); err != nil || len(upTo) == 0 || upTo[0] != hist[2] {
+		t.Fatalf("history up to %d starts with %+v (%v)", hist[2].EventID, upTo, err)
+	}
+	if other, err := b.svc.History(ctx, uuid.New(), p.ID, math.MaxInt64); err != nil || len(other) != 0 {
+		t.Fatalf("another founder reads this project's history: %v %v", other, err)
+	}
+}
+
+// requireHistory fails unless the history, read oldest first, holds want in that order, and
+// nothing in it but the sentences a founder is meant to read (a fallback means a move no rule
+// names).
+func requireHistory(t *testing.T, hist []lifecycle.HistoryEntry, want ...string) {
+	t.Helper()
+	var texts []string
+	for i := len(hist) - 1; i >= 0; i-- {
+		texts = append(texts, hist[i].Text)
+		if i > 0 && hist[i].EventID >= hist[i-1].EventID {
+			t.Fatalf("history not newest first: %+v", hist)
+		}
+	}
+	next := 0
+	for _, text := range texts {
+		if next < len(want) && text == want[next] {
+			next++
+		} else if text != "Paused after 4 s without activity" && text != "Paused by you" {
+			t.Fatalf("unexpected %q in the history %q (want %q in order)", text, texts, want)
+		}
+	}
+	if next < len(want) {
+		t.Fatalf("history %q lacks %q (want %q in order)", texts, want[next:], want)
 	}
 }
 

@@ -54,7 +54,7 @@ type pauseWorker struct {
 	s *Service
 }
 
-func (w *pauseWorker) Timeout(*river.Job[PauseArgs]) time.Duration { return 2 * time.Minute }
+func (w *pauseWorker) Timeout(*river.Job[PauseArgs]) time.Duration { return pauseJobTimeout }
 
 func (w *pauseWorker) Work(ctx context.Context, job *river.Job[PauseArgs]) error {
 	s := w.s
@@ -100,6 +100,11 @@ func (s *Service) pauseNow(ctx context.Context, sb db.Sandbox, cause pauseCause)
 		return db.MapError(err)
 	}
 	keepMemory := project.PauseKind == db.PauseKindMemory
+	// Say so first: the provider's own report of this pause may reach the reconcile or the
+	// events reader before the transition below, and must not be recorded as the provider's.
+	if err := s.q.SetSandboxPauseRequested(ctx, sb.ID); err != nil {
+		return err
+	}
 	pctx, cancel := context.WithTimeout(ctx, time.Minute)
 	err = s.providerPause(pctx, *sb.ProviderID, keepMemory)
 	cancel()

@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -17,6 +18,19 @@ type ProjectView struct {
 	Sandbox   *db.Sandbox
 	// EventID is the sandbox's newest event: the version of this state for live updates.
 	EventID int64
+	// LastChange is that event as the founder reads it: why the preview is in its state.
+	LastChange HistoryEntry
+	// SleepsAt is when a running sandbox is paused unless someone looks at it; zero otherwise.
+	SleepsAt time.Time
+}
+
+// withSandbox completes the view with its current sandbox, build and newest event.
+func (s *Service) withSandbox(v *ProjectView, sb db.Sandbox, b db.Build, last db.SandboxEvent) {
+	v.Sandbox, v.Build = &sb, &b
+	v.EventID, v.LastChange = last.ID, s.entry(last, b.Kind)
+	if sb.Status == Running {
+		v.SleepsAt = s.cfg.idleDeadline(sb)
+	}
 }
 
 // Projects returns the founder's projects with their current state. Like every read here it
@@ -39,7 +53,7 @@ func (s *Service) Projects(ctx context.Context, owner uuid.UUID) ([]ProjectView,
 	for i, p := range projects {
 		out[i] = ProjectView{Project: p.Project, FileCount: int(p.FileCount)}
 		if c, ok := byProject[p.Project.ID]; ok {
-			out[i].Sandbox, out[i].Build, out[i].EventID = &c.Sandbox, &c.Build, c.LastEventID
+			s.withSandbox(&out[i], c.Sandbox, c.Build, c.SandboxEvent)
 		}
 	}
 	return out, nil
@@ -71,9 +85,12 @@ func (s *Service) Project(ctx context.Context, owner, projectID uuid.UUID) (Proj
 	if err != nil {
 		return v, err
 	}
-	v.Sandbox, v.Build = &sb, &b
-	v.EventID, err = s.q.GetLatestSandboxEventID(ctx, sb.ID)
-	return v, err
+	last, err := s.q.GetLatestSandboxEvent(ctx, sb.ID)
+	if err != nil {
+		return v, err
+	}
+	s.withSandbox(&v, sb, b, last)
+	return v, nil
 }
 
 // ProjectOfSandbox returns the project view a founder's sandbox belongs to.
@@ -93,6 +110,9 @@ func (s *Service) Credits(ctx context.Context, owner uuid.UUID) (int32, error) {
 
 // IdleTimeout is how long a sandbox may go without activity before it is paused.
 func (s *Service) IdleTimeout() int64 { return s.cfg.IdleTimeout.Milliseconds() }
+
+// IdleTimeoutText is the idle timeout as pages write it ("3 min").
+func (s *Service) IdleTimeoutText() string { return DurationText(s.cfg.IdleTimeout) }
 
 // SandboxTimeout is the lifetime each create or connect gives a sandbox.
 func (s *Service) SandboxTimeout() int64 { return s.cfg.SandboxTimeout.Milliseconds() }

@@ -93,15 +93,15 @@ func (w *resumeWorker) Work(ctx context.Context, job *river.Job[ResumeArgs]) err
 			break // a lost sandbox does not come back on a second try
 		}
 	}
-	cause := CauseUnreachable
+	cause, reason := CauseUnreachable, reasonResumeUnreachable
 	if isNotFound(lastErr) {
-		cause = CauseNotFound
+		cause, reason = CauseNotFound, reasonResumeNotFound
 	}
 	_, err = s.transition(context.WithoutCancel(ctx), sb.ID, func(_ db.Tx, cur db.Sandbox) (*Change, error) {
 		if cur.Status != Resuming {
 			return nil, nil
 		}
-		return &Change{To: ResumeFailed, Source: db.EventSourceUser, Reason: "resume_failed", FailureCause: cause}, nil
+		return &Change{To: ResumeFailed, Source: db.EventSourceUser, Reason: reason, FailureCause: cause}, nil
 	})
 	return err
 }
@@ -143,14 +143,19 @@ func firstNonEmpty(a, b string) string {
 	return b
 }
 
-// Activity records that the founder is looking at the sandbox, moving its idle deadline.
+// Activity records that the founder is looking at the sandbox (the build page while visible,
+// or Keep awake), moving its idle deadline. A running sandbox's pages are told, so every
+// countdown to its sleep stays true.
 func (s *Service) Activity(ctx context.Context, owner, sandboxID uuid.UUID) error {
 	if _, err := s.OwnedSandbox(ctx, owner, sandboxID); err != nil {
 		return err
 	}
-	_, err := s.q.TouchSandboxActivity(ctx, db.TouchSandboxActivityParams{ID: sandboxID, OwnerID: owner})
+	sb, err := s.q.TouchSandboxActivity(ctx, db.TouchSandboxActivityParams{ID: sandboxID, OwnerID: owner})
 	if db.IsNotFound(err) {
 		return nil // touched within the last second already
 	}
-	return err
+	if err != nil || sb.Status != Running {
+		return err
+	}
+	return s.notifyUnchanged(ctx, sb)
 }

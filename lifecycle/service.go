@@ -206,7 +206,7 @@ func (s *Service) replaceCurrent(ctx context.Context, tx db.Tx, projectID uuid.U
 	if err := tx.SetSandboxKillRequested(ctx, cur.ID); err != nil {
 		return err
 	}
-	if _, err := apply(ctx, tx, cur, Change{To: Terminated, Source: db.EventSourceUser, Reason: "replaced", KilledReason: ptr("replaced")}); err != nil {
+	if _, err := apply(ctx, tx, cur, Change{To: Terminated, Source: db.EventSourceUser, Reason: reasonReplaced, KilledReason: ptr(reasonReplaced)}); err != nil {
 		return err
 	}
 	if cur.ProviderID != nil {
@@ -223,7 +223,7 @@ func (s *Service) createSandboxRow(ctx context.Context, tx db.Tx, owner, project
 	if err != nil {
 		return sb, err
 	}
-	return sb, announce(ctx, tx, sb, db.EventSourceUser, "created")
+	return sb, announce(ctx, tx, sb, db.EventSourceUser, reasonCreated)
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -76,6 +76,9 @@ func (s *Service) syncTo(ctx context.Context, id uuid.UUID, ps ProviderState, so
 		if cur.Status == ps.State {
 			return nil, tx.MarkSandboxVerified(ctx, db.MarkSandboxVerifiedParams{ID: cur.ID})
 		}
+		if ps.State == Paused && pauseInFlight(cur, time.Now()) {
+			return nil, nil // Sandman's own pause: its job records it, with its cause
+		}
 		c := &Change{To: ps.State, Source: source, Reason: "synced with provider", Verified: true}
 		if ps.State == Running && !ps.EndAt.IsZero() {
 			c.EndAt = &ps.EndAt

@@ -6,8 +6,20 @@ RETURNING *;
 -- name: ListSandboxEvents :many
 SELECT * FROM sandbox_events WHERE sandbox_id = @sandbox_id ORDER BY id;
 
--- name: GetLatestSandboxEventID :one
-SELECT coalesce(max(id), 0)::bigint FROM sandbox_events WHERE sandbox_id = @sandbox_id;
+-- name: GetLatestSandboxEvent :one
+-- The sandbox's newest event: its state's version for live updates, and why it is in it.
+SELECT * FROM sandbox_events WHERE sandbox_id = @sandbox_id ORDER BY id DESC LIMIT 1;
+
+-- name: ListProjectHistory :many
+-- A project's newest events up to a given one, across all its sandboxes (each rebuild makes a
+-- new one), with the kind of build each sandbox ran: the build page's history.
+SELECT sqlc.embed(e), b.kind AS build_kind
+FROM sandbox_events e
+JOIN sandboxes s ON s.id = e.sandbox_id
+JOIN builds b ON b.id = s.build_id
+WHERE s.project_id = @project_id AND s.owner_id = @owner_id AND e.id <= @up_to
+ORDER BY e.id DESC
+LIMIT @max_events;
 
 -- name: LatestSandboxEventFromProvider :one
 -- Whether the sandbox's newest change came from a provider event (it carries the provider's time).

@@ -20,10 +20,11 @@ SELECT * FROM sandboxes WHERE id = @id FOR UPDATE;
 SELECT * FROM sandboxes WHERE project_id = @project_id ORDER BY created_at DESC LIMIT 1;
 
 -- name: ListCurrentSandboxesByOwner :many
--- Each project's newest sandbox with its build, for the dashboard and the JSON API.
-SELECT DISTINCT ON (s.project_id) sqlc.embed(s), sqlc.embed(b),
-       (SELECT coalesce(max(e.id), 0) FROM sandbox_events e WHERE e.sandbox_id = s.id)::bigint AS last_event_id
+-- Each project's newest sandbox with its build and its newest event (every sandbox has one from
+-- its creation), for the dashboard and the JSON API.
+SELECT DISTINCT ON (s.project_id) sqlc.embed(s), sqlc.embed(b), sqlc.embed(e)
 FROM sandboxes s JOIN builds b ON b.id = s.build_id
+JOIN sandbox_events e ON e.id = (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)
 WHERE s.owner_id = @owner_id
 ORDER BY s.project_id, s.created_at DESC;
 
@@ -43,7 +44,8 @@ UPDATE sandboxes SET
     failure_cause    = @failure_cause,
     last_event_at    = greatest(last_event_at, sqlc.narg('event_at')),
     last_verified_at = coalesce(sqlc.narg('verified_at'), last_verified_at),
-    verification_failures = CASE WHEN sqlc.narg('verified_at')::timestamptz IS NULL THEN verification_failures ELSE 0 END
+    verification_failures = CASE WHEN sqlc.narg('verified_at')::timestamptz IS NULL THEN verification_failures ELSE 0 END,
+    pause_requested_at = NULL
 WHERE id = @id AND version = @version
 RETURNING *;
 
@@ -56,6 +58,10 @@ RETURNING *;
 
 -- name: SetSandboxEndAt :exec
 UPDATE sandboxes SET end_at = @end_at WHERE id = @id;
+
+-- name: SetSandboxPauseRequested :exec
+-- Sandman is about to ask the provider to pause this running sandbox; not a state change.
+UPDATE sandboxes SET pause_requested_at = now() WHERE id = @id AND status IN ('running', 'unknown');
 
 -- name: SetSandboxKillRequested :exec
 UPDATE sandboxes SET kill_requested = true WHERE id = @id;

@@ -3,6 +3,8 @@ package views
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/a-h/templ"
 )
 
 func csrfHeader(token string) string {
@@ -24,6 +26,15 @@ func invalidClass(errs map[string]string, name string) string {
 	return ""
 }
 
+// invalidAttrs mark a field with an error as invalid and point to the error's text (fieldError),
+// so a screen reader reads why.
+func invalidAttrs(errs map[string]string, name string) templ.Attributes {
+	if _, ok := errs[name]; ok {
+		return templ.Attributes{"aria-invalid": "true", "aria-describedby": "err-" + name}
+	}
+	return templ.Attributes{}
+}
+
 func fileCount(n int) string {
 	if n == 1 {
 		return "1 file"
@@ -36,9 +47,4 @@ func pauseKindText(k string) string {
 		return "Files only (the dev server restarts on resume)"
 	}
 	return "Memory snapshot"
-}
-
-func keyVals(key string) string {
-	b, _ := json.Marshal(map[string]string{"idempotencyKey": key})
-	return string(b)
 }

@@ -1,24 +1,42 @@
 package views
 
+import (
+	"fmt"
+	"time"
+)
+
 // Preview is one project's current build and sandbox as the card and the pane show them.
 type Preview struct {
 	ProjectID   string
 	ProjectName string
 	Source      string
 	FileCount   int
-	// SandboxID is empty before the first build.
+	// SandboxID and BuildID are empty before the first build.
 	SandboxID    string
+	BuildID      string
 	Status       string // the sandbox status enum value
 	Stage        string // build stage while starting
 	BuildStatus  string // queued, building, ready, failed; empty before the first build
 	BuildError   string
 	PreviewURL   string
 	FailureCause string
+	SnapshotKind string // memory or filesystem while paused
 	Recreated    bool
-	// Key is a fresh idempotency key for the Build button rendered with this fragment.
-	Key string
+	// Why is the sentence of the sandbox's newest event (why it is in its state), and WhyAt
+	// when it happened.
+	Why   string
+	WhyAt time.Time
+	// SleepsAt is when a running preview is paused unless someone looks at it; IdleFor is the
+	// configured idle timeout as text ("3 min").
+	SleepsAt time.Time
+	IdleFor  string
 	// EventID is the sandbox event this state follows from (the live stream's message id).
 	EventID int64
+	// Now is the render's clock (relative times and countdowns).
+	Now time.Time
+	// CSRF is the session's token for the forms' hidden field, which only a browser without
+	// JavaScript needs. Fragments for the live feed leave it empty: htmx sends the header.
+	CSRF string
 }
 
 // Fragment names one of the two places a project's preview is shown.
@@ -36,6 +54,18 @@ const (
 // fragment's buttons, so views, handlers and live all take it from here.
 func DOMID(f Fragment, projectID string) string { return string(f) + "-" + projectID }
 
+// HistoryID is the id of a project's history on its build page, which the pane's message
+// replaces out of band.
+func HistoryID(projectID string) string { return "history-" + projectID }
+
+// ReturnPath is the page a fragment's forms go back to without JavaScript.
+func ReturnPath(f Fragment, projectID string) string {
+	if f == Card {
+		return "/"
+	}
+	return "/projects/" + projectID
+}
+
 // Built reports whether the project has a sandbox (a first build was started).
 func (p Preview) Built() bool { return p.SandboxID != "" }
 
@@ -52,10 +82,21 @@ func (p Preview) Live() bool { return p.Status == "running" && !p.BuildFailed() 
 func (p Preview) Resuming() bool { return p.Status == "resuming" }
 
 // ResumeFailed reports whether the last resume failed: its cause is shown.
-func (p Preview) ResumeFailed() bool { return p.Status == "resume_failed" }
+func (p Preview) ResumeFailed() bool { return p.Status == "resume_failed" && !p.BuildFailed() }
 
 // Busy reports whether something is in progress, which the spinner shows.
 func (p Preview) Busy() bool { return p.Building() || p.Resuming() }
+
+// IdempotencyKey is the key the Build or Rebuild form sends. It names what the request is
+// about (the project's first build, or replacing this build), so a double submit of one form,
+// or the same question answered in two tabs, charges once, while the next rebuild (of the
+// build this one makes) is a new key.
+func (p Preview) IdempotencyKey() string {
+	if !p.Built() {
+		return "build-" + p.ProjectID
+	}
+	return "rebuild-" + p.BuildID
+}
 
 // stateCopy is the founder-facing text of each state (docs/states.md, exact copy).
 type stateCopy struct {
@@ -63,20 +104,26 @@ type stateCopy struct {
 	Line    string // one line of explanation under the heading
 	Card    string // dashboard card status
 	CardSub string // card's second line
-	Class   string // "ok", "sleep", "busy", "gone", "warn"
+	Class   string // "ok", "sleep", "busy", "gone", "warn": the colour, never the only signal
+	Icon    string // the state's icon (icons.templ)
 }
 
 var states = map[string]stateCopy{
-	"starting":      {Heading: "Preparing sandbox…", Line: "Creating the sandbox and starting your dev server.", Card: "Building", Class: "busy"},
-	"running":       {Heading: "Live preview ready", Card: "Ready", CardSub: "Live preview ready", Class: "ok"},
-	"paused":        {Heading: "Your preview is sleeping.", Line: "It was paused to save resources. Resuming takes a moment.", Card: "Ready", CardSub: "Your preview is sleeping.", Class: "sleep"},
-	"resuming":      {Heading: "Resuming preview...", Line: "Waking the sandbox and checking the dev server.", Card: "Ready", CardSub: "Resuming preview...", Class: "busy"},
-	"resume_failed": {Heading: "Resume failed", Card: "Ready", CardSub: "Resume failed", Class: "gone"},
-	"killed":        {Heading: "Sandbox not found", Line: "The sandbox is gone. Rebuild the preview from your saved files.", Card: "Preview gone", Class: "gone"},
-	"expired":       {Heading: "Sandbox expired", Line: "Its time ran out. Rebuild the preview from your saved files.", Card: "Preview expired", Class: "gone"},
-	"terminated":    {Heading: "Sandbox stopped", Line: "This sandbox was stopped. Rebuild the preview from your saved files.", Card: "Preview stopped", Class: "gone"},
-	"unknown":       {Heading: "Connection issue", Line: "We can't reach the sandbox provider right now to check this preview.", Card: "Ready", CardSub: "Connection issue", Class: "warn"},
+	"starting":      {Heading: "Preparing sandbox…", Card: "Building", Class: "busy", Icon: "build"},
+	"running":       {Heading: "Live preview ready", Card: "Ready", CardSub: "Live preview ready", Class: "ok", Icon: "live"},
+	"paused":        {Heading: "Your preview is sleeping.", Card: "Ready", CardSub: "Your preview is sleeping.", Class: "sleep", Icon: "sleep"},
+	"resuming":      {Heading: "Resuming preview...", Line: "Waking the sandbox and checking the dev server.", Card: "Ready", CardSub: "Resuming preview...", Class: "busy", Icon: "wake"},
+	"resume_failed": {Heading: "Resume failed", Card: "Ready", CardSub: "Resume failed", Class: "gone", Icon: "failed"},
+	"killed":        {Heading: "Sandbox not found", Line: "The sandbox is gone. Rebuild the preview from your saved files.", Card: "Preview gone", Class: "gone", Icon: "gone"},
+	"expired":       {Heading: "Sandbox expired", Line: "Its time ran out. Rebuild the preview from your saved files.", Card: "Preview expired", Class: "gone", Icon: "expired"},
+	"terminated":    {Heading: "Sandbox stopped", Line: "This sandbox was stopped. Rebuild the preview from your saved files.", Card: "Preview stopped", Class: "gone", Icon: "stopped"},
+	"unknown":       {Heading: "Connection issue", Line: "We can't reach the sandbox provider right now to check this preview.", Card: "Ready", CardSub: "Connection issue", Class: "warn", Icon: "warn"},
 }
+
+var (
+	notBuilt    = stateCopy{Heading: "Not built yet", Line: "Build the project to get a live preview.", Card: "Not built yet", CardSub: "No preview yet", Class: "sleep", Icon: "new"}
+	buildFailed = stateCopy{Heading: "Build failed", Card: "Failed", Class: "gone", Icon: "broken"}
+)
 
 var stageText = map[string]string{
 	"":           "Queued",
@@ -89,33 +136,143 @@ var stageText = map[string]string{
 
 func (p Preview) copy() stateCopy {
 	if !p.Built() {
-		return stateCopy{Heading: "Not built yet", Line: "Build the project to get a live preview.", Card: "Not built yet", CardSub: "No preview yet", Class: "sleep"}
+		return notBuilt
 	}
 	if p.BuildFailed() {
-		return stateCopy{Heading: "Build failed", Line: p.BuildError, Card: "Failed", CardSub: p.BuildError, Class: "gone"}
+		// The build's error is its line (the failed command and its output, or why the credit
+		// was refunded), on the card too.
+		c := buildFailed
+		c.Line, c.CardSub = p.BuildError, p.BuildError
+		return c
 	}
 	return states[p.Status]
 }
 
-// action names the one primary action a state offers.
-func (p Preview) action() string {
+// line is the pane's explanation under the heading: the build stage while building, the cause
+// of a failed resume, else the state's own line.
+func (p Preview) line() string {
 	switch {
-	case !p.Built():
-		return "build"
-	case p.BuildFailed():
-		return "rebuild"
+	case p.Building():
+		return p.stage()
+	case p.ResumeFailed():
+		return p.FailureCause
+	}
+	return p.copy().Line
+}
+
+// cardSub is the card's second line: the build stage while building, else the state's.
+func (p Preview) cardSub() string {
+	if p.Building() {
+		return p.stage()
+	}
+	return p.copy().CardSub
+}
+
+// showWhy reports whether the newest event's sentence is shown: for a sleeping or gone preview,
+// whose cause varies (idle, the founder, the provider…); other states say theirs already.
+func (p Preview) showWhy() bool {
+	if p.Why == "" || !p.Built() || p.BuildFailed() {
+		return false
 	}
 	switch p.Status {
-	case "paused":
-		return "resume"
-	case "resume_failed", "killed", "expired", "terminated":
-		return "rebuild"
-	case "unknown":
-		return "retry"
-	case "running":
-		return "open"
+	case "paused", "killed", "expired", "terminated":
+		return true
 	}
-	return ""
+	return false
 }
 
 func (p Preview) stage() string { return stageText[p.Stage] }
+
+// Costs shown beside the actions.
+const (
+	costCredit       = "1 credit"
+	costResumeMemory = "Free · about a second"
+	costResumeFiles  = "Free · restarts the dev server"
+)
+
+// control is one action of a fragment: a form that posts (htmx enhances it, a browser without
+// JavaScript posts it and is sent back), the rebuild's question, or a link.
+type control struct {
+	Kind    string // "post", "rebuild", "open", "copy", "waiting"
+	Path    string // what the form posts to, or the link
+	Label   string
+	TestID  string
+	Cost    string
+	Key     string // the idempotency key a build form sends
+	Primary bool
+}
+
+// controls are the fragment's actions, in order (docs/states.md: the one action of each state).
+func (p Preview) controls() []control {
+	rebuild := control{Kind: "rebuild", Path: "/projects/" + p.ProjectID + "/rebuild", Label: "Rebuild", TestID: "rebuild", Cost: costCredit, Primary: true}
+	sandbox := "/sandboxes/" + p.SandboxID
+	switch {
+	case !p.Built():
+		return []control{{Kind: "post", Path: "/projects/" + p.ProjectID + "/build", Label: "Build", TestID: "build",
+			Cost: costCredit, Key: p.IdempotencyKey(), Primary: true}}
+	case p.BuildFailed():
+		return []control{rebuild}
+	}
+	switch p.Status {
+	case "paused":
+		return []control{{Kind: "post", Path: sandbox + "/resume", Label: "Resume preview", TestID: "resume", Cost: p.resumeCost(), Primary: true}}
+	case "resuming":
+		return []control{{Kind: "waiting", Label: "Resume preview", TestID: "resume", Primary: true}}
+	case "resume_failed", "killed", "expired", "terminated":
+		return []control{rebuild}
+	case "unknown":
+		return []control{{Kind: "post", Path: sandbox + "/verify", Label: "Retry", TestID: "retry"}, rebuild}
+	case "running":
+		return []control{
+			{Kind: "open", Path: p.PreviewURL, Label: "Open", TestID: "open"},
+			{Kind: "copy", Path: p.PreviewURL, Label: "Copy URL", TestID: "copy-url"},
+			{Kind: "post", Path: sandbox + "/pause", Label: "Pause", TestID: "pause"},
+		}
+	}
+	return nil
+}
+
+// keepAwake is the running card's action beside its countdown.
+func (p Preview) keepAwake() control {
+	return control{Kind: "post", Path: "/sandboxes/" + p.SandboxID + "/keep-awake", Label: "Keep awake", TestID: "keep-awake"}
+}
+
+// resumeCost is what resuming costs: nothing, and a memory snapshot is back at once while a
+// files-only snapshot boots and starts the dev server again.
+func (p Preview) resumeCost() string {
+	if p.SnapshotKind == "filesystem" {
+		return costResumeFiles
+	}
+	return costResumeMemory
+}
+
+// agoText is how long ago at was, as the history and the card say it ("2 min ago").
+// static/js/app.js keeps it current with the same rule.
+func agoText(at, now time.Time) string {
+	d := now.Sub(at)
+	switch {
+	case d < time.Minute:
+		return "just now"
+	case d < time.Hour:
+		return fmt.Sprintf("%d min ago", d/time.Minute)
+	case d < 24*time.Hour:
+		return fmt.Sprintf("%d h ago", d/time.Hour)
+	}
+	return fmt.Sprintf("%d d ago", d/(24*time.Hour))
+}
+
+// sleepsInText is the running card's countdown to its idle pause, in whole minutes left
+// (rounded down: it never sleeps sooner than it says). static/js/app.js counts it down with the
+// same rule.
+func sleepsInText(at, now time.Time) string {
+	d := at.Sub(now)
+	if d < time.Minute {
+		return "Sleeping in less than a minute"
+	}
+	return fmt.Sprintf("Sleeping in %d min", d/time.Minute)
+}
+
+// exactTime is an instant for the datetime attribute; exactText is how the page writes it
+// before its script rewrites it in the browser's time zone.
+func exactTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+func exactText(t time.Time) string { return t.UTC().Format("2 Jan 2006, 15:04:05 UTC") }

@@ -1,12 +1,18 @@
 // Package views renders Sandman's pages and fragments with templ. Components take typed view
-// models built by the handlers and never query anything themselves.
+// models built by the handlers and never query anything themselves. A view model holds every
+// value its markup shows, the render's clock included, so one model always renders the same.
 package views
+
+import "time"
 
 // Layout is what every full page needs.
 type Layout struct {
 	Title string
 	CSRF  string
 	User  *User // nil when logged out
+	// Now is the server's clock at render: the page's scripts count relative times and
+	// countdowns from it, whatever the browser's clock says.
+	Now time.Time
 }
 
 // User is the logged-in founder as the header shows them.
@@ -32,10 +38,11 @@ type DashboardPage struct {
 	Projects []Preview
 }
 
-// ProjectPage shows one project: its preview pane, settings and files.
+// ProjectPage shows one project: its preview pane, history, settings and files.
 type ProjectPage struct {
 	Layout
 	Preview        Preview
+	History        History
 	InstallCommand string
 	StartCommand   string
 	Port           int32
@@ -85,4 +92,37 @@ type ErrorPage struct {
 	Status  int
 	Heading string
 	Message string
+}
+
+// History is a project's recent changes, newest first, on its build page.
+type History struct {
+	ProjectID string
+	Entries   []HistoryEntry
+	Now       time.Time // the render's clock, for "2 min ago"
+}
+
+// HistoryEntry is one change: when, and the sentence that names its cause.
+type HistoryEntry struct {
+	At   time.Time
+	Text string
+}
+
+// RebuildQuestion asks before a rebuild spends a credit: in the dialog (JavaScript) or on a
+// page of its own (without).
+type RebuildQuestion struct {
+	ProjectID string
+	// Target is the fragment the answer replaces (DOMID of the card or the pane).
+	Target string
+	// Return is where a form without JavaScript goes back to (a path of Sandman's).
+	Return  string
+	Key     string // the rebuild's idempotency key (Preview.IdempotencyKey)
+	CSRF    string
+	Credits int32
+}
+
+// RebuildPage is the rebuild's confirmation without JavaScript.
+type RebuildPage struct {
+	Layout
+	ProjectName string
+	Question    RebuildQuestion
 }

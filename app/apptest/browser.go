@@ -13,6 +13,7 @@ import (
 
 	"sandman/internal/testkit"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 )
@@ -20,28 +21,68 @@ import (
 // ChromiumPath is where the browser tests expect Debian's Chromium (`make deps` installs it).
 const ChromiumPath = "/usr/bin/chromium"
 
-// Browser is one headless Chromium for a test; its tabs share cookies, like a person's browser.
+// Browser is a person's browser in a test: its tabs share cookies, storage and workers (the
+// shared event stream), and nothing with another test's Browser. Every Browser of a test binary
+// lives in one headless Chromium, started on first use (CloseBrowsers ends it).
 type Browser struct{ ctx context.Context }
 
-// NewBrowser starts Chromium for the test and stops it when the test ends. Without Chromium
-// the test fails: browser tests are part of the suite, not optional.
-func NewBrowser(t testing.TB) *Browser {
-	t.Helper()
-	if _, err := os.Stat(ChromiumPath); err != nil {
-		t.Fatalf("browser tests need Debian's Chromium at %s: run `make deps` (apt-get install -y chromium)", ChromiumPath)
+// chromium is the test binary's one browser process.
+var chromium struct {
+	once    sync.Once
+	ctx     context.Context
+	cancel  func()
+	dataDir string
+	err     error
+}
+
+func startChromium() {
+	chromium.dataDir, chromium.err = os.MkdirTemp("", "sandman-chromium-")
+	if chromium.err != nil {
+		return
 	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(ChromiumPath), chromedp.NoSandbox, chromedp.DisableGPU,
 		// This machine has no internet: background fetches would only fail noisily.
 		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true),
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1100, 800))
+		chromedp.UserDataDir(chromium.dataDir), chromedp.WindowSize(1280, 800))
+	// The kernel ends the browser with the test binary (chromedp sets Pdeathsig), so a binary
+	// that does not call CloseBrowsers leaves only the data directory behind.
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelBrowser := chromedp.NewContext(alloc)
-	t.Cleanup(func() { cancelBrowser(); cancelAlloc() })
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start Chromium: %v", err)
+	chromium.ctx, chromium.cancel = ctx, func() { cancelBrowser(); cancelAlloc() }
+	chromium.err = chromedp.Do(ctx)
+}
+
+// CloseBrowsers ends the test binary's Chromium, if it started; a TestMain that runs browser
+// tests calls it after the tests.
+func CloseBrowsers() {
+	if chromium.cancel != nil {
+		chromium.cancel()
 	}
+	if chromium.dataDir != "" {
+		_ = os.RemoveAll(chromium.dataDir)
+	}
+}
+
+// NewBrowser gives the test a browser of its own (a separate browser context of the binary's
+// Chromium), closed when the test ends. Without Chromium the test fails: browser tests are
+// part of the suite, not optional.
+func NewBrowser(t testing.TB) *Browser {
+	t.Helper()
+	if _, err := os.Stat(ChromiumPath); err != nil {
+		t.Fatalf("browser tests need Debian's Chromium at %s: run `make deps` (apt-get install -y chromium)", ChromiumPath)
+	}
+	chromium.once.Do(startChromium)
+	if chromium.err != nil {
+		t.Fatalf("start Chromium: %v", chromium.err)
+	}
+	ctx, cancel := chromedp.NewContext(chromium.ctx, chromedp.WithNewBrowserContext())
+	if err := chromedp.Do(ctx); err != nil { // its first tab, blank, holds the browser context
+		cancel()
+		t.Fatalf("open a browser context: %v", err)
+	}
+	t.Cleanup(cancel)
 	return &Browser{ctx: ctx}
 }
 
@@ -56,11 +97,29 @@ type Tab struct {
 // artifact directory (go test -artifacts keeps it).
 func (b *Browser) Open(t testing.TB, url string) *Tab {
 	t.Helper()
+	return b.open(t, url, false)
+}
+
+// OpenWithoutJavaScript opens url in a new tab that runs no script at all, as a browser with
+// JavaScript turned off.
+func (b *Browser) OpenWithoutJavaScript(t testing.TB, url string) *Tab {
+	t.Helper()
+	return b.open(t, url, true)
+}
+
+func (b *Browser) open(t testing.TB, url string, noScript bool) *Tab {
+	t.Helper()
 	ctx, cancel := chromedp.NewContext(b.ctx)
 	tab := &Tab{ctx: ctx}
 	if err := chromedp.Do(ctx); err != nil { // opens the tab, so its events can be followed
 		cancel()
 		t.Fatal(err)
+	}
+	if noScript {
+		if _, err := chromedp.Call(ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true}); err != nil {
+			cancel()
+			t.Fatal(err)
+		}
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -84,19 +143,61 @@ func (b *Browser) Open(t testing.TB, url string) *Tab {
 }
 
 func (tab *Tab) screenshot(t testing.TB) {
-	ctx, cancel := context.WithTimeout(tab.ctx, 10*time.Second)
-	defer cancel()
-	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
-	if err != nil {
-		t.Logf("screenshot: %v", err)
-		return
-	}
 	name := filepath.Join(t.ArtifactDir(), "tab-"+strings.ReplaceAll(time.Now().Format("150405.000"), ".", "")+".png")
-	if err := os.WriteFile(name, png, 0o644); err != nil {
+	if err := tab.saveScreenshot(name); err != nil {
 		t.Logf("screenshot: %v", err)
 		return
 	}
 	t.Logf("screenshot of the failing tab: %s", name)
+}
+
+// SaveScreenshot saves a PNG of the tab's whole page (beyond the window too) at path.
+func (tab *Tab) SaveScreenshot(t testing.TB, path string) {
+	t.Helper()
+	if err := tab.saveScreenshot(path); err != nil {
+		t.Fatalf("screenshot %s: %v", path, err)
+	}
+}
+
+func (tab *Tab) saveScreenshot(path string) error {
+	ctx, cancel := context.WithTimeout(tab.ctx, 10*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, png, 0o644)
+}
+
+// Phone is the width of the phones the pages must fit (an iPhone's 390 CSS pixels).
+const Phone = 390
+
+// Viewport makes the tab a screen of width×height CSS pixels: a phone's (touch, its viewport
+// meta honoured) when width is Phone or less, else a desktop window's.
+func (tab *Tab) Viewport(t testing.TB, width, height int64) {
+	t.Helper()
+	opts := []chromedp.EmulateViewportOption{chromedp.EmulatePortrait}
+	if width <= Phone {
+		opts = append(opts, chromedp.EmulateMobile)
+	}
+	tab.Do(t, chromedp.EmulateViewport(width, height, opts...))
+}
+
+// Overflow describes what makes the page wider than its window (nothing scrolls sideways when
+// it is empty): the page's widths and the elements that stick out on the right.
+func (tab *Tab) Overflow(t testing.TB) string {
+	t.Helper()
+	return Eval[string](t, tab, `(() => {
+		const root = document.documentElement, w = root.clientWidth;
+		if (root.scrollWidth <= w && document.body.scrollWidth <= w) return "";
+		const out = [];
+		for (const el of document.body.querySelectorAll("*")) {
+			const r = el.getBoundingClientRect();
+			if (r.width > 0 && r.right > w + 0.5) out.push(el.tagName.toLowerCase() + (el.id ? "#" + el.id : "") +
+				(el.className && typeof el.className === "string" ? "." + el.className.trim().split(/\s+/).join(".") : "") + " right=" + Math.round(r.right));
+		}
+		return "page " + root.scrollWidth + " px wide in a " + w + " px window: " + out.slice(0, 12).join(", ");
+	})()`)
 }
 
 // Do runs actions in the tab, failing the test on an error or after 30 s.
@@ -109,10 +210,11 @@ func (tab *Tab) Do(t testing.TB, actions ...chromedp.Action[chromedp.Void]) {
 	}
 }
 
-// Eval runs JavaScript in the tab and returns its result.
-func Eval[T any](t testing.TB, tab *Tab, js string) T {
+// Eval runs JavaScript in the tab and returns its result (with chromedp.EvalAwaitPromise, the
+// result of the promise it returns).
+func Eval[T any](t testing.TB, tab *Tab, js string, opts ...chromedp.EvaluateOption) T {
 	t.Helper()
-	v, err := chromedp.Run(tab.ctx, chromedp.Evaluate[T](js))
+	v, err := chromedp.Run(tab.ctx, chromedp.Evaluate[T](js, opts...))
 	if err != nil {
 		t.Fatalf("%s: %v", js, err)
 	}

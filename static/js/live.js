@@ -70,6 +70,22 @@
   document.addEventListener("htmx:afterSettle", () => current && current.catchUp());
 })();
 
+// A fragment never goes back to an older state than the one it shows (data-event-id): an
+// action's answer read just before a change the stream has already brought, or a stream
+// message older than the page, is dropped (its out-of-band parts with it). Equal is the same
+// state drawn again (a moved deadline, a build stage) and is swapped in.
+(function () {
+  const older = (id, el) => el?.dataset?.eventId !== undefined && Number(id) < Number(el.dataset.eventId);
+  document.addEventListener("htmx:beforeSwap", (ev) => {
+    const target = ev.detail.target;
+    const m = /data-event-id="(\d+)"/.exec(ev.detail.serverResponse || "");
+    if (m && target?.matches?.("[sse-swap][data-event-id]") && older(m[1], target)) ev.detail.shouldSwap = false;
+  });
+  document.addEventListener("htmx:sseBeforeMessage", (ev) => {
+    if (older(ev.detail.lastEventId, ev.target)) ev.preventDefault();
+  });
+})();
+
 // The build page tells Sandman the founder is looking, while the tab is visible, at most once a
 // minute; that moves the sandbox's idle deadline.
 (function () {

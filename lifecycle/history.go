@@ -1,0 +1,161 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"sandman/db"
+)
+
+// HistoryLength is how many of a project's changes its build page lists.
+const HistoryLength = 20
+
+// HistoryEntry is one recorded change of a project's preview as the founder reads it: when, and
+// a sentence that names its cause (docs/states.md, "History").
+type HistoryEntry struct {
+	EventID int64
+	At      time.Time
+	Text    string
+}
+
+// History returns the founder's project's newest changes up to the event upTo, newest first,
+// across every sandbox the project has had (a rebuild starts a new one). upTo is the event the
+// page's state follows from (ProjectView.EventID), so a history drawn with a state never runs
+// ahead of it. Like every read, it only reads the database.
+func (s *Service) History(ctx context.Context, owner, projectID uuid.UUID, upTo int64) ([]HistoryEntry, error) {
+	rows, err := s.q.ListProjectHistory(ctx, db.ListProjectHistoryParams{ProjectID: projectID, OwnerID: owner, UpTo: upTo, MaxEvents: HistoryLength})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]HistoryEntry, len(rows))
+	for i, r := range rows {
+		out[i] = s.entry(r.SandboxEvent, r.BuildKind)
+	}
+	return out, nil
+}
+
+func (s *Service) entry(ev db.SandboxEvent, kind db.BuildKind) HistoryEntry {
+	return HistoryEntry{EventID: ev.ID, At: ev.CreatedAt, Text: describe(factsOf(ev, kind), s.cfg.IdleTimeout)}
+}
+
+// Reasons the writers record and describe reads (a pause's are its pauseCause).
+const (
+	reasonCreated     = "created"      // createSandboxRow: a build or rebuild made the sandbox
+	reasonBuildFailed = "build_failed" // failBuild
+	reasonReplaced    = "replaced"     // replaceCurrent: a rebuild ended this sandbox
+	// A failed resume's reason names its cause; the sweep's names a resume that never ended.
+	reasonResumeNotFound    = "resume failed: not found"
+	reasonResumeUnreachable = "resume failed: unreachable"
+	reasonResumeTimedOut    = "resume timed out"
+)
+
+// eventFacts are what a sentence is chosen from: the move, who made it and why.
+type eventFacts struct {
+	from, to db.SandboxStatus
+	source   db.EventSource
+	reason   string
+	rebuild  bool // the sandbox runs a rebuild (its creation cost a rebuild's credit)
+}
+
+func factsOf(ev db.SandboxEvent, kind db.BuildKind) eventFacts {
+	return eventFacts{from: ev.FromStatus, to: ev.ToStatus, source: ev.Source, reason: ev.Reason, rebuild: kind == db.BuildKindRebuild}
+}
+
+// fromProvider reports whether the provider itself told us (a webhook or its events API).
+func (f eventFacts) fromProvider() bool {
+	return f.source == db.EventSourceWebhook || f.source == db.EventSourceEventsAPI
+}
+
+// describe is the one sentence a founder reads for an event: what happened and who or what
+// caused it. idle is the configured idle timeout, which an idle pause names.
+func describe(f eventFacts, idle time.Duration) string {
+	switch f.to {
+	case Starting:
+		if f.from == Starting && f.reason == reasonCreated {
+			if f.rebuild {
+				return "Rebuilt from your saved files (1 credit)"
+			}
+			return "Build started (1 credit)"
+		}
+	case Running:
+		switch {
+		case f.source == db.EventSourceBuild:
+			return "Preview ready"
+		case f.from == Unknown && f.source == db.EventSourceReconciler:
+			return "Back in touch with the provider"
+		case f.source == db.EventSourceUser:
+			return "Resumed by you"
+		default:
+			return "Resumed by the provider"
+		}
+	case Paused:
+		switch {
+		case f.from == Unknown && f.source == db.EventSourceReconciler:
+			return "Back in touch with the provider"
+		case f.source == pauseIdle.source && f.reason == pauseIdle.reason:
+			return "Paused after " + DurationText(idle) + " without activity"
+		case f.source == pauseAfterBuild.source && f.reason == pauseAfterBuild.reason:
+			return "Paused as soon as it was ready, to save resources"
+		case f.source == pauseRequested.source:
+			return "Paused by you"
+		default:
+			return "Paused by the provider"
+		}
+	case Resuming:
+		if f.source == db.EventSourceUser {
+			return "Resume started by you"
+		}
+	case ResumeFailed:
+		switch f.reason {
+		case reasonResumeNotFound:
+			return "Resume failed: the provider no longer has this sandbox"
+		case reasonResumeUnreachable:
+			return "Resume failed: the sandbox couldn't be reached"
+		case reasonResumeTimedOut:
+			return "Resume failed: it took too long"
+		}
+		return "Resume failed"
+	case Killed:
+		if f.fromProvider() {
+			return "Stopped by the provider"
+		}
+		return "Found gone when checked with the provider"
+	case Expired:
+		return "Expired: its time ran out"
+	case Terminated:
+		switch f.reason {
+		case reasonReplaced:
+			return "Replaced by a rebuild"
+		case reasonBuildFailed:
+			return "Build failed"
+		}
+		return "Stopped by Sandman"
+	case Unknown:
+		return "Connection issue with the provider"
+	}
+	return fallbackText[f.to]
+}
+
+// fallbackText names the state reached when no rule above knows the move.
+var fallbackText = map[db.SandboxStatus]string{
+	Starting: "Preparing the sandbox",
+	Resuming: "Resuming",
+}
+
+// DurationText writes a configured duration as the pages show it: "3 min", "1 h", "45 s",
+// "1 min 30 s".
+func DurationText(d time.Duration) string {
+	d = d.Round(time.Second)
+	switch {
+	case d >= time.Hour && d%time.Hour == 0:
+		return fmt.Sprintf("%d h", d/time.Hour)
+	case d >= time.Minute && d%time.Minute == 0:
+		return fmt.Sprintf("%d min", d/time.Minute)
+	case d < time.Minute:
+		return fmt.Sprintf("%d s", d/time.Second)
+	}
+	return fmt.Sprintf("%d min %d s", d/time.Minute, d%time.Minute/time.Second)
+}

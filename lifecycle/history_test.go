@@ -1,0 +1,89 @@
+package lifecycle
+
+import (
+	"testing"
+	"time"
+
+	"sandman/db"
+)
+
+// Every event the lifecycle records reads as one sentence naming its cause, written from the
+// move, its source and its reason as the writers record them (docs/states.md, "History").
+func TestHistorySentences(t *testing.T) {
+	t.Parallel()
+	const (
+		user       = db.EventSourceUser
+		webhook    = db.EventSourceWebhook
+		eventsAPI  = db.EventSourceEventsAPI
+		reconciler = db.EventSourceReconciler
+		scheduler  = db.EventSourceScheduler
+		build      = db.EventSourceBuild
+	)
+	tests := []struct {
+		name string
+		f    eventFacts
+		want string
+	}{
+		{"first build", eventFacts{Starting, Starting, user, "created", false}, "Build started (1 credit)"},
+		{"rebuild", eventFacts{Starting, Starting, user, "created", true}, "Rebuilt from your saved files (1 credit)"},
+		{"build ready", eventFacts{Starting, Running, build, "ready", false}, "Preview ready"},
+		{"rebuild ready", eventFacts{Starting, Running, build, "ready", true}, "Preview ready"},
+		{"idle pause", eventFacts{Running, Paused, scheduler, pauseIdle.reason, false}, "Paused after 3 min without activity"},
+		{"pause after the build", eventFacts{Running, Paused, scheduler, pauseAfterBuild.reason, false}, "Paused as soon as it was ready, to save resources"},
+		{"founder's pause", eventFacts{Running, Paused, user, pauseRequested.reason, false}, "Paused by you"},
+		{"provider's pause (webhook)", eventFacts{Running, Paused, webhook, "paused by the provider", false}, "Paused by the provider"},
+		{"provider's pause (events API)", eventFacts{Running, Paused, eventsAPI, "paused by the provider", false}, "Paused by the provider"},
+		{"found paused", eventFacts{Running, Paused, reconciler, "synced with provider", false}, "Paused by the provider"},
+		{"resume clicked", eventFacts{Paused, Resuming, user, "resume", false}, "Resume started by you"},
+		{"resume clicked on a connection issue", eventFacts{Unknown, Resuming, user, "resume", false}, "Resume started by you"},
+		{"resumed", eventFacts{Resuming, Running, user, "resumed", false}, "Resumed by you"},
+		{"resumed by the provider", eventFacts{Paused, Running, webhook, "resumed by the provider", false}, "Resumed by the provider"},
+		{"found running", eventFacts{Paused, Running, reconciler, "synced with provider", false}, "Resumed by the provider"},
+		{"resume failed, gone", eventFacts{Resuming, ResumeFailed, user, reasonResumeNotFound, false}, "Resume failed: the provider no longer has this sandbox"},
+		{"resume failed, unreachable", eventFacts{Resuming, ResumeFailed, user, reasonResumeUnreachable, false}, "Resume failed: the sandbox couldn't be reached"},
+		{"resume stuck", eventFacts{Resuming, ResumeFailed, scheduler, reasonResumeTimedOut, false}, "Resume failed: it took too long"},
+		{"resume failed, older row", eventFacts{Resuming, ResumeFailed, user, "resume_failed", false}, "Resume failed"},
+		{"killed in the provider's dashboard", eventFacts{Running, Killed, webhook, "request", false}, "Stopped by the provider"},
+		{"killed, read from the events API", eventFacts{Paused, Killed, eventsAPI, "orphaned", false}, "Stopped by the provider"},
+		{"found missing", eventFacts{Running, Killed, reconciler, "missing", false}, "Found gone when checked with the provider"},
+		{"found missing by a pause", eventFacts{Running, Killed, scheduler, "missing", false}, "Found gone when checked with the provider"},
+		{"expired (webhook)", eventFacts{Running, Expired, webhook, "timeout", false}, "Expired: its time ran out"},
+		{"expired (found missing)", eventFacts{Running, Expired, reconciler, "missing after its end time", false}, "Expired: its time ran out"},
+		{"replaced", eventFacts{Paused, Terminated, user, "replaced", false}, "Replaced by a rebuild"},
+		{"build failed", eventFacts{Starting, Terminated, build, "build_failed", false}, "Build failed"},
+		{"stopped by our kill", eventFacts{Running, Terminated, webhook, "request", false}, "Stopped by Sandman"},
+		{"connection issue", eventFacts{Running, Unknown, reconciler, "cannot verify: breaker open", false}, "Connection issue with the provider"},
+		{"back in touch, running", eventFacts{Unknown, Running, reconciler, "synced with provider", false}, "Back in touch with the provider"},
+		{"back in touch, paused", eventFacts{Unknown, Paused, reconciler, "synced with provider", false}, "Back in touch with the provider"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := describe(tt.f, 3*time.Minute); got != tt.want {
+				t.Fatalf("describe(%+v) = %q, want %q", tt.f, got, tt.want)
+			}
+		})
+	}
+}
+
+// The idle pause names the configured timeout.
+func TestDurationText(t *testing.T) {
+	t.Parallel()
+	for d, want := range map[time.Duration]string{
+		3 * time.Minute:                      "3 min",
+		time.Hour:                            "1 h",
+		2 * time.Hour:                        "2 h",
+		90 * time.Minute:                     "90 min",
+		45 * time.Second:                     "45 s",
+		4 * time.Second:                      "4 s",
+		90 * time.Second:                     "1 min 30 s",
+		3*time.Minute + 400*time.Millisecond: "3 min",
+	} {
+		if got := DurationText(d); got != want {
+			t.Errorf("DurationText(%v) = %q, want %q", d, got, want)
+		}
+		if got := describe(eventFacts{Running, Paused, pauseIdle.source, pauseIdle.reason, false}, d); got != "Paused after "+want+" without activity" {
+			t.Errorf("idle pause after %v reads %q", d, got)
+		}
+	}
+}
