@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"sandman/app/apptest"
+	"sandman/internal/testkit"
 	"sandman/views"
 )
 
@@ -111,15 +112,32 @@ func TestBrowserTenTabs(t *testing.T) {
 		}
 		tabs = append(tabs, browser.Open(t, url))
 	}
+	kinds := make([]views.Fragment, len(tabs))
+	for i, tb := range tabs {
+		kinds[i] = views.Card
+		if apptest.Eval[bool](t, tb, `location.pathname.startsWith("/projects/")`) {
+			kinds[i] = views.Pane
+		}
+	}
+	// waitAll waits until every tab shows status; a failure says what each tab shows and what the
+	// sandbox really is, so a lost update and a change that never happened are told apart.
 	waitAll := func(status string) {
 		t.Helper()
-		for i, tb := range tabs {
-			kind := views.Card
-			if apptest.Eval[bool](t, tb, `location.pathname.startsWith("/projects/")`) {
-				kind = views.Pane
+		testkit.Eventually(t, 30*time.Second, "every tab to show "+status, func() error {
+			var behind []string
+			for i, tb := range tabs {
+				js := fmt.Sprintf(`document.getElementById(%q)?.dataset.status ?? "none"`, views.DOMID(kinds[i], projectID))
+				if got := apptest.Eval[string](t, tb, js); got != status {
+					behind = append(behind, fmt.Sprintf("tab %d %s shows %s", i, kinds[i], got))
+				}
 			}
-			tb.WaitFor(t, fmt.Sprintf("tab %d %s %s", i, kind, status), statusIs(kind, projectID, status))
-		}
+			if len(behind) == 0 {
+				return nil
+			}
+			var sb apptest.Sandbox
+			c.API(http.MethodGet, "/api/sandboxes/"+sandboxID, nil, &sb)
+			return fmt.Errorf("sandbox is %s; %s", sb.Status, strings.Join(behind, "; "))
+		})
 	}
 	waitAll("running")
 	apptest.RequireStatus(t, c.API(http.MethodPost, "/api/sandboxes/"+sandboxID+"/pause", nil, nil), http.StatusAccepted)
