@@ -307,7 +307,11 @@ func (s *Service) failBuild(ctx context.Context, sandboxID uuid.UUID, f *buildFa
 		if err := tx.SetSandboxKillRequested(ctx, sb.ID); err != nil {
 			return err
 		}
-		_, err = apply(ctx, tx, sb, Change{To: Terminated, Source: db.EventSourceBuild, Reason: reasonBuildFailed, KilledReason: ptr(reasonBuildFailed)})
+		reason := reasonBuildFailed
+		if f.refund {
+			reason = reasonBuildFailedRefunded
+		}
+		_, err = apply(ctx, tx, sb, Change{To: Terminated, Source: db.EventSourceBuild, Reason: reason, KilledReason: ptr(reasonBuildFailed)})
 		if err != nil {
 			return err
 		}

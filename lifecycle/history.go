@@ -44,8 +44,10 @@ func (s *Service) entry(ev db.SandboxEvent, kind db.BuildKind) HistoryEntry {
 // Reasons the writers record and describe reads (a pause's are its pauseCause).
 const (
 	reasonCreated     = "created"      // createSandboxRow: a build or rebuild made the sandbox
-	reasonBuildFailed = "build_failed" // failBuild
-	reasonReplaced    = "replaced"     // replaceCurrent: a rebuild ended this sandbox
+	reasonBuildFailed = "build_failed" // failBuild: the founder's code failed, the credit is spent
+	// failBuild: the platform failed the build and its credit was given back.
+	reasonBuildFailedRefunded = "build_failed: refunded"
+	reasonReplaced            = "replaced" // replaceCurrent: a rebuild ended this sandbox
 	// A failed resume's reason names its cause; the sweep's names a resume that never ended.
 	reasonResumeNotFound    = "resume failed: not found"
 	reasonResumeUnreachable = "resume failed: unreachable"
@@ -131,6 +133,8 @@ func describe(f eventFacts, idle time.Duration) string {
 			return "Replaced by a rebuild"
 		case reasonBuildFailed:
 			return "Build failed"
+		case reasonBuildFailedRefunded:
+			return "Build failed because of the sandbox provider (credit refunded)"
 		}
 		return "Stopped by Sandman"
 	case Unknown:

@@ -51,6 +51,7 @@ func TestHistorySentences(t *testing.T) {
 		{"expired (found missing)", eventFacts{Running, Expired, reconciler, "missing after its end time", false}, "Expired: its time ran out"},
 		{"replaced", eventFacts{Paused, Terminated, user, "replaced", false}, "Replaced by a rebuild"},
 		{"build failed", eventFacts{Starting, Terminated, build, "build_failed", false}, "Build failed"},
+		{"build failed and refunded", eventFacts{Starting, Terminated, build, "build_failed: refunded", false}, "Build failed because of the sandbox provider (credit refunded)"},
 		{"stopped by our kill", eventFacts{Running, Terminated, webhook, "request", false}, "Stopped by Sandman"},
 		{"connection issue", eventFacts{Running, Unknown, reconciler, "cannot verify: breaker open", false}, "Connection issue with the provider"},
 		{"back in touch, running", eventFacts{Unknown, Running, reconciler, "synced with provider", false}, "Back in touch with the provider"},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -218,6 +219,21 @@ func TestBuildFailuresRefundOnlyThePlatformsFaults(t *testing.T) {
 			sb := b.get(t, res.Sandbox.ID)
 			if !lifecycle.IsGone(sb.Status) {
 				t.Fatalf("the failed build's sandbox is %s", sb.Status)
+			}
+			// The history says whether the failure cost the credit (a sandbox the provider killed
+			// reads as the provider's stop instead).
+			if sb.Status == lifecycle.Terminated {
+				hist, err := b.svc.History(ctx, u.ID, p.ID, math.MaxInt64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := "Build failed"
+				if tt.refund {
+					want = "Build failed because of the sandbox provider (credit refunded)"
+				}
+				if len(hist) == 0 || hist[0].Text != want {
+					t.Fatalf("history %+v: want its newest entry to say %q", hist, want)
+				}
 			}
 			if sb.ProviderID != nil {
 				testkit.Until(t, 30*time.Second, "the provider sandbox to be gone", func() bool {

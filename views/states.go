@@ -115,7 +115,7 @@ var states = map[string]stateCopy{
 	"resuming":      {Heading: "Resuming preview...", Line: "Waking the sandbox and checking the dev server.", Card: "Ready", CardSub: "Resuming preview...", Class: "busy", Icon: "wake"},
 	"resume_failed": {Heading: "Resume failed", Card: "Ready", CardSub: "Resume failed", Class: "gone", Icon: "failed"},
 	"killed":        {Heading: "Sandbox not found", Line: "The sandbox is gone. Rebuild the preview from your saved files.", Card: "Preview gone", Class: "gone", Icon: "gone"},
-	"expired":       {Heading: "Sandbox expired", Line: "Its time ran out. Rebuild the preview from your saved files.", Card: "Preview expired", Class: "gone", Icon: "expired"},
+	"expired":       {Heading: "Sandbox expired", Line: "Every sandbox has a time limit. Rebuild the preview from your saved files.", Card: "Preview expired", Class: "gone", Icon: "expired"},
 	"terminated":    {Heading: "Sandbox stopped", Line: "This sandbox was stopped. Rebuild the preview from your saved files.", Card: "Preview stopped", Class: "gone", Icon: "stopped"},
 	"unknown":       {Heading: "Connection issue", Line: "We can't reach the sandbox provider right now to check this preview.", Card: "Ready", CardSub: "Connection issue", Class: "warn", Icon: "warn"},
 }

@@ -56,7 +56,7 @@ func TestCopyOfEveryState(t *testing.T) {
 	t.Parallel()
 	rebuild := "rebuild: Rebuild [1 credit]"
 	gone := map[string]string{"killed": "The sandbox is gone. Rebuild the preview from your saved files.",
-		"expired": "Its time ran out. Rebuild the preview from your saved files.", "terminated": "This sandbox was stopped. Rebuild the preview from your saved files."}
+		"expired": "Every sandbox has a time limit. Rebuild the preview from your saved files.", "terminated": "This sandbox was stopped. Rebuild the preview from your saved files."}
 	tests := []struct {
 		name       string
 		p          Preview
