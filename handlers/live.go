@@ -71,14 +71,15 @@ func RenderSnapshot(l *lifecycle.Service) func(context.Context, uuid.UUID) ([]li
 	}
 }
 
-// fragments renders a project's card and pane. Each carries the header's credit balance out of
-// band, so a change the founder did not make on this page (a failed build's refund, a build
-// started in another tab) reaches the header of every open page.
+// fragments renders a project's card and pane, and the header's balance, which every page's
+// header takes from the stream: a change the founder did not make on that page (a failed
+// build's refund, a build started in another tab) reaches the header of every open page, with a
+// card or pane or without.
 func fragments(ctx context.Context, l *lifecycle.Service, v lifecycle.ProjectView, credits int32) (live.Fragments, error) {
 	now := time.Now()
 	out := live.Fragments{EventID: v.EventID, ProjectID: v.Project.ID.String()}
 	for _, f := range []views.Fragment{views.Card, views.Pane} {
-		cmp, err := fragment(ctx, l, f, v, now, "", credits)
+		cmp, err := fragment(ctx, l, f, v, now, "")
 		if err != nil {
 			return live.Fragments{}, err
 		}
@@ -92,5 +93,7 @@ func fragments(ctx context.Context, l *lifecycle.Service, v lifecycle.ProjectVie
 			out.Pane = b
 		}
 	}
-	return out, nil
+	var err error
+	out.Credits, err = renderBytes(ctx, views.CreditsText(credits))
+	return out, err
 }

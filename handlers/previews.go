@@ -58,24 +58,22 @@ func sourceText(p db.Project) string {
 }
 
 // fragment is what one of a project's fragments delivers, whether it answers an htmx action or
-// goes out on the live feed: the card or the pane, the header's balance (credits, read once
-// for both) out of band, since every build and refund changes it, and with the pane its
-// history out of band.
-func fragment(ctx context.Context, l *lifecycle.Service, f views.Fragment, v lifecycle.ProjectView, now time.Time, csrf string, credits int32) (templ.Component, error) {
+// goes out on the live feed: the card, or the pane with its history out of band.
+func fragment(ctx context.Context, l *lifecycle.Service, f views.Fragment, v lifecycle.ProjectView, now time.Time, csrf string) (templ.Component, error) {
 	vm := previewVM(l, v, now, csrf)
 	if f == views.Card {
-		return templ.Join(views.PreviewCard(vm), views.Credits(credits, true)), nil
+		return views.PreviewCard(vm), nil
 	}
 	hist, err := l.History(ctx, v.Project.OwnerID, v.Project.ID, v.EventID)
 	if err != nil {
 		return nil, err
 	}
-	return templ.Join(views.PreviewPane(vm), views.HistoryList(historyVM(vm.ProjectID, hist, now), true),
-		views.Credits(credits, true)), nil
+	return templ.Join(views.PreviewPane(vm), views.HistoryList(historyVM(vm.ProjectID, hist, now), true)), nil
 }
 
-// renderPreview answers an htmx action with the fragment it targets: the card on the
-// dashboard, the pane on the build page.
+// renderPreview answers an htmx action with the fragment it targets (the card on the
+// dashboard, the pane on the build page) and the header's balance out of band, since a build
+// or a rebuild changes it.
 func (h *Handlers) renderPreview(c echo.Context, status int, v lifecycle.ProjectView) error {
 	ctx := c.Request().Context()
 	f := views.Pane
@@ -86,11 +84,11 @@ func (h *Handlers) renderPreview(c echo.Context, status int, v lifecycle.Project
 	if err != nil {
 		return err
 	}
-	cmp, err := fragment(ctx, h.Lifecycle, f, v, time.Now(), h.csrfToken(c), credits)
+	cmp, err := fragment(ctx, h.Lifecycle, f, v, time.Now(), h.csrfToken(c))
 	if err != nil {
 		return err
 	}
-	return render(c, status, cmp)
+	return render(c, status, templ.Join(cmp, views.Credits(credits, true)))
 }
 
 // back answers a form posted without JavaScript: 303 to the page it came from (its return

@@ -31,7 +31,14 @@ type Fragments struct {
 	ProjectID string
 	Card      []byte
 	Pane      []byte
+	// Credits is the founder's balance as the header says it, sent as its own event
+	// (CreditsEvent) so that every page's header follows it, whether or not the page shows
+	// this project.
+	Credits []byte
 }
+
+// CreditsEvent names the stream's event that carries the founder's balance.
+const CreditsEvent = "credits"
 
 // Options configure a Hub.
 type Options struct {
@@ -451,14 +458,18 @@ func (c *conn) publish(ev *sse.Event) (taken, ok bool) {
 	return ok, ok
 }
 
-// fragmentEvents are the two events of one project's state, the card and the pane, named for
-// the elements they replace.
+// fragmentEvents are the events of one project's state: the card and the pane, named for
+// the elements they replace, and the founder's balance when it was rendered with them.
 func fragmentEvents(f Fragments) []*sse.Event {
 	id := []byte(strconv.FormatInt(f.EventID, 10))
-	return []*sse.Event{
+	evs := []*sse.Event{
 		{ID: id, Event: []byte(views.DOMID(views.Card, f.ProjectID)), Data: f.Card},
 		{ID: id, Event: []byte(views.DOMID(views.Pane, f.ProjectID)), Data: f.Pane},
 	}
+	if len(f.Credits) > 0 {
+		evs = append(evs, &sse.Event{ID: id, Event: []byte(CreditsEvent), Data: f.Credits})
+	}
+	return evs
 }
 
 // drop disconnects a client that stopped taking messages; the browser reconnects and resyncs.
