@@ -35,7 +35,9 @@ func TestSignUpLogInLogOutPages(t *testing.T) {
 	r = c.Get("/")
 	apptest.RequireStatus(t, r, http.StatusOK)
 	apptest.RequireContains(t, r.Body, "ada@example.com")
-	apptest.RequireContains(t, r.Body, `data-testid="credits">10 credits<`)
+	if b := apptest.ByTestID(t, r.Body, "credits"); b.Text != "10 credits" {
+		t.Fatalf("the header's balance %q, want 10 credits", b.Text)
+	}
 
 	// Signing up twice with the same address (any case) is refused next to the field.
 	c2 := b.NewClient(t)

@@ -164,5 +164,7 @@ func TestKeepAwakeIsOwnedAndNeedsTheToken(t *testing.T) {
 		"HX-Target": views.DOMID(views.Card, p.ID)})
 	apptest.RequireStatus(t, r, http.StatusOK)
 	apptest.RequireContains(t, r.Body, `id="`+views.DOMID(views.Card, p.ID)+`"`)
-	apptest.RequireContains(t, r.Body, `hx-swap-oob="true">9 credits<`)
+	if b := apptest.ByTestID(t, r.Body, "credits"); b.Text != "9 credits" || b.Attrs["hx-swap-oob"] == "" {
+		t.Fatalf("the answer's balance %+v, want 9 credits out of band", b)
+	}
 }

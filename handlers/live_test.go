@@ -14,6 +14,7 @@ import (
 	"sandman/db"
 	"sandman/e2b"
 	"sandman/internal/testkit"
+	"sandman/live"
 	"sandman/views"
 )
 
@@ -64,6 +65,12 @@ func TestStreamCarriesOnlyTheFoundersOwnChanges(t *testing.T) {
 	bob.SignUp("bob-live@example.com")
 	aliceProject, aliceSandbox := alice.BuildCounter()
 	bobProject, bobSandbox := bob.BuildCounter()
+	// Each message carries its founder's balance (live.CreditsEvent): alice's differs from bob's,
+	// so hers reaching him would show.
+	if _, err := s.Pool().Exec(context.Background(), "UPDATE users SET credits = 42 WHERE email = 'alice-live@example.com'"); err != nil {
+		t.Fatal(err)
+	}
+	bobBalance := strconv.Itoa(bob.Credits()) + " credits"
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -83,7 +90,8 @@ func TestStreamCarriesOnlyTheFoundersOwnChanges(t *testing.T) {
 			if !ok {
 				t.Fatal("bob's stream ended")
 			}
-			if !strings.HasSuffix(ev.Event, "-"+bobProject) || strings.Contains(ev.Data, aliceProject) {
+			own := strings.HasSuffix(ev.Event, "-"+bobProject) || ev.Event == live.CreditsEvent && strings.TrimSpace(ev.Data) == bobBalance
+			if !own || strings.Contains(ev.Data, aliceProject) {
 				t.Fatalf("bob received %s: %.200s", ev.Event, ev.Data)
 			}
 			if ev.Event == views.DOMID(views.Pane, bobProject) && strings.Contains(ev.Data, sleeping) {
