@@ -101,7 +101,9 @@ func (s *Service) providerRun(ctx context.Context, h sandboxHandle, cmd string) 
 }
 
 // devServerLog is where the dev server's output goes in the sandbox, and devServerPID where its
-// process id is written, so that it can be stopped without the process list (E2B#1031).
+// process id and start time are written, so that it can be stopped without the process list
+// (E2B#1031). The start time tells the process from a later one that got the same id after a
+// cold boot.
 const (
 	devServerLog = "/home/user/dev-server.log"
 	devServerPID = "/home/user/dev-server.pid"
@@ -111,7 +113,8 @@ const (
 func (s *Service) providerStart(ctx context.Context, h sandboxHandle, cmd string, port int32) error {
 	p, err := s.provider.StartProcess(ctx, h, e2b.ProcessParams{
 		// exec keeps the shell's pid: the one written down is the dev server's.
-		Command: "echo $$ > " + devServerPID + "; exec " + cmd + " >> " + devServerLog + " 2>&1", Cwd: appDir, Tag: "dev-server",
+		Command: startTime + `echo "$$ $(start_time $$)" > ` + devServerPID + "; exec " + cmd + " >> " + devServerLog + " 2>&1",
+		Cwd:     appDir, Tag: "dev-server",
 		Envs: map[string]string{"PORT": strconv.Itoa(int(port)), "HOST": "0.0.0.0"},
 	})
 	if err != nil {
@@ -121,14 +124,20 @@ func (s *Service) providerStart(ctx context.Context, h sandboxHandle, cmd string
 	return nil
 }
 
+// startTime defines start_time PID: the process's start time (field 22 of /proc/PID/stat,
+// read after the command name, which may hold spaces).
+const startTime = `start_time() { s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1; set -- ${s##*) }; echo "${20}"; }
+`
+
 // stopDevServer is one command that stops the dev server and everything it started: the
-// process tree whose root devServerPID names, and any process of the app directory listening
+// process tree whose root devServerPID names (if that process still runs: the same id and
+// start time), and any process of the app directory listening
 // on the port (a server that outlived its parent, or one started before the pid file was
 // written), found through /proc rather than envd's process list, which can miss a process that
 // survived a memory snapshot (E2B#1031). SIGTERM first, SIGKILL after 5 s; it exits 0 once
 // nothing listens on the port, 1 if something still does after 7 s. It needs only sh, cat,
 // readlink, find and sleep.
-const stopDevServer = `port=$(printf '%04X' "$PORT")
+const stopDevServer = startTime + `port=$(printf '%04X' "$PORT")
 app=$(pwd -P)
 listeners() {
   for f in /proc/net/tcp /proc/net/tcp6; do
@@ -138,7 +147,7 @@ listeners() {
   done 2>/dev/null
 }
 pids() {
-  p=$(cat ` + devServerPID + ` 2>/dev/null) && [ -d "/proc/$p" ] && echo "$p"
+  read -r p started < ` + devServerPID + ` 2>/dev/null && [ -n "$started" ] && [ "$(start_time "$p")" = "$started" ] && echo "$p"
   for inode in $(listeners); do
     for fd in $(find /proc/[0-9]*/fd -lname "socket:\[$inode\]" 2>/dev/null); do
       p=${fd#/proc/}; p=${p%%/*}
