@@ -89,11 +89,12 @@ func (s *Service) checkFiles(ctx context.Context, h sandboxHandle, sb db.Sandbox
 }
 
 // heal uploads the damaged files again from storage and checks them once more: every one must
-// now be the stored file.
-func (s *Service) heal(ctx context.Context, h sandboxHandle, sb db.Sandbox, stored []db.ListBuildFileDigestsRow, damaged []string) error {
+// now be the stored file. uploaded reports whether the upload went through (the files were
+// written, whatever the check after it said).
+func (s *Service) heal(ctx context.Context, h sandboxHandle, sb db.Sandbox, stored []db.ListBuildFileDigestsRow, damaged []string) (uploaded bool, err error) {
 	rows, err := s.q.ListBuildFilesByPath(ctx, db.ListBuildFilesByPathParams{BuildID: sb.BuildID, Paths: damaged})
 	if err != nil {
-		return err
+		return false, err
 	}
 	files := make([]db.ListBuildFilesRow, len(rows))
 	for i, r := range rows {
@@ -101,33 +102,37 @@ func (s *Service) heal(ctx context.Context, h sandboxHandle, sb db.Sandbox, stor
 	}
 	if err := s.providerUpload(ctx, h, files); err != nil {
 		if isNotFound(err) {
-			return err
+			return false, err
 		}
-		return &filesLost{why: "uploading them again failed: " + err.Error()}
+		return false, &filesLost{why: "uploading them again failed: " + err.Error()}
 	}
-	var want []db.ListBuildFileDigestsRow
+	byPath := make(map[string]db.ListBuildFileDigestsRow, len(stored))
 	for _, f := range stored {
-		if slices.Contains(damaged, f.Path) {
-			want = append(want, f)
-		}
+		byPath[f.Path] = f
+	}
+	want := make([]db.ListBuildFileDigestsRow, len(damaged)) // in the order asked, as the digest answers
+	for i, p := range damaged {
+		want[i] = byPath[p]
 	}
 	d, err := s.providerDigest(ctx, h, damaged)
 	if err != nil {
-		return fmt.Errorf("check the restored files: %w", err)
+		return true, fmt.Errorf("check the restored files: %w", err)
 	}
 	if !d.DirExists {
-		return &filesLost{why: "the app directory " + appDir + " is gone"}
+		return true, &filesLost{why: "the app directory " + appDir + " is gone"}
 	}
 	if still := judge(want, d.Files, nil, true, true).damaged; len(still) > 0 {
-		return &filesLost{why: "still different after uploading them again: " + strings.Join(still, ", ")}
+		return true, &filesLost{why: "still different after uploading them again: " + strings.Join(still, ", ")}
 	}
-	return nil
+	return true, nil
 }
 
 // ensureIntact is the check and heal of a resume: it returns the files it restored (nil when
 // the sandbox was whole), records what it saw as Sandman's latest look, and fails with
 // *filesLost when the files cannot be restored. A check that cannot be made at all is
-// errUnchecked, which the resume does not hold against the sandbox.
+// errUnchecked, which the resume does not hold against the sandbox. On another error the files
+// it returns were uploaded again all the same (the check after the upload failed), so the dev
+// server must still be restarted on them.
 func (s *Service) ensureIntact(ctx context.Context, h sandboxHandle, sb db.Sandbox) ([]string, error) {
 	v, stored, err := s.checkFiles(ctx, h, sb, false)
 	if err != nil {
@@ -137,7 +142,10 @@ func (s *Service) ensureIntact(ctx context.Context, h sandboxHandle, sb db.Sandb
 		slices.Sort(v.damaged)
 		s.log.Warn("the provider lost files of a paused sandbox: restoring them", "sandbox_id", sb.ID,
 			"provider_id", deref(sb.ProviderID), "files", v.damaged)
-		if err := s.heal(ctx, h, sb, stored, v.damaged); err != nil {
+		if uploaded, err := s.heal(ctx, h, sb, stored, v.damaged); err != nil {
+			if uploaded && !isFilesLost(err) {
+				return v.damaged, err
+			}
 			return nil, err
 		}
 	}
@@ -150,9 +158,13 @@ func (s *Service) ensureIntact(ctx context.Context, h sandboxHandle, sb db.Sandb
 // healUpload is the check of a build, right after its upload: every stored file must have
 // arrived whole (judged all: nothing else has written them). Files that did not are uploaded
 // again once; a build whose upload still does not land fails like any other step, and River
-// tries it again.
+// tries it again. A check that cannot be made is logged and the build goes on, as a resume does.
 func (s *Service) healUpload(ctx context.Context, h sandboxHandle, sb db.Sandbox) ([]string, error) {
 	v, stored, err := s.checkFiles(ctx, h, sb, true)
+	if errors.Is(err, errUnchecked) {
+		s.log.Error("build: the integrity check could not be made, building unchecked", "sandbox_id", sb.ID, "err", err)
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +173,10 @@ func (s *Service) healUpload(ctx context.Context, h sandboxHandle, sb db.Sandbox
 	}
 	slices.Sort(v.damaged)
 	s.log.Warn("uploaded files did not all arrive: uploading them again", "sandbox_id", sb.ID, "files", v.damaged)
-	return v.damaged, s.heal(ctx, h, sb, stored, v.damaged)
+	if _, err := s.heal(ctx, h, sb, stored, v.damaged); err != nil {
+		return nil, err
+	}
+	return v.damaged, nil
 }
 
 // lookAtFiles records which stored files the app itself has changed or removed by now, so that

@@ -131,12 +131,12 @@ const startTime = `start_time() { s=$(cat "/proc/$1/stat" 2>/dev/null) || return
 
 // stopDevServer is one command that stops the dev server and everything it started: the
 // process tree whose root devServerPID names (if that process still runs: the same id and
-// start time), and any process of the app directory listening
-// on the port (a server that outlived its parent, or one started before the pid file was
-// written), found through /proc rather than envd's process list, which can miss a process that
-// survived a memory snapshot (E2B#1031). SIGTERM first, SIGKILL after 5 s; it exits 0 once
-// nothing listens on the port, 1 if something still does after 7 s. It needs only sh, cat,
-// readlink, find and sleep.
+// start time), and any process of the app directory listening on the port (a server that
+// outlived its parent, or one started before the pid file was written), found through /proc
+// rather than envd's process list, which can miss a process that survived a memory snapshot
+// (E2B#1031). SIGTERM first, SIGKILL 5 s later; it exits 0 once nothing listens on the port,
+// 1 if something still does 5 s after the SIGKILL. It needs only sh, cat, readlink, find, seq
+// and sleep.
 const stopDevServer = startTime + `port=$(printf '%04X' "$PORT")
 app=$(pwd -P)
 listeners() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -68,6 +69,9 @@ func (w *resumeWorker) Work(ctx context.Context, job *river.Job[ResumeArgs]) err
 	}
 	// Every change of this resume is recorded as the founder's: they asked for it.
 	source := db.EventSourceUser
+	// Files an attempt uploaded again stay restored for the next one, which must still
+	// restart the dev server on them and record them.
+	var restored []string
 	var lastErr error
 	for attempt := 1; attempt <= 2; attempt++ {
 		if attempt == 2 {
@@ -78,7 +82,8 @@ func (w *resumeWorker) Work(ctx context.Context, job *river.Job[ResumeArgs]) err
 			}
 		}
 		actx, cancel := context.WithTimeout(ctx, s.cfg.ResumeTimeout)
-		res, err := s.resumeOnce(actx, sb, project)
+		res, err := s.resumeOnce(actx, sb, project, restored)
+		restored = res.restored
 		cancel()
 		if err == nil {
 			changed := false
@@ -123,6 +128,18 @@ func (w *resumeWorker) Work(ctx context.Context, job *river.Job[ResumeArgs]) err
 	return err
 }
 
+// union is a and the elements of b it lacks, sorted.
+func union(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, x := range b {
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 func isFilesLost(err error) bool {
 	var lost *filesLost
 	return errors.As(err, &lost)
@@ -155,16 +172,18 @@ func (s *Service) countIntegrity(r resumed) {
 // resumeOnce connects (which resumes a paused sandbox with a fresh lifetime), sets the timeout
 // again, proves the app's files whole (restoring what the provider lost, docs/states.md,
 // "Integrity"), makes sure the dev server answers (started again on restored files) and returns
-// the fresh preview URL and end time.
-func (s *Service) resumeOnce(ctx context.Context, sb db.Sandbox, project db.Project) (resumed, error) {
+// the fresh preview URL and end time. earlier are the files an earlier attempt restored; the
+// answer's restored holds them too, on failure as on success.
+func (s *Service) resumeOnce(ctx context.Context, sb db.Sandbox, project db.Project, earlier []string) (resumed, error) {
+	fail := func(err error) (resumed, error) { return resumed{restored: earlier}, err }
 	connected, fromSnapshot, err := s.providerConnect(ctx, *sb.ProviderID)
 	if err != nil {
-		return resumed{}, fmt.Errorf("connect: %w", err)
+		return fail(fmt.Errorf("connect: %w", err))
 	}
 	if err := s.providerSetTimeout(ctx, *sb.ProviderID); err != nil && !isNotFound(err) {
-		return resumed{}, fmt.Errorf("set timeout: %w", err)
+		return fail(fmt.Errorf("set timeout: %w", err))
 	} else if err != nil {
-		return resumed{}, err
+		return fail(err)
 	}
 	connected.EnvdToken = firstNonEmpty(connected.EnvdToken, sb.EnvdToken)
 	// The handle comes from this connect's answer: the provider upgrades envd at resume
@@ -177,16 +196,18 @@ func (s *Service) resumeOnce(ctx context.Context, sb db.Sandbox, project db.Proj
 	// have changed its files since Sandman's last look.
 	if fromSnapshot || sb.SnapshotKind != nil {
 		r.checked = true
-		r.restored, err = s.ensureIntact(ctx, h, sb)
+		now, err := s.ensureIntact(ctx, h, sb)
+		earlier = union(earlier, now)
 		switch {
 		case errors.Is(err, errUnchecked):
 			// Not the files' fault: resume as before the check existed, and say so.
 			s.log.Error("resume: the integrity check could not be made, resuming unchecked", "sandbox_id", sb.ID, "err", err)
 			r.unchecked = true
 		case err != nil:
-			return resumed{}, err
+			return fail(err)
 		}
 	}
+	r.restored = earlier
 	restart := len(r.restored) > 0
 	// After a filesystem-only snapshot nothing runs: always start the dev server again.
 	coldBoot := sb.SnapshotKind != nil && *sb.SnapshotKind == db.PauseKindFilesystem
@@ -194,22 +215,22 @@ func (s *Service) resumeOnce(ctx context.Context, sb db.Sandbox, project db.Proj
 		// The running server may hold the lost files' old contents, or have failed on them.
 		if err := s.providerStopDevServer(ctx, h, project.Port); err != nil {
 			if isNotFound(err) {
-				return resumed{}, err
+				return fail(err)
 			}
-			return resumed{}, &filesLost{why: "the dev server could not be stopped to start it on the restored files: " + err.Error()}
+			return fail(&filesLost{why: "the dev server could not be stopped to start it on the restored files: " + err.Error()})
 		}
 	}
 	if err := s.ensureDevServer(ctx, h, project, r.preview, coldBoot || restart); err != nil {
 		if restart && !isNotFound(err) {
-			return resumed{}, &filesLost{why: err.Error()}
+			return fail(&filesLost{why: err.Error()})
 		}
-		return resumed{}, err
+		return fail(err)
 	}
 	if err := s.waitReady(ctx, r.preview); err != nil {
 		if restart {
-			return resumed{}, &filesLost{why: fmt.Sprintf("the dev server did not answer on the %d restored files: %v", len(r.restored), err)}
+			return fail(&filesLost{why: fmt.Sprintf("the dev server did not answer on the %d restored files: %v", len(r.restored), err)})
 		}
-		return resumed{}, fmt.Errorf("dev server did not answer: %w", err)
+		return fail(fmt.Errorf("dev server did not answer: %w", err))
 	}
 	r.endAt = s.cfg.lifetimeEnd(time.Now())
 	return r, nil
