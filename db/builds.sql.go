@@ -12,8 +12,8 @@ import (
 )
 
 const copyBuildFiles = `-- name: CopyBuildFiles :execrows
-INSERT INTO build_files (build_id, path, content)
-SELECT $1::uuid, f.path, f.content FROM build_files f WHERE f.build_id = $2::uuid
+INSERT INTO build_files (build_id, path, content, sha256)
+SELECT $1::uuid, f.path, f.content, f.sha256 FROM build_files f WHERE f.build_id = $2::uuid
 `
 
 type CopyBuildFilesParams struct {
@@ -30,8 +30,8 @@ func (q *Queries) CopyBuildFiles(ctx context.Context, arg CopyBuildFilesParams) 
 }
 
 const copyProjectFilesToBuild = `-- name: CopyProjectFilesToBuild :execrows
-INSERT INTO build_files (build_id, path, content)
-SELECT $1::uuid, f.path, f.content FROM project_files f WHERE f.project_id = $2::uuid
+INSERT INTO build_files (build_id, path, content, sha256)
+SELECT $1::uuid, f.path, f.content, f.sha256 FROM project_files f WHERE f.project_id = $2::uuid
 `
 
 type CopyProjectFilesToBuildParams struct {
@@ -161,6 +161,38 @@ func (q *Queries) InsertBuild(ctx context.Context, arg InsertBuildParams) (Build
 	return i, err
 }
 
+const listBuildFileDigests = `-- name: ListBuildFileDigests :many
+SELECT path, length(content)::bigint AS size, sha256 FROM build_files WHERE build_id = $1 ORDER BY path
+`
+
+type ListBuildFileDigestsRow struct {
+	Path   string
+	Size   int64
+	Sha256 []byte
+}
+
+// What the integrity check compares a sandbox's files with: paths, sizes and SHA-256, without
+// loading the contents (a bytea's length is read from its header).
+func (q *Queries) ListBuildFileDigests(ctx context.Context, buildID uuid.UUID) ([]ListBuildFileDigestsRow, error) {
+	rows, err := q.db.Query(ctx, listBuildFileDigests, buildID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ListBuildFileDigestsRow{}
+	for rows.Next() {
+		var i ListBuildFileDigestsRow
+		if err := rows.Scan(&i.Path, &i.Size, &i.Sha256); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listBuildFiles = `-- name: ListBuildFiles :many
 SELECT path, content FROM build_files WHERE build_id = $1 ORDER BY path
 `
@@ -179,6 +211,41 @@ func (q *Queries) ListBuildFiles(ctx context.Context, buildID uuid.UUID) ([]List
 	items := []ListBuildFilesRow{}
 	for rows.Next() {
 		var i ListBuildFilesRow
+		if err := rows.Scan(&i.Path, &i.Content); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listBuildFilesByPath = `-- name: ListBuildFilesByPath :many
+SELECT path, content FROM build_files WHERE build_id = $1 AND path = ANY($2::text[]) ORDER BY path
+`
+
+type ListBuildFilesByPathParams struct {
+	BuildID uuid.UUID
+	Paths   []string
+}
+
+type ListBuildFilesByPathRow struct {
+	Path    string
+	Content []byte
+}
+
+// The stored files a heal uploads again.
+func (q *Queries) ListBuildFilesByPath(ctx context.Context, arg ListBuildFilesByPathParams) ([]ListBuildFilesByPathRow, error) {
+	rows, err := q.db.Query(ctx, listBuildFilesByPath, arg.BuildID, arg.Paths)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ListBuildFilesByPathRow{}
+	for rows.Next() {
+		var i ListBuildFilesByPathRow
 		if err := rows.Scan(&i.Path, &i.Content); err != nil {
 			return nil, err
 		}

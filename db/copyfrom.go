@@ -32,6 +32,7 @@ func (r iteratorForInsertProjectFiles) Values() ([]interface{}, error) {
 		r.rows[0].ProjectID,
 		r.rows[0].Path,
 		r.rows[0].Content,
+		r.rows[0].Sha256,
 	}, nil
 }
 
@@ -39,6 +40,7 @@ func (r iteratorForInsertProjectFiles) Err() error {
 	return nil
 }
 
+// sha256 is the content's, computed once by the caller as the files are stored.
 func (q *Queries) InsertProjectFiles(ctx context.Context, arg []InsertProjectFilesParams) (int64, error) {
-	return q.db.CopyFrom(ctx, []string{"project_files"}, []string{"project_id", "path", "content"}, &iteratorForInsertProjectFiles{rows: arg})
+	return q.db.CopyFrom(ctx, []string{"project_files"}, []string{"project_id", "path", "content", "sha256"}, &iteratorForInsertProjectFiles{rows: arg})
 }

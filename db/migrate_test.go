@@ -1,9 +1,15 @@
 package db_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"os"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
 
 	"sandman/db"
 	"sandman/db/dbtest"
@@ -61,5 +67,73 @@ func TestConstraints(t *testing.T) {
 				t.Fatalf("got %v", err)
 			}
 		})
+	}
+}
+
+// TestIntegrityMigrationDigestsStoredFiles applies the migrations up to the one before the
+// integrity check, stores files as Sandman did then (no digest), and migrates on: every stored
+// file gets the SHA-256 Sandman computes for new ones, and the sandboxes made before have never
+// been looked at.
+func TestIntegrityMigrationDigestsStoredFiles(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, err := db.Open(ctx, dbtest.EmptyDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	sqlDB := stdlib.OpenDBFromPool(pool)
+	defer sqlDB.Close()
+	p, err := goose.NewProvider(goose.DialectPostgres, sqlDB, db.Migrations())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{"server.js": []byte("console.log('hi')\n"), "empty.txt": {}, "bin/x": {0, 1, 2, 255}}
+	_, err = pool.Exec(ctx, `
+		WITH u AS (INSERT INTO users (email, password_hash, credits) VALUES ('m@example.com', 'x', 1) RETURNING id),
+		     p AS (INSERT INTO projects (owner_id, name, start_command, port) SELECT id, 'p', 'node server.js', 3000 FROM u RETURNING id, owner_id),
+		     b AS (INSERT INTO builds (project_id, version, kind) SELECT id, 1, 'initial' FROM p RETURNING id, project_id),
+		     s AS (INSERT INTO sandboxes (owner_id, project_id, build_id) SELECT p.owner_id, p.id, b.id FROM p, b RETURNING id),
+		     pf AS (INSERT INTO project_files (project_id, path, content) SELECT p.id, f.path, f.content FROM p,
+		            unnest($1::text[], $2::bytea[]) AS f(path, content))
+		INSERT INTO build_files (build_id, path, content) SELECT b.id, f.path, f.content FROM b, unnest($1::text[], $2::bytea[]) AS f(path, content)`,
+		[]string{"server.js", "empty.txt", "bin/x"}, [][]byte{files["server.js"], files["empty.txt"], files["bin/x"]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	for _, table := range []string{"project_files", "build_files"} {
+		rows, err := pool.Query(ctx, "SELECT path, sha256 FROM "+table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for rows.Next() {
+			var path string
+			var sum []byte
+			if err := rows.Scan(&path, &sum); err != nil {
+				t.Fatal(err)
+			}
+			if want := sha256.Sum256(files[path]); !bytes.Equal(sum, want[:]) {
+				t.Errorf("%s %s: sha256 %x, want %x", table, path, sum, want)
+			}
+			n++
+		}
+		if rows.Err() != nil || n != len(files) {
+			t.Fatalf("%s: %d rows (%v)", table, n, rows.Err())
+		}
+	}
+	var seen *time.Time
+	var changed []string
+	if err := pool.QueryRow(ctx, "SELECT files_seen_at, app_changed_files FROM sandboxes").Scan(&seen, &changed); err != nil {
+		t.Fatal(err)
+	}
+	if seen != nil || len(changed) != 0 {
+		t.Fatalf("a sandbox from before the migration: files seen at %v, app changed %q; want never looked at", seen, changed)
 	}
 }

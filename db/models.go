@@ -400,6 +400,9 @@ type Sandbox struct {
 	Version              int64
 	CreatedAt            time.Time
 	PauseRequestedAt     *time.Time
+	AppChangedFiles      []string
+	FilesSeenAt          *time.Time
+	MissingSince         *time.Time
 }
 
 type SandboxEvent struct {
@@ -412,6 +415,7 @@ type SandboxEvent struct {
 	ProviderEventID   *string
 	ProviderTimestamp *time.Time
 	CreatedAt         time.Time
+	Files             []string
 }
 
 type User struct {

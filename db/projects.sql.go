@@ -99,6 +99,7 @@ type InsertProjectFilesParams struct {
 	ProjectID uuid.UUID
 	Path      string
 	Content   []byte
+	Sha256    []byte
 }
 
 const listProjectFiles = `-- name: ListProjectFiles :many

@@ -13,7 +13,7 @@ import (
 )
 
 const getLatestSandboxEvent = `-- name: GetLatestSandboxEvent :one
-SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id DESC LIMIT 1
+SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id DESC LIMIT 1
 `
 
 // The sandbox's newest event: its state's version for live updates, and why it is in it.
@@ -30,14 +30,16 @@ func (q *Queries) GetLatestSandboxEvent(ctx context.Context, sandboxID uuid.UUID
 		&i.ProviderEventID,
 		&i.ProviderTimestamp,
 		&i.CreatedAt,
+		&i.Files,
 	)
 	return i, err
 }
 
 const insertSandboxEvent = `-- name: InsertSandboxEvent :one
-INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
-RETURNING id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at
+INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, files)
+VALUES ($1, $2, $3, $4, $5, $6, $7,
+    coalesce($8::text[], '{}'))
+RETURNING id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files
 `
 
 type InsertSandboxEventParams struct {
@@ -48,6 +50,7 @@ type InsertSandboxEventParams struct {
 	Reason            string
 	ProviderEventID   *string
 	ProviderTimestamp *time.Time
+	Files             []string
 }
 
 func (q *Queries) InsertSandboxEvent(ctx context.Context, arg InsertSandboxEventParams) (SandboxEvent, error) {
@@ -59,6 +62,7 @@ func (q *Queries) InsertSandboxEvent(ctx context.Context, arg InsertSandboxEvent
 		arg.Reason,
 		arg.ProviderEventID,
 		arg.ProviderTimestamp,
+		arg.Files,
 	)
 	var i SandboxEvent
 	err := row.Scan(
@@ -71,6 +75,7 @@ func (q *Queries) InsertSandboxEvent(ctx context.Context, arg InsertSandboxEvent
 		&i.ProviderEventID,
 		&i.ProviderTimestamp,
 		&i.CreatedAt,
+		&i.Files,
 	)
 	return i, err
 }
@@ -88,7 +93,7 @@ func (q *Queries) LatestSandboxEventFromProvider(ctx context.Context, sandboxID 
 }
 
 const listProjectHistory = `-- name: ListProjectHistory :many
-SELECT e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, b.kind AS build_kind
+SELECT e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, b.kind AS build_kind
 FROM sandbox_events e
 JOIN sandboxes s ON s.id = e.sandbox_id
 JOIN builds b ON b.id = s.build_id
@@ -135,6 +140,7 @@ func (q *Queries) ListProjectHistory(ctx context.Context, arg ListProjectHistory
 			&i.SandboxEvent.ProviderEventID,
 			&i.SandboxEvent.ProviderTimestamp,
 			&i.SandboxEvent.CreatedAt,
+			&i.SandboxEvent.Files,
 			&i.BuildKind,
 		); err != nil {
 			return nil, err
@@ -148,7 +154,7 @@ func (q *Queries) ListProjectHistory(ctx context.Context, arg ListProjectHistory
 }
 
 const listSandboxEvents = `-- name: ListSandboxEvents :many
-SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id
+SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id
 `
 
 func (q *Queries) ListSandboxEvents(ctx context.Context, sandboxID uuid.UUID) ([]SandboxEvent, error) {
@@ -170,6 +176,7 @@ func (q *Queries) ListSandboxEvents(ctx context.Context, sandboxID uuid.UUID) ([
 			&i.ProviderEventID,
 			&i.ProviderTimestamp,
 			&i.CreatedAt,
+			&i.Files,
 		); err != nil {
 			return nil, err
 		}

@@ -13,7 +13,7 @@ import (
 )
 
 const getCurrentSandboxByProject = `-- name: GetCurrentSandboxByProject :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at FROM sandboxes WHERE project_id = $1 ORDER BY created_at DESC LIMIT 1
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since FROM sandboxes WHERE project_id = $1 ORDER BY created_at DESC LIMIT 1
 `
 
 // The sandbox of the project's newest build.
@@ -45,12 +45,15 @@ func (q *Queries) GetCurrentSandboxByProject(ctx context.Context, projectID uuid
 		&i.Version,
 		&i.CreatedAt,
 		&i.PauseRequestedAt,
+		&i.AppChangedFiles,
+		&i.FilesSeenAt,
+		&i.MissingSince,
 	)
 	return i, err
 }
 
 const getSandbox = `-- name: GetSandbox :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at FROM sandboxes WHERE id = $1
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since FROM sandboxes WHERE id = $1
 `
 
 func (q *Queries) GetSandbox(ctx context.Context, id uuid.UUID) (Sandbox, error) {
@@ -81,12 +84,15 @@ func (q *Queries) GetSandbox(ctx context.Context, id uuid.UUID) (Sandbox, error)
 		&i.Version,
 		&i.CreatedAt,
 		&i.PauseRequestedAt,
+		&i.AppChangedFiles,
+		&i.FilesSeenAt,
+		&i.MissingSince,
 	)
 	return i, err
 }
 
 const getSandboxByBuild = `-- name: GetSandboxByBuild :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at FROM sandboxes WHERE build_id = $1
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since FROM sandboxes WHERE build_id = $1
 `
 
 func (q *Queries) GetSandboxByBuild(ctx context.Context, buildID uuid.UUID) (Sandbox, error) {
@@ -117,12 +123,15 @@ func (q *Queries) GetSandboxByBuild(ctx context.Context, buildID uuid.UUID) (San
 		&i.Version,
 		&i.CreatedAt,
 		&i.PauseRequestedAt,
+		&i.AppChangedFiles,
+		&i.FilesSeenAt,
+		&i.MissingSince,
 	)
 	return i, err
 }
 
 const getSandboxByOwner = `-- name: GetSandboxByOwner :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at FROM sandboxes WHERE id = $1 AND owner_id = $2
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since FROM sandboxes WHERE id = $1 AND owner_id = $2
 `
 
 type GetSandboxByOwnerParams struct {
@@ -158,12 +167,15 @@ func (q *Queries) GetSandboxByOwner(ctx context.Context, arg GetSandboxByOwnerPa
 		&i.Version,
 		&i.CreatedAt,
 		&i.PauseRequestedAt,
+		&i.AppChangedFiles,
+		&i.FilesSeenAt,
+		&i.MissingSince,
 	)
 	return i, err
 }
 
 const getSandboxByProviderID = `-- name: GetSandboxByProviderID :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at FROM sandboxes WHERE provider_id = $1
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since FROM sandboxes WHERE provider_id = $1
 `
 
 func (q *Queries) GetSandboxByProviderID(ctx context.Context, providerID *string) (Sandbox, error) {
@@ -194,12 +206,15 @@ func (q *Queries) GetSandboxByProviderID(ctx context.Context, providerID *string
 		&i.Version,
 		&i.CreatedAt,
 		&i.PauseRequestedAt,
+		&i.AppChangedFiles,
+		&i.FilesSeenAt,
+		&i.MissingSince,
 	)
 	return i, err
 }
 
 const getSandboxForUpdate = `-- name: GetSandboxForUpdate :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at FROM sandboxes WHERE id = $1 FOR UPDATE
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since FROM sandboxes WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) GetSandboxForUpdate(ctx context.Context, id uuid.UUID) (Sandbox, error) {
@@ -230,6 +245,9 @@ func (q *Queries) GetSandboxForUpdate(ctx context.Context, id uuid.UUID) (Sandbo
 		&i.Version,
 		&i.CreatedAt,
 		&i.PauseRequestedAt,
+		&i.AppChangedFiles,
+		&i.FilesSeenAt,
+		&i.MissingSince,
 	)
 	return i, err
 }
@@ -249,7 +267,7 @@ func (q *Queries) IncrementVerificationFailures(ctx context.Context, id uuid.UUI
 const insertSandbox = `-- name: InsertSandbox :one
 INSERT INTO sandboxes (owner_id, project_id, build_id, recreated)
 VALUES ($1, $2, $3, $4)
-RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at
+RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since
 `
 
 type InsertSandboxParams struct {
@@ -292,12 +310,15 @@ func (q *Queries) InsertSandbox(ctx context.Context, arg InsertSandboxParams) (S
 		&i.Version,
 		&i.CreatedAt,
 		&i.PauseRequestedAt,
+		&i.AppChangedFiles,
+		&i.FilesSeenAt,
+		&i.MissingSince,
 	)
 	return i, err
 }
 
 const listCurrentSandboxesByOwner = `-- name: ListCurrentSandboxesByOwner :many
-SELECT DISTINCT ON (s.project_id) s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at
+SELECT DISTINCT ON (s.project_id) s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files
 FROM sandboxes s JOIN builds b ON b.id = s.build_id
 JOIN sandbox_events e ON e.id = (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)
 WHERE s.owner_id = $1
@@ -346,6 +367,9 @@ func (q *Queries) ListCurrentSandboxesByOwner(ctx context.Context, ownerID uuid.
 			&i.Sandbox.Version,
 			&i.Sandbox.CreatedAt,
 			&i.Sandbox.PauseRequestedAt,
+			&i.Sandbox.AppChangedFiles,
+			&i.Sandbox.FilesSeenAt,
+			&i.Sandbox.MissingSince,
 			&i.Build.ID,
 			&i.Build.ProjectID,
 			&i.Build.Version,
@@ -364,6 +388,7 @@ func (q *Queries) ListCurrentSandboxesByOwner(ctx context.Context, ownerID uuid.
 			&i.SandboxEvent.ProviderEventID,
 			&i.SandboxEvent.ProviderTimestamp,
 			&i.SandboxEvent.CreatedAt,
+			&i.SandboxEvent.Files,
 		); err != nil {
 			return nil, err
 		}
@@ -376,7 +401,7 @@ func (q *Queries) ListCurrentSandboxesByOwner(ctx context.Context, ownerID uuid.
 }
 
 const listIdleRunningSandboxes = `-- name: ListIdleRunningSandboxes :many
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at FROM sandboxes
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since FROM sandboxes
 WHERE status = 'running' AND last_active_at < $1::timestamptz
 ORDER BY last_active_at LIMIT 500
 `
@@ -416,6 +441,9 @@ func (q *Queries) ListIdleRunningSandboxes(ctx context.Context, idleBefore time.
 			&i.Version,
 			&i.CreatedAt,
 			&i.PauseRequestedAt,
+			&i.AppChangedFiles,
+			&i.FilesSeenAt,
+			&i.MissingSince,
 		); err != nil {
 			return nil, err
 		}
@@ -428,7 +456,7 @@ func (q *Queries) ListIdleRunningSandboxes(ctx context.Context, idleBefore time.
 }
 
 const listSandboxesByStatus = `-- name: ListSandboxesByStatus :many
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at FROM sandboxes WHERE status::text = ANY($1::text[]) AND provider_id IS NOT NULL
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since FROM sandboxes WHERE status::text = ANY($1::text[]) AND provider_id IS NOT NULL
 ORDER BY id
 `
 
@@ -466,6 +494,9 @@ func (q *Queries) ListSandboxesByStatus(ctx context.Context, statuses []string) 
 			&i.Version,
 			&i.CreatedAt,
 			&i.PauseRequestedAt,
+			&i.AppChangedFiles,
+			&i.FilesSeenAt,
+			&i.MissingSince,
 		); err != nil {
 			return nil, err
 		}
@@ -478,7 +509,7 @@ func (q *Queries) ListSandboxesByStatus(ctx context.Context, statuses []string) 
 }
 
 const listStuckSandboxes = `-- name: ListStuckSandboxes :many
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at FROM sandboxes
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since FROM sandboxes
 WHERE (status = 'starting' AND state_changed_at < $1::timestamptz)
    OR (status = 'resuming' AND state_changed_at < $2::timestamptz)
 ORDER BY state_changed_at LIMIT 500
@@ -524,6 +555,9 @@ func (q *Queries) ListStuckSandboxes(ctx context.Context, arg ListStuckSandboxes
 			&i.Version,
 			&i.CreatedAt,
 			&i.PauseRequestedAt,
+			&i.AppChangedFiles,
+			&i.FilesSeenAt,
+			&i.MissingSince,
 		); err != nil {
 			return nil, err
 		}
@@ -564,7 +598,7 @@ func (q *Queries) ListWantedProviderIDs(ctx context.Context, ids []string) ([]st
 
 const markSandboxVerified = `-- name: MarkSandboxVerified :exec
 UPDATE sandboxes SET last_verified_at = now(), verification_failures = 0,
-    last_event_at = greatest(last_event_at, $1)
+    last_event_at = greatest(last_event_at, $1), missing_since = NULL
 WHERE id = $2
 `
 
@@ -573,13 +607,15 @@ type MarkSandboxVerifiedParams struct {
 	ID      uuid.UUID
 }
 
+// The provider agrees with the row (or sent an event that changes nothing): a sandbox found
+// missing before is there after all.
 func (q *Queries) MarkSandboxVerified(ctx context.Context, arg MarkSandboxVerifiedParams) error {
 	_, err := q.db.Exec(ctx, markSandboxVerified, arg.EventAt, arg.ID)
 	return err
 }
 
 const markSandboxesVerified = `-- name: MarkSandboxesVerified :exec
-UPDATE sandboxes s SET last_verified_at = now(), verification_failures = 0
+UPDATE sandboxes s SET last_verified_at = now(), verification_failures = 0, missing_since = NULL
 FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::text[]) AS status) v
 WHERE s.id = v.id AND s.status::text = v.status
 `
@@ -610,6 +646,22 @@ func (q *Queries) SetSandboxEndAt(ctx context.Context, arg SetSandboxEndAtParams
 	return err
 }
 
+const setSandboxFilesSeen = `-- name: SetSandboxFilesSeen :exec
+UPDATE sandboxes SET app_changed_files = $1::text[], files_seen_at = now() WHERE id = $2
+`
+
+type SetSandboxFilesSeenParams struct {
+	AppChangedFiles []string
+	ID              uuid.UUID
+}
+
+// Sandman looked at the build's files in the sandbox (once the build was ready, before a pause
+// it asked for): the stored files the app changed or removed by then are the app's from now on.
+func (q *Queries) SetSandboxFilesSeen(ctx context.Context, arg SetSandboxFilesSeenParams) error {
+	_, err := q.db.Exec(ctx, setSandboxFilesSeen, arg.AppChangedFiles, arg.ID)
+	return err
+}
+
 const setSandboxKillRequested = `-- name: SetSandboxKillRequested :exec
 UPDATE sandboxes SET kill_requested = true WHERE id = $1
 `
@@ -617,6 +669,20 @@ UPDATE sandboxes SET kill_requested = true WHERE id = $1
 func (q *Queries) SetSandboxKillRequested(ctx context.Context, id uuid.UUID) error {
 	_, err := q.db.Exec(ctx, setSandboxKillRequested, id)
 	return err
+}
+
+const setSandboxMissing = `-- name: SetSandboxMissing :one
+UPDATE sandboxes SET missing_since = coalesce(missing_since, now()) WHERE id = $1
+RETURNING missing_since::timestamptz
+`
+
+// A check found the provider without the sandbox and no event saying why: remembers when that
+// was first seen (not a state change), and answers it.
+func (q *Queries) SetSandboxMissing(ctx context.Context, id uuid.UUID) (time.Time, error) {
+	row := q.db.QueryRow(ctx, setSandboxMissing, id)
+	var missing_since time.Time
+	err := row.Scan(&missing_since)
+	return missing_since, err
 }
 
 const setSandboxPauseRequested = `-- name: SetSandboxPauseRequested :exec
@@ -633,7 +699,7 @@ const setSandboxProvider = `-- name: SetSandboxProvider :one
 UPDATE sandboxes SET provider_id = $1, preview_url = $2, envd_token = $3,
     provider_domain = $4, end_at = $5
 WHERE id = $6 AND status = 'starting'
-RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at
+RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since
 `
 
 type SetSandboxProviderParams struct {
@@ -681,6 +747,9 @@ func (q *Queries) SetSandboxProvider(ctx context.Context, arg SetSandboxProvider
 		&i.Version,
 		&i.CreatedAt,
 		&i.PauseRequestedAt,
+		&i.AppChangedFiles,
+		&i.FilesSeenAt,
+		&i.MissingSince,
 	)
 	return i, err
 }
@@ -697,7 +766,7 @@ func (q *Queries) TouchActivity(ctx context.Context, id uuid.UUID) error {
 const touchSandboxActivity = `-- name: TouchSandboxActivity :one
 UPDATE sandboxes SET last_active_at = now()
 WHERE id = $1 AND owner_id = $2 AND last_active_at < now() - interval '1 second'
-RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at
+RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since
 `
 
 type TouchSandboxActivityParams struct {
@@ -734,6 +803,9 @@ func (q *Queries) TouchSandboxActivity(ctx context.Context, arg TouchSandboxActi
 		&i.Version,
 		&i.CreatedAt,
 		&i.PauseRequestedAt,
+		&i.AppChangedFiles,
+		&i.FilesSeenAt,
+		&i.MissingSince,
 	)
 	return i, err
 }
@@ -753,9 +825,10 @@ UPDATE sandboxes SET
     last_event_at    = greatest(last_event_at, $10),
     last_verified_at = coalesce($11, last_verified_at),
     verification_failures = CASE WHEN $11::timestamptz IS NULL THEN verification_failures ELSE 0 END,
-    pause_requested_at = NULL
+    pause_requested_at = NULL,
+    missing_since    = NULL
 WHERE id = $12 AND version = $13
-RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at
+RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since
 `
 
 type UpdateSandboxStatusParams struct {
@@ -818,6 +891,9 @@ func (q *Queries) UpdateSandboxStatus(ctx context.Context, arg UpdateSandboxStat
 		&i.Version,
 		&i.CreatedAt,
 		&i.PauseRequestedAt,
+		&i.AppChangedFiles,
+		&i.FilesSeenAt,
+		&i.MissingSince,
 	)
 	return i, err
 }

@@ -354,7 +354,7 @@ func TestRequestShape(t *testing.T) {
 	}
 	want := []seen{
 		{"POST", "/sandboxes", "", testKey, "application/json",
-			`{"templateID":"base","timeout":600,"autoPause":true,"autoPauseMemory":false,"secure":true,"metadata":{"project":"p"}}`},
+			`{"templateID":"base","timeout":600,"autoPause":true,"autoPauseMemory":false,"autoResume":{"enabled":false},"secure":true,"metadata":{"project":"p"}}`},
 		{"POST", "/sandboxes/iabc/pause", "", testKey, "application/json", `{"memory":false}`},
 		{"POST", "/sandboxes/iabc/connect", "", testKey, "application/json", `{"timeout":3600}`},
 		{"POST", "/sandboxes/iabc/timeout", "", testKey, "application/json", `{"timeout":90}`},

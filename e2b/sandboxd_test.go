@@ -28,7 +28,7 @@ import (
 var fastDelays = []time.Duration{20 * time.Millisecond, 40 * time.Millisecond, 80 * time.Millisecond}
 
 // clientFor configures a client exactly as Sandman does in production: from the environment.
-func clientFor(t *testing.T, h *sandboxdtest.Host, edit ...func(*e2b.Config)) *e2b.Client {
+func clientFor(t testing.TB, h *sandboxdtest.Host, edit ...func(*e2b.Config)) *e2b.Client {
 	t.Helper()
 	env := map[string]string{"E2B_API_URL": h.APIURL, "E2B_API_KEY": h.APIKey, "E2B_DOMAIN": h.Domain}
 	cfg := e2b.FromEnv(func(k string) string { return env[k] })

@@ -80,13 +80,14 @@ type CreateParams struct {
 	TimeoutSec int
 	Metadata   map[string]string
 	EnvVars    map[string]string
-	// OnTimeout is what happens when the lifetime ends; empty leaves the provider's default
-	// (kill).
+	// OnTimeout is what happens when the lifetime ends; empty is the provider's default, kill,
+	// which is sent as such (every lifecycle field is sent).
 	OnTimeout OnTimeout
 	// FilesystemOnlyPause makes the on-timeout pause a filesystem-only snapshot
 	// (autoPauseMemory=false); it requires OnTimeout pause and excludes AutoResume.
 	FilesystemOnlyPause bool
-	// AutoResume lets traffic resume the paused sandbox; it requires OnTimeout pause.
+	// AutoResume lets traffic resume the paused sandbox; it requires OnTimeout pause. False is
+	// sent as autoResume {enabled: false}, never left to the provider's default.
 	AutoResume bool
 	// Secure makes the provider issue an envd access token, which envd calls then need.
 	Secure bool
@@ -130,30 +131,35 @@ func (p CreateParams) body() (newSandboxBody, error) {
 	if b.Timeout == 0 {
 		b.Timeout = DefaultSandboxTimeoutSec
 	}
+	// Every lifecycle field is sent, the provider's defaults included: the SDKs now omit
+	// autoResume so that the API owns its default, and whether a sandbox wakes on traffic must
+	// stay the caller's decision (docs/provider.md, "Sandboxes").
+	pause := false
 	switch p.OnTimeout {
-	case "":
-	case OnTimeoutKill, OnTimeoutPause:
-		pause := p.OnTimeout == OnTimeoutPause
-		b.AutoPause = &pause
+	case "", OnTimeoutKill:
+	case OnTimeoutPause:
+		pause = true
 	default:
 		problems = append(problems, fmt.Sprintf("unknown on-timeout action %q", p.OnTimeout))
 	}
+	b.AutoPause = &pause
+	if pause {
+		// autoPauseMemory is only valid with autoPause.
+		keepMemory := !p.FilesystemOnlyPause
+		b.AutoPauseMemory = &keepMemory
+	}
 	if p.FilesystemOnlyPause {
-		if p.OnTimeout != OnTimeoutPause {
+		if !pause {
 			problems = append(problems, "a filesystem-only pause needs on-timeout pause")
 		}
 		if p.AutoResume {
 			problems = append(problems, "a filesystem-only pause cannot be auto-resumed")
 		}
-		keep := false
-		b.AutoPauseMemory = &keep
 	}
-	if p.AutoResume {
-		if p.OnTimeout != OnTimeoutPause {
-			problems = append(problems, "auto-resume needs on-timeout pause")
-		}
-		b.AutoResume = &autoResumeBody{Enabled: true}
+	if p.AutoResume && !pause {
+		problems = append(problems, "auto-resume needs on-timeout pause")
 	}
+	b.AutoResume = &autoResumeBody{Enabled: p.AutoResume}
 	if len(p.Metadata) > 0 || p.IdempotencyKey != "" {
 		b.Metadata = make(map[string]string, len(p.Metadata)+1)
 		for k, v := range p.Metadata {

@@ -43,7 +43,7 @@ func previewVM(l *lifecycle.Service, v lifecycle.ProjectView, now time.Time, csr
 func historyVM(projectID string, entries []lifecycle.HistoryEntry, now time.Time) views.History {
 	h := views.History{ProjectID: projectID, Now: now}
 	for _, e := range entries {
-		h.Entries = append(h.Entries, views.HistoryEntry{At: e.At, Text: e.Text})
+		h.Entries = append(h.Entries, views.HistoryEntry{At: e.At, Text: e.Text, Files: e.Files})
 	}
 	return h
 }

@@ -151,6 +151,14 @@ func (s *Service) runBuild(ctx context.Context, sb db.Sandbox, build db.Build, p
 	}
 	uctx, cancel := context.WithTimeout(ctx, s.cfg.UploadTimeout)
 	err = s.providerUpload(uctx, handle, files)
+	if err == nil {
+		// The integrity check of a build: every stored file arrived whole (docs/states.md,
+		// "Integrity"); what did not is uploaded again.
+		var restored []string
+		if restored, err = s.healUpload(uctx, handle, sb); err == nil && len(restored) > 0 {
+			err = s.recordBuildRestored(ctx, sb.ID, restored)
+		}
+	}
 	cancel()
 	if err != nil {
 		return fmt.Errorf("upload the files: %w", err)
@@ -203,7 +211,24 @@ func (s *Service) runBuild(ctx context.Context, sb db.Sandbox, build db.Build, p
 		return failf("The start command %q did not answer on port %d within %s; check that the server listens on 0.0.0.0:%d. Its last output:\n%s",
 			project.StartCommand, project.Port, s.cfg.ReadyTimeout, project.Port, s.devServerOutput(ctx, handle))
 	}
+	// What the install and start commands changed of the stored files is the app's from now on.
+	s.lookAtFiles(ctx, handle, sb)
 	return s.finishBuild(ctx, sb.ID)
+}
+
+// recordBuildRestored records the files a build's upload check restored, in its history.
+func (s *Service) recordBuildRestored(ctx context.Context, sandboxID uuid.UUID, restored []string) error {
+	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		sb, err := tx.GetSandboxForUpdate(ctx, sandboxID)
+		if err != nil || sb.Status != Starting {
+			return err
+		}
+		return recordRestored(ctx, tx, sb, db.EventSourceBuild, restored)
+	})
+	if err == nil {
+		s.metrics.filesRestored.WithLabelValues("build").Add(float64(len(restored)))
+	}
+	return err
 }
 
 // stillThere checks, before a failed command is blamed on the founder's code, that the provider

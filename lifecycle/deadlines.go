@@ -40,6 +40,17 @@ func pauseInFlight(sb db.Sandbox, now time.Time) bool {
 	return sb.PauseRequestedAt != nil && now.Sub(*sb.PauseRequestedAt) < pauseJobTimeout
 }
 
+// lookTimeout bounds Sandman's look at the app's files before a pause (docs/states.md,
+// "Integrity"): it must never hold up the pause for long.
+const lookTimeout = 10 * time.Second
+
+// lostAfter is when a sandbox first found missing at since, with no event saying why, is
+// declared lost by the provider: once the events reader has had its catch-up window (its
+// interval and the margin it re-reads) to bring a killed event that names the reason.
+func (c Config) lostAfter(since time.Time) time.Time {
+	return since.Add(max(c.EventsEvery, 0) + eventsMargin)
+}
+
 // verifyDue reports whether a page opened at now should queue a verification of sb: only
 // states the provider can contradict, last verified longer than VerifyStaleness ago.
 func (c Config) verifyDue(sb db.Sandbox, now time.Time) bool {

@@ -168,7 +168,7 @@ func TestPreviewLifecycleEndToEnd(t *testing.T) {
 		"Resume started by you", "Resumed by you", "Found gone when checked with the provider",
 		"Rebuilt from your saved files (1 credit)", "Preview ready", "Resume started by you", "Resumed by you")
 	// Drawn with an older state, the history stops at that state's event.
-	if upTo, err := b.svc.History(ctx, u.ID, p.ID, hist[2].EventID); err != nil || len(upTo) == 0 || upTo[0] != hist[2] {
+	if upTo, err := b.svc.History(ctx, u.ID, p.ID, hist[2].EventID); err != nil || len(upTo) == 0 || upTo[0].EventID != hist[2].EventID || upTo[0].Text != hist[2].Text {
 		t.Fatalf("history up to %d starts with %+v (%v)", hist[2].EventID, upTo, err)
 	}
 	if other, err := b.svc.History(ctx, uuid.New(), p.ID, math.MaxInt64); err != nil || len(other) != 0 {

@@ -19,6 +19,9 @@ type HistoryEntry struct {
 	EventID int64
 	At      time.Time
 	Text    string
+	// Files are the files the event names (the ones a heal restored), for the page to list
+	// under the sentence.
+	Files []string
 }
 
 // History returns the founder's project's newest changes up to the event upTo, newest first,
@@ -38,7 +41,11 @@ func (s *Service) History(ctx context.Context, owner, projectID uuid.UUID, upTo 
 }
 
 func (s *Service) entry(ev db.SandboxEvent, kind db.BuildKind) HistoryEntry {
-	return HistoryEntry{EventID: ev.ID, At: ev.CreatedAt, Text: describe(factsOf(ev, kind), s.cfg.IdleTimeout)}
+	text := describe(factsOf(ev, kind), s.cfg.IdleTimeout)
+	if ev.Reason == reasonRestored {
+		text = restoredText(len(ev.Files)) // it counts the files the event names
+	}
+	return HistoryEntry{EventID: ev.ID, At: ev.CreatedAt, Text: text, Files: ev.Files}
 }
 
 // Reasons the writers record and describe reads (a pause's are its pauseCause).
@@ -52,6 +59,11 @@ const (
 	reasonResumeNotFound    = "resume failed: not found"
 	reasonResumeUnreachable = "resume failed: unreachable"
 	reasonResumeTimedOut    = "resume timed out"
+	reasonResumeFilesLost   = "resume failed: files lost"
+	// An integrity check restored files (the event names them); a sandbox the provider no
+	// longer has, with no event saying why after the catch-up window, was lost by it.
+	reasonRestored = "restored files"
+	reasonLost     = "lost by the provider"
 )
 
 // eventFacts are what a sentence is chosen from: the move, who made it and why.
@@ -118,9 +130,14 @@ func describe(f eventFacts, idle time.Duration) string {
 			return "Resume failed: the sandbox couldn't be reached"
 		case reasonResumeTimedOut:
 			return "Resume failed: it took too long"
+		case reasonResumeFilesLost:
+			return "Resume failed: the provider lost its files and they couldn't be restored"
 		}
 		return "Resume failed"
 	case Killed:
+		if f.reason == reasonLost {
+			return "The provider lost this preview"
+		}
 		if f.fromProvider() {
 			return "Stopped by the provider"
 		}
@@ -141,6 +158,15 @@ func describe(f eventFacts, idle time.Duration) string {
 		return "Connection issue with the provider"
 	}
 	return fallbackText[f.to]
+}
+
+// restoredText is the sentence of an integrity check that restored n files (reasonRestored),
+// whatever the state it happened in; the page names the files under it.
+func restoredText(n int) string {
+	if n == 1 {
+		return "Restored 1 file the provider lost"
+	}
+	return fmt.Sprintf("Restored %d files the provider lost", n)
 }
 
 // fallbackText names the state reached when no rule above knows the move.

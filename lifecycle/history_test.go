@@ -45,8 +45,11 @@ func TestHistorySentences(t *testing.T) {
 		{"resume failed, older row", eventFacts{Resuming, ResumeFailed, user, "resume_failed", false}, "Resume failed"},
 		{"killed in the provider's dashboard", eventFacts{Running, Killed, webhook, "request", false}, "Stopped by the provider"},
 		{"killed, read from the events API", eventFacts{Paused, Killed, eventsAPI, "orphaned", false}, "Stopped by the provider"},
-		{"found missing", eventFacts{Running, Killed, reconciler, "missing", false}, "Found gone when checked with the provider"},
-		{"found missing by a pause", eventFacts{Running, Killed, scheduler, "missing", false}, "Found gone when checked with the provider"},
+		{"resume failed, files lost", eventFacts{Resuming, ResumeFailed, user, reasonResumeFilesLost, false}, "Resume failed: the provider lost its files and they couldn't be restored"},
+		{"found gone, its kill reason read from the events", eventFacts{Running, Killed, reconciler, "request", false}, "Found gone when checked with the provider"},
+		{"found missing (an older row)", eventFacts{Running, Killed, reconciler, "missing", false}, "Found gone when checked with the provider"},
+		{"lost by the provider", eventFacts{Running, Killed, reconciler, reasonLost, false}, "The provider lost this preview"},
+		{"lost by the provider, found by a pause", eventFacts{Paused, Killed, scheduler, reasonLost, false}, "The provider lost this preview"},
 		{"expired (webhook)", eventFacts{Running, Expired, webhook, "timeout", false}, "Expired: its time ran out"},
 		{"expired (found missing)", eventFacts{Running, Expired, reconciler, "missing after its end time", false}, "Expired: its time ran out"},
 		{"replaced", eventFacts{Paused, Terminated, user, "replaced", false}, "Replaced by a rebuild"},
@@ -64,6 +67,27 @@ func TestHistorySentences(t *testing.T) {
 				t.Fatalf("describe(%+v) = %q, want %q", tt.f, got, tt.want)
 			}
 		})
+	}
+}
+
+// A heal's sentence counts the files its event names, in whichever state it happened.
+func TestRestoredSentence(t *testing.T) {
+	t.Parallel()
+	s := &Service{cfg: Config{IdleTimeout: 3 * time.Minute}}
+	for _, tt := range []struct {
+		status db.SandboxStatus
+		source db.EventSource
+		files  []string
+		want   string
+	}{
+		{Resuming, db.EventSourceUser, []string{"index.html", "lib/a b.js", "data.json"}, "Restored 3 files the provider lost"},
+		{Resuming, db.EventSourceUser, []string{"index.html"}, "Restored 1 file the provider lost"},
+		{Starting, db.EventSourceBuild, []string{"a", "b"}, "Restored 2 files the provider lost"},
+	} {
+		e := s.entry(db.SandboxEvent{FromStatus: tt.status, ToStatus: tt.status, Source: tt.source, Reason: reasonRestored, Files: tt.files}, db.BuildKindInitial)
+		if e.Text != tt.want || len(e.Files) != len(tt.files) {
+			t.Errorf("%s: %q naming %q, want %q naming %q", tt.status, e.Text, e.Files, tt.want, tt.files)
+		}
 	}
 }
 

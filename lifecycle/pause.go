@@ -105,6 +105,9 @@ func (s *Service) pauseNow(ctx context.Context, sb db.Sandbox, cause pauseCause)
 	if err := s.q.SetSandboxPauseRequested(ctx, sb.ID); err != nil {
 		return err
 	}
+	// What the app changed of its stored files while it ran is its own: the integrity check
+	// after the resume leaves those alone (docs/states.md, "Integrity").
+	s.lookAtFiles(ctx, s.handleOf(sb), sb)
 	pctx, cancel := context.WithTimeout(ctx, time.Minute)
 	err = s.providerPause(pctx, *sb.ProviderID, keepMemory)
 	cancel()

@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -80,6 +81,12 @@ func (s *Service) providerUpload(ctx context.Context, h sandboxHandle, files []d
 	return s.provider.UploadFiles(ctx, h, up)
 }
 
+// providerDigest reports the size and SHA-256 of each path of the app directory, in one envd
+// command (docs/states.md, "Integrity").
+func (s *Service) providerDigest(ctx context.Context, h sandboxHandle, paths []string) (e2b.DirDigest, error) {
+	return s.provider.DigestFiles(ctx, h, appDir, paths)
+}
+
 // providerRun runs a command in the app directory and waits for it (ctx bounds the wait).
 func (s *Service) providerRun(ctx context.Context, h sandboxHandle, cmd string) (int, string, error) {
 	p, err := s.provider.StartProcess(ctx, h, e2b.ProcessParams{Command: cmd, Cwd: appDir, Tag: "install"})
@@ -93,13 +100,21 @@ func (s *Service) providerRun(ctx context.Context, h sandboxHandle, cmd string) 
 	return res.ExitCode, res.Stdout + res.Stderr, nil
 }
 
-// devServerLog is where the dev server's output goes in the sandbox.
-const devServerLog = "/home/user/dev-server.log"
+// devServerLog is where the dev server's output goes in the sandbox, and devServerPID where its
+// process id and start time are written, so that it can be stopped without the process list
+// (E2B#1031). The start time tells the process from a later one that got the same id after a
+// cold boot.
+const (
+	devServerLog = "/home/user/dev-server.log"
+	devServerPID = "/home/user/dev-server.pid"
+)
 
 // providerStart starts the dev server and leaves it running; its output goes to devServerLog.
 func (s *Service) providerStart(ctx context.Context, h sandboxHandle, cmd string, port int32) error {
 	p, err := s.provider.StartProcess(ctx, h, e2b.ProcessParams{
-		Command: "exec " + cmd + " >> " + devServerLog + " 2>&1", Cwd: appDir, Tag: "dev-server",
+		// exec keeps the shell's pid: the one written down is the dev server's.
+		Command: startTime + `echo "$$ $(start_time $$)" > ` + devServerPID + "; exec " + cmd + " >> " + devServerLog + " 2>&1",
+		Cwd:     appDir, Tag: "dev-server",
 		Envs: map[string]string{"PORT": strconv.Itoa(int(port)), "HOST": "0.0.0.0"},
 	})
 	if err != nil {
@@ -109,17 +124,79 @@ func (s *Service) providerStart(ctx context.Context, h sandboxHandle, cmd string
 	return nil
 }
 
+// startTime defines start_time PID: the process's start time (field 22 of /proc/PID/stat,
+// read after the command name, which may hold spaces).
+const startTime = `start_time() { s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1; set -- ${s##*) }; echo "${20}"; }
+`
+
+// stopDevServer is one command that stops the dev server and everything it started: the
+// process tree whose root devServerPID names (if that process still runs: the same id and
+// start time), and any process of the app directory listening on the port (a server that
+// outlived its parent, or one started before the pid file was written), found through /proc
+// rather than envd's process list, which can miss a process that survived a memory snapshot
+// (E2B#1031). SIGTERM first, SIGKILL 5 s later; it exits 0 once nothing listens on the port,
+// 1 if something still does 5 s after the SIGKILL. It needs only sh, cat, readlink, find, seq
+// and sleep.
+const stopDevServer = startTime + `port=$(printf '%04X' "$PORT")
+app=$(pwd -P)
+listeners() {
+  for f in /proc/net/tcp /proc/net/tcp6; do
+    while read -r _ local _ st _ _ _ _ _ inode _; do
+      [ "$st" = 0A ] && [ "${local##*:}" = "$port" ] && echo "$inode"
+    done < "$f"
+  done 2>/dev/null
+}
+pids() {
+  read -r p started < ` + devServerPID + ` 2>/dev/null && [ -n "$started" ] && [ "$(start_time "$p")" = "$started" ] && echo "$p"
+  for inode in $(listeners); do
+    for fd in $(find /proc/[0-9]*/fd -lname "socket:\[$inode\]" 2>/dev/null); do
+      p=${fd#/proc/}; p=${p%%/*}
+      case $(readlink "/proc/$p/cwd" 2>/dev/null) in "$app"|"$app"/*) echo "$p" ;; esac
+    done
+  done
+}
+kill_tree() {
+  for c in $(cat /proc/$2/task/*/children 2>/dev/null); do kill_tree "$1" "$c"; done
+  kill "-$1" "$2" 2>/dev/null
+}
+free() { [ -z "$(listeners)" ]; }
+for sig in TERM KILL; do
+  for p in $(pids); do kill_tree "$sig" "$p"; done
+  for _ in $(seq 50); do free && exit 0; sleep 0.1; done
+done
+free
+`
+
+// providerStopDevServer stops the running dev server (stopDevServer), before one is started on
+// files a heal restored.
+func (s *Service) providerStopDevServer(ctx context.Context, h sandboxHandle, port int32) error {
+	p, err := s.provider.StartProcess(ctx, h, e2b.ProcessParams{Command: stopDevServer, Cwd: appDir, Tag: "sandman-stop",
+		Envs: map[string]string{"PORT": strconv.Itoa(int(port))}})
+	if err != nil {
+		return err
+	}
+	res, err := p.Wait(ctx)
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("the dev server still holds port %d after SIGKILL (exit %d): %s", port, res.ExitCode, tail(res.Stdout+res.Stderr, 300))
+	}
+	return nil
+}
+
 func (s *Service) providerPause(ctx context.Context, id string, keepMemory bool) error {
 	_, err := s.provider.Pause(ctx, id, keepMemory)
 	return err
 }
 
-func (s *Service) providerConnect(ctx context.Context, id string) (providerSandbox, error) {
-	c, _, err := s.provider.Connect(ctx, id, int(s.cfg.SandboxTimeout.Seconds()))
+// providerConnect resumes a paused sandbox (fromSnapshot) or extends a running one.
+func (s *Service) providerConnect(ctx context.Context, id string) (p providerSandbox, fromSnapshot bool, err error) {
+	c, resumed, err := s.provider.Connect(ctx, id, int(s.cfg.SandboxTimeout.Seconds()))
 	if err != nil {
-		return providerSandbox{}, err
+		return providerSandbox{}, false, err
 	}
-	return s.toProviderSandbox(c), nil
+	return s.toProviderSandbox(c), resumed, nil
 }
 
 func (s *Service) providerSetTimeout(ctx context.Context, id string) error {

@@ -2,7 +2,9 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -65,6 +67,11 @@ func (w *resumeWorker) Work(ctx context.Context, job *river.Job[ResumeArgs]) err
 	if err != nil {
 		return db.MapError(err)
 	}
+	// Every change of this resume is recorded as the founder's: they asked for it.
+	source := db.EventSourceUser
+	// Files an attempt uploaded again stay restored for the next one, which must still
+	// restart the dev server on them and record them.
+	var restored []string
 	var lastErr error
 	for attempt := 1; attempt <= 2; attempt++ {
 		if attempt == 2 {
@@ -75,60 +82,158 @@ func (w *resumeWorker) Work(ctx context.Context, job *river.Job[ResumeArgs]) err
 			}
 		}
 		actx, cancel := context.WithTimeout(ctx, s.cfg.ResumeTimeout)
-		preview, endAt, err := s.resumeOnce(actx, sb, project)
+		res, err := s.resumeOnce(actx, sb, project, restored)
+		restored = res.restored
 		cancel()
 		if err == nil {
-			_, err = s.transition(ctx, sb.ID, func(_ db.Tx, cur db.Sandbox) (*Change, error) {
+			changed := false
+			_, err = s.transition(ctx, sb.ID, func(tx db.Tx, cur db.Sandbox) (*Change, error) {
 				if cur.Status != Resuming {
 					return nil, nil
 				}
-				return &Change{To: Running, Source: db.EventSourceUser, Reason: "resumed", PreviewURL: &preview,
-					EndAt: &endAt, ClearSnap: true, Verified: true}, nil
+				if len(res.restored) > 0 {
+					if err := recordRestored(ctx, tx, cur, source, res.restored); err != nil {
+						return nil, err
+					}
+				}
+				changed = true
+				return &Change{To: Running, Source: source, Reason: "resumed", PreviewURL: &res.preview,
+					EndAt: &res.endAt, ClearSnap: true, Verified: true}, nil
 			})
+			if err == nil && changed {
+				s.countIntegrity(res)
+			}
 			return err
 		}
 		lastErr = err
 		s.log.Warn("resume attempt failed", "sandbox_id", sb.ID, "attempt", attempt, "err", err)
-		if isNotFound(err) {
-			break // a lost sandbox does not come back on a second try
+		if isNotFound(err) || isFilesLost(err) {
+			break // a lost sandbox, or lost files, do not come back on a second try
 		}
 	}
 	cause, reason := CauseUnreachable, reasonResumeUnreachable
-	if isNotFound(lastErr) {
+	switch {
+	case isNotFound(lastErr):
 		cause, reason = CauseNotFound, reasonResumeNotFound
+	case isFilesLost(lastErr):
+		cause, reason = CauseFilesLost, reasonResumeFilesLost
+		s.metrics.resumeIntegrity.WithLabelValues(integrityFailed).Inc()
 	}
 	_, err = s.transition(context.WithoutCancel(ctx), sb.ID, func(_ db.Tx, cur db.Sandbox) (*Change, error) {
 		if cur.Status != Resuming {
 			return nil, nil
 		}
-		return &Change{To: ResumeFailed, Source: db.EventSourceUser, Reason: reason, FailureCause: cause}, nil
+		return &Change{To: ResumeFailed, Source: source, Reason: reason, FailureCause: cause}, nil
 	})
 	return err
 }
 
+// union is a and the elements of b it lacks, sorted.
+func union(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, x := range b {
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func isFilesLost(err error) bool {
+	var lost *filesLost
+	return errors.As(err, &lost)
+}
+
+// resumed is what one successful resume attempt found.
+type resumed struct {
+	preview   string
+	endAt     time.Time
+	restored  []string // files the integrity check uploaded again
+	checked   bool     // the sandbox had slept, so its files were checked
+	unchecked bool     // … but the check itself could not be made
+}
+
+// countIntegrity counts a resume that reached running by what its integrity check found.
+func (s *Service) countIntegrity(r resumed) {
+	switch {
+	case !r.checked:
+		return // it was running all along: nothing slept, nothing to prove
+	case r.unchecked:
+		s.metrics.resumeIntegrity.WithLabelValues(integrityUnchecked).Inc()
+	case len(r.restored) > 0:
+		s.metrics.resumeIntegrity.WithLabelValues(integrityHealed).Inc()
+		s.metrics.filesRestored.WithLabelValues("resume").Add(float64(len(r.restored)))
+	default:
+		s.metrics.resumeIntegrity.WithLabelValues(integrityIntact).Inc()
+	}
+}
+
 // resumeOnce connects (which resumes a paused sandbox with a fresh lifetime), sets the timeout
-// again, makes sure the dev server answers and returns the fresh preview URL and end time.
-func (s *Service) resumeOnce(ctx context.Context, sb db.Sandbox, project db.Project) (string, time.Time, error) {
-	connected, err := s.providerConnect(ctx, *sb.ProviderID)
+// again, proves the app's files whole (restoring what the provider lost, docs/states.md,
+// "Integrity"), makes sure the dev server answers (started again on restored files) and returns
+// the fresh preview URL and end time. earlier are the files an earlier attempt restored; the
+// answer's restored holds them too, on failure as on success.
+func (s *Service) resumeOnce(ctx context.Context, sb db.Sandbox, project db.Project, earlier []string) (resumed, error) {
+	fail := func(err error) (resumed, error) { return resumed{restored: earlier}, err }
+	connected, fromSnapshot, err := s.providerConnect(ctx, *sb.ProviderID)
 	if err != nil {
-		return "", time.Time{}, fmt.Errorf("connect: %w", err)
+		return fail(fmt.Errorf("connect: %w", err))
 	}
 	if err := s.providerSetTimeout(ctx, *sb.ProviderID); err != nil && !isNotFound(err) {
-		return "", time.Time{}, fmt.Errorf("set timeout: %w", err)
+		return fail(fmt.Errorf("set timeout: %w", err))
 	} else if err != nil {
-		return "", time.Time{}, err
+		return fail(err)
 	}
 	connected.EnvdToken = firstNonEmpty(connected.EnvdToken, sb.EnvdToken)
-	preview := s.previewURL(connected, project.Port)
+	// The handle comes from this connect's answer: the provider upgrades envd at resume
+	// (envdVersion may change), so nothing learnt of envd before the pause is carried over.
+	h := s.handleOf(withProvider(sb, connected))
+	r := resumed{preview: s.previewURL(connected, project.Port)}
+	// Checked when it slept: this connect woke it, or the row says it was paused (an earlier
+	// attempt, or a job cut short, may have woken it already). A sandbox that was running all
+	// along (a resume from a connection issue) had nothing snapshotted to lose, and the app may
+	// have changed its files since Sandman's last look.
+	if fromSnapshot || sb.SnapshotKind != nil {
+		r.checked = true
+		now, err := s.ensureIntact(ctx, h, sb)
+		earlier = union(earlier, now)
+		switch {
+		case errors.Is(err, errUnchecked):
+			// Not the files' fault: resume as before the check existed, and say so.
+			s.log.Error("resume: the integrity check could not be made, resuming unchecked", "sandbox_id", sb.ID, "err", err)
+			r.unchecked = true
+		case err != nil:
+			return fail(err)
+		}
+	}
+	r.restored = earlier
+	restart := len(r.restored) > 0
 	// After a filesystem-only snapshot nothing runs: always start the dev server again.
 	coldBoot := sb.SnapshotKind != nil && *sb.SnapshotKind == db.PauseKindFilesystem
-	if err := s.ensureDevServer(ctx, s.handleOf(withProvider(sb, connected)), project, preview, coldBoot); err != nil {
-		return "", time.Time{}, err
+	if restart && !coldBoot {
+		// The running server may hold the lost files' old contents, or have failed on them.
+		if err := s.providerStopDevServer(ctx, h, project.Port); err != nil {
+			if isNotFound(err) {
+				return fail(err)
+			}
+			return fail(&filesLost{why: "the dev server could not be stopped to start it on the restored files: " + err.Error()})
+		}
 	}
-	if err := s.waitReady(ctx, preview); err != nil {
-		return "", time.Time{}, fmt.Errorf("dev server did not answer: %w", err)
+	if err := s.ensureDevServer(ctx, h, project, r.preview, coldBoot || restart); err != nil {
+		if restart && !isNotFound(err) {
+			return fail(&filesLost{why: err.Error()})
+		}
+		return fail(err)
 	}
-	return preview, s.cfg.lifetimeEnd(time.Now()), nil
+	if err := s.waitReady(ctx, r.preview); err != nil {
+		if restart {
+			return fail(&filesLost{why: fmt.Sprintf("the dev server did not answer on the %d restored files: %v", len(r.restored), err)})
+		}
+		return fail(fmt.Errorf("dev server did not answer: %w", err))
+	}
+	r.endAt = s.cfg.lifetimeEnd(time.Now())
+	return r, nil
 }
 
 func withProvider(sb db.Sandbox, p providerSandbox) db.Sandbox {

@@ -64,4 +64,5 @@ func keepsRecreated(to db.SandboxStatus) bool {
 const (
 	CauseNotFound    = "This preview was cleaned up and can't be recovered. Rebuild it from your saved files."
 	CauseUnreachable = "The sandbox couldn't be reached. It may be corrupted."
+	CauseFilesLost   = "The preview's files were lost by the provider and couldn't be restored. Rebuild it from your saved files."
 )

@@ -22,9 +22,11 @@ type ProviderState struct {
 	KillReason *string
 }
 
-// goneStatus classifies a sandbox the provider no longer has (docs/states.md, "Why it is gone").
-// killReason is the provider's kill_reason when an event said so, or nil when the sandbox was
-// simply found missing.
+// goneStatus classifies a sandbox the provider no longer has (docs/states.md, "Why a sandbox is
+// gone"). killReason is the provider's kill_reason when an event said so, or nil when the
+// sandbox was simply found missing: then it expired (a running one past its end time), was
+// Sandman's own kill, or else the provider lost it (reasonLost), which goneChange declares only
+// after the catch-up window.
 func goneStatus(sb db.Sandbox, killReason *string, now time.Time) (db.SandboxStatus, string) {
 	if killReason != nil {
 		switch *killReason {
@@ -46,17 +48,38 @@ func goneStatus(sb db.Sandbox, killReason *string, now time.Time) (db.SandboxSta
 	if sb.KillRequested {
 		return Terminated, "missing after Sandman's kill"
 	}
-	return Killed, "missing"
+	return Killed, reasonLost
 }
 
-// markGone records that the provider no longer has the sandbox.
+// goneChange is the change for a sandbox the provider no longer has, in the transaction that
+// read cur. A loss nobody explains (no kill event, no expiry, not Sandman's kill) is declared
+// only once no killed event has come within the events' catch-up window since it was first
+// seen (lostAfter): until then it returns no change and remembers when it was first seen. A
+// killed event in the meantime is applied by its webhook or the events reader with its reason.
+func (s *Service) goneChange(ctx context.Context, tx db.Tx, cur db.Sandbox, killReason *string, source db.EventSource) (*Change, error) {
+	now := time.Now()
+	to, reason := goneStatus(cur, killReason, now)
+	if reason == reasonLost {
+		since, err := tx.SetSandboxMissing(ctx, cur.ID)
+		if err != nil {
+			return nil, err
+		}
+		if now.Before(s.cfg.lostAfter(since)) {
+			return nil, nil
+		}
+		s.log.Warn("the provider lost a sandbox: gone with no event", "sandbox_id", cur.ID, "provider_id", deref(cur.ProviderID),
+			"missing_since", since, "status", cur.Status)
+	}
+	return &Change{To: to, Source: source, Reason: reason, KilledReason: &reason, Verified: true}, nil
+}
+
+// markGone records that the provider no longer has the sandbox (see goneChange).
 func (s *Service) markGone(ctx context.Context, sb db.Sandbox, source db.EventSource, killReason *string) error {
-	_, err := s.transition(ctx, sb.ID, func(_ db.Tx, cur db.Sandbox) (*Change, error) {
+	_, err := s.transition(ctx, sb.ID, func(tx db.Tx, cur db.Sandbox) (*Change, error) {
 		if IsGone(cur.Status) {
 			return nil, nil
 		}
-		to, reason := goneStatus(cur, killReason, time.Now())
-		return &Change{To: to, Source: source, Reason: reason, KilledReason: &reason, Verified: true}, nil
+		return s.goneChange(ctx, tx, cur, killReason, source)
 	})
 	return err
 }
@@ -70,8 +93,7 @@ func (s *Service) syncTo(ctx context.Context, id uuid.UUID, ps ProviderState, so
 			return nil, nil // transitional states belong to their worker; gone is final
 		}
 		if !ps.Found {
-			to, reason := goneStatus(cur, ps.KillReason, time.Now())
-			return &Change{To: to, Source: source, Reason: reason, KilledReason: &reason, Verified: true}, nil
+			return s.goneChange(ctx, tx, cur, ps.KillReason, source)
 		}
 		if cur.Status == ps.State {
 			return nil, tx.MarkSandboxVerified(ctx, db.MarkSandboxVerifiedParams{ID: cur.ID})

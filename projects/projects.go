@@ -3,6 +3,7 @@ package projects
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -114,7 +115,10 @@ func (s *Service) create(ctx context.Context, owner uuid.UUID, starter *string, 
 		}
 		rows := make([]db.InsertProjectFilesParams, len(files))
 		for i, f := range files {
-			rows[i] = db.InsertProjectFilesParams{ProjectID: p.ID, Path: f.Path, Content: f.Content}
+			// Digested once, here: every build copies it, and the integrity check compares the
+			// sandbox's files with it (docs/states.md, "Integrity").
+			sum := sha256.Sum256(f.Content)
+			rows[i] = db.InsertProjectFilesParams{ProjectID: p.ID, Path: f.Path, Content: f.Content, Sha256: sum[:]}
 		}
 		_, err = tx.InsertProjectFiles(ctx, rows)
 		return err

@@ -13,7 +13,8 @@ SELECT sqlc.embed(projects),
 FROM projects WHERE owner_id = @owner_id ORDER BY created_at DESC, id;
 
 -- name: InsertProjectFiles :copyfrom
-INSERT INTO project_files (project_id, path, content) VALUES (@project_id, @path, @content);
+-- sha256 is the content's, computed once by the caller as the files are stored.
+INSERT INTO project_files (project_id, path, content, sha256) VALUES (@project_id, @path, @content, @sha256);
 
 -- name: ListProjectFiles :many
 -- Paths and sizes only: the project page lists files without loading them.

@@ -45,7 +45,8 @@ UPDATE sandboxes SET
     last_event_at    = greatest(last_event_at, sqlc.narg('event_at')),
     last_verified_at = coalesce(sqlc.narg('verified_at'), last_verified_at),
     verification_failures = CASE WHEN sqlc.narg('verified_at')::timestamptz IS NULL THEN verification_failures ELSE 0 END,
-    pause_requested_at = NULL
+    pause_requested_at = NULL,
+    missing_since    = NULL
 WHERE id = @id AND version = @version
 RETURNING *;
 
@@ -73,8 +74,10 @@ WHERE id = @id AND owner_id = @owner_id AND last_active_at < now() - interval '1
 RETURNING *;
 
 -- name: MarkSandboxVerified :exec
+-- The provider agrees with the row (or sent an event that changes nothing): a sandbox found
+-- missing before is there after all.
 UPDATE sandboxes SET last_verified_at = now(), verification_failures = 0,
-    last_event_at = greatest(last_event_at, sqlc.narg('event_at'))
+    last_event_at = greatest(last_event_at, sqlc.narg('event_at')), missing_since = NULL
 WHERE id = @id;
 
 -- name: IncrementVerificationFailures :one
@@ -107,7 +110,7 @@ UPDATE sandboxes SET last_active_at = now() WHERE id = @id;
 -- name: MarkSandboxesVerified :exec
 -- The reconcile sweep's batch for rows the provider agrees with; a row that changed status since
 -- it was read is left for the next pass.
-UPDATE sandboxes s SET last_verified_at = now(), verification_failures = 0
+UPDATE sandboxes s SET last_verified_at = now(), verification_failures = 0, missing_since = NULL
 FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@statuses::text[]) AS status) v
 WHERE s.id = v.id AND s.status::text = v.status;
 
@@ -116,3 +119,14 @@ WHERE s.id = v.id AND s.status::text = v.status;
 -- the rest once they are old enough, as orphans).
 SELECT provider_id::text FROM sandboxes
 WHERE provider_id = ANY(@ids::text[]) AND status NOT IN ('killed', 'expired', 'terminated');
+
+-- name: SetSandboxMissing :one
+-- A check found the provider without the sandbox and no event saying why: remembers when that
+-- was first seen (not a state change), and answers it.
+UPDATE sandboxes SET missing_since = coalesce(missing_since, now()) WHERE id = @id
+RETURNING missing_since::timestamptz;
+
+-- name: SetSandboxFilesSeen :exec
+-- Sandman looked at the build's files in the sandbox (once the build was ready, before a pause
+-- it asked for): the stored files the app changed or removed by then are the app's from now on.
+UPDATE sandboxes SET app_changed_files = @app_changed_files::text[], files_seen_at = now() WHERE id = @id;

@@ -17,7 +17,8 @@ func (s *Server) handleFaultAdd(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a := s.faults.add(f)
-	s.log.Info("fault added", "fault_id", a.ID, "route", f.Route, "webhook", f.Webhook, "status", f.Status, "latency_ms", f.LatencyMs, "count", f.Count)
+	s.log.Info("fault added", "fault_id", a.ID, "route", f.Route, "webhook", f.Webhook, "files", f.Files, "damage", f.Damage,
+		"status", f.Status, "latency_ms", f.LatencyMs, "count", f.Count)
 	writeJSON(w, http.StatusCreated, map[string]string{"id": a.ID})
 }
 
@@ -52,6 +53,20 @@ func (s *Server) handleDashboardKill(w http.ResponseWriter, r *http.Request) {
 		req.Reason = KillReasonRequest
 	}
 	if err := s.kill(id, req.Reason); err != nil {
+		writeOpError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// handleLose removes a sandbox as the provider sometimes loses one: it is simply gone, with no
+// killed event and no webhook.
+func (s *Server) handleLose(w http.ResponseWriter, r *http.Request) {
+	id, ok := sandboxIDParam(w, r)
+	if !ok {
+		return
+	}
+	if err := s.lose(id); err != nil {
 		writeOpError(w, err)
 		return
 	}

@@ -53,6 +53,7 @@ func (s *Server) apiHandler() http.Handler {
 	admin("DELETE /_sandboxd/faults", s.handleFaultClear)
 	admin("DELETE /_sandboxd/faults/{faultID}", s.handleFaultClear)
 	admin("POST /_sandboxd/sandboxes/{sandboxID}/kill", s.handleDashboardKill)
+	admin("POST /_sandboxd/sandboxes/{sandboxID}/lose", s.handleLose)
 	admin("GET /_sandboxd/isolation", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, s.IsolationReport())
 	})

@@ -64,7 +64,7 @@ func (s *Server) sandboxBody(rec record) sandboxBody {
 	domain := s.SandboxDomain()
 	return sandboxBody{
 		TemplateID: rec.TemplateID, SandboxID: rec.ID, Alias: rec.TemplateID, ClientID: pausedClientID,
-		EnvdVersion: envdVersion, EnvdAccessToken: rec.AccessToken, Domain: &domain,
+		EnvdVersion: s.envdVersionOf(rec), EnvdAccessToken: rec.AccessToken, Domain: &domain,
 	}
 }
 
@@ -72,7 +72,7 @@ func (s *Server) detail(rec record) sandboxDetail {
 	d := sandboxDetail{
 		TemplateID: rec.TemplateID, Alias: rec.TemplateID, SandboxID: rec.ID, ClientID: pausedClientID,
 		StartedAt: rec.StartedAt, EndAt: rec.EndAt, CPUCount: cpuCount, MemoryMB: s.iso.memoryMB(), DiskSizeMB: s.iso.diskMB(),
-		State: rec.State, EnvdVersion: envdVersion, EnvdAccessToken: rec.AccessToken,
+		State: rec.State, EnvdVersion: s.envdVersionOf(rec), EnvdAccessToken: rec.AccessToken,
 		AllowInternetAccess: rec.AllowInternet, Metadata: nonNil(rec.Metadata),
 		Lifecycle: lifecycleBody{AutoResume: rec.AutoResume, OnTimeout: "kill"},
 	}
@@ -90,8 +90,16 @@ func (s *Server) listed(rec record) listedSandbox {
 	return listedSandbox{
 		TemplateID: rec.TemplateID, Alias: rec.TemplateID, SandboxID: rec.ID, ClientID: pausedClientID,
 		StartedAt: rec.StartedAt, EndAt: rec.EndAt, CPUCount: cpuCount, MemoryMB: s.iso.memoryMB(), DiskSizeMB: s.iso.diskMB(),
-		State: rec.State, EnvdVersion: envdVersion, Metadata: nonNil(rec.Metadata),
+		State: rec.State, EnvdVersion: s.envdVersionOf(rec), Metadata: nonNil(rec.Metadata),
 	}
+}
+
+// envdVersionOf is the envd version the sandbox got when it last started.
+func (s *Server) envdVersionOf(rec record) string {
+	if rec.EnvdVersion != "" {
+		return rec.EnvdVersion
+	}
+	return s.cfg.EnvdVersion
 }
 
 func nonNil(m map[string]string) map[string]string {
@@ -251,12 +259,14 @@ func (s *Server) handleConnect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The spec requires timeout, but the JS SDK omits it when the caller
-	// gave none; 300 s is the SDKs' default lifetime.
+	// gave none; 300 s is the SDKs' default lifetime. Zero or less is refused,
+	// as on create and resume since 2026 (infra#3419): it would resume a
+	// paused sandbox with no time to live.
 	secs := int64(300)
 	if req.Timeout != nil {
 		secs = *req.Timeout
 	}
-	timeout, err := s.validTimeout(secs, true)
+	timeout, err := s.validTimeout(secs, false)
 	if err != nil {
 		writeOpError(w, err)
 		return

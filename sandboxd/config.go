@@ -87,7 +87,17 @@ type Config struct {
 	// UIDBase is the first host uid root sandboxd gives sandboxes (default
 	// DefaultUIDBase). Unused when sandboxd is not root.
 	UIDBase int
+	// EnvdVersion is the envd version sandboxes report (default
+	// DefaultEnvdVersion). A sandbox takes the version in force when it
+	// starts: at create and at every resume, as the provider live-upgrades
+	// envd at resume, so a resumed sandbox may report another version than
+	// before its pause.
+	EnvdVersion string
 }
+
+// DefaultEnvdVersion is the envd version sandboxes report unless Config says
+// otherwise.
+const DefaultEnvdVersion = "0.6.13"
 
 var apiKeyPattern = regexp.MustCompile(`^e2b_[0-9a-f]+$`)
 
@@ -133,6 +143,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.KeepaliveMax <= 0 {
 		c.KeepaliveMax = 90 * time.Second
+	}
+	if c.EnvdVersion == "" {
+		c.EnvdVersion = DefaultEnvdVersion
 	}
 	c.Limits = Limits{
 		Memory:    orDefault(c.Limits.Memory, DefaultLimits.Memory),

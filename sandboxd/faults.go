@@ -4,8 +4,18 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
+)
+
+// File damage kinds (Fault.Damage).
+const (
+	// DamageDelete deletes each path (a directory with everything in it).
+	DamageDelete = "delete"
+	// DamageCorrupt rewrites each file with every byte inverted: the same
+	// size, other bytes.
+	DamageCorrupt = "corrupt"
 )
 
 // Webhook fault kinds.
@@ -26,6 +36,8 @@ const (
 //	DELETE /_sandboxd/faults/{faultID}                clear one → 204 (404 if unknown)
 //	POST   /_sandboxd/sandboxes/{sandboxID}/kill      "killed from the dashboard" → 204 (404 if unknown);
 //	                                                  optional body {"reason": "request"} sets kill_reason
+//	POST   /_sandboxd/sandboxes/{sandboxID}/lose      "lost by the provider": gone with no event and no
+//	                                                  webhook (E2B#1381) → 204 (404 if unknown)
 //	GET    /_sandboxd/isolation                       the isolation and limits in force → 200 IsolationReport
 //
 // A route fault, for example
@@ -42,7 +54,16 @@ const (
 //	{"webhook": "drop", "count": 3}
 //	{"webhook": "delay", "latencyMs": 2000, "count": 1}
 //
-// applies to the next webhook delivery attempts.
+// applies to the next webhook delivery attempts. A files fault, for example
+//
+//	{"sandboxID": "i…", "files": ["app/index.html", "app/lib/x.js"], "damage": "delete", "count": 1}
+//	{"files": ["/home/user/app/data.json"], "damage": "corrupt", "count": 1}
+//
+// damages files as the provider's users still see it happen across a pause
+// (E2B#884, E2B#1104): at the next resume of a paused sandbox (SandboxID's,
+// when set), once it runs again and before the resume answers, each path is
+// deleted or corrupted inside the sandbox. Every files fault that matches a
+// resume applies to it. A path that is not there is skipped (and logged).
 type Fault struct {
 	// Route selects API calls by method and route as sandboxd registers them
 	// (the provider's routes, docs/provider.md; the wildcard's name does not matter, so
@@ -62,15 +83,30 @@ type Fault struct {
 	LatencyMs int `json:"latencyMs,omitempty"`
 	// Webhook is WebhookDrop or WebhookDelay; it makes this a webhook fault.
 	Webhook string `json:"webhook,omitempty"`
+	// Files makes this a files fault: the sandbox paths (absolute, or
+	// relative to /home/user) damaged at a resume, as Damage says.
+	Files []string `json:"files,omitempty"`
+	// Damage is DamageDelete or DamageCorrupt.
+	Damage string `json:"damage,omitempty"`
 	// Count is how many calls or deliveries the fault affects; 0 means all of
 	// them until it is cleared.
 	Count int `json:"count,omitempty"`
 }
 
 func (f *Fault) validate() error {
+	kinds := 0
+	for _, set := range []bool{f.Route != "", f.Webhook != "", len(f.Files) > 0} {
+		if set {
+			kinds++
+		}
+	}
 	switch {
-	case (f.Route == "") == (f.Webhook == ""):
-		return errors.New("a fault needs exactly one of route and webhook")
+	case kinds != 1:
+		return errors.New("a fault needs exactly one of route, webhook and files")
+	case len(f.Files) > 0 && f.Damage != DamageDelete && f.Damage != DamageCorrupt:
+		return fmt.Errorf("damage must be %q or %q", DamageDelete, DamageCorrupt)
+	case len(f.Files) == 0 && f.Damage != "":
+		return errors.New("damage needs files")
 	case f.Webhook != "" && f.Webhook != WebhookDrop && f.Webhook != WebhookDelay:
 		return fmt.Errorf("webhook must be %q or %q", WebhookDrop, WebhookDelay)
 	case f.Webhook == WebhookDelay && f.LatencyMs <= 0:
@@ -79,6 +115,11 @@ func (f *Fault) validate() error {
 		return errors.New("a route fault needs status or latencyMs")
 	case f.Status != 0 && (f.Status < 400 || f.Status > 599):
 		return errors.New("status must be 400..599")
+	case slices.ContainsFunc(f.Files, func(p string) bool {
+		_, _, ok := splitSandboxPath(p)
+		return !ok || isProtectedPath(cleanSandboxPath(p))
+	}):
+		return errors.New("files must be under /home/user or /tmp, and not those directories themselves")
 	case f.Count < 0 || f.LatencyMs < 0 || f.RetryAfterSeconds < 0:
 		return errors.New("count, latencyMs and retryAfterSeconds cannot be negative")
 	}
@@ -168,7 +209,7 @@ func (fs *faultSet) route(pattern, sandboxID string) *Fault {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	for i, f := range fs.faults {
-		if f.route == "" || (f.SandboxID != "" && f.SandboxID != sandboxID) {
+		if f.route == "" || f.SandboxID != "" && f.SandboxID != sandboxID {
 			continue
 		}
 		if f.route == "*" || f.route == norm || f.route == path {
@@ -190,4 +231,22 @@ func (fs *faultSet) webhook() *Fault {
 		}
 	}
 	return nil
+}
+
+// files returns every files fault for a resume of sandboxID, consuming one
+// use of each.
+func (fs *faultSet) files(sandboxID string) []Fault {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	var out []Fault
+	for i := 0; i < len(fs.faults); i++ {
+		if f := fs.faults[i]; len(f.Files) > 0 && (f.SandboxID == "" || f.SandboxID == sandboxID) {
+			n := len(fs.faults)
+			out = append(out, fs.takeLocked(i))
+			if len(fs.faults) < n {
+				i-- // used up and removed: the next fault is at i now
+			}
+		}
+	}
+	return out
 }

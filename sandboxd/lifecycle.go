@@ -55,7 +55,7 @@ func (s *Server) create(p createParams) (record, error) {
 		AllowInternet: p.allowInternet, AutoPause: p.autoPause, AutoPauseMemory: p.autoPauseMemory,
 		AutoResume: p.autoResume, ResumeTimeout: int(p.timeout / time.Second),
 		State: stateRunning, CreatedAt: t, StartedAt: t, EndAt: t.Add(p.timeout), ExecutionID: newUUID(),
-		HostUID: hostUID,
+		HostUID: hostUID, EnvdVersion: s.cfg.EnvdVersion,
 	}
 	if p.secure {
 		rec.AccessToken = randomHex(32)
@@ -297,6 +297,11 @@ func (s *Server) connectLocked(sb *sandbox, timeout time.Duration, keepMemory bo
 	}
 	rec.State, rec.Snapshot = stateRunning, ""
 	rec.StartedAt, rec.EndAt, rec.ExecutionID = t, t.Add(timeout), newUUID()
+	// envd is upgraded at resume: the sandbox now runs the version in force.
+	rec.EnvdVersion = s.cfg.EnvdVersion
+	for _, f := range s.faults.files(rec.ID) {
+		s.damageFiles(sb, f)
+	}
 	s.commit(sb, rec, EventResumed, nil)
 	s.log.Info("sandbox resumed", "sandbox_id", rec.ID)
 	return rec, true, nil
@@ -347,6 +352,26 @@ func (s *Server) kill(id, reason string) error {
 }
 
 func (s *Server) killLocked(sb *sandbox, reason string) {
+	s.removeLocked(sb, func() *event { return s.recordEventLocked(sb.rec, EventKilled, killData(sb.rec, reason)) })
+	s.log.Info("sandbox killed", "sandbox_id", sb.id, "reason", reason)
+}
+
+// lose removes a sandbox with no event and no webhook: what the provider's users report of
+// 1–3 % of sandboxes (E2B#1381), and the admin endpoint's "lose".
+func (s *Server) lose(id string) error {
+	sb, err := s.acquire(id)
+	if err != nil {
+		return err
+	}
+	defer sb.op.Unlock()
+	s.removeLocked(sb, func() *event { return nil })
+	s.log.Warn("sandbox lost: removed with no event", "sandbox_id", id)
+	return nil
+}
+
+// removeLocked stops a sandbox and deletes it and its files; record, called with s.mu held,
+// records the event of its end (or none).
+func (s *Server) removeLocked(sb *sandbox, record func() *event) {
 	if sb.vm != nil {
 		sb.vm.kill()
 		sb.vm = nil
@@ -358,11 +383,10 @@ func (s *Server) killLocked(sb *sandbox, reason string) {
 		sb.timer.Stop()
 	}
 	delete(s.sandboxes, sb.id)
-	ev := s.recordEventLocked(sb.rec, EventKilled, killData(sb.rec, reason))
+	ev := record()
 	s.mu.Unlock()
 	s.removeSandboxFiles(sb.id)
 	s.deliverEvent(ev)
-	s.log.Info("sandbox killed", "sandbox_id", sb.id, "reason", reason)
 }
 
 func killData(rec record, reason string) map[string]any {

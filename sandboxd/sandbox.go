@@ -23,7 +23,6 @@ const (
 	// pausedClientID is what the provider reports as clientID for every
 	// sandbox; it is deprecated and carries no meaning.
 	pausedClientID = "6532622b"
-	envdVersion    = "0.6.13"
 	envdPort       = 49983
 	cpuCount       = 2
 	memoryMB       = 512
@@ -57,6 +56,10 @@ type record struct {
 	// the provider reports it.
 	EndAt       time.Time `json:"endAt"`
 	ExecutionID string    `json:"executionID"`
+	// EnvdVersion is the envd version the sandbox got when it last started
+	// (created or resumed); empty in records written before it was kept,
+	// which read as the current version.
+	EnvdVersion string `json:"envdVersion,omitempty"`
 	// HostUID is the host uid the sandbox's user maps to when root sandboxd
 	// isolates it; its files belong to that uid, so it stays the same for
 	// the sandbox's whole life.

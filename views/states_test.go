@@ -363,6 +363,14 @@ func TestHistoryList(t *testing.T) {
 	if d := renderDOM(t, HistoryList(History{ProjectID: project, Now: now}, false)); d.text("history-empty") == "" || hasAttr(d.one("history"), "hx-swap-oob") {
 		t.Errorf("empty history: %s", d.raw)
 	}
+	// A heal names the files it restored, under its sentence.
+	d = renderDOM(t, HistoryList(History{ProjectID: project, Now: now, Entries: []HistoryEntry{
+		{At: now, Text: "Restored 2 files the provider lost", Files: []string{"index.html", "lib/<a & b>.js"}},
+	}}, false))
+	if d.text("history-text") != "Restored 2 files the provider lost" || !strings.Contains(d.raw, "<details") ||
+		d.text("history-files") != "index.htmllib/<a & b>.js" || !strings.Contains(d.raw, "lib/&lt;a &amp; b&gt;.js") {
+		t.Errorf("a heal's entry: %s", d.raw)
+	}
 }
 
 func TestRelativeTimes(t *testing.T) {

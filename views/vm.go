@@ -105,6 +105,9 @@ type History struct {
 type HistoryEntry struct {
 	At   time.Time
 	Text string
+	// Files are the files the change names (a heal's restored files), listed under the
+	// sentence in a details element.
+	Files []string
 }
 
 // RebuildQuestion asks before a rebuild spends a credit: in the dialog (JavaScript) or on a

@@ -189,8 +189,14 @@ func (c *Client) WaitSandbox(id, status string, within time.Duration) Sandbox {
 // sandbox runs; it returns the project's and the sandbox's ids.
 func (c *Client) BuildCounter() (projectID, sandboxID string) {
 	c.t.Helper()
+	return c.BuildStarter("Counter", "counter")
+}
+
+// BuildStarter is BuildCounter for any starter (projects.Starters), the project named name.
+func (c *Client) BuildStarter(name, starter string) (projectID, sandboxID string) {
+	c.t.Helper()
 	var p struct{ ID string }
-	RequireStatus(c.t, c.API(http.MethodPost, "/api/projects", map[string]string{"name": "Counter", "starter": "counter"}, &p), http.StatusCreated)
+	RequireStatus(c.t, c.API(http.MethodPost, "/api/projects", map[string]string{"name": name, "starter": starter}, &p), http.StatusCreated)
 	var res struct{ Sandbox struct{ ID string } }
 	RequireStatus(c.t, c.API(http.MethodPost, "/api/projects/"+p.ID+"/builds", map[string]string{"idempotencyKey": "first-" + p.ID}, &res), http.StatusAccepted)
 	c.WaitSandbox(res.Sandbox.ID, "running", 90*time.Second)

@@ -133,6 +133,15 @@ func (h *Host) Restart(t testing.TB) {
 	h.start(t)
 }
 
+// RestartWith stops sandboxd cleanly, edits its configuration and starts it again on the same
+// state directory, API key and addresses: an upgrade, say.
+func (h *Host) RestartWith(t testing.TB, edit func(*sandboxd.Config)) {
+	t.Helper()
+	h.stop(t)
+	edit(&h.cfg)
+	h.start(t)
+}
+
 // StateDir returns a fresh temporary state directory that sandbox users
 // can reach: root sandboxd runs each sandbox as a host uid of its own,
 // which must be able to search every directory above the sandbox's files
@@ -166,6 +175,20 @@ func (h *Host) ClearFaults(t testing.TB) {
 func (h *Host) KillFromDashboard(t testing.TB, sandboxID string) {
 	t.Helper()
 	h.admin(t, http.MethodPost, "/_sandboxd/sandboxes/"+sandboxID+"/kill", nil, http.StatusNoContent)
+}
+
+// Lose removes a sandbox as the provider sometimes loses one (E2B#1381): gone, with no killed
+// event and no webhook.
+func (h *Host) Lose(t testing.TB, sandboxID string) {
+	t.Helper()
+	h.admin(t, http.MethodPost, "/_sandboxd/sandboxes/"+sandboxID+"/lose", nil, http.StatusNoContent)
+}
+
+// DamageAtResume damages files of a paused sandbox when it is next resumed (sandboxd.DamageDelete
+// or sandboxd.DamageCorrupt), once. Paths are the sandbox's (absolute, or relative to /home/user).
+func (h *Host) DamageAtResume(t testing.TB, sandboxID, damage string, paths ...string) {
+	t.Helper()
+	h.InjectFault(t, sandboxd.Fault{SandboxID: sandboxID, Files: paths, Damage: damage, Count: 1})
 }
 
 func (h *Host) admin(t testing.TB, method, path string, body []byte, want int) {
