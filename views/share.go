@@ -74,6 +74,9 @@ func (s ShareState) copy() shareCopy {
 	case "live":
 		return shareCopy{Class: "ok"}
 	case "sleeping":
+		if !s.ColdStart {
+			asleep = "It sleeps while nobody looks at it, to save resources. Waking it takes a moment."
+		}
 		return shareCopy{Heading: "Waking up " + name + "…", NoScript: name + " is asleep", Line: asleep, Icon: "wake",
 			Class: "busy", Busy: true, Wake: true}
 	case "waking":
