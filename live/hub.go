@@ -105,6 +105,10 @@ type conn struct {
 	ctx      context.Context
 	cancel   context.CancelFunc
 	dropOnce sync.Once
+	// rmu guards rc against a late end (a failed snapshot, a stall's timer) once Serve has
+	// returned: the server may then reuse the response for another request (echo pools them).
+	rmu      sync.Mutex
+	returned bool
 
 	mu         sync.Mutex
 	latest     map[string]Fragments // the mailbox: per project, the newest state not yet written
@@ -197,6 +201,7 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, s Stream) error {
 		return err
 	}
 	defer h.remove(c)
+	defer c.handlerReturns()
 	// The server's write timeout would cut the stream: this response has none. (Its ReadTimeout
 	// does not reach it: net/http lifts the read deadline once a body-less request is read.)
 	_ = c.rc.SetWriteDeadline(time.Time{})
@@ -621,8 +626,19 @@ func (c *conn) drop() {
 // end finishes the stream. Its writes are made to fail at once, so a handler blocked writing to
 // a stalled client gets going again, and the request's context ends, which ends the stream.
 func (c *conn) end() {
-	_ = c.rc.SetWriteDeadline(time.Now())
+	c.rmu.Lock()
+	if !c.returned {
+		_ = c.rc.SetWriteDeadline(time.Now())
+	}
+	c.rmu.Unlock()
 	c.cancel()
+}
+
+// handlerReturns marks the end of Serve: from then on nothing touches the response.
+func (c *conn) handlerReturns() {
+	c.rmu.Lock()
+	c.returned = true
+	c.rmu.Unlock()
 }
 
 func newID() string {
