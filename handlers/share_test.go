@@ -12,8 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"sandman/app"
 	"sandman/app/apptest"
+	"sandman/db"
 	"sandman/internal/testkit"
 	"sandman/shares"
 )
@@ -350,7 +353,7 @@ func TestShareLinkPagesOfEveryState(t *testing.T) {
 		wakes               bool // a wake resumes it
 	}{
 		{state: "running", want: "live", texts: []string{"· preview"}},
-		{state: "sleeping-memory", want: "sleeping", texts: []string{"Waking up P-sleeping-memory…", "Wake preview", "It was asleep to save resources"}, wakes: true},
+		{state: "sleeping-memory", want: "sleeping", texts: []string{"Waking up P-sleeping-memory…", "Wake preview", "It sleeps while nobody looks at it"}, wakes: true},
 		{state: "sleeping-files", want: "sleeping", texts: []string{"the app is starting again. This may take a little longer."}, wakes: true},
 		{state: "resuming", want: "waking", texts: []string{"Waking up P-resuming…"}},
 		{state: "starting", want: "starting", texts: []string{"Getting P-starting ready…"}},
@@ -586,4 +589,92 @@ func TestShareLinkGuessingFindsNothing(t *testing.T) {
 	testkit.Record(t, testkit.Scenario{ID: "share-token-guessing", Times: times,
 		Injected: "share links' routes with guessed tokens: all one letter, the real token with its last letter changed, cut short, lengthened, upper-cased, path tricks, 4,000 characters",
 		Result:   "404 \"This link doesn't work anymore.\" on every route; nothing changed"})
+}
+
+// events lists a sandbox's recorded moves and notes, oldest first, as "from→to source reason".
+func (s *stack) events(t testing.TB, sandboxID string) []string {
+	t.Helper()
+	evs, err := db.New(s.Pool()).ListSandboxEvents(context.Background(), uuid.MustParse(sandboxID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		out[i] = fmt.Sprintf("%s→%s %s %s", e.FromStatus, e.ToStatus, e.Source, e.Reason)
+	}
+	return out
+}
+
+// Nothing but a visitor's browser wakes a preview: curl, link unfurlers and crawlers fetching
+// the link (and its stream) leave it asleep. Ten visitors waking it at once cause one resume,
+// recorded as the visitor's, with no credit spent; the founder's history says who woke it.
+func TestConcurrentVisitorsWakeOnce(t *testing.T) {
+	t.Parallel()
+	s := start(t, apptest.Options{Webhooks: true})
+	c := s.NewClient(t)
+	c.SignUp("share-ten@example.com")
+	projectID, sandboxID := c.BuildCounter()
+	path := "/s/" + shareToken(t, c, projectID)
+	c.Pause(sandboxID)
+	credits := c.Credits()
+	before := len(s.events(t, sandboxID))
+
+	for _, agent := range []string{"curl/8.5.0", "Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)",
+		"Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)", "facebookexternalhit/1.1", "Twitterbot/1.0",
+		"Mozilla/5.0 (Macintosh; Intel Mac OS X 14_0) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.0 Safari/605.1.15"} {
+		r := s.NewClient(t).Do(http.MethodGet, path, nil, map[string]string{"User-Agent": agent})
+		apptest.RequireStatus(t, r, http.StatusOK)
+		if visitorState(t, r.Body) != "sleeping" {
+			t.Fatalf("%s was shown %s", agent, visitorState(t, r.Body))
+		}
+	}
+	if r := peek(t, s.NewClient(t), http.MethodGet, path+"/events", nil); r.Status != http.StatusOK {
+		t.Fatalf("the link's stream: %d", r.Status)
+	}
+	// Had any of them woken it, the resume would be recorded before its answer came.
+	if evs := s.events(t, sandboxID); len(evs) != before || s.count(t, "SELECT count(*) FROM river_job WHERE kind = 'resume'") != 0 {
+		t.Fatalf("fetching the link woke the preview: %q", evs[before:])
+	}
+	c.WaitSandbox(sandboxID, "paused", time.Second)
+
+	const visitors = 10
+	var wg sync.WaitGroup
+	for range visitors {
+		v := s.NewClient(t)
+		wg.Go(func() {
+			r := v.Do(http.MethodPost, path, nil, map[string]string{"HX-Request": "true"})
+			if r.Status != http.StatusOK {
+				t.Errorf("a visitor's wake: %d %.300s", r.Status, r.Body)
+			} else if state := visitorState(t, r.Body); state != "waking" && state != "live" {
+				t.Errorf("a visitor's wake answered %s", state)
+			}
+		})
+	}
+	wg.Wait()
+	sb := c.WaitSandbox(sandboxID, "running", 60*time.Second)
+	var resumes []string
+	for _, e := range s.events(t, sandboxID)[before:] {
+		if strings.HasPrefix(e, "paused→resuming") || strings.Contains(e, "→running") {
+			resumes = append(resumes, e)
+		}
+	}
+	if len(resumes) != 2 || resumes[0] != "paused→resuming visitor visitor wake" || resumes[1] != "resuming→running visitor resumed" {
+		t.Fatalf("%d visitors at once: %q, want one wake-up and one resume, the visitor's", visitors, resumes)
+	}
+	if n := s.count(t, "SELECT count(*) FROM river_job WHERE kind = 'resume' AND (args->>'visitor')::boolean"); n != 1 {
+		t.Fatalf("%d visitors' resume jobs", n)
+	}
+	if got := c.Credits(); got != credits {
+		t.Fatalf("waking cost credits: %d, then %d", credits, got)
+	}
+	page := c.Get("/projects/" + projectID)
+	apptest.RequireContains(t, page.Body, `data-testid="history-text">Woken by a visitor of your share link</span>`)
+	r := s.NewClient(t).Get(path)
+	if visitorState(t, r.Body) != "live" || !strings.Contains(r.Body, `src="`+sb.PreviewURL+`"`) {
+		t.Fatalf("after the wake the link shows %s", visitorState(t, r.Body))
+	}
+	audit := apptest.AuditDB(t, s.Pool())
+	testkit.Record(t, testkit.Scenario{ID: "share-visitors-at-once", Times: visitors, ChargedTwice: audit.ChargedTwice, Stuck: audit.Stuck,
+		Injected: "a paused preview's share link fetched by curl, link unfurlers, a crawler and its stream (no wake), then woken by 10 visitors at once",
+		Result:   "the fetches woke nothing; one resume, recorded as the visitor's; no credit spent; the preview running"})
 }
