@@ -272,6 +272,65 @@ func (q *Queries) GetSandboxForUpdate(ctx context.Context, id uuid.UUID) (Sandbo
 	return i, err
 }
 
+const getSharedSandboxByProject = `-- name: GetSharedSandboxByProject :one
+SELECT s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at,
+    (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id
+FROM sandboxes s JOIN builds b ON b.id = s.build_id
+WHERE s.project_id = $1
+ORDER BY s.created_at DESC LIMIT 1
+`
+
+type GetSharedSandboxByProjectRow struct {
+	Sandbox       Sandbox
+	Build         Build
+	LatestEventID int64
+}
+
+// The project's current sandbox with its build and its newest event's id, read in one statement
+// so the state and its version agree: a visitor's stream skips a version it already sent, so a
+// state read before a change and labelled with that change's id would never be corrected.
+func (q *Queries) GetSharedSandboxByProject(ctx context.Context, projectID uuid.UUID) (GetSharedSandboxByProjectRow, error) {
+	row := q.db.QueryRow(ctx, getSharedSandboxByProject, projectID)
+	var i GetSharedSandboxByProjectRow
+	err := row.Scan(
+		&i.Sandbox.ID,
+		&i.Sandbox.ProviderID,
+		&i.Sandbox.OwnerID,
+		&i.Sandbox.ProjectID,
+		&i.Sandbox.BuildID,
+		&i.Sandbox.Status,
+		&i.Sandbox.SnapshotKind,
+		&i.Sandbox.PreviewURL,
+		&i.Sandbox.EnvdToken,
+		&i.Sandbox.ProviderDomain,
+		&i.Sandbox.LastActiveAt,
+		&i.Sandbox.LastVerifiedAt,
+		&i.Sandbox.VerificationFailures,
+		&i.Sandbox.StateChangedAt,
+		&i.Sandbox.LastEventAt,
+		&i.Sandbox.EndAt,
+		&i.Sandbox.KilledAt,
+		&i.Sandbox.KilledReason,
+		&i.Sandbox.FailureCause,
+		&i.Sandbox.Recreated,
+		&i.Sandbox.KillRequested,
+		&i.Sandbox.Version,
+		&i.Sandbox.CreatedAt,
+		&i.Sandbox.PauseRequestedAt,
+		&i.Build.ID,
+		&i.Build.ProjectID,
+		&i.Build.Version,
+		&i.Build.Status,
+		&i.Build.Stage,
+		&i.Build.Error,
+		&i.Build.Kind,
+		&i.Build.CreatedAt,
+		&i.Build.FinishedAt,
+		&i.LatestEventID,
+	)
+	return i, err
+}
+
 const incrementVerificationFailures = `-- name: IncrementVerificationFailures :one
 UPDATE sandboxes SET verification_failures = verification_failures + 1 WHERE id = $1
 RETURNING verification_failures

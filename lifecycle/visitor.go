@@ -88,14 +88,17 @@ func wakeable(sb db.Sandbox) bool {
 }
 
 // SharedPreview reads what a visitor of the project's share link sees. Like every read, it
-// only reads the database.
+// only reads the database. The state and its version (EventID) come from one statement: read
+// apart, a change committed between them labelled the older state with the newer version, which
+// a visitor's stream then took for a state it had already sent, and the page stayed on it.
 func (s *Service) SharedPreview(ctx context.Context, projectID uuid.UUID) (SharedPreview, error) {
 	p, err := s.q.GetProject(ctx, projectID)
 	if err != nil {
 		return SharedPreview{}, db.MapError(err)
 	}
 	out := SharedPreview{ProjectID: p.ID, ProjectName: p.Name}
-	sb, err := s.q.GetCurrentSandboxByProject(ctx, p.ID)
+	// The state and its version in one read: a visitor's stream never sends a version twice.
+	cur, err := s.q.GetSharedSandboxByProject(ctx, p.ID)
 	if db.IsNotFound(err) {
 		out.State = VisitorGone
 		return out, nil
@@ -103,21 +106,14 @@ func (s *Service) SharedPreview(ctx context.Context, projectID uuid.UUID) (Share
 	if err != nil {
 		return out, err
 	}
-	b, err := s.q.GetBuild(ctx, sb.BuildID)
-	if err != nil {
-		return out, err
-	}
+	sb := cur.Sandbox
 	var failed int32
 	if sb.Status == ResumeFailed {
 		if failed, err = s.q.CountFailedResumesSinceRunning(ctx, sb.ID); err != nil {
 			return out, err
 		}
 	}
-	last, err := s.q.GetLatestSandboxEvent(ctx, sb.ID)
-	if err != nil {
-		return out, err
-	}
-	out.sandbox, out.EventID, out.State = &sb, last.ID, visitorState(&sb, b, failed)
+	out.sandbox, out.EventID, out.State = &sb, cur.LatestEventID, visitorState(&sb, cur.Build, failed)
 	switch out.State {
 	case VisitorLive:
 		out.PreviewURL = sb.PreviewURL

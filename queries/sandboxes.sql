@@ -24,6 +24,16 @@ SELECT * FROM sandboxes WHERE project_id = @project_id ORDER BY created_at DESC 
 -- The sandbox of the project's newest build.
 SELECT * FROM sandboxes WHERE project_id = @project_id ORDER BY created_at DESC LIMIT 1;
 
+-- name: GetSharedSandboxByProject :one
+-- The project's current sandbox with its build and its newest event's id, read in one statement
+-- so the state and its version agree: a visitor's stream skips a version it already sent, so a
+-- state read before a change and labelled with that change's id would never be corrected.
+SELECT sqlc.embed(s), sqlc.embed(b),
+    (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id
+FROM sandboxes s JOIN builds b ON b.id = s.build_id
+WHERE s.project_id = @project_id
+ORDER BY s.created_at DESC LIMIT 1;
+
 -- name: ListCurrentSandboxesByOwner :many
 -- Each project's newest sandbox with its build, its newest change (every sandbox has one from
 -- its creation: why it is in its state) and its newest event's id (the version of its state for
