@@ -76,16 +76,33 @@
 // A fragment never goes back to an older state than the one it shows (data-event-id): an
 // action's answer read just before a change the stream has already brought, or a stream
 // message older than the page, is dropped (its out-of-band parts with it). Equal is the same
-// state drawn again (a moved deadline, a build stage) and is swapped in.
+// state drawn again (a moved deadline, a build stage) and is swapped in, except where the
+// element says only a newer state replaces it (data-redraw="newer": a share link's page, which
+// shows nothing that changes within a state).
 (function () {
-  const older = (id, el) => el?.dataset?.eventId !== undefined && Number(id) < Number(el.dataset.eventId);
+  const stale = (id, el) => {
+    if (el?.dataset?.eventId === undefined) return false;
+    const shown = Number(el.dataset.eventId);
+    return Number(id) < shown || (el.dataset.redraw === "newer" && Number(id) === shown);
+  };
   document.addEventListener("htmx:beforeSwap", (ev) => {
     const target = ev.detail.target;
     const m = /data-event-id="(\d+)"/.exec(ev.detail.serverResponse || "");
-    if (m && target?.matches?.("[sse-swap][data-event-id]") && older(m[1], target)) ev.detail.shouldSwap = false;
+    if (m && target?.matches?.("[sse-swap][data-event-id]") && stale(m[1], target)) ev.detail.shouldSwap = false;
   });
   document.addEventListener("htmx:sseBeforeMessage", (ev) => {
-    if (older(ev.detail.lastEventId, ev.target)) ev.preventDefault();
+    if (stale(ev.detail.lastEventId, ev.target)) ev.preventDefault();
+  });
+  // An action's answer whose target the stream replaced meanwhile is dropped too. Its events no
+  // longer reach the document (the target is out of it), so the check listens on the target
+  // itself. Swapped into the detached element, the answer would take a preview frame of the same
+  // id out of the page: htmx moves hx-preserve elements by id, wherever the swap goes.
+  document.addEventListener("htmx:beforeRequest", (ev) => {
+    const target = ev.detail.target;
+    if (!target) return;
+    target.addEventListener("htmx:beforeSwap", (e) => {
+      if (!e.detail.target.isConnected) e.detail.shouldSwap = false;
+    }, { once: true });
   });
 })();
 
