@@ -340,7 +340,7 @@ func TestShareLinkReachesOnlyItsPreview(t *testing.T) {
 // page; a sleeping one (or one whose one resume failed) is woken; a resume or a build under way
 // is waited for; a gone one says so and tells the founder once ("A visitor found it gone"),
 // leaving the card's why as it was; the provider's trouble offers Try again, which asks the
-// provider again with a resume.
+// provider again with a resume. No visitor's request calls the provider itself.
 func TestShareLinkPagesOfEveryState(t *testing.T) {
 	t.Parallel()
 	s := start(t, apptest.Options{Role: app.RoleWeb, Config: func(c *app.Config) { c.StartCredits = 20 }})
@@ -365,6 +365,7 @@ func TestShareLinkPagesOfEveryState(t *testing.T) {
 		{state: "not-built", want: "gone"},
 		{state: "unknown", want: "trouble", texts: []string{"We can&#39;t reach this preview right now.", `data-testid="try-again"`}, wakes: true},
 	}
+	providerCalls := testkit.MetricValue(t, s.Registry(), "sandman_e2b_calls_total", nil)
 	v := s.NewClient(t)
 	for _, tt := range tests {
 		projectID, sandboxID := s.project(t, c, "P-"+tt.state, tt.state)
@@ -441,6 +442,11 @@ func TestShareLinkPagesOfEveryState(t *testing.T) {
 	}
 	if n := testkit.MetricValue(t, s.Registry(), "sandman_share_views_total", map[string]string{"state": "gone"}); n < 6 {
 		t.Errorf("%v views of gone previews counted", n)
+	}
+	// Every visitor's answer came from the database: the provider was never asked (a wake queues
+	// its resume job, which no worker runs here).
+	if n := testkit.MetricValue(t, s.Registry(), "sandman_e2b_calls_total", nil); n != providerCalls {
+		t.Errorf("visitors' requests called the provider %v times", n-providerCalls)
 	}
 }
 
