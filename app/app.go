@@ -30,6 +30,7 @@ import (
 	"sandman/lifecycle"
 	"sandman/live"
 	"sandman/projects"
+	"sandman/shares"
 )
 
 // Role says which parts of Sandman an instance runs (`sandman serve --role`).
@@ -71,6 +72,13 @@ type Config struct {
 	SignUpsPerHour int
 	// SessionLifetime is how long a session lasts from its log-in; its event streams end with it.
 	SessionLifetime time.Duration
+	// PublicURL is where browsers reach Sandman (SANDMAN_PUBLIC_URL), without a trailing slash:
+	// share links are PublicURL/s/{token}. Empty: http:// and the address the server listens on
+	// (PublicURL).
+	PublicURL string
+	// ShareKey makes share links' tokens (SANDMAN_SHARE_KEY, at least shares.MinKeyLength
+	// characters). Empty: founders cannot share; links made before still open.
+	ShareKey string
 	// ReadTimeout bounds the reading of a whole request, body included, except where a route
 	// sets its own (an upload's longer one; the event stream, which has none).
 	ReadTimeout time.Duration
@@ -109,6 +117,7 @@ type App struct {
 	provider  *e2b.Client
 	lifecycle *lifecycle.Service
 	accounts  *accounts.Service
+	shares    *shares.Service
 	hub       *live.Hub      // nil for RoleWorker
 	handler   http.Handler   // nil for RoleWorker
 	server    *http.Server   // nil for RoleWorker
@@ -172,6 +181,7 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 	if !cfg.Role.serves() {
 		return a, nil
 	}
+	a.shares = shares.New(pool, shares.Options{Key: cfg.ShareKey, PublicURL: a.PublicURL})
 
 	sessions := scs.New()
 	// No cleanup goroutine of pgxstore's (its start races with StopCleanup): prune clears
@@ -186,13 +196,14 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 	sessions.Cookie.Secure = cfg.CookieSecure
 
 	a.hub = live.New(live.Options{Render: handlers.RenderSandbox(a.lifecycle), Snapshot: handlers.RenderSnapshot(a.lifecycle),
-		Logger: logger, Registerer: a.registry})
+		RenderShare: handlers.RenderShare(a.lifecycle), ShareSnapshot: handlers.RenderShareSnapshot(a.lifecycle),
+		ShareEnded: handlers.ShareEnded(), Logger: logger, Registerer: a.registry})
 	var metricsOnMain http.Handler
 	if cfg.MetricsAddr == "" && cfg.MetricsToken != "" {
 		metricsOnMain = metrics
 	}
 	a.handler = handlers.New(handlers.Deps{
-		Pool: pool, Sessions: sessions, Accounts: a.accounts, Projects: projects.New(pool), Lifecycle: a.lifecycle,
+		Pool: pool, Sessions: sessions, Accounts: a.accounts, Projects: projects.New(pool), Shares: a.shares, Lifecycle: a.lifecycle,
 		Live: a.hub, Logger: logger, Registry: a.registry, Metrics: metricsOnMain, TrustProxy: cfg.TrustProxy, HSTS: cfg.CookieSecure,
 		FrameOrigins: []string{frameOrigin(a.provider)},
 	})
@@ -252,7 +263,10 @@ func (a *App) Start(ctx context.Context) error {
 	a.background(bg, a.hub.Run)
 	a.background(bg, func(ctx context.Context) { a.hub.Listen(ctx, a.cfg.DatabaseURL) })
 	a.background(bg, a.prune)
-	a.log.Info("sandman listening", "addr", a.URL())
+	a.log.Info("sandman listening", "addr", a.URL(), "public_url", a.PublicURL())
+	if !a.shares.Enabled() {
+		a.log.Warn("share links are off: set SANDMAN_SHARE_KEY (at least 32 characters) to let founders share their previews")
+	}
 	return nil
 }
 
@@ -325,7 +339,7 @@ func (a *App) prune(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			err := errors.Join(a.accounts.PruneLimits(ctx), db.New(a.pool).DeleteExpiredSessions(ctx))
+			err := errors.Join(a.accounts.PruneLimits(ctx), a.shares.PruneLimits(ctx), db.New(a.pool).DeleteExpiredSessions(ctx))
 			if err != nil && ctx.Err() == nil {
 				a.log.Warn("prune the rate limits' and sessions' tables", "err", err)
 			}
@@ -339,6 +353,33 @@ func (a *App) URL() string {
 		return ""
 	}
 	return "http://" + a.listener.Addr().String()
+}
+
+// PublicURL is where browsers reach the instance, which share links start with:
+// Config.PublicURL, or else http:// and the address the server listens on (an unspecified host,
+// like 0.0.0.0, as localhost).
+func (a *App) PublicURL() string {
+	if a.cfg.PublicURL != "" {
+		return strings.TrimSuffix(a.cfg.PublicURL, "/")
+	}
+	addr := a.cfg.Addr
+	if a.listener != nil {
+		addr = a.listener.Addr().String()
+	}
+	return DefaultPublicURL(addr)
+}
+
+// DefaultPublicURL is SANDMAN_PUBLIC_URL's default for the address SANDMAN_ADDR: http:// and the
+// address, with an unspecified host (none, 0.0.0.0, ::) as localhost.
+func DefaultPublicURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }
 
 // MetricsURL is the base URL of the metrics listener once started ("" without MetricsAddr).

@@ -143,6 +143,7 @@ const (
 	EventSourceScheduler  EventSource = "scheduler"
 	EventSourceBuild      EventSource = "build"
 	EventSourceEventsAPI  EventSource = "events_api"
+	EventSourceVisitor    EventSource = "visitor"
 )
 
 func (e *EventSource) Scan(src interface{}) error {
@@ -187,7 +188,8 @@ func (e EventSource) Valid() bool {
 		EventSourceReconciler,
 		EventSourceScheduler,
 		EventSourceBuild,
-		EventSourceEventsAPI:
+		EventSourceEventsAPI,
+		EventSourceVisitor:
 		return true
 	}
 	return false
@@ -201,6 +203,7 @@ func AllEventSourceValues() []EventSource {
 		EventSourceScheduler,
 		EventSourceBuild,
 		EventSourceEventsAPI,
+		EventSourceVisitor,
 	}
 }
 
@@ -416,6 +419,14 @@ type SandboxEvent struct {
 	ProviderTimestamp *time.Time
 	CreatedAt         time.Time
 	Files             []string
+}
+
+type ShareLink struct {
+	ProjectID uuid.UUID
+	ID        uuid.UUID
+	Nonce     []byte
+	TokenHash []byte
+	CreatedAt time.Time
 }
 
 type User struct {

@@ -16,3 +16,7 @@ type SandboxNotification struct {
 	OwnerID   uuid.UUID `json:"owner_id"`
 	EventID   int64     `json:"event_id"`
 }
+
+// ShareEndChannel announces a share link that stopped working (turned off, or replaced by a new
+// link); the payload is the link's id. Every instance ends the visitors' streams of that link.
+const ShareEndChannel = "sandman_share_end"

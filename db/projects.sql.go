@@ -27,6 +27,28 @@ func (q *Queries) CountProjectsByOwnerAndStarter(ctx context.Context, arg CountP
 	return count, err
 }
 
+const getProject = `-- name: GetProject :one
+SELECT id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at FROM projects WHERE id = $1
+`
+
+// A project by id alone: for a visitor of its share link, whose link names the project.
+func (q *Queries) GetProject(ctx context.Context, id uuid.UUID) (Project, error) {
+	row := q.db.QueryRow(ctx, getProject, id)
+	var i Project
+	err := row.Scan(
+		&i.ID,
+		&i.OwnerID,
+		&i.Name,
+		&i.Starter,
+		&i.InstallCommand,
+		&i.StartCommand,
+		&i.Port,
+		&i.PauseKind,
+		&i.CreatedAt,
+	)
+	return i, err
+}
+
 const getProjectByOwner = `-- name: GetProjectByOwner :one
 SELECT id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at FROM projects WHERE id = $1 AND owner_id = $2
 `
@@ -102,6 +124,18 @@ type InsertProjectFilesParams struct {
 	Sha256    []byte
 }
 
+const isProjectShared = `-- name: IsProjectShared :one
+SELECT EXISTS (SELECT 1 FROM share_links WHERE project_id = $1)::boolean
+`
+
+// Whether the project has a share link on.
+func (q *Queries) IsProjectShared(ctx context.Context, projectID uuid.UUID) (bool, error) {
+	row := q.db.QueryRow(ctx, isProjectShared, projectID)
+	var column_1 bool
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const listProjectFiles = `-- name: ListProjectFiles :many
 SELECT path, length(content)::integer AS size
 FROM project_files WHERE project_id = $1 ORDER BY path
@@ -135,13 +169,15 @@ func (q *Queries) ListProjectFiles(ctx context.Context, projectID uuid.UUID) ([]
 
 const listProjectsByOwner = `-- name: ListProjectsByOwner :many
 SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at,
-       (SELECT count(*) FROM project_files f WHERE f.project_id = projects.id)::integer AS file_count
+       (SELECT count(*) FROM project_files f WHERE f.project_id = projects.id)::integer AS file_count,
+       EXISTS (SELECT 1 FROM share_links l WHERE l.project_id = projects.id)::boolean AS shared
 FROM projects WHERE owner_id = $1 ORDER BY created_at DESC, id
 `
 
 type ListProjectsByOwnerRow struct {
 	Project   Project
 	FileCount int32
+	Shared    bool
 }
 
 func (q *Queries) ListProjectsByOwner(ctx context.Context, ownerID uuid.UUID) ([]ListProjectsByOwnerRow, error) {
@@ -164,6 +200,7 @@ func (q *Queries) ListProjectsByOwner(ctx context.Context, ownerID uuid.UUID) ([
 			&i.Project.PauseKind,
 			&i.Project.CreatedAt,
 			&i.FileCount,
+			&i.Shared,
 		); err != nil {
 			return nil, err
 		}

@@ -12,11 +12,52 @@ import (
 	"github.com/google/uuid"
 )
 
+const countFailedResumesSinceRunning = `-- name: CountFailedResumesSinceRunning :one
+SELECT count(*)::integer FROM sandbox_events e
+WHERE e.sandbox_id = $1::uuid AND e.to_status = 'resume_failed' AND e.from_status <> 'resume_failed'
+  AND e.id > coalesce((SELECT max(r.id) FROM sandbox_events r WHERE r.sandbox_id = $1::uuid AND r.to_status = 'running'), 0)
+`
+
+// How many resumes in a row have failed since the sandbox last ran (a visitor's page offers to
+// try once more after one, and says the provider is in trouble after two).
+func (q *Queries) CountFailedResumesSinceRunning(ctx context.Context, sandboxID uuid.UUID) (int32, error) {
+	row := q.db.QueryRow(ctx, countFailedResumesSinceRunning, sandboxID)
+	var column_1 int32
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
+const getLatestSandboxChange = `-- name: GetLatestSandboxChange :one
+SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files FROM sandbox_events WHERE sandbox_id = $1
+    AND NOT (source = 'visitor' AND from_status = to_status)
+ORDER BY id DESC LIMIT 1
+`
+
+// The sandbox's newest change: why it is in its state. A visitor's note that it found the
+// preview gone changes nothing and explains nothing of the state.
+func (q *Queries) GetLatestSandboxChange(ctx context.Context, sandboxID uuid.UUID) (SandboxEvent, error) {
+	row := q.db.QueryRow(ctx, getLatestSandboxChange, sandboxID)
+	var i SandboxEvent
+	err := row.Scan(
+		&i.ID,
+		&i.SandboxID,
+		&i.FromStatus,
+		&i.ToStatus,
+		&i.Source,
+		&i.Reason,
+		&i.ProviderEventID,
+		&i.ProviderTimestamp,
+		&i.CreatedAt,
+		&i.Files,
+	)
+	return i, err
+}
+
 const getLatestSandboxEvent = `-- name: GetLatestSandboxEvent :one
 SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id DESC LIMIT 1
 `
 
-// The sandbox's newest event: its state's version for live updates, and why it is in it.
+// The sandbox's newest event: its state's version for live updates.
 func (q *Queries) GetLatestSandboxEvent(ctx context.Context, sandboxID uuid.UUID) (SandboxEvent, error) {
 	row := q.db.QueryRow(ctx, getLatestSandboxEvent, sandboxID)
 	var i SandboxEvent
@@ -33,6 +74,24 @@ func (q *Queries) GetLatestSandboxEvent(ctx context.Context, sandboxID uuid.UUID
 		&i.Files,
 	)
 	return i, err
+}
+
+const hasVisitorNote = `-- name: HasVisitorNote :one
+SELECT EXISTS (SELECT 1 FROM sandbox_events WHERE sandbox_id = $1 AND source = 'visitor'
+    AND from_status = to_status AND reason = $2)::boolean
+`
+
+type HasVisitorNoteParams struct {
+	SandboxID uuid.UUID
+	Reason    string
+}
+
+// Whether a visitor's note with this reason was recorded for the sandbox (it is recorded once).
+func (q *Queries) HasVisitorNote(ctx context.Context, arg HasVisitorNoteParams) (bool, error) {
+	row := q.db.QueryRow(ctx, hasVisitorNote, arg.SandboxID, arg.Reason)
+	var column_1 bool
+	err := row.Scan(&column_1)
+	return column_1, err
 }
 
 const insertSandboxEvent = `-- name: InsertSandboxEvent :one

@@ -52,6 +52,47 @@ func (q *Queries) GetCurrentSandboxByProject(ctx context.Context, projectID uuid
 	return i, err
 }
 
+const getCurrentSandboxByProjectForUpdate = `-- name: GetCurrentSandboxByProjectForUpdate :one
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since FROM sandboxes WHERE project_id = $1 ORDER BY created_at DESC LIMIT 1 FOR UPDATE
+`
+
+// The project's current sandbox, locked: a visitor's wake decides under this lock, so of any
+// number of visitors at once one resumes it and the others find it resuming.
+func (q *Queries) GetCurrentSandboxByProjectForUpdate(ctx context.Context, projectID uuid.UUID) (Sandbox, error) {
+	row := q.db.QueryRow(ctx, getCurrentSandboxByProjectForUpdate, projectID)
+	var i Sandbox
+	err := row.Scan(
+		&i.ID,
+		&i.ProviderID,
+		&i.OwnerID,
+		&i.ProjectID,
+		&i.BuildID,
+		&i.Status,
+		&i.SnapshotKind,
+		&i.PreviewURL,
+		&i.EnvdToken,
+		&i.ProviderDomain,
+		&i.LastActiveAt,
+		&i.LastVerifiedAt,
+		&i.VerificationFailures,
+		&i.StateChangedAt,
+		&i.LastEventAt,
+		&i.EndAt,
+		&i.KilledAt,
+		&i.KilledReason,
+		&i.FailureCause,
+		&i.Recreated,
+		&i.KillRequested,
+		&i.Version,
+		&i.CreatedAt,
+		&i.PauseRequestedAt,
+		&i.AppChangedFiles,
+		&i.FilesSeenAt,
+		&i.MissingSince,
+	)
+	return i, err
+}
+
 const getSandbox = `-- name: GetSandbox :one
 SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since FROM sandboxes WHERE id = $1
 `
@@ -252,6 +293,68 @@ func (q *Queries) GetSandboxForUpdate(ctx context.Context, id uuid.UUID) (Sandbo
 	return i, err
 }
 
+const getSharedSandboxByProject = `-- name: GetSharedSandboxByProject :one
+SELECT s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at,
+    (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id
+FROM sandboxes s JOIN builds b ON b.id = s.build_id
+WHERE s.project_id = $1
+ORDER BY s.created_at DESC LIMIT 1
+`
+
+type GetSharedSandboxByProjectRow struct {
+	Sandbox       Sandbox
+	Build         Build
+	LatestEventID int64
+}
+
+// The project's current sandbox with its build and its newest event's id, read in one statement
+// so the state and its version agree: a visitor's stream skips a version it already sent, so a
+// state read before a change and labelled with that change's id would never be corrected.
+func (q *Queries) GetSharedSandboxByProject(ctx context.Context, projectID uuid.UUID) (GetSharedSandboxByProjectRow, error) {
+	row := q.db.QueryRow(ctx, getSharedSandboxByProject, projectID)
+	var i GetSharedSandboxByProjectRow
+	err := row.Scan(
+		&i.Sandbox.ID,
+		&i.Sandbox.ProviderID,
+		&i.Sandbox.OwnerID,
+		&i.Sandbox.ProjectID,
+		&i.Sandbox.BuildID,
+		&i.Sandbox.Status,
+		&i.Sandbox.SnapshotKind,
+		&i.Sandbox.PreviewURL,
+		&i.Sandbox.EnvdToken,
+		&i.Sandbox.ProviderDomain,
+		&i.Sandbox.LastActiveAt,
+		&i.Sandbox.LastVerifiedAt,
+		&i.Sandbox.VerificationFailures,
+		&i.Sandbox.StateChangedAt,
+		&i.Sandbox.LastEventAt,
+		&i.Sandbox.EndAt,
+		&i.Sandbox.KilledAt,
+		&i.Sandbox.KilledReason,
+		&i.Sandbox.FailureCause,
+		&i.Sandbox.Recreated,
+		&i.Sandbox.KillRequested,
+		&i.Sandbox.Version,
+		&i.Sandbox.CreatedAt,
+		&i.Sandbox.PauseRequestedAt,
+		&i.Sandbox.AppChangedFiles,
+		&i.Sandbox.FilesSeenAt,
+		&i.Sandbox.MissingSince,
+		&i.Build.ID,
+		&i.Build.ProjectID,
+		&i.Build.Version,
+		&i.Build.Status,
+		&i.Build.Stage,
+		&i.Build.Error,
+		&i.Build.Kind,
+		&i.Build.CreatedAt,
+		&i.Build.FinishedAt,
+		&i.LatestEventID,
+	)
+	return i, err
+}
+
 const incrementVerificationFailures = `-- name: IncrementVerificationFailures :one
 UPDATE sandboxes SET verification_failures = verification_failures + 1 WHERE id = $1
 RETURNING verification_failures
@@ -318,21 +421,26 @@ func (q *Queries) InsertSandbox(ctx context.Context, arg InsertSandboxParams) (S
 }
 
 const listCurrentSandboxesByOwner = `-- name: ListCurrentSandboxesByOwner :many
-SELECT DISTINCT ON (s.project_id) s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files
+SELECT DISTINCT ON (s.project_id) s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files,
+    (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id
 FROM sandboxes s JOIN builds b ON b.id = s.build_id
-JOIN sandbox_events e ON e.id = (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)
+JOIN sandbox_events e ON e.id = (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id
+    AND NOT (ev.source = 'visitor' AND ev.from_status = ev.to_status))
 WHERE s.owner_id = $1
 ORDER BY s.project_id, s.created_at DESC
 `
 
 type ListCurrentSandboxesByOwnerRow struct {
-	Sandbox      Sandbox
-	Build        Build
-	SandboxEvent SandboxEvent
+	Sandbox       Sandbox
+	Build         Build
+	SandboxEvent  SandboxEvent
+	LatestEventID int64
 }
 
-// Each project's newest sandbox with its build and its newest event (every sandbox has one from
-// its creation), for the dashboard and the JSON API.
+// Each project's newest sandbox with its build, its newest change (every sandbox has one from
+// its creation: why it is in its state) and its newest event's id (the version of its state for
+// live updates: a visitor's note that it found the preview gone is newer than the change), for
+// the dashboard and the JSON API.
 func (q *Queries) ListCurrentSandboxesByOwner(ctx context.Context, ownerID uuid.UUID) ([]ListCurrentSandboxesByOwnerRow, error) {
 	rows, err := q.db.Query(ctx, listCurrentSandboxesByOwner, ownerID)
 	if err != nil {
@@ -389,6 +497,7 @@ func (q *Queries) ListCurrentSandboxesByOwner(ctx context.Context, ownerID uuid.
 			&i.SandboxEvent.ProviderTimestamp,
 			&i.SandboxEvent.CreatedAt,
 			&i.SandboxEvent.Files,
+			&i.LatestEventID,
 		); err != nil {
 			return nil, err
 		}

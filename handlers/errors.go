@@ -61,9 +61,9 @@ func (h *Handlers) errorHandler(err error, c echo.Context) {
 		}
 	}
 	if status >= 500 {
-		h.Logger.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "status", status, "err", err)
+		h.Logger.Error("request failed", "method", c.Request().Method, "path", logPath(c.Request()), "status", status, "err", err)
 	} else {
-		h.Logger.Warn("request refused", "method", c.Request().Method, "path", c.Request().URL.Path, "status", status, "err", err)
+		h.Logger.Warn("request refused", "method", c.Request().Method, "path", logPath(c.Request()), "status", status, "err", err)
 	}
 	if c.Request().Method == http.MethodHead {
 		_ = c.NoContent(status)
@@ -82,6 +82,12 @@ func (h *Handlers) errorHandler(err error, c echo.Context) {
 		c.Response().Header().Set("HX-Reswap", "innerHTML")
 		if err := render(c, status, views.Flash(msg)); err != nil {
 			h.Logger.Error("render flash", "err", err)
+		}
+		return
+	}
+	if isShareLink(c) {
+		if err := render(c, status, views.ShareMessageView(shareError(c, status, msg))); err != nil {
+			h.Logger.Error("render a share link's error page", "err", err)
 		}
 		return
 	}

@@ -301,6 +301,34 @@ func TestBrowserCountdownAndKeepAwake(t *testing.T) {
 	}
 }
 
+// An action's answer that comes back after the stream replaced the fragment it targets is
+// dropped: swapped into that detached fragment, it took the preview's frame (kept by its id
+// with hx-preserve) out of the page, and the build page showed no preview until reloaded. The
+// race is made on purpose: Keep awake is sent, and the pane drawn again before its answer.
+func TestBrowserLateAnswerLeavesThePreviewInPlace(t *testing.T) {
+	t.Parallel()
+	s := start(t, apptest.Options{Webhooks: true})
+	c := s.NewClient(t)
+	c.SignUp("late-answer@example.com")
+	projectID, sandboxID := c.BuildCounter()
+	sb := c.WaitSandbox(sandboxID, "running", time.Second)
+	_, page := s.Browse(t, "late-answer@example.com")
+	page.Do(t, chromedp.Navigate(s.URL()+"/projects/"+projectID))
+	page.WaitFor(t, "the pane running", statusIs(views.Pane, projectID, "running")+" && "+streamSettled(views.Pane, projectID))
+	page.FrameText(t, sb.PreviewURL, "Visits")
+	pane := jsString(views.DOMID(views.Pane, projectID))
+	apptest.Eval[bool](t, page, `(() => {
+		const pane = document.getElementById(`+pane+`);
+		htmx.ajax("POST", "/sandboxes/`+sandboxID+`/keep-awake", {target: pane, swap: "outerHTML"}).then(() => { window.answered = true; });
+		pane.replaceWith(pane.cloneNode(true)); // the stream draws the same state again
+		return true;
+	})()`)
+	page.WaitFor(t, "the answer", `window.answered === true`)
+	if !apptest.Eval[bool](t, page, `!!document.getElementById(`+pane+`).querySelector("[data-testid=preview-frame]")`) {
+		t.Fatal("the late answer took the preview out of the page")
+	}
+}
+
 // With JavaScript off, a founder still resumes and rebuilds: the buttons are forms that post
 // and come back, and the rebuild asks on a page of its own.
 func TestBrowserWithoutJavaScript(t *testing.T) {

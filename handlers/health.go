@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -70,6 +71,17 @@ func newRequestMetric(reg prometheus.Registerer) *prometheus.HistogramVec {
 	return m
 }
 
+// newRateLimitedMetric counts the requests refused for being over a limit (429), by route.
+func newRateLimitedMetric(reg prometheus.Registerer) *prometheus.CounterVec {
+	m := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sandman_rate_limited_total",
+		Help: "Requests refused with 429 for being over a limit (log-ins, sign-ups, streams, share links' wakes and activity), by route."},
+		[]string{"method", "route"})
+	if reg != nil {
+		reg.MustRegister(m)
+	}
+	return m
+}
+
 // requestLog writes one structured line per request and observes its duration.
 func (h *Handlers) requestLog(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
@@ -78,16 +90,19 @@ func (h *Handlers) requestLog(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil {
 			c.Error(err)
 		}
-		if c.Path() != "/events" { // a stream's duration is its lifetime, not a latency
+		if !strings.HasSuffix(c.Path(), "/events") { // a stream's duration is its lifetime, not a latency
 			h.requests.WithLabelValues(c.Request().Method, c.Path(), strconv.Itoa(c.Response().Status)).
 				Observe(time.Since(start).Seconds())
+		}
+		if c.Response().Status == http.StatusTooManyRequests {
+			h.rateLimited.WithLabelValues(c.Request().Method, c.Path()).Inc()
 		}
 		lvl := slog.LevelInfo
 		if c.Request().URL.Path == "/healthz" || c.Request().URL.Path == "/metrics" {
 			lvl = slog.LevelDebug
 		}
 		h.Logger.Log(c.Request().Context(), lvl, "request",
-			"method", c.Request().Method, "path", c.Request().URL.Path,
+			"method", c.Request().Method, "path", logPath(c.Request()),
 			"status", c.Response().Status, "duration_ms", time.Since(start).Milliseconds(),
 			"ip", c.RealIP())
 		return nil

@@ -22,7 +22,7 @@ import (
 // of a founder, leaves it empty (htmx sends the header).
 func previewVM(l *lifecycle.Service, v lifecycle.ProjectView, now time.Time, csrf string) views.Preview {
 	p := views.Preview{ProjectID: v.Project.ID.String(), ProjectName: v.Project.Name, Source: sourceText(v.Project),
-		FileCount: v.FileCount, EventID: v.EventID, IdleFor: l.IdleTimeoutText(), Now: now, CSRF: csrf}
+		FileCount: v.FileCount, EventID: v.EventID, IdleFor: l.IdleTimeoutText(), Now: now, CSRF: csrf, Shared: v.Shared}
 	if v.Sandbox != nil {
 		sb := v.Sandbox
 		p.SandboxID, p.Status, p.PreviewURL = sb.ID.String(), string(sb.Status), sb.PreviewURL

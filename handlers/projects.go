@@ -50,9 +50,13 @@ func (h *Handlers) projectPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	box, err := h.shareBox(c, u.ID, id)
+	if err != nil {
+		return err
+	}
 	p := v.Project
 	l := h.layout(c, p.Name)
-	vm := views.ProjectPage{Layout: l, Preview: previewVM(h.Lifecycle, v, l.Now, l.CSRF), History: historyVM(p.ID.String(), hist, l.Now),
+	vm := views.ProjectPage{Layout: l, Preview: previewVM(h.Lifecycle, v, l.Now, l.CSRF), Share: box, History: historyVM(p.ID.String(), hist, l.Now),
 		InstallCommand: p.InstallCommand, StartCommand: p.StartCommand, Port: p.Port, PauseKind: string(p.PauseKind)}
 	for _, f := range files {
 		vm.Files = append(vm.Files, views.File{Path: f.Path, Size: humanSize(f.Size)})

@@ -37,6 +37,18 @@ func (h *Handlers) routes(e *echo.Echo) {
 	e.POST("/webhooks/e2b", h.webhook)
 	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static/", staticHandler(static.Files))))
 
+	// A share link's visitors (docs/api.md, "Share links"): no account and no session, so no
+	// cookie is read or set and no CSRF token can exist. The token in the path is their only
+	// authority, and it reaches one project's preview, which they may see, wake (free, a
+	// resume: never a build or a credit) and keep awake, within the visitors' limits. A
+	// cross-site page can make a browser do nothing here that the link itself does not allow,
+	// and the browsers' own cross-origin signal above still refuses its POSTs.
+	v := e.Group(shareLinkPrefix+":token", h.visitorLink)
+	v.GET("", h.sharePage)
+	v.POST("", h.shareWake)
+	v.POST("/activity", h.shareActivity)
+	v.GET("/events", h.shareEvents)
+
 	s := e.Group("", echo.WrapMiddleware(h.Sessions.LoadAndSave), h.loadUser, h.csrf)
 	s.GET("/login", h.loginPage)
 	s.POST("/login", h.loginSubmit)
@@ -54,6 +66,9 @@ func (h *Handlers) routes(e *echo.Echo) {
 	app.POST("/projects/:id/build", h.buildAction(false))
 	app.GET("/projects/:id/rebuild", h.rebuildConfirm)
 	app.POST("/projects/:id/rebuild", h.buildAction(true))
+	app.POST("/projects/:id/share", h.shareAction(h.share))
+	app.POST("/projects/:id/share/new", h.shareAction(h.renewShare))
+	app.POST("/projects/:id/share/off", h.shareAction(h.Shares.TurnOff))
 	app.POST("/sandboxes/:id/resume", h.sandboxAction(h.resume))
 	app.POST("/sandboxes/:id/verify", h.sandboxAction(h.verify))
 	app.POST("/sandboxes/:id/pause", h.sandboxAction(h.pause))
@@ -68,6 +83,8 @@ func (h *Handlers) routes(e *echo.Echo) {
 	api.POST("/projects", h.apiCreateProject)
 	api.POST("/projects/:id/builds", h.apiBuild(false))
 	api.POST("/projects/:id/rebuild", h.apiBuild(true))
+	api.POST("/projects/:id/share", h.apiShare)
+	api.DELETE("/projects/:id/share", h.apiUnshare)
 	api.GET("/sandboxes/:id", h.apiGetSandbox)
 	api.POST("/sandboxes/:id/pause", h.apiSandboxAction(http.StatusAccepted, h.pause))
 	api.POST("/sandboxes/:id/resume", h.apiSandboxAction(http.StatusAccepted, h.resume))

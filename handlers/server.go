@@ -16,6 +16,7 @@ import (
 	"sandman/lifecycle"
 	"sandman/live"
 	"sandman/projects"
+	"sandman/shares"
 )
 
 // Deps are everything the handlers call.
@@ -24,6 +25,7 @@ type Deps struct {
 	Sessions  *scs.SessionManager
 	Accounts  *accounts.Service
 	Projects  *projects.Service
+	Shares    *shares.Service
 	Lifecycle *lifecycle.Service
 	Live      *live.Hub
 	Logger    *slog.Logger
@@ -43,7 +45,9 @@ type Deps struct {
 // Handlers holds the dependencies of every route.
 type Handlers struct {
 	Deps
-	requests *prometheus.HistogramVec
+	requests    *prometheus.HistogramVec
+	rateLimited *prometheus.CounterVec
+	shareViews  *prometheus.CounterVec
 }
 
 // New builds the echo server with every route.
@@ -55,7 +59,7 @@ func New(d Deps) *echo.Echo {
 	if d.Registry != nil {
 		reg = d.Registry
 	}
-	h := &Handlers{Deps: d, requests: newRequestMetric(reg)}
+	h := &Handlers{Deps: d, requests: newRequestMetric(reg), rateLimited: newRateLimitedMetric(reg), shareViews: newShareViewsMetric(reg)}
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true

@@ -55,8 +55,8 @@ func (s *stack) routes(t testing.TB) []route {
 	return out
 }
 
-// ids are what a route's parameters are filled with.
-type ids struct{ project, sandbox, build string }
+// ids are what a route's parameters are filled with (token: a share link's).
+type ids struct{ project, sandbox, build, token string }
 
 // path fills the route's parameters, each by the collection it follows ("/projects/:id" takes a
 // project id). A parameter after anything else fails the test, naming what to teach it.
@@ -76,6 +76,8 @@ func (r route) path(t testing.TB, in ids) string {
 				v = in.sandbox
 			case "builds":
 				v = in.build
+			case "s":
+				v = in.token
 			}
 		}
 		if v == "" {
@@ -87,11 +89,31 @@ func (r route) path(t testing.TB, in ids) string {
 }
 
 // public are the routes anyone may call without a session (each refuses what it must itself:
-// the webhook checks its signature, log-in and sign-up their limits).
+// the webhook checks its signature, log-in and sign-up their limits, a share link's routes its
+// token).
 var public = map[string]bool{
 	"GET /login": true, "POST /login": true, "GET /signup": true, "POST /signup": true,
 	"POST /api/users": true, "POST /api/session": true, "GET /healthz": true, "GET /readyz": true,
 	"POST /webhooks/e2b": true, "GET /metrics": true,
+}
+
+// visitorRoutes are a share link's routes, for its visitors, who have no account and no session
+// (handlers/routes.go). They are public, and their POSTs carry no CSRF token, by design: there is
+// no session whose token a cross-site page could ride on (they read and set no cookie), and the
+// link's token in the path is their only authority. That token reaches one project's preview,
+// which they may only see, wake (a free resume: never a build, never a credit) and keep awake,
+// within the visitors' limits; the browsers' own cross-origin signal still refuses cross-site
+// POSTs. The sweep checks each: a token that was replaced, one nobody has and a malformed one are
+// 404s that change nothing; a good one sets no cookie; all answers carry the security headers and
+// ask not to be indexed. TestShareLinkReachesOnlyItsPreview checks what a good token can do.
+var visitorRoutes = map[string]bool{
+	"GET /s/:token": true, "POST /s/:token": true, "POST /s/:token/activity": true, "GET /s/:token/events": true,
+}
+
+func init() {
+	for r := range visitorRoutes {
+		public[r] = true
+	}
 }
 
 // fingerprint sums up everything a request could change (sessions apart), to show a refused
@@ -119,6 +141,8 @@ type sweepFixture struct {
 	s            *stack
 	owner, other *apptest.Client
 	ids          ids
+	// replacedToken is the project's first share link's, since replaced by a new link.
+	replacedToken string
 }
 
 func newSweepFixture(t *testing.T, opts apptest.Options) *sweepFixture {
@@ -137,7 +161,15 @@ func newSweepFixture(t *testing.T, opts apptest.Options) *sweepFixture {
 		Sandbox struct{ ID string }
 	}
 	apptest.RequireStatus(t, owner.API(http.MethodPost, "/api/projects/"+p.ID+"/builds", map[string]string{"idempotencyKey": "k"}, &built), http.StatusAccepted)
-	return &sweepFixture{s: s, owner: owner, other: other, ids: ids{project: p.ID, sandbox: built.Sandbox.ID, build: built.Build.ID}}
+	// Its share link, made twice: the first one was replaced (it must not work any more).
+	replaced := shareToken(t, owner, p.ID)
+	apptest.RequireStatus(t, owner.PostForm("/projects/"+p.ID+"/share/new", url.Values{}), http.StatusSeeOther)
+	f := &sweepFixture{s: s, owner: owner, other: other, ids: ids{project: p.ID, sandbox: built.Sandbox.ID, build: built.Build.ID,
+		token: shareToken(t, owner, p.ID)}, replacedToken: replaced}
+	if f.ids.token == replaced {
+		t.Fatal("New link kept the token")
+	}
+	return f
 }
 
 // securityHeaders fails t unless the answer carries the headers and policy every page has.
@@ -174,7 +206,7 @@ func send(t *testing.T, c *apptest.Client, method, path, token string) apptest.R
 	if token != "" {
 		h["X-CSRF-Token"] = token
 	}
-	if path == "/events" {
+	if strings.HasSuffix(path, "/events") {
 		return peek(t, c, method, path, h)
 	}
 	return c.Do(method, path, body, h)
@@ -228,7 +260,16 @@ func TestSecuritySweep(t *testing.T) {
 				t.Errorf("anonymous %s answered %d: a route that is not public must need a session", r, anon.Status)
 			}
 		}
-		if r.stateChanging() {
+		if visitorRoutes[r.String()] {
+			// No session, no token to check: a good link's token sets no cookie, and nothing
+			// else opens the link (below).
+			res := send(t, s.NewClient(t), r.method, path, "")
+			if res.Status >= 400 || res.Header.Get("Set-Cookie") != "" || res.Header.Get("X-Robots-Tag") != "noindex, nofollow" {
+				t.Errorf("a visitor's %s: %d, Set-Cookie %q, X-Robots-Tag %q: want an answer that sets no cookie and asks not to be indexed",
+					r, res.Status, res.Header.Get("Set-Cookie"), res.Header.Get("X-Robots-Tag"))
+			}
+			securityHeaders(t, "a visitor's "+r.String(), res.Header)
+		} else if r.stateChanging() {
 			switch r.String() {
 			case "POST /webhooks/e2b":
 				// Signed by the provider instead: unsigned or mis-signed, it is refused.
@@ -258,6 +299,18 @@ func TestSecuritySweep(t *testing.T) {
 					apptest.RequireStatus(t, res, http.StatusForbidden)
 				}
 			}
+		}
+		// A share link that was replaced, one nobody has and a malformed one are not found,
+		// whoever asks.
+		if visitorRoutes[r.String()] {
+			for _, token := range []string{f.replacedToken, "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "not-a-token", f.ids.token + "x"} {
+				res := send(t, f.other, r.method, r.path(t, ids{token: token}), f.other.CSRF())
+				if res.Status != http.StatusNotFound || res.Header.Get("X-Robots-Tag") != "noindex, nofollow" {
+					t.Errorf("%s with the token %q: %d %.200s, want 404 not to be indexed", r, token, res.Status, res.Body)
+				}
+				securityHeaders(t, r.String()+" with a bad token", res.Header)
+			}
+			continue
 		}
 		// Another founder's ids, and ids nobody has, are not found, whatever the method.
 		if strings.Contains(r.pattern, ":") {

@@ -74,8 +74,8 @@ func apply(ctx context.Context, tx db.Tx, sb db.Sandbox, c Change) (db.Sandbox, 
 	}, sb.OwnerID)
 }
 
-// announce records a new sandbox row (its first event goes from starting to starting) so pages
-// learn of it like of any change.
+// announce records an event that is no move, so pages learn of it like of any change: a new
+// sandbox row's first (from starting to starting), or a visitor's note (noteFoundGone).
 func announce(ctx context.Context, tx db.Tx, sb db.Sandbox, source db.EventSource, reason string) error {
 	return record(ctx, tx, db.InsertSandboxEventParams{SandboxID: sb.ID, FromStatus: sb.Status, ToStatus: sb.Status,
 		Source: source, Reason: reason}, sb.OwnerID)

@@ -13,6 +13,14 @@ import (
 // idleDeadline is when a running sandbox is paused if nobody looks at it meanwhile.
 func (c Config) idleDeadline(sb db.Sandbox) time.Time { return sb.LastActiveAt.Add(c.IdleTimeout) }
 
+// activityEvery is how often a visitor's page of a share link reports activity while visible:
+// once a minute, as the build page does, or a third of the idle timeout when that is shorter,
+// so a preview someone watches is never paused under them.
+func (c Config) activityEvery() time.Duration { return min(time.Minute, c.IdleTimeout/3) }
+
+// ActivityEvery is how often a visitor's page reports activity while visible (activityEvery).
+func (s *Service) ActivityEvery() time.Duration { return s.cfg.activityEvery() }
+
 // schedulerSlack is how early an idle pause is queued before its deadline: River's scheduler
 // promotes scheduled jobs every 5 s, so the job is taken early and waits out the rest itself.
 const schedulerSlack = 6 * time.Second

@@ -64,6 +64,10 @@ const (
 	// longer has, with no event saying why after the catch-up window, was lost by it.
 	reasonRestored = "restored files"
 	reasonLost     = "lost by the provider"
+	// A visitor of the share link woke the preview (VisitorWake), or found it gone: a note, not
+	// a move (from and to are its state then).
+	reasonVisitorWake      = "visitor wake"
+	reasonVisitorFoundGone = "visitor found it gone"
 )
 
 // eventFacts are what a sentence is chosen from: the move, who made it and why.
@@ -86,6 +90,9 @@ func (f eventFacts) fromProvider() bool {
 // describe is the one sentence a founder reads for an event: what happened and who or what
 // caused it. idle is the configured idle timeout, which an idle pause names.
 func describe(f eventFacts, idle time.Duration) string {
+	if f.source == db.EventSourceVisitor && f.from == f.to && f.reason == reasonVisitorFoundGone {
+		return "A visitor found it gone"
+	}
 	switch f.to {
 	case Starting:
 		if f.from == Starting && f.reason == reasonCreated {
@@ -102,6 +109,8 @@ func describe(f eventFacts, idle time.Duration) string {
 			return "Back in touch with the provider"
 		case f.source == db.EventSourceUser:
 			return "Resumed by you"
+		case f.source == db.EventSourceVisitor:
+			return "Woken by a visitor of your share link"
 		default:
 			return "Resumed by the provider"
 		}
@@ -119,8 +128,11 @@ func describe(f eventFacts, idle time.Duration) string {
 			return "Paused by the provider"
 		}
 	case Resuming:
-		if f.source == db.EventSourceUser {
+		switch f.source {
+		case db.EventSourceUser:
 			return "Resume started by you"
+		case db.EventSourceVisitor:
+			return "Wake-up started by a visitor of your share link"
 		}
 	case ResumeFailed:
 		switch f.reason {

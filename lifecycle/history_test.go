@@ -18,6 +18,7 @@ func TestHistorySentences(t *testing.T) {
 		reconciler = db.EventSourceReconciler
 		scheduler  = db.EventSourceScheduler
 		build      = db.EventSourceBuild
+		visitor    = db.EventSourceVisitor
 	)
 	tests := []struct {
 		name string
@@ -59,6 +60,13 @@ func TestHistorySentences(t *testing.T) {
 		{"connection issue", eventFacts{Running, Unknown, reconciler, "cannot verify: breaker open", false}, "Connection issue with the provider"},
 		{"back in touch, running", eventFacts{Unknown, Running, reconciler, "synced with provider", false}, "Back in touch with the provider"},
 		{"back in touch, paused", eventFacts{Unknown, Paused, reconciler, "synced with provider", false}, "Back in touch with the provider"},
+		{"woken from the share link", eventFacts{Paused, Resuming, visitor, reasonVisitorWake, false}, "Wake-up started by a visitor of your share link"},
+		{"woken from the share link after a connection issue", eventFacts{Unknown, Resuming, visitor, reasonVisitorWake, false}, "Wake-up started by a visitor of your share link"},
+		{"woken by a visitor", eventFacts{Resuming, Running, visitor, "resumed", false}, "Woken by a visitor of your share link"},
+		{"visitor's wake failed", eventFacts{Resuming, ResumeFailed, visitor, reasonResumeUnreachable, false}, "Resume failed: the sandbox couldn't be reached"},
+		{"a visitor found it killed", eventFacts{Killed, Killed, visitor, reasonVisitorFoundGone, false}, "A visitor found it gone"},
+		{"a visitor found it expired", eventFacts{Expired, Expired, visitor, reasonVisitorFoundGone, false}, "A visitor found it gone"},
+		{"a visitor found it lost on resume", eventFacts{ResumeFailed, ResumeFailed, visitor, reasonVisitorFoundGone, false}, "A visitor found it gone"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,6 +6,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
+
+	"sandman/db"
 )
 
 // BuildArgs builds a sandbox's build: create, upload, install, start, readiness.
@@ -57,6 +59,17 @@ var unfinished = []rivertype.JobState{rivertype.JobStateAvailable, rivertype.Job
 // ResumeArgs brings a sandbox from resuming to running (or resume_failed).
 type ResumeArgs struct {
 	SandboxID uuid.UUID `json:"sandbox_id"`
+	// Visitor: a visitor of the project's share link asked for it (VisitorWake), not the
+	// founder; its outcome is recorded with that source.
+	Visitor bool `json:"visitor,omitempty"`
+}
+
+// source is who the resume's outcome is recorded for.
+func (a ResumeArgs) source() db.EventSource {
+	if a.Visitor {
+		return db.EventSourceVisitor
+	}
+	return db.EventSourceUser
 }
 
 // Kind implements river.JobArgs.

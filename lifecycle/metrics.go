@@ -9,6 +9,7 @@ type metrics struct {
 	resumeIntegrity *prometheus.CounterVec
 	// filesRestored counts files uploaded again by a check, after a build's upload or a resume.
 	filesRestored *prometheus.CounterVec
+	visitorWakes  prometheus.Counter
 }
 
 // Integrity outcomes (sandman_resume_integrity_total's outcome label).
@@ -29,6 +30,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		filesRestored: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sandman_integrity_files_restored_total",
 			Help: "Stored files the provider lost or damaged, uploaded again by the integrity check, after a build's upload or a resume."},
 			[]string{"after"}),
+		visitorWakes: prometheus.NewCounter(prometheus.CounterOpts{Name: "sandman_share_wakes_total",
+			Help: "Resumes started by visitors of share links (one per wake-up, however many visitors asked)."}),
 	}
 	for _, o := range []string{integrityIntact, integrityHealed, integrityFailed, integrityUnchecked} {
 		m.resumeIntegrity.WithLabelValues(o)
@@ -37,7 +40,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.filesRestored.WithLabelValues(a)
 	}
 	if reg != nil {
-		reg.MustRegister(m.orphansKilled, m.resumeIntegrity, m.filesRestored)
+		reg.MustRegister(m.orphansKilled, m.resumeIntegrity, m.filesRestored, m.visitorWakes)
 	}
 	return m
 }

@@ -22,12 +22,15 @@ type ProjectView struct {
 	LastChange HistoryEntry
 	// SleepsAt is when a running sandbox is paused unless someone looks at it; zero otherwise.
 	SleepsAt time.Time
+	// Shared: the project's share link is on (the card says so).
+	Shared bool
 }
 
-// withSandbox completes the view with its current sandbox, build and newest event.
-func (s *Service) withSandbox(v *ProjectView, sb db.Sandbox, b db.Build, last db.SandboxEvent) {
+// withSandbox completes the view with its current sandbox, build, newest change (why it is in
+// its state) and newest event's id (a visitor's note can be newer than the change).
+func (s *Service) withSandbox(v *ProjectView, sb db.Sandbox, b db.Build, last db.SandboxEvent, eventID int64) {
 	v.Sandbox, v.Build = &sb, &b
-	v.EventID, v.LastChange = last.ID, s.entry(last, b.Kind)
+	v.EventID, v.LastChange = max(eventID, last.ID), s.entry(last, b.Kind)
 	if sb.Status == Running {
 		v.SleepsAt = s.cfg.idleDeadline(sb)
 	}
@@ -51,9 +54,9 @@ func (s *Service) Projects(ctx context.Context, owner uuid.UUID) ([]ProjectView,
 	}
 	out := make([]ProjectView, len(projects))
 	for i, p := range projects {
-		out[i] = ProjectView{Project: p.Project, FileCount: int(p.FileCount)}
+		out[i] = ProjectView{Project: p.Project, FileCount: int(p.FileCount), Shared: p.Shared}
 		if c, ok := byProject[p.Project.ID]; ok {
-			s.withSandbox(&out[i], c.Sandbox, c.Build, c.SandboxEvent)
+			s.withSandbox(&out[i], c.Sandbox, c.Build, c.SandboxEvent, c.LatestEventID)
 		}
 	}
 	return out, nil
@@ -68,12 +71,20 @@ func (s *Service) Project(ctx context.Context, owner, projectID uuid.UUID) (Proj
 		}
 		return ProjectView{}, err
 	}
+	return s.projectView(ctx, p)
+}
+
+// projectView completes a project with its current state.
+func (s *Service) projectView(ctx context.Context, p db.Project) (ProjectView, error) {
 	v := ProjectView{Project: p}
 	files, err := s.q.ListProjectFiles(ctx, p.ID)
 	if err != nil {
 		return v, err
 	}
 	v.FileCount = len(files)
+	if v.Shared, err = s.q.IsProjectShared(ctx, p.ID); err != nil {
+		return v, err
+	}
 	sb, err := s.q.GetCurrentSandboxByProject(ctx, p.ID)
 	if db.IsNotFound(err) {
 		return v, nil
@@ -89,7 +100,13 @@ func (s *Service) Project(ctx context.Context, owner, projectID uuid.UUID) (Proj
 	if err != nil {
 		return v, err
 	}
-	s.withSandbox(&v, sb, b, last)
+	change := last
+	if last.Source == db.EventSourceVisitor && last.FromStatus == last.ToStatus {
+		if change, err = s.q.GetLatestSandboxChange(ctx, sb.ID); err != nil {
+			return v, err
+		}
+	}
+	s.withSandbox(&v, sb, b, change, last.ID)
 	return v, nil
 }
 

@@ -33,15 +33,28 @@ func (s *Service) Resume(ctx context.Context, owner, sandboxID uuid.UUID) (db.Sa
 		default:
 			return apperr.New(apperr.KindConflict, "not_paused", "This preview cannot be resumed; rebuild it instead.")
 		}
-		if out, err = apply(ctx, tx, sb, Change{To: Resuming, Source: db.EventSourceUser, Reason: "resume"}); err != nil {
-			return err
-		}
-		if err := tx.TouchActivity(ctx, sb.ID); err != nil {
-			return err
-		}
-		_, err = s.river.InsertTx(ctx, tx.Pgx(), ResumeArgs{SandboxID: sb.ID}, nil)
+		out, err = s.startResume(ctx, tx, sb, ResumeArgs{SandboxID: sb.ID})
 		return err
 	})
+	return out, err
+}
+
+// startResume moves the locked sandbox sb to resuming, counts it as activity and queues the
+// resume job, in the caller's transaction: the one way a resume starts, for the founder
+// (Resume) and for a visitor of the share link (VisitorWake) alike.
+func (s *Service) startResume(ctx context.Context, tx db.Tx, sb db.Sandbox, args ResumeArgs) (db.Sandbox, error) {
+	reason := "resume"
+	if args.Visitor {
+		reason = reasonVisitorWake
+	}
+	out, err := apply(ctx, tx, sb, Change{To: Resuming, Source: args.source(), Reason: reason})
+	if err != nil {
+		return out, err
+	}
+	if err := tx.TouchActivity(ctx, sb.ID); err != nil {
+		return out, err
+	}
+	_, err = s.river.InsertTx(ctx, tx.Pgx(), args, nil)
 	return out, err
 }
 
@@ -67,8 +80,9 @@ func (w *resumeWorker) Work(ctx context.Context, job *river.Job[ResumeArgs]) err
 	if err != nil {
 		return db.MapError(err)
 	}
-	// Every change of this resume is recorded as the founder's: they asked for it.
-	source := db.EventSourceUser
+	// Every change of this resume is recorded as the one's who asked for it: the founder, or a
+	// visitor of the share link.
+	source := job.Args.source()
 	// Files an attempt uploaded again stay restored for the next one, which must still
 	// restart the dev server on them and record them.
 	var restored []string

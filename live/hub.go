@@ -3,7 +3,8 @@
 // holds the newest fragments of each of its founder's projects, and one writer that empties it
 // into the connection's own r3labs stream, so a stalled client can only stall itself. Fan-out
 // comes from PostgreSQL LISTEN/NOTIFY, so a change applied on any instance reaches clients on
-// every instance.
+// every instance. A visitor of a share link has a stream too, scoped to that link: it carries
+// the visitor's page of that one project and nothing else.
 package live
 
 import (
@@ -12,6 +13,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"math"
 	"net/http"
 	"strconv"
 	"sync"
@@ -35,6 +37,10 @@ type Fragments struct {
 	// (CreditsEvent) so that every page's header follows it, whether or not the page shows
 	// this project.
 	Credits []byte
+	// Share is the visitor's page of a shared project (the only thing a visitor's stream
+	// carries); Final marks the last message of a visitor's stream (its link stopped working).
+	Share []byte
+	Final bool
 }
 
 // CreditsEvent names the stream's event that carries the founder's balance.
@@ -57,8 +63,21 @@ type Options struct {
 	// MaxPerFounder is how many streams one founder may hold open on this instance (default
 	// 20). One browser shares one stream between its tabs, so this is about 20 browsers.
 	MaxPerFounder int
-	Logger        *slog.Logger
-	Registerer    prometheus.Registerer
+
+	// RenderShare renders the visitor's page of the project one of the owner's sandboxes
+	// belongs to (Fragments.ProjectID and Share set), for the visitors' streams of that project.
+	RenderShare func(ctx context.Context, owner, sandboxID uuid.UUID) (Fragments, error)
+	// ShareSnapshot renders the visitor's page of a project: what a visitor's (re)connection
+	// starts with.
+	ShareSnapshot func(ctx context.Context, projectID uuid.UUID) (Fragments, error)
+	// ShareEnded is the last fragment a visitor's stream carries when its link stops working.
+	ShareEnded []byte
+	// MaxPerLink is how many visitors' streams one share link may have open on this instance
+	// (default 200); MaxPerAddress how many one client address may (default 20).
+	MaxPerLink, MaxPerAddress int
+
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
 }
 
 // Hub holds the live connections of one instance.
@@ -69,7 +88,12 @@ type Hub struct {
 	mu      sync.Mutex
 	byID    map[string]*conn
 	byOwner map[uuid.UUID]map[string]*conn
-	closed  bool
+	// visitors are the visitors' streams, by the owner of the project they show (a change
+	// arrives as the owner's), and counted per link and per client address.
+	visitors map[uuid.UUID]map[string]*conn
+	perLink  map[uuid.UUID]int
+	perAddr  map[string]int
+	closed   bool
 
 	metrics *metrics
 }
@@ -81,12 +105,17 @@ type conn struct {
 	id      string
 	owner   uuid.UUID
 	session string // Stream.Session
+	share   *Share // a visitor's stream: the link it follows; nil for a founder's
 	hub     *Hub
 	rc      *http.ResponseController
 	// ctx is the stream's request context; cancel ends the stream (see end).
 	ctx      context.Context
 	cancel   context.CancelFunc
 	dropOnce sync.Once
+	// rmu guards rc against a late end (a failed snapshot, a stall's timer) once Serve has
+	// returned: the server may then reuse the response for another request (echo pools them).
+	rmu      sync.Mutex
+	returned bool
 
 	mu         sync.Mutex
 	latest     map[string]Fragments // the mailbox: per project, the newest state not yet written
@@ -114,6 +143,12 @@ func New(opts Options) *Hub {
 	if opts.MaxPerFounder == 0 {
 		opts.MaxPerFounder = 20
 	}
+	if opts.MaxPerLink == 0 {
+		opts.MaxPerLink = 200
+	}
+	if opts.MaxPerAddress == 0 {
+		opts.MaxPerAddress = 20
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -125,6 +160,7 @@ func New(opts Options) *Hub {
 	srv.BufferSize = opts.Buffer
 	srv.Headers = map[string]string{"X-Accel-Buffering": "no"}
 	h := &Hub{opts: opts, srv: srv, byID: map[string]*conn{}, byOwner: map[uuid.UUID]map[string]*conn{},
+		visitors: map[uuid.UUID]map[string]*conn{}, perLink: map[uuid.UUID]int{}, perAddr: map[string]int{},
 		metrics: newMetrics(opts.Registerer)}
 	srv.OnSubscribe = h.onSubscribe
 	return h
@@ -138,11 +174,24 @@ type Stream struct {
 	Session string
 	// Ends is when that session expires; the stream ends then. Zero: never.
 	Ends time.Time
+	// Share makes it a visitor's stream of a share link, with no session: it carries only the
+	// visitor's page of the link's project (Owner is the project's owner), and ends when the
+	// link stops working (EndShare).
+	Share *Share
+}
+
+// Share is the link a visitor's stream follows.
+type Share struct {
+	Link    uuid.UUID
+	Project uuid.UUID
+	// Addr is the visitor's client address (MaxPerAddress).
+	Addr string
 }
 
 // Errors Serve answers with before streaming anything.
 var (
-	// ErrTooManyStreams: the founder already holds MaxPerFounder streams on this instance.
+	// ErrTooManyStreams: the founder already holds MaxPerFounder streams on this instance (for a
+	// visitor's stream: the link MaxPerLink, or the address MaxPerAddress).
 	ErrTooManyStreams = errors.New("live: too many streams for one founder")
 	// ErrClosed: the hub is shutting down.
 	ErrClosed = errors.New("live: shutting down")
@@ -153,12 +202,13 @@ var (
 func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, s Stream) error {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	c := &conn{id: newID(), owner: s.Owner, session: s.Session, hub: h, rc: http.NewResponseController(w), ctx: ctx, cancel: cancel,
-		sent: map[string]int64{}}
+	c := &conn{id: newID(), owner: s.Owner, session: s.Session, share: s.Share, hub: h, rc: http.NewResponseController(w),
+		ctx: ctx, cancel: cancel, sent: map[string]int64{}}
 	if err := h.add(c); err != nil {
 		return err
 	}
 	defer h.remove(c)
+	defer c.handlerReturns()
 	// The server's write timeout would cut the stream: this response has none. (Its ReadTimeout
 	// does not reach it: net/http lifts the read deadline once a body-less request is read.)
 	_ = c.rc.SetWriteDeadline(time.Time{})
@@ -182,15 +232,24 @@ func (h *Hub) add(c *conn) error {
 	if h.closed {
 		return ErrClosed
 	}
-	m := h.byOwner[c.owner]
-	if len(m) >= h.opts.MaxPerFounder {
+	index := h.byOwner
+	if c.share != nil {
+		index = h.visitors
+		if h.perLink[c.share.Link] >= h.opts.MaxPerLink || h.perAddr[c.share.Addr] >= h.opts.MaxPerAddress {
+			h.metrics.refused.Inc()
+			return ErrTooManyStreams
+		}
+		h.perLink[c.share.Link]++
+		h.perAddr[c.share.Addr]++
+	} else if len(h.byOwner[c.owner]) >= h.opts.MaxPerFounder {
 		h.metrics.refused.Inc()
 		return ErrTooManyStreams
 	}
 	h.srv.CreateStream(c.id)
+	m := index[c.owner]
 	if m == nil {
 		m = map[string]*conn{}
-		h.byOwner[c.owner] = m
+		index[c.owner] = m
 	}
 	m[c.id] = c
 	h.byID[c.id] = c
@@ -219,19 +278,34 @@ func (h *Hub) remove(c *conn) {
 	if _, ok := h.byID[c.id]; ok {
 		delete(h.byID, c.id)
 		h.metrics.clients.Dec()
-	}
-	if m := h.byOwner[c.owner]; m != nil {
-		delete(m, c.id)
-		if len(m) == 0 {
-			delete(h.byOwner, c.owner)
+		if c.share != nil {
+			if h.perLink[c.share.Link]--; h.perLink[c.share.Link] == 0 {
+				delete(h.perLink, c.share.Link)
+			}
+			if h.perAddr[c.share.Addr]--; h.perAddr[c.share.Addr] == 0 {
+				delete(h.perAddr, c.share.Addr)
+			}
 		}
 	}
+	unindex(h.byOwner, c)
+	unindex(h.visitors, c)
 	h.mu.Unlock()
 	h.srv.RemoveStream(c.id)
 }
 
+// unindex removes c from one of the hub's indexes by owner.
+func unindex(index map[uuid.UUID]map[string]*conn, c *conn) {
+	if m := index[c.owner]; m != nil {
+		delete(m, c.id)
+		if len(m) == 0 {
+			delete(index, c.owner)
+		}
+	}
+}
+
 // onSubscribe runs once a connection's stream has its subscriber: the connection starts with
-// its founder's whole state, and the mail held until now follows (newer states win).
+// its founder's whole state (a visitor's: its link's page), and the mail held until now follows
+// (newer states win).
 func (h *Hub) onSubscribe(streamID string, _ *sse.Subscriber) {
 	h.mu.Lock()
 	c := h.byID[streamID]
@@ -240,7 +314,7 @@ func (h *Hub) onSubscribe(streamID string, _ *sse.Subscriber) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
-	frags, err := h.opts.Snapshot(ctx, c.owner)
+	frags, err := h.snapshot(ctx, c)
 	cancel()
 	if err != nil {
 		if c.ctx.Err() == nil {
@@ -252,27 +326,77 @@ func (h *Hub) onSubscribe(streamID string, _ *sse.Subscriber) {
 	c.post(mail{frags: frags, subscribed: true})
 }
 
-// Deliver renders one sandbox's change once and posts it to the owner's connections here. It
-// never waits for a client.
-func (h *Hub) Deliver(ctx context.Context, owner, sandboxID uuid.UUID, eventID int64) {
-	conns := h.conns(owner)
-	if len(conns) == 0 {
-		return
+// snapshot is what a connection starts with: its founder's every current state, or a visitor's
+// page of its link's project.
+func (h *Hub) snapshot(ctx context.Context, c *conn) ([]Fragments, error) {
+	if c.share == nil {
+		return h.opts.Snapshot(ctx, c.owner)
 	}
-	start := time.Now()
-	f, err := h.opts.Render(ctx, owner, sandboxID)
+	f, err := h.opts.ShareSnapshot(ctx, c.share.Project)
 	if err != nil {
-		h.opts.Logger.Warn("live: render failed", "sandbox_id", sandboxID, "err", err)
+		return nil, err
+	}
+	return []Fragments{f}, nil
+}
+
+// Deliver renders one sandbox's change once and posts it to the owner's connections here, and
+// once more, as its visitors see it, to the visitors' streams of its project. It never waits for
+// a client.
+func (h *Hub) Deliver(ctx context.Context, owner, sandboxID uuid.UUID, eventID int64) {
+	if conns := h.conns(h.byOwner, owner); len(conns) > 0 {
+		start := time.Now()
+		f, err := h.opts.Render(ctx, owner, sandboxID)
+		if err != nil {
+			h.opts.Logger.Warn("live: render failed", "sandbox_id", sandboxID, "err", err)
+		} else {
+			f.EventID = max(f.EventID, eventID)
+			m := mail{frags: []Fragments{f}}
+			for _, c := range conns {
+				c.post(m)
+			}
+			h.metrics.fanout.Observe(time.Since(start).Seconds())
+		}
+	}
+	visitors := h.conns(h.visitors, owner)
+	if len(visitors) == 0 {
 		return
 	}
-	if eventID > f.EventID {
-		f.EventID = eventID
+	f, err := h.opts.RenderShare(ctx, owner, sandboxID)
+	if err != nil {
+		h.opts.Logger.Warn("live: render of a visitor's page failed", "sandbox_id", sandboxID, "err", err)
+		return
 	}
+	f.EventID = max(f.EventID, eventID)
 	m := mail{frags: []Fragments{f}}
-	for _, c := range conns {
-		c.post(m)
+	for _, c := range visitors {
+		if c.share.Project.String() == f.ProjectID { // only that project's visitors
+			c.post(m)
+		}
 	}
-	h.metrics.fanout.Observe(time.Since(start).Seconds())
+}
+
+// EndShare ends this instance's visitors' streams of a share link that stopped working (turned
+// off or replaced, on any instance): each gets the ShareEnded page as its last message, which
+// asks the browser to close the stream, and nothing after it. The stream is closed here too
+// once the browser had StallTimeout to read it.
+func (h *Hub) EndShare(link uuid.UUID) {
+	var ended []*conn
+	h.mu.Lock()
+	for _, m := range h.visitors {
+		for _, c := range m {
+			if c.share.Link == link {
+				ended = append(ended, c)
+			}
+		}
+	}
+	for _, c := range ended {
+		unindex(h.visitors, c)
+	}
+	h.mu.Unlock()
+	for _, c := range ended {
+		c.post(mail{frags: []Fragments{{EventID: math.MaxInt64, ProjectID: c.share.Project.String(), Share: h.opts.ShareEnded, Final: true}}})
+		time.AfterFunc(h.opts.StallTimeout, c.end)
+	}
 }
 
 // Resync posts every connected founder's current state (after the feed was interrupted, when
@@ -283,6 +407,12 @@ func (h *Hub) Resync(ctx context.Context) {
 	for o := range h.byOwner {
 		owners = append(owners, o)
 	}
+	projects := map[uuid.UUID][]*conn{}
+	for _, m := range h.visitors {
+		for _, c := range m {
+			projects[c.share.Project] = append(projects[c.share.Project], c)
+		}
+	}
 	h.mu.Unlock()
 	for _, o := range owners {
 		frags, err := h.opts.Snapshot(ctx, o)
@@ -290,16 +420,27 @@ func (h *Hub) Resync(ctx context.Context) {
 			h.opts.Logger.Warn("live: resync failed", "err", err)
 			continue
 		}
-		for _, c := range h.conns(o) {
+		for _, c := range h.conns(h.byOwner, o) {
 			c.post(mail{frags: frags})
+		}
+	}
+	for p, conns := range projects {
+		f, err := h.opts.ShareSnapshot(ctx, p)
+		if err != nil {
+			h.opts.Logger.Warn("live: resync of a visitor's page failed", "err", err)
+			continue
+		}
+		for _, c := range conns {
+			c.post(mail{frags: []Fragments{f}})
 		}
 	}
 }
 
-func (h *Hub) conns(owner uuid.UUID) []*conn {
+// conns are the owner's connections in one of the hub's indexes (founders', or visitors').
+func (h *Hub) conns(index map[uuid.UUID]map[string]*conn, owner uuid.UUID) []*conn {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	m := h.byOwner[owner]
+	m := index[owner]
 	out := make([]*conn, 0, len(m))
 	for _, c := range m {
 		out = append(out, c)
@@ -420,7 +561,10 @@ func (c *conn) send(frags []Fragments, ping bool, publish func(*sse.Event) (take
 		if f.EventID < c.sent[f.ProjectID] {
 			continue // a newer state of this project already went out
 		}
-		for _, ev := range fragmentEvents(f) {
+		if c.share != nil && f.EventID == c.sent[f.ProjectID] {
+			continue // the visitor's page shows no countdown: the same state drawn again is the same
+		}
+		for _, ev := range fragmentEvents(f, c.share != nil) {
 			if taken, ok := publish(ev); !taken {
 				return frags[i:], ping, ok
 			}
@@ -458,10 +602,18 @@ func (c *conn) publish(ev *sse.Event) (taken, ok bool) {
 	return ok, ok
 }
 
-// fragmentEvents are the events of one project's state: the card and the pane, named for
-// the elements they replace, and the founder's balance when it was rendered with them.
-func fragmentEvents(f Fragments) []*sse.Event {
+// fragmentEvents are the events of one project's state, named for the elements they replace:
+// for a founder the card, the pane and the balance when it was rendered with them; for a
+// visitor the page, and after its last one the event that closes the stream.
+func fragmentEvents(f Fragments, visitor bool) []*sse.Event {
 	id := []byte(strconv.FormatInt(f.EventID, 10))
+	if visitor {
+		evs := []*sse.Event{{ID: id, Event: []byte(views.ShareStateID), Data: f.Share}}
+		if f.Final {
+			evs = append(evs, &sse.Event{ID: id, Event: []byte(views.ShareClosedEvent), Data: []byte("closed")})
+		}
+		return evs
+	}
 	evs := []*sse.Event{
 		{ID: id, Event: []byte(views.DOMID(views.Card, f.ProjectID)), Data: f.Card},
 		{ID: id, Event: []byte(views.DOMID(views.Pane, f.ProjectID)), Data: f.Pane},
@@ -485,8 +637,19 @@ func (c *conn) drop() {
 // end finishes the stream. Its writes are made to fail at once, so a handler blocked writing to
 // a stalled client gets going again, and the request's context ends, which ends the stream.
 func (c *conn) end() {
-	_ = c.rc.SetWriteDeadline(time.Now())
+	c.rmu.Lock()
+	if !c.returned {
+		_ = c.rc.SetWriteDeadline(time.Now())
+	}
+	c.rmu.Unlock()
 	c.cancel()
+}
+
+// handlerReturns marks the end of Serve: from then on nothing touches the response.
+func (c *conn) handlerReturns() {
+	c.rmu.Lock()
+	c.returned = true
+	c.rmu.Unlock()
 }
 
 func newID() string {

@@ -9,14 +9,17 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"sandman/internal/testkit"
 	"sandman/live"
@@ -339,5 +342,62 @@ func TestEndSessionEndsOnlyItsStreams(t *testing.T) {
 			t.Fatal("another session's stream ended")
 		}
 	default:
+	}
+}
+
+// watchedWriter is a stream's response that notes any use of it once its handler returned.
+type watchedWriter struct {
+	http.ResponseWriter
+	returned, late atomic.Bool
+}
+
+func (w *watchedWriter) Flush() { w.Unwrap().(http.Flusher).Flush() }
+
+// Unwrap is how http.ResponseController reaches the connection (write deadlines, flushes).
+func (w *watchedWriter) Unwrap() http.ResponseWriter {
+	if w.returned.Load() {
+		w.late.Store(true)
+	}
+	return w.ResponseWriter
+}
+
+// A stream never touches its response once its handler returned, when the server may be using
+// it for another request (echo pools its responses): here the first state fails only after the
+// client left and the handler returned, and dropping that connection leaves the response alone.
+func TestStreamLeavesItsResponseOnceItsHandlerReturned(t *testing.T) {
+	t.Parallel()
+	returned, failed := make(chan struct{}), make(chan struct{})
+	st := newFakeState(10)
+	hub := live.New(live.Options{Render: st.render, Registerer: prometheus.NewRegistry(),
+		Snapshot: func(context.Context, uuid.UUID) ([]live.Fragments, error) {
+			<-returned
+			defer close(failed)
+			return nil, errors.New("the database went away")
+		}})
+	w := &watchedWriter{}
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		w.ResponseWriter = rw
+		_ = hub.Serve(w, r, live.Stream{Owner: uuid.New()})
+		w.returned.Store(true)
+		close(returned)
+	}))
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+	res, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel() // the client leaves before its first state
+	res.Body.Close()
+	select {
+	case <-failed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream's first state was never asked for")
+	}
+	// The failed state drops the connection right after: give it time to do so.
+	time.Sleep(200 * time.Millisecond)
+	if w.late.Load() {
+		t.Fatal("the stream used its response after its handler returned")
 	}
 }

@@ -6,14 +6,15 @@ import (
 	"net"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"sandman/db"
 )
 
 // Listen follows the database's sandbox feed on one dedicated connection and delivers each
-// change to this instance's clients; ended sessions come on the same connection and end their
-// streams here. After the connection drops (a database restart, say) it
+// change to this instance's clients; ended sessions and share links that stopped working come on
+// the same connection and end their streams here. After the connection drops (a database restart, say) it
 // reconnects with backoff and resyncs every client, since changes may have been missed.
 func (h *Hub) Listen(ctx context.Context, databaseURL string) {
 	backoff := 100 * time.Millisecond
@@ -55,7 +56,7 @@ func (h *Hub) listenOnce(ctx context.Context, databaseURL string, connected func
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{db.SandboxChannel}.Sanitize()+"; LISTEN "+
-		pgx.Identifier{db.SessionEndChannel}.Sanitize()); err != nil {
+		pgx.Identifier{db.SessionEndChannel}.Sanitize()+"; LISTEN "+pgx.Identifier{db.ShareEndChannel}.Sanitize()); err != nil {
 		return err
 	}
 	connected()
@@ -64,8 +65,14 @@ func (h *Hub) listenOnce(ctx context.Context, databaseURL string, connected func
 		if err != nil {
 			return err
 		}
-		if n.Channel == db.SessionEndChannel {
+		switch n.Channel {
+		case db.SessionEndChannel:
 			h.EndSession(n.Payload)
+			continue
+		case db.ShareEndChannel:
+			if link, err := uuid.Parse(n.Payload); err == nil {
+				h.EndShare(link)
+			}
 			continue
 		}
 		received := time.Now()

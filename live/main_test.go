@@ -39,7 +39,8 @@ func (s *fakeState) set(owner uuid.UUID, project string, eventID int64) live.Fra
 	if pad := s.size - len(body); pad > 0 {
 		body += strings.Repeat("x", pad)
 	}
-	f := live.Fragments{EventID: eventID, ProjectID: project, Card: []byte("card " + body), Pane: []byte("pane " + body)}
+	f := live.Fragments{EventID: eventID, ProjectID: project, Card: []byte("card " + body), Pane: []byte("pane " + body),
+		Share: []byte("share " + body)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.byOwn[owner] == nil {
@@ -60,6 +61,18 @@ func (s *fakeState) render(_ context.Context, owner, sandboxID uuid.UUID) (live.
 		return f, fmt.Errorf("no sandbox %s for %s", sandboxID, owner)
 	}
 	return f, nil
+}
+
+// shareSnapshot is a project's visitor's page (Fragments.Share) as it is now.
+func (s *fakeState) shareSnapshot(_ context.Context, project uuid.UUID) (live.Fragments, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range s.byOwn {
+		if f, ok := m[project.String()]; ok {
+			return f, nil
+		}
+	}
+	return live.Fragments{}, fmt.Errorf("no project %s", project)
 }
 
 func (s *fakeState) snapshot(_ context.Context, owner uuid.UUID) ([]live.Fragments, error) {
@@ -84,13 +97,19 @@ func newHubServer(t testing.TB, size int, tweak func(*live.Options)) *hubServer 
 	t.Helper()
 	st := newFakeState(size)
 	reg := prometheus.NewRegistry()
-	opts := live.Options{Render: st.render, Snapshot: st.snapshot, Registerer: reg}
+	opts := live.Options{Render: st.render, Snapshot: st.snapshot, RenderShare: st.render, ShareSnapshot: st.shareSnapshot,
+		ShareEnded: []byte("this link doesn't work anymore"), Registerer: reg}
 	if tweak != nil {
 		tweak(&opts)
 	}
 	hub := live.New(opts)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		err := hub.Serve(w, r, live.Stream{Owner: uuid.MustParse(r.URL.Query().Get("owner")), Session: r.URL.Query().Get("session")})
+		q := r.URL.Query()
+		s := live.Stream{Owner: uuid.MustParse(q.Get("owner")), Session: q.Get("session")}
+		if link := q.Get("link"); link != "" {
+			s.Share = &live.Share{Link: uuid.MustParse(link), Project: uuid.MustParse(q.Get("project")), Addr: q.Get("addr")}
+		}
+		err := hub.Serve(w, r, s)
 		switch {
 		case errors.Is(err, live.ErrTooManyStreams):
 			http.Error(w, err.Error(), http.StatusTooManyRequests)
@@ -129,6 +148,14 @@ func (h *hubServer) counter(t testing.TB, name string) float64 {
 func (h *hubServer) stream(t testing.TB, ctx context.Context, owner uuid.UUID) <-chan testkit.SSEEvent {
 	t.Helper()
 	return h.sessionStream(t, ctx, owner, "")
+}
+
+// visitorStream opens a visitor's stream of the share link for project (a sandbox's uuid in
+// these tests), from the client address addr.
+func (h *hubServer) visitorStream(t testing.TB, ctx context.Context, owner, link, project uuid.UUID, addr string) <-chan testkit.SSEEvent {
+	t.Helper()
+	return testkit.OpenSSE(t, ctx, h.srv.Client(), h.srv.URL+"/events?owner="+owner.String()+"&link="+link.String()+
+		"&project="+project.String()+"&addr="+addr)
 }
 
 // sessionStream is stream opened with a session.

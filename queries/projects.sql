@@ -9,8 +9,17 @@ SELECT * FROM projects WHERE id = @id AND owner_id = @owner_id;
 
 -- name: ListProjectsByOwner :many
 SELECT sqlc.embed(projects),
-       (SELECT count(*) FROM project_files f WHERE f.project_id = projects.id)::integer AS file_count
+       (SELECT count(*) FROM project_files f WHERE f.project_id = projects.id)::integer AS file_count,
+       EXISTS (SELECT 1 FROM share_links l WHERE l.project_id = projects.id)::boolean AS shared
 FROM projects WHERE owner_id = @owner_id ORDER BY created_at DESC, id;
+
+-- name: IsProjectShared :one
+-- Whether the project has a share link on.
+SELECT EXISTS (SELECT 1 FROM share_links WHERE project_id = @project_id)::boolean;
+
+-- name: GetProject :one
+-- A project by id alone: for a visitor of its share link, whose link names the project.
+SELECT * FROM projects WHERE id = @id;
 
 -- name: InsertProjectFiles :copyfrom
 -- sha256 is the content's, computed once by the caller as the files are stored.

@@ -8,8 +8,27 @@ RETURNING *;
 SELECT * FROM sandbox_events WHERE sandbox_id = @sandbox_id ORDER BY id;
 
 -- name: GetLatestSandboxEvent :one
--- The sandbox's newest event: its state's version for live updates, and why it is in it.
+-- The sandbox's newest event: its state's version for live updates.
 SELECT * FROM sandbox_events WHERE sandbox_id = @sandbox_id ORDER BY id DESC LIMIT 1;
+
+-- name: GetLatestSandboxChange :one
+-- The sandbox's newest change: why it is in its state. A visitor's note that it found the
+-- preview gone changes nothing and explains nothing of the state.
+SELECT * FROM sandbox_events WHERE sandbox_id = @sandbox_id
+    AND NOT (source = 'visitor' AND from_status = to_status)
+ORDER BY id DESC LIMIT 1;
+
+-- name: CountFailedResumesSinceRunning :one
+-- How many resumes in a row have failed since the sandbox last ran (a visitor's page offers to
+-- try once more after one, and says the provider is in trouble after two).
+SELECT count(*)::integer FROM sandbox_events e
+WHERE e.sandbox_id = @sandbox_id::uuid AND e.to_status = 'resume_failed' AND e.from_status <> 'resume_failed'
+  AND e.id > coalesce((SELECT max(r.id) FROM sandbox_events r WHERE r.sandbox_id = @sandbox_id::uuid AND r.to_status = 'running'), 0);
+
+-- name: HasVisitorNote :one
+-- Whether a visitor's note with this reason was recorded for the sandbox (it is recorded once).
+SELECT EXISTS (SELECT 1 FROM sandbox_events WHERE sandbox_id = @sandbox_id AND source = 'visitor'
+    AND from_status = to_status AND reason = @reason)::boolean;
 
 -- name: ListProjectHistory :many
 -- A project's newest events up to a given one, across all its sandboxes (each rebuild makes a

@@ -15,16 +15,35 @@ SELECT * FROM sandboxes WHERE provider_id = @provider_id;
 -- name: GetSandboxForUpdate :one
 SELECT * FROM sandboxes WHERE id = @id FOR UPDATE;
 
+-- name: GetCurrentSandboxByProjectForUpdate :one
+-- The project's current sandbox, locked: a visitor's wake decides under this lock, so of any
+-- number of visitors at once one resumes it and the others find it resuming.
+SELECT * FROM sandboxes WHERE project_id = @project_id ORDER BY created_at DESC LIMIT 1 FOR UPDATE;
+
 -- name: GetCurrentSandboxByProject :one
 -- The sandbox of the project's newest build.
 SELECT * FROM sandboxes WHERE project_id = @project_id ORDER BY created_at DESC LIMIT 1;
 
--- name: ListCurrentSandboxesByOwner :many
--- Each project's newest sandbox with its build and its newest event (every sandbox has one from
--- its creation), for the dashboard and the JSON API.
-SELECT DISTINCT ON (s.project_id) sqlc.embed(s), sqlc.embed(b), sqlc.embed(e)
+-- name: GetSharedSandboxByProject :one
+-- The project's current sandbox with its build and its newest event's id, read in one statement
+-- so the state and its version agree: a visitor's stream skips a version it already sent, so a
+-- state read before a change and labelled with that change's id would never be corrected.
+SELECT sqlc.embed(s), sqlc.embed(b),
+    (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id
 FROM sandboxes s JOIN builds b ON b.id = s.build_id
-JOIN sandbox_events e ON e.id = (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)
+WHERE s.project_id = @project_id
+ORDER BY s.created_at DESC LIMIT 1;
+
+-- name: ListCurrentSandboxesByOwner :many
+-- Each project's newest sandbox with its build, its newest change (every sandbox has one from
+-- its creation: why it is in its state) and its newest event's id (the version of its state for
+-- live updates: a visitor's note that it found the preview gone is newer than the change), for
+-- the dashboard and the JSON API.
+SELECT DISTINCT ON (s.project_id) sqlc.embed(s), sqlc.embed(b), sqlc.embed(e),
+    (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id
+FROM sandboxes s JOIN builds b ON b.id = s.build_id
+JOIN sandbox_events e ON e.id = (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id
+    AND NOT (ev.source = 'visitor' AND ev.from_status = ev.to_status))
 WHERE s.owner_id = @owner_id
 ORDER BY s.project_id, s.created_at DESC;
 

@@ -37,6 +37,8 @@ type Preview struct {
 	// CSRF is the session's token for the forms' hidden field, which only a browser without
 	// JavaScript needs. Fragments for the live feed leave it empty: htmx sends the header.
 	CSRF string
+	// Shared: the project's share link is on (the card says so).
+	Shared bool
 }
 
 // Fragment names one of the two places a project's preview is shown.

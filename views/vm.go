@@ -42,6 +42,7 @@ type DashboardPage struct {
 type ProjectPage struct {
 	Layout
 	Preview        Preview
+	Share          ShareBox
 	History        History
 	InstallCommand string
 	StartCommand   string

@@ -32,6 +32,10 @@ import (
 // and is the secret every instance checks.
 const WebhookSecret = "test-webhook-secret"
 
+// ShareKey is the SANDMAN_SHARE_KEY every instance gets, so instances of one deployment make the
+// same links.
+const ShareKey = "test-share-key-0123456789abcdef0123456789abcdef"
+
 // RetryDelays are the provider client's waits between retries in tests: production's 1:2:4
 // shape, fast.
 var RetryDelays = []time.Duration{20 * time.Millisecond, 40 * time.Millisecond, 80 * time.Millisecond}
@@ -71,6 +75,7 @@ func Config(host *sandboxdtest.Host, databaseURL string) app.Config {
 	c.DatabaseURL = databaseURL
 	c.Addr = "127.0.0.1:0"
 	c.BcryptCost = bcrypt.MinCost
+	c.ShareKey = ShareKey
 	// A job still running when a test ends gets this long, then it is cancelled.
 	c.ShutdownWait = 2 * time.Second
 	c.Provider = e2b.Config{APIURL: host.APIURL, APIKey: host.APIKey, Domain: host.Domain,

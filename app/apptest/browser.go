@@ -107,6 +107,16 @@ func (b *Browser) OpenWithoutJavaScript(t testing.TB, url string) *Tab {
 	return b.open(t, url, true)
 }
 
+// ScriptsBack lets a tab opened without JavaScript run scripts again from now on, for checks
+// that need them (axe-core's) on a page drawn without JavaScript: the page's own scripts, never
+// run, stay so until it is loaded again.
+func (tab *Tab) ScriptsBack(t testing.TB) {
+	t.Helper()
+	if _, err := chromedp.Call(tab.ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: false}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func (b *Browser) open(t testing.TB, url string, noScript bool) *Tab {
 	t.Helper()
 	ctx, cancel := chromedp.NewContext(b.ctx)

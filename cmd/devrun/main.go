@@ -93,6 +93,12 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Share links' tokens are made with it: kept between runs, so the links founders sent keep
+	// showing on their build pages.
+	shareKey, err := secretFile(filepath.Join(data, "share-key"), "")
+	if err != nil {
+		return err
+	}
 	_, sandboxPort, _ := net.SplitHostPort(sandboxAddr)
 
 	isolation := getenv("SANDBOXD_ISOLATION", "auto")
@@ -134,6 +140,7 @@ func run(ctx context.Context) error {
 		"E2B_DOMAIN=localhost:"+sandboxPort,
 		"E2B_WEBHOOK_URL=http://"+addr+"/webhooks/e2b",
 		"E2B_WEBHOOK_SECRET="+webhookSecret,
+		"SANDMAN_SHARE_KEY="+getenv("SANDMAN_SHARE_KEY", shareKey),
 	)
 	seed := exec.CommandContext(ctx, filepath.Join(bin, "sandman"), "demo-founder", demoEmail, demoPassword)
 	seed.Env, seed.Stdout, seed.Stderr = env, os.Stdout, os.Stderr

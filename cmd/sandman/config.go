@@ -2,12 +2,14 @@ package main
 
 import (
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
 	"sandman/app"
 	"sandman/e2b"
+	"sandman/shares"
 )
 
 // config is everything sandman reads from its environment (README lists each variable): the
@@ -37,6 +39,19 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	if c.TrustProxy, err = boolEnv(getenv, "SANDMAN_TRUST_PROXY"); err != nil {
 		errs = append(errs, err.Error())
+	}
+	c.PublicURL = getenv("SANDMAN_PUBLIC_URL")
+	if c.PublicURL != "" {
+		if msg := checkPublicURL(c.PublicURL); msg != "" {
+			errs = append(errs, msg)
+		}
+		c.PublicURL = strings.TrimSuffix(c.PublicURL, "/")
+	} else {
+		c.PublicURL = app.DefaultPublicURL(c.Addr)
+	}
+	c.ShareKey = getenv("SANDMAN_SHARE_KEY")
+	if c.ShareKey != "" && len(c.ShareKey) < shares.MinKeyLength {
+		errs = append(errs, fmt.Sprintf("SANDMAN_SHARE_KEY must be at least %d characters (a random string, e.g. openssl rand -hex 32)", shares.MinKeyLength))
 	}
 	c.MetricsAddr = getenv("SANDMAN_METRICS_ADDR")
 	c.MetricsToken = getenv("SANDMAN_METRICS_TOKEN")
@@ -80,6 +95,15 @@ func loadConfig(getenv func(string) string) (config, error) {
 		return c, fmt.Errorf("configuration: %s", strings.Join(errs, "; "))
 	}
 	return c, nil
+}
+
+// checkPublicURL says what is wrong with a SANDMAN_PUBLIC_URL ("" when nothing is).
+func checkPublicURL(v string) string {
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Sprintf("SANDMAN_PUBLIC_URL must be an http or https URL where browsers reach Sandman, like https://sandman.example.com, not %q", v)
+	}
+	return ""
 }
 
 func orDefault(v, d string) string {

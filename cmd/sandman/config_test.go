@@ -21,7 +21,8 @@ func TestLoadConfig(t *testing.T) {
 			if c.Addr != "127.0.0.1:8080" || c.StartCredits != 10 || c.Lifecycle.IdleTimeout != 3*time.Minute ||
 				c.Lifecycle.SandboxTimeout != time.Hour || c.Lifecycle.Template != "base" || c.Lifecycle.PauseAfterReady != "idle" ||
 				c.Role != app.RoleAll || c.ShutdownWait != app.DefaultConfig().ShutdownWait || c.LogLevel != "info" ||
-				c.MetricsAddr != "" || c.MetricsToken != "" || c.SignUpsPerHour != 10 {
+				c.MetricsAddr != "" || c.MetricsToken != "" || c.SignUpsPerHour != 10 ||
+				c.PublicURL != "http://127.0.0.1:8080" || c.ShareKey != "" {
 				t.Fatalf("defaults: %+v", c)
 			}
 		}},
@@ -30,16 +31,37 @@ func TestLoadConfig(t *testing.T) {
 			"SANDMAN_TRUST_PROXY": "1", "SANDMAN_IDLE_TIMEOUT": "90s", "SANDMAN_SANDBOX_TIMEOUT": "2h",
 			"SANDMAN_PAUSE_AFTER_READY": "immediate", "E2B_TEMPLATE": "node", "E2B_WEBHOOK_URL": "https://x/webhooks/e2b",
 			"E2B_WEBHOOK_SECRET": "s", "SANDMAN_METRICS_ADDR": "10.0.0.5:9100", "SANDMAN_METRICS_TOKEN": "m3trics",
-			"SANDMAN_SIGNUPS_PER_HOUR": "0",
+			"SANDMAN_SIGNUPS_PER_HOUR": "0", "SANDMAN_PUBLIC_URL": "https://sandman.example.com/",
+			"SANDMAN_SHARE_KEY": "0123456789abcdef0123456789abcdef",
 		}, check: func(t *testing.T, c config) {
 			if c.Addr != "0.0.0.0:9000" || c.StartCredits != 3 || !c.CookieSecure || !c.TrustProxy ||
 				c.MetricsAddr != "10.0.0.5:9100" || c.MetricsToken != "m3trics" || c.SignUpsPerHour != 0 ||
 				c.Lifecycle.IdleTimeout != 90*time.Second || c.Lifecycle.SandboxTimeout != 2*time.Hour ||
 				c.Lifecycle.PauseAfterReady != "immediate" || c.Lifecycle.Template != "node" ||
-				c.WebhookURL == "" || c.Lifecycle.WebhookSecret != "s" {
+				c.WebhookURL == "" || c.Lifecycle.WebhookSecret != "s" ||
+				c.PublicURL != "https://sandman.example.com" || c.ShareKey != "0123456789abcdef0123456789abcdef" {
 				t.Fatalf("settings not taken: %+v", c)
 			}
 		}},
+		{name: "public URL from an address on every interface", env: map[string]string{"SANDMAN_ADDR": "0.0.0.0:9000"}, check: func(t *testing.T, c config) {
+			if c.PublicURL != "http://localhost:9000" {
+				t.Fatalf("SANDMAN_PUBLIC_URL defaults to %q", c.PublicURL)
+			}
+		}},
+		{name: "public URL from an address with no host", env: map[string]string{"SANDMAN_ADDR": ":9000"}, check: func(t *testing.T, c config) {
+			if c.PublicURL != "http://localhost:9000" {
+				t.Fatalf("SANDMAN_PUBLIC_URL defaults to %q", c.PublicURL)
+			}
+		}},
+		{name: "public URL with a path", env: map[string]string{"SANDMAN_PUBLIC_URL": "https://example.com/sandman"}, check: func(t *testing.T, c config) {
+			if c.PublicURL != "https://example.com/sandman" {
+				t.Fatalf("SANDMAN_PUBLIC_URL is %q", c.PublicURL)
+			}
+		}},
+		{name: "public URL without a scheme", env: map[string]string{"SANDMAN_PUBLIC_URL": "sandman.example.com"}, wantErr: "SANDMAN_PUBLIC_URL must be an http or https URL"},
+		{name: "public URL with a query", env: map[string]string{"SANDMAN_PUBLIC_URL": "https://sandman.example.com/?x=1"}, wantErr: "SANDMAN_PUBLIC_URL must be"},
+		{name: "public URL of another scheme", env: map[string]string{"SANDMAN_PUBLIC_URL": "ftp://sandman.example.com"}, wantErr: "SANDMAN_PUBLIC_URL must be"},
+		{name: "short share key", env: map[string]string{"SANDMAN_SHARE_KEY": "secret"}, wantErr: "SANDMAN_SHARE_KEY must be at least 32 characters"},
 		{name: "no database", env: map[string]string{"DATABASE_URL": ""}, wantErr: "DATABASE_URL is not set"},
 		{name: "negative credits", env: map[string]string{"SANDMAN_START_CREDITS": "-1"}, wantErr: "SANDMAN_START_CREDITS"},
 		{name: "credits not a number", env: map[string]string{"SANDMAN_START_CREDITS": "ten"}, wantErr: "SANDMAN_START_CREDITS"},

@@ -1,10 +1,13 @@
 // Live updates for htmx-ext-sse through a shared connection (see live-worker.js), and the
-// build page's activity reports. Loaded after htmx and its SSE extension.
+// activity reports of the build page and of a share link's page. Loaded after htmx and its SSE
+// extension.
 "use strict";
 
 (function () {
-  const user = document.querySelector('meta[name="sandman-user"]')?.content;
-  if (!user || typeof SharedWorker === "undefined") return; // htmx-ext-sse's own EventSource then
+  // One stream per founder, or per share link for its visitors, in each browser.
+  const key = document.querySelector('meta[name="sandman-user"]')?.content ||
+    document.querySelector('meta[name="sandman-share"]')?.content;
+  if (!key || typeof SharedWorker === "undefined") return; // htmx-ext-sse's own EventSource then
 
   // A fake EventSource that htmx-ext-sse drives like the real one.
   function SharedSource(url) {
@@ -15,7 +18,7 @@
     this.listeners = new Map();
     this.latest = new Map(); // event name → newest message, for elements swapped in after it
     this.pending = null;
-    this.worker = new SharedWorker("/static/js/live-worker.js", { name: "sandman-live-" + user });
+    this.worker = new SharedWorker("/static/js/live-worker.js", { name: "sandman-live-" + key });
     this.port = this.worker.port;
     this.port.onmessage = (m) => this.receive(m.data);
     this.port.start();
@@ -73,43 +76,65 @@
 // A fragment never goes back to an older state than the one it shows (data-event-id): an
 // action's answer read just before a change the stream has already brought, or a stream
 // message older than the page, is dropped (its out-of-band parts with it). Equal is the same
-// state drawn again (a moved deadline, a build stage) and is swapped in.
+// state drawn again (a moved deadline, a build stage) and is swapped in, except where the
+// element says only a newer state replaces it (data-redraw="newer": a share link's page, which
+// shows nothing that changes within a state).
 (function () {
-  const older = (id, el) => el?.dataset?.eventId !== undefined && Number(id) < Number(el.dataset.eventId);
+  const stale = (id, el) => {
+    if (el?.dataset?.eventId === undefined) return false;
+    const shown = Number(el.dataset.eventId);
+    return Number(id) < shown || (el.dataset.redraw === "newer" && Number(id) === shown);
+  };
   document.addEventListener("htmx:beforeSwap", (ev) => {
     const target = ev.detail.target;
     const m = /data-event-id="(\d+)"/.exec(ev.detail.serverResponse || "");
-    if (m && target?.matches?.("[sse-swap][data-event-id]") && older(m[1], target)) ev.detail.shouldSwap = false;
+    if (m && target?.matches?.("[sse-swap][data-event-id]") && stale(m[1], target)) ev.detail.shouldSwap = false;
   });
   document.addEventListener("htmx:sseBeforeMessage", (ev) => {
-    if (older(ev.detail.lastEventId, ev.target)) ev.preventDefault();
+    if (stale(ev.detail.lastEventId, ev.target)) ev.preventDefault();
+  });
+  // An action's answer whose target the stream replaced meanwhile is dropped too. Its events no
+  // longer reach the document (the target is out of it), so the check listens on the target
+  // itself. Swapped into the detached element, the answer would take a preview frame of the same
+  // id out of the page: htmx moves hx-preserve elements by id, wherever the swap goes.
+  document.addEventListener("htmx:beforeRequest", (ev) => {
+    const target = ev.detail.target;
+    if (!target) return;
+    target.addEventListener("htmx:beforeSwap", (e) => {
+      if (!e.detail.target.isConnected) e.detail.shouldSwap = false;
+    }, { once: true });
   });
 })();
 
-// The build page tells Sandman the founder is looking, while the tab is visible, at most once a
-// minute; that moves the sandbox's idle deadline.
+// The build page (its pane) and a share link's page tell Sandman someone is looking, while the
+// tab is visible, at most once a minute (a share link's page more often when the idle timeout
+// is under three minutes: its data-activity-every); that moves the sandbox's idle deadline. The
+// element with data-activity-url says where.
 (function () {
   const MINUTE = 60 * 1000;
   let last = 0;
   function csrf() {
     try {
-      return JSON.parse(document.body.getAttribute("hx-headers"))["X-CSRF-Token"];
+      return JSON.parse(document.body.getAttribute("hx-headers"))["X-CSRF-Token"] || "";
     } catch (e) {
-      return "";
+      return ""; // a share link's page has no session
     }
   }
   function report() {
-    const pane = document.querySelector("[data-testid=preview-pane]:not([data-sandbox-id=\"\"])");
-    if (!pane || document.visibilityState !== "visible" || Date.now() - last < MINUTE) return;
+    const el = document.querySelector("[data-activity-url]");
+    if (!el || document.visibilityState !== "visible") return;
+    const every = Math.min(MINUTE, Number(el.dataset.activityEvery) || MINUTE);
+    if (Date.now() - last < every) return;
     last = Date.now();
-    fetch("/api/sandboxes/" + pane.dataset.sandboxId + "/activity", {
+    const token = csrf();
+    fetch(el.dataset.activityUrl, {
       method: "POST",
-      headers: { "X-CSRF-Token": csrf() },
+      headers: token ? { "X-CSRF-Token": token } : {},
       credentials: "same-origin",
       keepalive: true,
     }).catch(() => {});
   }
   document.addEventListener("visibilitychange", report);
   document.addEventListener("DOMContentLoaded", report);
-  setInterval(report, MINUTE);
+  setInterval(report, 1000);
 })();

@@ -1,0 +1,75 @@
+package handlers_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+
+	"sandman/app"
+	"sandman/app/apptest"
+)
+
+// previewShownAt makes every page of the tab remember, in window.previewShownAt, when (in ms
+// since its navigation started) the visitor's preview frame finished loading.
+const previewShownAt = `window.previewShownAt = 0;
+document.addEventListener("load", (ev) => {
+	if (ev.target instanceof HTMLIFrameElement && ev.target.matches("[data-testid=share-frame]")) window.previewShownAt = performance.now();
+}, true);`
+
+// shareWakeSamples is how many times BenchmarkShareLinkWake opens a sleeping preview's link per
+// iteration.
+const shareWakeSamples = 100
+
+// BENCHMARKS.md: "share link opened on a sleeping memory snapshot → preview visible", in
+// Chromium. A visitor opens the link of a preview asleep on a memory snapshot: the page shows
+// its holding page, its script wakes the preview, the link's stream says when it runs, and the
+// page swaps the preview in. The time is from the start of the navigation to the load of the
+// preview's frame, measured by the page's own clock. Between samples (not timed) the visitor
+// leaves, the preview is paused again and the founder makes a new link. The page's own clock starts before Sandman is asked for
+// the page, so the figure includes the whole of it: the page, its wake, the resume on sandboxd,
+// the link's stream and the frame's first load.
+func BenchmarkShareLinkWake(b *testing.B) {
+	// Each sample is another visitor, from an address of its own (one address may wake links
+	// only shares.Limits[shares.Wake].PerAddress times a minute).
+	s := start(b, apptest.Options{Webhooks: true, Config: func(c *app.Config) { c.TrustProxy = true }})
+	c := s.NewClient(b)
+	c.SignUp("share-bench@example.com")
+	projectID, sandboxID := c.BuildCounter()
+	tab := apptest.NewBrowser(b).Open(b, "about:blank")
+	tab.Do(b, chromedp.Action[chromedp.Void](func(ctx context.Context, _ *chromedp.Target) (chromedp.Void, error) {
+		_, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: previewShownAt})
+		return chromedp.Void{}, err
+	}))
+	var samples []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		for range shareWakeSamples {
+			b.StopTimer()
+			tab.Do(b, chromedp.Navigate("about:blank"))
+			c.Pause(sandboxID)
+			// A new link each time (a link may be woken shares.Limits[shares.Wake].PerLink times a
+			// minute).
+			apptest.RequireStatus(b, c.API(http.MethodDelete, "/api/projects/"+projectID+"/share", nil, nil), http.StatusNoContent)
+			link := s.URL() + "/s/" + shareToken(b, c, projectID)
+			visitor := network.Headers{"X-Forwarded-For": fmt.Sprintf("198.51.100.%d", len(samples)%250+1)}
+			tab.Do(b, chromedp.Action[chromedp.Void](func(ctx context.Context, _ *chromedp.Target) (chromedp.Void, error) {
+				_, err := chromedp.Call(ctx, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: visitor})
+				return chromedp.Void{}, err
+			}))
+			b.StartTimer()
+			tab.Do(b, chromedp.Navigate(link))
+			tab.WaitFor(b, "the preview swapped in", `window.previewShownAt > 0 && `+visitorShows("live"))
+			ms := apptest.Eval[float64](b, tab, `window.previewShownAt`)
+			samples = append(samples, time.Duration(ms*float64(time.Millisecond)))
+		}
+	}
+	b.StopTimer()
+	reportQuantiles(b, "visible", samples)
+	b.ReportMetric(float64(len(samples)), "samples")
+}

@@ -1,0 +1,211 @@
+package lifecycle
+
+import (
+	"context"
+
+	"github.com/google/uuid"
+
+	"sandman/db"
+)
+
+// VisitorState is what a visitor of a project's share link is shown (docs/states.md, "What a
+// visitor of a share link sees").
+type VisitorState string
+
+// The visitor's states.
+const (
+	// VisitorLive: the preview runs; the page is the preview.
+	VisitorLive VisitorState = "live"
+	// VisitorSleeping: paused, or one resume in a row failed and another may work; the page
+	// wakes it.
+	VisitorSleeping VisitorState = "sleeping"
+	// VisitorWaking: a resume is under way.
+	VisitorWaking VisitorState = "waking"
+	// VisitorStarting: a build is under way (the founder built or rebuilt it).
+	VisitorStarting VisitorState = "starting"
+	// VisitorGone: the sandbox is gone (killed, expired, terminated, its build failed, the
+	// provider lost it) or was never built; only its founder can rebuild it.
+	VisitorGone VisitorState = "gone"
+	// VisitorTrouble: the provider cannot be reached (unknown), or two resumes in a row failed.
+	VisitorTrouble VisitorState = "trouble"
+)
+
+// SharedPreview is all a visitor of a share link may know of the project: its name and its
+// preview's state, and the preview's URL while it runs. Nothing of the founder.
+type SharedPreview struct {
+	ProjectID   uuid.UUID
+	ProjectName string
+	State       VisitorState
+	PreviewURL  string // set when State is VisitorLive
+	// ColdStart: the preview sleeps on a files-only snapshot, so waking starts the app again
+	// and takes longer.
+	ColdStart bool
+	// EventID is the newest event of the sandbox shown: the version of this state.
+	EventID int64
+
+	sandbox *db.Sandbox
+}
+
+// visitorState is what a visitor sees of sandbox sb (nil: never built) whose build is b, when
+// failedResumes resumes in a row have failed since it last ran.
+func visitorState(sb *db.Sandbox, b db.Build, failedResumes int32) VisitorState {
+	if sb == nil || b.Status == db.BuildStatusFailed {
+		return VisitorGone
+	}
+	switch sb.Status {
+	case Running:
+		return VisitorLive
+	case Paused:
+		return VisitorSleeping
+	case Resuming:
+		return VisitorWaking
+	case Starting:
+		return VisitorStarting
+	case ResumeFailed:
+		switch {
+		case sb.FailureCause == CauseNotFound:
+			return VisitorGone
+		case failedResumes >= 2:
+			return VisitorTrouble
+		}
+		return VisitorSleeping
+	case Unknown:
+		return VisitorTrouble
+	}
+	return VisitorGone
+}
+
+// wakeable reports whether a visitor's wake resumes the sandbox: it sleeps, a resume failed
+// for a reason that may pass, or the provider could not be reached (a resume asks it again).
+func wakeable(sb db.Sandbox) bool {
+	switch sb.Status {
+	case Paused, Unknown:
+		return true
+	case ResumeFailed:
+		return sb.FailureCause != CauseNotFound
+	}
+	return false
+}
+
+// SharedPreview reads what a visitor of the project's share link sees. Like every read, it
+// only reads the database. The state and its version (EventID) come from one statement: read
+// apart, a change committed between them labelled the older state with the newer version, which
+// a visitor's stream then took for a state it had already sent, and the page stayed on it.
+func (s *Service) SharedPreview(ctx context.Context, projectID uuid.UUID) (SharedPreview, error) {
+	p, err := s.q.GetProject(ctx, projectID)
+	if err != nil {
+		return SharedPreview{}, db.MapError(err)
+	}
+	out := SharedPreview{ProjectID: p.ID, ProjectName: p.Name}
+	// The state and its version in one read: a visitor's stream never sends a version twice.
+	cur, err := s.q.GetSharedSandboxByProject(ctx, p.ID)
+	if db.IsNotFound(err) {
+		out.State = VisitorGone
+		return out, nil
+	}
+	if err != nil {
+		return out, err
+	}
+	sb := cur.Sandbox
+	var failed int32
+	if sb.Status == ResumeFailed {
+		if failed, err = s.q.CountFailedResumesSinceRunning(ctx, sb.ID); err != nil {
+			return out, err
+		}
+	}
+	out.sandbox, out.EventID, out.State = &sb, cur.LatestEventID, visitorState(&sb, cur.Build, failed)
+	switch out.State {
+	case VisitorLive:
+		out.PreviewURL = sb.PreviewURL
+	case VisitorSleeping, VisitorWaking:
+		out.ColdStart = sb.SnapshotKind != nil && *sb.SnapshotKind == db.PauseKindFilesystem
+	}
+	return out, nil
+}
+
+// Visit is a visitor opening the share link's page (a plain GET, which a link unfurler or a
+// crawler sends too): it wakes nothing. It asks the provider for the truth of a stale row in the
+// background, as the founder's pages do, and tells the founder when a visitor found the preview
+// gone (once per sandbox).
+func (s *Service) Visit(ctx context.Context, projectID uuid.UUID) (SharedPreview, error) {
+	sp, err := s.SharedPreview(ctx, projectID)
+	if err != nil || sp.sandbox == nil {
+		return sp, err
+	}
+	s.VerifyStale(ctx, ProjectView{Sandbox: sp.sandbox})
+	if sp.State == VisitorGone {
+		return s.noteFoundGone(ctx, sp)
+	}
+	return sp, nil
+}
+
+// VisitorWake wakes the project's preview for a visitor of its share link: a resume like the
+// founder's (startResume, the same job), recorded with the source "visitor", which costs no
+// credit. The decision is made under the sandbox's row lock, so of any number of visitors at once
+// one resumes it and the others find it resuming; a preview that does not sleep is left as it
+// is. woke reports whether this call started the resume.
+func (s *Service) VisitorWake(ctx context.Context, projectID uuid.UUID) (sp SharedPreview, woke bool, err error) {
+	err = db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		sb, err := tx.GetCurrentSandboxByProjectForUpdate(ctx, projectID)
+		if db.IsNotFound(err) {
+			return nil // never built: nothing to wake
+		}
+		if err != nil || !wakeable(sb) {
+			return err
+		}
+		_, err = s.startResume(ctx, tx, sb, ResumeArgs{SandboxID: sb.ID, Visitor: true})
+		woke = err == nil
+		return err
+	})
+	if err != nil {
+		return SharedPreview{}, false, err
+	}
+	if woke {
+		s.metrics.visitorWakes.Inc()
+	}
+	if sp, err = s.SharedPreview(ctx, projectID); err != nil || sp.State != VisitorGone || sp.sandbox == nil {
+		return sp, woke, err
+	}
+	sp, err = s.noteFoundGone(ctx, sp)
+	return sp, woke, err
+}
+
+// VisitorActivity records that a visitor is looking at the project's preview: it moves the idle
+// deadline as the founder's own activity does (Activity), so a preview someone watches is not
+// paused under them.
+func (s *Service) VisitorActivity(ctx context.Context, projectID uuid.UUID) error {
+	sb, err := s.q.GetCurrentSandboxByProject(ctx, projectID)
+	if db.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return s.Activity(ctx, sb.OwnerID, sb.ID)
+}
+
+// noteFoundGone records, once per sandbox, that a visitor found the preview gone: a note in the
+// history ("A visitor found it gone"), not a change of state, announced like one so the founder's
+// pages show it. It returns the preview with the note's event as its version.
+func (s *Service) noteFoundGone(ctx context.Context, sp SharedPreview) (SharedPreview, error) {
+	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		sb, err := tx.GetSandboxForUpdate(ctx, sp.sandbox.ID)
+		if err != nil {
+			return db.MapError(err)
+		}
+		if sb.Status != sp.sandbox.Status {
+			return nil // it moved on since it was read; the next visit tells
+		}
+		noted, err := tx.HasVisitorNote(ctx, db.HasVisitorNoteParams{SandboxID: sb.ID, Reason: reasonVisitorFoundGone})
+		if err != nil || noted {
+			return err
+		}
+		if err := announce(ctx, tx, sb, db.EventSourceVisitor, reasonVisitorFoundGone); err != nil {
+			return err
+		}
+		last, err := tx.GetLatestSandboxEvent(ctx, sb.ID)
+		sp.EventID = last.ID
+		return err
+	})
+	return sp, err
+}
