@@ -37,6 +37,9 @@ import (
 type Role string
 
 // The roles. Any number of instances of any roles may share one database.
+// feedWait bounds how long Start waits for the live feed before it serves anyway.
+const feedWait = 10 * time.Second
+
 const (
 	RoleAll    Role = "all"    // pages, API, webhooks and event streams, and the jobs
 	RoleWeb    Role = "web"    // pages, API, webhooks and event streams; jobs are only queued
@@ -259,9 +262,20 @@ func (a *App) Start(ctx context.Context) error {
 		return fmt.Errorf("listen on SANDMAN_ADDR %s: %w", a.cfg.Addr, err)
 	}
 	a.listener = ln
-	go func() { a.serveErr <- a.server.Serve(ln) }()
+	// No stream before the feed is up: a log-out or a change announced before it would never
+	// reach the streams it concerns. A database that can't be reached yet delays only that long.
+	feedUp := make(chan struct{})
 	a.background(bg, a.hub.Run)
-	a.background(bg, func(ctx context.Context) { a.hub.Listen(ctx, a.cfg.DatabaseURL) })
+	a.background(bg, func(ctx context.Context) { a.hub.Listen(ctx, a.cfg.DatabaseURL, func() { close(feedUp) }) })
+	select {
+	case <-feedUp:
+	case <-time.After(feedWait):
+		a.log.Warn("live: the database feed is not up yet; serving anyway (streams are resynced once it is)", "after", feedWait)
+	case <-ctx.Done():
+		ln.Close()
+		return ctx.Err()
+	}
+	go func() { a.serveErr <- a.server.Serve(ln) }()
 	a.background(bg, a.prune)
 	a.log.Info("sandman listening", "addr", a.URL(), "public_url", a.PublicURL())
 	if !a.shares.Enabled() {

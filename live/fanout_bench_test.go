@@ -40,12 +40,13 @@ func benchFanout(b *testing.B, clients int) {
 	h := newHubServer(b, 2<<10, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
-	go h.hub.Listen(ctx, dbURL)
-	testkit.Until(b, 10*time.Second, "the feed listening", func() bool {
-		var n int
-		_ = pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'LISTEN %'").Scan(&n)
-		return n == 1
-	})
+	up := make(chan struct{})
+	go h.hub.Listen(ctx, dbURL, func() { close(up) })
+	select {
+	case <-up:
+	case <-time.After(10 * time.Second):
+		b.Fatal("the feed is not listening after 10s")
+	}
 
 	owner, sandbox := uuid.New(), uuid.New()
 	project := projectOf(sandbox)

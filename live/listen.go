@@ -14,18 +14,20 @@ import (
 
 // Listen follows the database's sandbox feed on one dedicated connection and delivers each
 // change to this instance's clients; ended sessions and share links that stopped working come on
-// the same connection and end their streams here. After the connection drops (a database restart, say) it
+// the same connection and end their streams here. ready (if not nil) is called once, when the
+// feed is first up: an instance serves no stream before, since a log-out or a change announced
+// in between would never reach it. After the connection drops (a database restart, say) it
 // reconnects with backoff and resyncs every client, since changes may have been missed.
-func (h *Hub) Listen(ctx context.Context, databaseURL string) {
+func (h *Hub) Listen(ctx context.Context, databaseURL string, ready func()) {
 	backoff := 100 * time.Millisecond
-	first := true
 	for ctx.Err() == nil {
 		err := h.listenOnce(ctx, databaseURL, func() {
 			backoff = 100 * time.Millisecond
-			if !first {
-				h.Resync(ctx)
+			if ready != nil {
+				ready()
+				ready = nil
 			}
-			first = false
+			h.Resync(ctx) // nothing to do on the first connection, unless streams came first
 		})
 		if ctx.Err() != nil {
 			return
