@@ -292,7 +292,9 @@ func (s *Service) ensureDevServer(ctx context.Context, h sandboxHandle, project 
 	return nil
 }
 
-// finishBuild marks the build Ready and the sandbox running, and schedules its idle pause.
+// finishBuild marks the build Ready and the sandbox running, and schedules its idle pause. A
+// preview that has just become ready counts as used: its idle timeout starts now, not when its
+// build began (a build longer than the timeout would otherwise be paused the moment it is ready).
 func (s *Service) finishBuild(ctx context.Context, sandboxID uuid.UUID) error {
 	return db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		sb, err := tx.GetSandboxForUpdate(ctx, sandboxID)
@@ -303,6 +305,9 @@ func (s *Service) finishBuild(ctx context.Context, sandboxID uuid.UUID) error {
 			return nil
 		}
 		if _, err := tx.FinishBuild(ctx, db.FinishBuildParams{ID: sb.BuildID, Status: db.BuildStatusReady}); err != nil {
+			return err
+		}
+		if err := tx.TouchActivity(ctx, sb.ID); err != nil {
 			return err
 		}
 		sb, err = apply(ctx, tx, sb, Change{To: Running, Source: db.EventSourceBuild, Reason: "ready", Verified: true})

@@ -17,6 +17,7 @@ import (
 	"sandman/e2b"
 	"sandman/internal/testkit"
 	"sandman/lifecycle"
+	"sandman/projects"
 	"sandman/sandboxd/sandboxdtest"
 )
 
@@ -234,5 +235,52 @@ func TestFilesystemPauseRestartsDevServer(t *testing.T) {
 	// (the readiness check is its first visit).
 	if n := visits(t, host, sb.PreviewURL); n > 2 || n >= before {
 		t.Fatalf("count after a filesystem-only resume = %d (before the pause %d), want a fresh count", n, before)
+	}
+}
+
+// A preview's idle timeout counts from the moment it became ready, not from when its build
+// began: a build that takes longer than the timeout (its install sleeps past it) is not paused
+// the moment it is ready, and its first pause is the idle one, a whole timeout after readiness.
+func TestIdleTimeoutCountsFromReadiness(t *testing.T) {
+	t.Parallel()
+	host := sandboxdtest.Start(t)
+	cfg := fastConfig()
+	cfg.IdleTimeout = 3 * time.Second
+	b := setupWith(t, host, cfg, true)
+	u, _ := founder(t, b.pool, 5)
+	var files []projects.File
+	for path, content := range healApp {
+		files = append(files, projects.File{Path: path, Content: []byte(content)})
+	}
+	p, err := projects.New(b.pool).CreateFromFiles(context.Background(), u.ID, projects.Settings{Name: "Slow install",
+		InstallCommand: "sleep 5", StartCommand: "node server.js", Port: 3000, PauseKind: db.PauseKindMemory}, files, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := b.buildRunning(t, u.ID, p.ID)
+	sb = b.waitStatus(t, sb.ID, lifecycle.Paused, 30*time.Second)
+
+	var created, ready, paused *db.SandboxEvent
+	for _, ev := range b.eventsOf(t, sb.ID) {
+		switch {
+		case ev.ToStatus == lifecycle.Starting && created == nil:
+			created = &ev
+		case ev.ToStatus == lifecycle.Running && ready == nil:
+			ready = &ev
+		case ev.ToStatus == lifecycle.Paused && paused == nil:
+			paused = &ev
+		}
+	}
+	if created == nil || ready == nil || paused == nil {
+		t.Fatalf("events: created %v, ready %v, paused %v", created, ready, paused)
+	}
+	if took := ready.CreatedAt.Sub(created.CreatedAt); took <= cfg.IdleTimeout {
+		t.Fatalf("the build took %v, not longer than the idle timeout %v: the test proves nothing", took, cfg.IdleTimeout)
+	}
+	if paused.Reason != "idle" {
+		t.Fatalf("the first pause was %q, want the idle one", paused.Reason)
+	}
+	if awake := paused.CreatedAt.Sub(ready.CreatedAt); awake < cfg.IdleTimeout {
+		t.Fatalf("paused %v after it became ready, before its idle timeout (%v) from readiness", awake, cfg.IdleTimeout)
 	}
 }
