@@ -24,7 +24,8 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkLiveFanout -benchtime 200x ./live
 func BenchmarkLiveFanout(b *testing.B) {
-	for _, clients := range []int{1, 50} {
+	// 20: the most streams one founder may hold on one instance (Options.MaxPerFounder).
+	for _, clients := range []int{1, 20} {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) { benchFanout(b, clients) })
 	}
 }
