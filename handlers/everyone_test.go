@@ -42,6 +42,7 @@ var forcedStates = []forced{
 	{name: "sleeping-files", status: "paused", build: "ready", snapshot: "filesystem", from: "running", source: "user", reason: "requested"},
 	{name: "resuming", status: "resuming", build: "ready", from: "paused", source: "user", reason: "resume"},
 	{name: "resume-failed", status: "resume_failed", build: "ready", cause: lifecycle.CauseNotFound, from: "resuming", source: "user", reason: "resume failed: not found"},
+	{name: "files-lost", status: "resume_failed", build: "ready", cause: lifecycle.CauseFilesLost, from: "resuming", source: "user", reason: "resume failed: files lost"},
 	{name: "gone-killed", status: "killed", build: "ready", from: "running", source: "webhook", reason: "request"},
 	{name: "gone-expired", status: "expired", build: "ready", from: "running", source: "webhook", reason: "timeout"},
 	{name: "gone-stopped", status: "terminated", build: "ready", from: "paused", source: "webhook", reason: "request"},

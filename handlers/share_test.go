@@ -362,6 +362,7 @@ func TestShareLinkPagesOfEveryState(t *testing.T) {
 		{state: "gone-stopped", want: "gone"},
 		{state: "build-failed", want: "gone"},
 		{state: "resume-failed", want: "gone"}, // the provider no longer has it
+		{state: "files-lost", want: "gone"},    // its files are lost for good: a wake would fail again
 		{state: "not-built", want: "gone"},
 		{state: "unknown", want: "trouble", texts: []string{"We can&#39;t reach this preview right now.", `data-testid="try-again"`}, wakes: true},
 	}

@@ -66,3 +66,7 @@ const (
 	CauseUnreachable = "The sandbox couldn't be reached. It may be corrupted."
 	CauseFilesLost   = "The preview's files were lost by the provider and couldn't be restored. Rebuild it from your saved files."
 )
+
+// onlyRebuildFixes reports whether a failed resume's cause is one no further resume can mend:
+// the provider no longer has the sandbox, or its files are lost for good.
+func onlyRebuildFixes(cause string) bool { return cause == CauseNotFound || cause == CauseFilesLost }

@@ -24,7 +24,7 @@ const (
 	// VisitorStarting: a build is under way (the founder built or rebuilt it).
 	VisitorStarting VisitorState = "starting"
 	// VisitorGone: the sandbox is gone (killed, expired, terminated, its build failed, the
-	// provider lost it) or was never built; only its founder can rebuild it.
+	// provider lost it or its files) or was never built; only its founder can rebuild it.
 	VisitorGone VisitorState = "gone"
 	// VisitorTrouble: the provider cannot be reached (unknown), or two resumes in a row failed.
 	VisitorTrouble VisitorState = "trouble"
@@ -63,7 +63,7 @@ func visitorState(sb *db.Sandbox, b db.Build, failedResumes int32) VisitorState 
 		return VisitorStarting
 	case ResumeFailed:
 		switch {
-		case sb.FailureCause == CauseNotFound:
+		case onlyRebuildFixes(sb.FailureCause):
 			return VisitorGone
 		case failedResumes >= 2:
 			return VisitorTrouble
@@ -82,7 +82,7 @@ func wakeable(sb db.Sandbox) bool {
 	case Paused, Unknown:
 		return true
 	case ResumeFailed:
-		return sb.FailureCause != CauseNotFound
+		return !onlyRebuildFixes(sb.FailureCause)
 	}
 	return false
 }
