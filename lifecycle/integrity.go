@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/google/uuid"
+
 	"sandman/db"
 	"sandman/e2b"
 )
@@ -66,17 +68,23 @@ func judge(stored []db.ListBuildFileDigestsRow, found []e2b.FileDigest, appChang
 	return v
 }
 
-// checkFiles digests the build's stored files in the sandbox and judges them (see judge).
-func (s *Service) checkFiles(ctx context.Context, h sandboxHandle, sb db.Sandbox, judgeAll bool) (fileVerdict, []db.ListBuildFileDigestsRow, error) {
-	stored, err := s.q.ListBuildFileDigests(ctx, sb.BuildID)
+// digestStored reads the build's stored files and digests them in the sandbox, in one command.
+func (s *Service) digestStored(ctx context.Context, h sandboxHandle, buildID uuid.UUID) ([]db.ListBuildFileDigestsRow, e2b.DirDigest, error) {
+	stored, err := s.q.ListBuildFileDigests(ctx, buildID)
 	if err != nil {
-		return fileVerdict{}, nil, err
+		return nil, e2b.DirDigest{}, err
 	}
 	paths := make([]string, len(stored))
 	for i, f := range stored {
 		paths[i] = f.Path
 	}
 	d, err := s.providerDigest(ctx, h, paths)
+	return stored, d, err
+}
+
+// checkFiles digests the build's stored files in the sandbox and judges them (see judge).
+func (s *Service) checkFiles(ctx context.Context, h sandboxHandle, sb db.Sandbox, judgeAll bool) (fileVerdict, []db.ListBuildFileDigestsRow, error) {
+	stored, d, err := s.digestStored(ctx, h, sb.BuildID)
 	switch {
 	case isNotFound(err):
 		return fileVerdict{}, nil, err
@@ -186,21 +194,14 @@ func (s *Service) healUpload(ctx context.Context, h sandboxHandle, sb db.Sandbox
 func (s *Service) lookAtFiles(ctx context.Context, h sandboxHandle, sb db.Sandbox) {
 	lctx, cancel := context.WithTimeout(ctx, lookTimeout)
 	defer cancel()
-	stored, err := s.q.ListBuildFileDigests(lctx, sb.BuildID)
+	stored, d, err := s.digestStored(lctx, h, sb.BuildID)
+	if err == nil && !d.DirExists {
+		err = errors.New("the app directory is gone")
+	}
 	if err == nil {
-		paths := make([]string, len(stored))
-		for i, f := range stored {
-			paths[i] = f.Path
-		}
-		var d e2b.DirDigest
-		if d, err = s.providerDigest(lctx, h, paths); err == nil && d.DirExists {
-			// Everything that differs now is the app's doing (judged as after a look that
-			// found every file changed).
-			v := judge(stored, d.Files, paths, true, false)
-			err = s.q.SetSandboxFilesSeen(lctx, db.SetSandboxFilesSeenParams{ID: sb.ID, AppChangedFiles: nonNilStrings(v.appChanged)})
-		} else if err == nil {
-			err = errors.New("the app directory is gone")
-		}
+		// Everything that differs from the stored files now is the app's doing.
+		differ := judge(stored, d.Files, nil, true, true).damaged
+		err = s.q.SetSandboxFilesSeen(lctx, db.SetSandboxFilesSeenParams{ID: sb.ID, AppChangedFiles: nonNilStrings(differ)})
 	}
 	if err != nil {
 		s.log.Warn("look at the app's files", "sandbox_id", sb.ID, "err", err)
