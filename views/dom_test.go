@@ -8,6 +8,8 @@ import (
 
 	"github.com/a-h/templ"
 	"golang.org/x/net/html"
+
+	"sandman/internal/testkit"
 )
 
 // dom is rendered markup, read by data-testid as a person reads the page: by what each part
@@ -32,20 +34,7 @@ func renderDOM(t *testing.T, cmp templ.Component) dom {
 }
 
 // all returns the elements with the test id, in document order.
-func (d dom) all(testID string) []*html.Node {
-	var out []*html.Node
-	var walk func(*html.Node)
-	walk = func(n *html.Node) {
-		if n.Type == html.ElementNode && attr(n, "data-testid") == testID {
-			out = append(out, n)
-		}
-		for c := n.FirstChild; c != nil; c = c.NextSibling {
-			walk(c)
-		}
-	}
-	walk(d.root)
-	return out
-}
+func (d dom) all(testID string) []*html.Node { return testkit.ByTestID(d.root, testID) }
 
 // text is the text of the one element with the test id, or "" when there is none.
 func (d dom) text(testID string) string {
@@ -55,7 +44,7 @@ func (d dom) text(testID string) string {
 	case 0:
 		return ""
 	case 1:
-		return textOf(ns[0])
+		return testkit.Text(ns[0])
 	}
 	d.t.Fatalf("%d elements with data-testid %q", len(ns), testID)
 	return ""
@@ -71,15 +60,6 @@ func (d dom) one(testID string) *html.Node {
 	return ns[0]
 }
 
-func attr(n *html.Node, name string) string {
-	for _, a := range n.Attr {
-		if a.Key == name {
-			return a.Val
-		}
-	}
-	return ""
-}
-
 func hasAttr(n *html.Node, name string) bool {
 	for _, a := range n.Attr {
 		if a.Key == name {
@@ -87,22 +67,6 @@ func hasAttr(n *html.Node, name string) bool {
 		}
 	}
 	return false
-}
-
-// textOf is an element's text with its white space collapsed, as a browser shows it.
-func textOf(n *html.Node) string {
-	var b strings.Builder
-	var walk func(*html.Node)
-	walk = func(n *html.Node) {
-		if n.Type == html.TextNode {
-			b.WriteString(n.Data)
-		}
-		for c := n.FirstChild; c != nil; c = c.NextSibling {
-			walk(c)
-		}
-	}
-	walk(n)
-	return strings.Join(strings.Fields(b.String()), " ")
 }
 
 // ancestor returns the nearest ancestor of n with the tag, or nil.

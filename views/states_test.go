@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/net/html"
+
+	"sandman/internal/testkit"
 )
 
 var (
@@ -136,7 +138,7 @@ func TestCopyOfEveryState(t *testing.T) {
 				if got := controlsOf(f.d); !reflect.DeepEqual(got, f.want.controls) {
 					t.Errorf("%s actions: %q, want %q", f.name, got, f.want.controls)
 				}
-				if got := attr(f.d.one("state-icon"), "data-icon"); got != f.want.icon {
+				if got := testkit.Attr(f.d.one("state-icon"), "data-icon"); got != f.want.icon {
 					t.Errorf("%s icon %q, want %q", f.name, got, f.want.icon)
 				}
 				if got := len(f.d.all("spinner")) > 0; got != f.want.spinner {
@@ -152,13 +154,13 @@ func controlsOf(d dom) []string {
 	var out []string
 	for _, id := range []string{"build", "keep-awake", "open", "copy-url", "pause", "resume", "retry", "rebuild"} {
 		for _, n := range d.all(id) {
-			s := id + ": " + textOf(n)
+			s := id + ": " + testkit.Text(n)
 			if hasAttr(n, "disabled") {
 				s += " (disabled)"
 			}
 			if c := d.all("cost-" + id); len(c) == 1 {
-				s += " [" + textOf(c[0]) + "]"
-				if attr(n, "aria-describedby") != attr(c[0], "id") {
+				s += " [" + testkit.Text(c[0]) + "]"
+				if testkit.Attr(n, "aria-describedby") != testkit.Attr(c[0], "id") {
 					d.t.Errorf("%s's cost is not its description", id)
 				}
 			}
@@ -170,8 +172,8 @@ func controlsOf(d dom) []string {
 	i := 0
 	var walk func(*html.Node)
 	walk = func(n *html.Node) {
-		if n.Type == html.ElementNode && (n.Data == "button" || n.Data == "a") && attr(n, "data-testid") != "" {
-			order[attr(n, "data-testid")] = i
+		if n.Type == html.ElementNode && (n.Data == "button" || n.Data == "a") && testkit.Attr(n, "data-testid") != "" {
+			order[testkit.Attr(n, "data-testid")] = i
 			i++
 		}
 		for c := n.FirstChild; c != nil; c = c.NextSibling {
@@ -203,7 +205,7 @@ func TestEveryStateHasItsOwnIcon(t *testing.T) {
 		seen[icon] = st
 		d := renderDOM(t, PreviewPane(p))
 		svg := d.one("state-icon")
-		if svg.Data != "svg" || attr(svg, "aria-hidden") != "true" || svg.FirstChild == nil {
+		if svg.Data != "svg" || testkit.Attr(svg, "aria-hidden") != "true" || svg.FirstChild == nil {
 			t.Errorf("%q: the icon is not an inline SVG drawing: %s", st, d.raw)
 		}
 	}
@@ -226,22 +228,22 @@ func TestActionsAreForms(t *testing.T) {
 			for _, id := range []string{"build", "keep-awake", "pause", "resume", "retry", "rebuild"} {
 				for _, btn := range d.all(id) {
 					form := ancestor(btn, "form")
-					if form == nil || attr(btn, "type") != "submit" {
+					if form == nil || testkit.Attr(btn, "type") != "submit" {
 						t.Fatalf("%s %q: %s is not a form's submit button", f, st, id)
 					}
 					if got := fields(form); got["return"] != ReturnPath(f, project) {
 						t.Errorf("%s %q %s returns to %q", f, st, id, got["return"])
 					}
 					if id == "rebuild" {
-						if attr(form, "method") != "get" || attr(form, "action") != "/projects/"+project+"/rebuild" ||
-							attr(form, "hx-get") != attr(form, "action") || attr(form, "hx-target") != "#rebuild-dialog" ||
+						if testkit.Attr(form, "method") != "get" || testkit.Attr(form, "action") != "/projects/"+project+"/rebuild" ||
+							testkit.Attr(form, "hx-get") != testkit.Attr(form, "action") || testkit.Attr(form, "hx-target") != "#rebuild-dialog" ||
 							fields(form)["target"] != DOMID(f, project) {
 							t.Errorf("%s %q: the rebuild question's form is %v", f, st, form.Attr)
 						}
 						continue
 					}
-					if attr(form, "method") != "post" || attr(form, "hx-post") != attr(form, "action") ||
-						attr(form, "hx-target") != "#"+DOMID(f, project) || fields(form)["_csrf"] != "tok" {
+					if testkit.Attr(form, "method") != "post" || testkit.Attr(form, "hx-post") != testkit.Attr(form, "action") ||
+						testkit.Attr(form, "hx-target") != "#"+DOMID(f, project) || fields(form)["_csrf"] != "tok" {
 						t.Errorf("%s %q %s: form %v fields %v", f, st, id, form.Attr, fields(form))
 					}
 					if id == "build" && fields(form)["idempotencyKey"] != "build-"+project {
@@ -263,7 +265,7 @@ func fields(form *html.Node) map[string]string {
 	var walk func(*html.Node)
 	walk = func(n *html.Node) {
 		if n.Type == html.ElementNode && n.Data == "input" {
-			out[attr(n, "name")] = attr(n, "value")
+			out[testkit.Attr(n, "name")] = testkit.Attr(n, "value")
 		}
 		for c := n.FirstChild; c != nil; c = c.NextSibling {
 			walk(c)
@@ -319,15 +321,15 @@ func TestRebuildQuestion(t *testing.T) {
 			t.Errorf("the question with %d credits: %s", tt.credits, d.raw)
 		}
 		form := ancestor(d.one("rebuild-confirm"), "form")
-		if attr(form, "hx-post") != "/projects/"+project+"/rebuild" || attr(form, "hx-target") != "#"+DOMID(Card, project) ||
+		if testkit.Attr(form, "hx-post") != "/projects/"+project+"/rebuild" || testkit.Attr(form, "hx-target") != "#"+DOMID(Card, project) ||
 			!reflect.DeepEqual(fields(form), map[string]string{"_csrf": "tok", "idempotencyKey": "rebuild-build-1", "return": "/"}) {
 			t.Errorf("the confirmation's form: %v %v", form.Attr, fields(form))
 		}
-		if attr(ancestor(d.one("rebuild-cancel"), "form"), "method") != "dialog" {
+		if testkit.Attr(ancestor(d.one("rebuild-cancel"), "form"), "method") != "dialog" {
 			t.Error("Cancel does not close the dialog by itself")
 		}
 		page := renderDOM(t, RebuildConfirmPage(RebuildPage{Layout: Layout{Title: "Rebuild preview?", Now: now}, ProjectName: "Counter", Question: q}))
-		if hasAttr(ancestor(page.one("rebuild-confirm"), "form"), "hx-post") || attr(page.one("rebuild-cancel"), "href") != "/" {
+		if hasAttr(ancestor(page.one("rebuild-confirm"), "form"), "hx-post") || testkit.Attr(page.one("rebuild-cancel"), "href") != "/" {
 			t.Errorf("the page's question: %s", page.raw)
 		}
 	}
@@ -350,14 +352,14 @@ func TestHistoryList(t *testing.T) {
 	d := renderDOM(t, HistoryList(h, true))
 	var got []string
 	for _, li := range d.all("history-entry") {
-		got = append(got, textOf(li))
+		got = append(got, testkit.Text(li))
 	}
 	want := []string{"just now Resumed by you", "2 min ago Paused by you", "1 d ago Build started (1 credit)"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("entries %q, want %q", got, want)
 	}
 	sec := d.one("history")
-	if attr(sec, "id") != HistoryID(project) || attr(sec, "hx-swap-oob") != "true" || !strings.Contains(d.raw, `datetime="2026-05-03T09:58:00Z"`) {
+	if testkit.Attr(sec, "id") != HistoryID(project) || testkit.Attr(sec, "hx-swap-oob") != "true" || !strings.Contains(d.raw, `datetime="2026-05-03T09:58:00Z"`) {
 		t.Errorf("history markup: %s", d.raw)
 	}
 	if d := renderDOM(t, HistoryList(History{ProjectID: project, Now: now}, false)); d.text("history-empty") == "" || hasAttr(d.one("history"), "hx-swap-oob") {
@@ -400,14 +402,14 @@ func TestPaneFrame(t *testing.T) {
 		p := previewIn(st)
 		d := renderDOM(t, PreviewPane(p))
 		pane := d.one("preview-pane")
-		if attr(pane, "aria-live") != "polite" || attr(pane, "id") != DOMID(Pane, project) || attr(pane, "sse-swap") != DOMID(Pane, project) {
+		if testkit.Attr(pane, "aria-live") != "polite" || testkit.Attr(pane, "id") != DOMID(Pane, project) || testkit.Attr(pane, "sse-swap") != DOMID(Pane, project) {
 			t.Errorf("%q pane: %v", st, pane.Attr)
 		}
 		frames := d.all("preview-frame")
 		if (len(frames) == 1) != (st == "running") {
 			t.Errorf("%q: %d frames", st, len(frames))
 		}
-		if len(frames) == 1 && (attr(frames[0], "hx-preserve") != "true" || attr(frames[0], "id") != fmt.Sprintf("frame-%s-42", project)) {
+		if len(frames) == 1 && (testkit.Attr(frames[0], "hx-preserve") != "true" || testkit.Attr(frames[0], "id") != fmt.Sprintf("frame-%s-42", project)) {
 			t.Errorf("the frame is not kept across pushes of one state: %v", frames[0].Attr)
 		}
 	}
@@ -422,7 +424,7 @@ func TestFieldErrorsAreDescribed(t *testing.T) {
 	var walk func(*html.Node)
 	walk = func(n *html.Node) {
 		if n.Type == html.ElementNode && n.Data == "input" {
-			switch attr(n, "id") {
+			switch testkit.Attr(n, "id") {
 			case "password":
 				password = n
 			case "email":
@@ -434,7 +436,7 @@ func TestFieldErrorsAreDescribed(t *testing.T) {
 		}
 	}
 	walk(d.root)
-	if attr(password, "aria-invalid") != "true" || attr(password, "aria-describedby") != "err-password" || d.text("err-password") != "Use at least 8 characters." {
+	if testkit.Attr(password, "aria-invalid") != "true" || testkit.Attr(password, "aria-describedby") != "err-password" || d.text("err-password") != "Use at least 8 characters." {
 		t.Errorf("the password's error: %v", password.Attr)
 	}
 	if hasAttr(email, "aria-invalid") || hasAttr(email, "aria-describedby") {

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"golang.org/x/net/html"
+
+	"sandman/internal/testkit"
 )
 
 // Element is one element of an answer's markup, found by its data-testid: its text and its
@@ -22,39 +24,13 @@ func ByTestID(t testing.TB, body, testID string) Element {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var found []*html.Node
-	var walk func(*html.Node)
-	walk = func(n *html.Node) {
-		if n.Type == html.ElementNode {
-			for _, a := range n.Attr {
-				if a.Key == "data-testid" && a.Val == testID {
-					found = append(found, n)
-				}
-			}
-		}
-		for c := n.FirstChild; c != nil; c = c.NextSibling {
-			walk(c)
-		}
-	}
-	walk(root)
+	found := testkit.ByTestID(root, testID)
 	if len(found) != 1 {
 		t.Fatalf("%d elements with data-testid %q, want 1, in:\n%.2000s", len(found), testID, body)
 	}
-	e := Element{Attrs: map[string]string{}}
+	e := Element{Text: testkit.Text(found[0]), Attrs: map[string]string{}}
 	for _, a := range found[0].Attr {
 		e.Attrs[a.Key] = a.Val
 	}
-	var text strings.Builder
-	var collect func(*html.Node)
-	collect = func(n *html.Node) {
-		if n.Type == html.TextNode {
-			text.WriteString(n.Data)
-		}
-		for c := n.FirstChild; c != nil; c = c.NextSibling {
-			collect(c)
-		}
-	}
-	collect(found[0])
-	e.Text = strings.Join(strings.Fields(text.String()), " ")
 	return e
 }
