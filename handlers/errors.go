@@ -74,14 +74,9 @@ func (h *Handlers) errorHandler(err error, c echo.Context) {
 	// The answer is still owed when the request's context has ended under it (a body that
 	// took too long ends it): render it regardless.
 	c.SetRequest(c.Request().WithContext(context.WithoutCancel(c.Request().Context())))
-	switch answersOf(c) {
-	case answerJSON:
+	answers := answersOf(c)
+	if answers == answerJSON {
 		_ = jsonError(c, status, code, msg, fields)
-		return
-	case answerShare:
-		if err := render(c, status, views.ShareMessageView(shareError(c, status, msg))); err != nil {
-			h.Logger.Error("render a share link's error page", "err", err)
-		}
 		return
 	}
 	if isHTMX(c) {
@@ -90,6 +85,12 @@ func (h *Handlers) errorHandler(err error, c echo.Context) {
 		c.Response().Header().Set("HX-Reswap", "innerHTML")
 		if err := render(c, status, views.Flash(msg)); err != nil {
 			h.Logger.Error("render flash", "err", err)
+		}
+		return
+	}
+	if answers == answerShare {
+		if err := render(c, status, views.ShareMessageView(shareError(c, status, msg))); err != nil {
+			h.Logger.Error("render a share link's error page", "err", err)
 		}
 		return
 	}
