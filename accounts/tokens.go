@@ -260,13 +260,15 @@ var ErrInvalidToken = apperr.New(apperr.KindUnauthorized, "invalid_token",
 // ErrInvalidToken (or the limit's 429).
 type TokenRefusal struct {
 	Reason string // malformed, unknown, revoked, expired, address_limited, token_limited
-	err    error
+	// TokenID is the refused token's, when it was found (for the request log); else uuid.Nil.
+	TokenID uuid.UUID
+	err     error
 }
 
 func (e *TokenRefusal) Error() string { return "API token refused: " + e.Reason }
 func (e *TokenRefusal) Unwrap() error { return e.err }
 
-func refused(reason string, err error) error { return &TokenRefusal{Reason: reason, err: err} }
+func refused(reason string, err error) *TokenRefusal { return &TokenRefusal{Reason: reason, err: err} }
 
 // Authenticate returns the founder whose token secret is, for a request from the client
 // address ip, and counts the request against the token's limit. A token that fails its
@@ -283,15 +285,15 @@ func (s *Service) Authenticate(ctx context.Context, secret, ip string) (Principa
 		EverySeconds: fl.every(), WindowSeconds: fl.window()})
 	switch {
 	case db.IsNotFound(err):
-		return Principal{}, s.fail(ctx, ip, "unknown")
+		return Principal{}, s.fail(ctx, ip, "unknown", uuid.Nil)
 	case err != nil:
 		return Principal{}, err
 	case row.FailuresWait > 0:
 		return Principal{}, refused("address_limited", tooManyFailures(row.FailuresWait))
 	case row.APIToken.RevokedAt != nil:
-		return Principal{}, s.fail(ctx, ip, "revoked")
+		return Principal{}, s.fail(ctx, ip, "revoked", row.APIToken.ID)
 	case row.APIToken.ExpiresAt != nil && !row.APIToken.ExpiresAt.After(s.now()):
-		return Principal{}, s.fail(ctx, ip, "expired")
+		return Principal{}, s.fail(ctx, ip, "expired", row.APIToken.ID)
 	}
 	t := row.APIToken
 	n, err := s.q.TakeAPITokenRequest(ctx, db.TakeAPITokenRequestParams{ID: t.ID, IP: ip, EverySeconds: tl.every(), WindowSeconds: tl.window()})
@@ -303,15 +305,17 @@ func (s *Service) Authenticate(ctx context.Context, secret, ip string) (Principa
 		if err != nil {
 			return Principal{}, err
 		}
-		return Principal{}, refused("token_limited", &apperr.Error{Kind: apperr.KindRateLimited, Code: "rate_limited", RetryAfter: waitOf(wait),
+		r := refused("token_limited", &apperr.Error{Kind: apperr.KindRateLimited, Code: "rate_limited", RetryAfter: waitOf(wait),
 			Message: fmt.Sprintf("This API token made more than %d requests in %s. Try again in %s.", tl.N, humanWindow(tl.Window), secondsText(waitOf(wait)))})
+		r.TokenID = t.ID
+		return Principal{}, r
 	}
 	return Principal{Founder: row.User, TokenID: t.ID, TokenName: t.Name}, nil
 }
 
 // fail counts a failed attempt of the address, and refuses it as ErrInvalidToken, or as over
 // the address's limit when it is.
-func (s *Service) fail(ctx context.Context, ip, reason string) error {
+func (s *Service) fail(ctx context.Context, ip, reason string, id uuid.UUID) error {
 	fl := s.bearerFailureLimit
 	_, err := s.q.TakeBearerFailure(ctx, db.TakeBearerFailureParams{IP: ip, EverySeconds: fl.every(), WindowSeconds: fl.window()})
 	if db.IsNotFound(err) {
@@ -324,7 +328,9 @@ func (s *Service) fail(ctx context.Context, ip, reason string) error {
 	if err != nil {
 		return err
 	}
-	return refused(reason, ErrInvalidToken)
+	r := refused(reason, ErrInvalidToken)
+	r.TokenID = id
+	return r
 }
 
 func tooManyFailures(wait float64) error {

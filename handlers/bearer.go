@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -100,6 +101,7 @@ func (h *Handlers) bearer(next echo.HandlerFunc) echo.HandlerFunc {
 		var refusal *accounts.TokenRefusal
 		if errors.As(err, &refusal) {
 			h.tokenFailures.WithLabelValues(refusal.Reason).Inc()
+			c.Set(ctxRefusedTokenKey, refusal.TokenID)
 			if errors.Is(err, accounts.ErrInvalidToken) {
 				c.Response().Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
 			}
@@ -110,6 +112,21 @@ func (h *Handlers) bearer(next echo.HandlerFunc) echo.HandlerFunc {
 		c.Set(ctxPrincipalKey, &p)
 		return next(c)
 	}
+}
+
+const ctxRefusedTokenKey = "sandman.refused_token"
+
+// loggedToken is the id of the API token the request came with, for the request log: its
+// principal's, or the one refused when it was found (revoked, expired, over its limit); "" for
+// none. The token itself is a secret.
+func loggedToken(c echo.Context) string {
+	if p := principal(c); p != nil && p.ViaToken() {
+		return p.TokenID.String()
+	}
+	if id, ok := c.Get(ctxRefusedTokenKey).(uuid.UUID); ok && id != uuid.Nil {
+		return id.String()
+	}
+	return ""
 }
 
 // authKind is how a request was authenticated, for the metrics: "token", "session" or "none".

@@ -104,8 +104,8 @@ func (h *Handlers) requestLog(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		attrs := []any{"method", c.Request().Method, "path", logPath(c.Request()),
 			"status", c.Response().Status, "duration_ms", time.Since(start).Milliseconds(), "ip", c.RealIP()}
-		if p := principal(c); p != nil && p.ViaToken() {
-			attrs = append(attrs, "token", p.TokenID.String()) // its id: the token itself is a secret
+		if id := loggedToken(c); id != "" {
+			attrs = append(attrs, "token", id)
 		}
 		h.Logger.Log(c.Request().Context(), lvl, "request", attrs...)
 		return nil
