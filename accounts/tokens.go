@@ -134,9 +134,9 @@ func (p *Principal) ViaToken() bool { return p.TokenID != uuid.Nil }
 
 // Token is an API token as its founder sees it: never its secret.
 type Token struct {
-	ID     uuid.UUID
-	Name   string
-	Prefix string
+	ID        uuid.UUID
+	Name      string
+	Prefix    string
 	CreatedAt time.Time
 	// ExpiresAt is nil for a token that never expires; LastUsedAt for one never used.
 	ExpiresAt, LastUsedAt *time.Time

@@ -54,7 +54,9 @@ func TestConcurrentRebuildsWithOneKeyChargeOnce(t *testing.T) {
 	errs := make([]error, 8)
 	var wg sync.WaitGroup
 	for i := range 8 {
-		wg.Go(func() { results[i], errs[i] = b.svc.StartBuild(ctx, lifecycle.Actor{Founder: u.ID}, p.ID, "double-click", true) })
+		wg.Go(func() {
+			results[i], errs[i] = b.svc.StartBuild(ctx, lifecycle.Actor{Founder: u.ID}, p.ID, "double-click", true)
+		})
 	}
 	wg.Wait()
 	fresh := 0
