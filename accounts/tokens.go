@@ -39,8 +39,6 @@ const (
 	// MaxTokenDays is the longest expiry a token can be made with, short of never.
 	MaxTokenDays      = 365
 	maxTokenNameRunes = 100
-	// lastUseEvery is how often a token's last use is moved while it is used.
-	lastUseEvery = time.Minute
 )
 
 // Limit is a rate: at most N requests in any Window (in a burst of N at most, and one every
