@@ -82,32 +82,33 @@ func (h *Handlers) routes(e *echo.Echo) {
 	app.POST("/settings/tokens/:id/revoke", h.revokeTokenSubmit)
 
 	// The JSON API: JSON answers, errors included.
-	api := e.Group("/api", answerAs(answerJSON), h.limitBody)
+	jsonAPI := e.Group("/api", answerAs(answerJSON), h.limitBody)
 	// Before a session exists: the JSON sign-up and log-in need no CSRF token as JSON.
-	signIn := api.Group("", sessionOnly, h.session, h.csrfUnlessJSON)
+	signIn := jsonAPI.Group("", sessionOnly, h.session, h.csrfUnlessJSON)
 	signIn.POST("/users", h.apiSignUp)
 	signIn.POST("/session", h.apiLogIn)
 	// A browser's session only, never an API token: a leaked token cannot mint more tokens.
-	own := api.Group("", sessionOnly, h.session, h.csrf, requirePrincipal)
+	own := jsonAPI.Group("", sessionOnly, h.session, h.csrf, requirePrincipal)
 	own.DELETE("/session", h.apiLogOut)
 	own.POST("/tokens", h.apiCreateToken)
 	own.GET("/tokens", h.apiListTokens)
 	own.DELETE("/tokens/:id", h.apiRevokeToken)
-	// Everything else: a browser's session and its CSRF token, or an API token. (Registered
-	// last, this group also answers the API's unknown routes.)
-	founder := api.Group("", h.sessionOrToken, requirePrincipal)
-	founder.GET("/me", h.apiMe)
-	founder.GET("/projects", h.apiListProjects)
-	founder.POST("/projects", h.apiCreateProject)
-	founder.POST("/projects/:id/builds", h.apiBuild(false))
-	founder.POST("/projects/:id/rebuild", h.apiBuild(true))
-	founder.POST("/projects/:id/share", h.apiShare)
-	founder.DELETE("/projects/:id/share", h.apiUnshare)
-	founder.GET("/sandboxes/:id", h.apiGetSandbox)
-	founder.POST("/sandboxes/:id/pause", h.apiSandboxAction(http.StatusAccepted, h.pause))
-	founder.POST("/sandboxes/:id/resume", h.apiSandboxAction(http.StatusAccepted, h.resume))
-	founder.POST("/sandboxes/:id/verify", h.apiSandboxAction(http.StatusAccepted, h.verify))
-	founder.POST("/sandboxes/:id/activity", h.apiSandboxAction(http.StatusOK, h.activity))
+	// Everything else, and every route added to the API from now on: a browser's session and
+	// its CSRF token, or an API token. (Registered last, this group also answers the API's
+	// unknown routes.)
+	api := jsonAPI.Group("", h.sessionOrToken, requirePrincipal)
+	api.GET("/me", h.apiMe)
+	api.GET("/projects", h.apiListProjects)
+	api.POST("/projects", h.apiCreateProject)
+	api.POST("/projects/:id/builds", h.apiBuild(false))
+	api.POST("/projects/:id/rebuild", h.apiBuild(true))
+	api.POST("/projects/:id/share", h.apiShare)
+	api.DELETE("/projects/:id/share", h.apiUnshare)
+	api.GET("/sandboxes/:id", h.apiGetSandbox)
+	api.POST("/sandboxes/:id/pause", h.apiSandboxAction(http.StatusAccepted, h.pause))
+	api.POST("/sandboxes/:id/resume", h.apiSandboxAction(http.StatusAccepted, h.resume))
+	api.POST("/sandboxes/:id/verify", h.apiSandboxAction(http.StatusAccepted, h.verify))
+	api.POST("/sandboxes/:id/activity", h.apiSandboxAction(http.StatusOK, h.activity))
 }
 
 // answers is how a route's answers are written, its errors included: a property of its group.
