@@ -13,15 +13,20 @@ import (
 	"sandman/apperr"
 )
 
-// hasBearer reports whether the request carries an Authorization header: it is an API client's
-// request, by its token, whatever the header holds.
+// hasBearer reports whether the request carries an Authorization header of the Bearer scheme:
+// it is an API client's request, by its token, however well formed. Another scheme (a proxy's
+// Basic authentication in front of Sandman, say) is not Sandman's, and is left alone.
 func hasBearer(c echo.Context) bool {
-	_, ok := c.Request().Header["Authorization"]
-	return ok
+	for _, v := range c.Request().Header.Values("Authorization") {
+		if scheme, _, _ := strings.Cut(v, " "); strings.EqualFold(scheme, "Bearer") {
+			return true
+		}
+	}
+	return false
 }
 
-// sessionOrToken authenticates a request of the JSON API: with an Authorization header by its
-// API token (bearer), which loads no session, reads and sets no cookie and needs no CSRF token (a
+// sessionOrToken authenticates a request of the JSON API: with a Bearer Authorization header by
+// its API token, which loads no session, reads and sets no cookie and needs no CSRF token (a
 // browser never sends the header on another site's behalf); otherwise by the browser's session
 // and its CSRF token.
 func (h *Handlers) sessionOrToken(next echo.HandlerFunc) echo.HandlerFunc {
@@ -38,8 +43,8 @@ func (h *Handlers) sessionOrToken(next echo.HandlerFunc) echo.HandlerFunc {
 var errSessionOnly = apperr.New(apperr.KindForbidden, "session_only",
 	"API tokens cannot be used here: tokens are made and revoked, and sessions opened and closed, by a founder logged in with a browser.")
 
-// sessionOnly refuses a request with an Authorization header (an API token) before its session
-// is loaded: the routes that make and revoke tokens, so a leaked token cannot mint more, and
+// sessionOnly refuses a request with a Bearer Authorization header (an API token) before its
+// session is loaded: the routes that make and revoke tokens, so a leaked token cannot mint more, and
 // those that open and close sessions.
 func sessionOnly(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
@@ -50,7 +55,7 @@ func sessionOnly(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// errMalformedAuthorization is a 400: the header is not "Bearer" and one token.
+// errMalformedAuthorization is a 400: a Bearer header that is not one header with one token.
 var errMalformedAuthorization = echo.NewHTTPError(http.StatusBadRequest,
 	`Send the API token as one header, "Authorization: Bearer sm_…", and nothing else in it.`)
 

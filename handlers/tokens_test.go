@@ -191,7 +191,7 @@ func TestAPITokenExpires(t *testing.T) {
 	}
 }
 
-// Every refusal of a bearer request: a malformed header is a 400; a token that is wrong,
+// Every refusal of a bearer request: a malformed Bearer header is a 400; a token that is wrong,
 // revoked, expired, cut short or one character off is the same 401, whatever the reason, and the
 // failures are counted by reason, never by token.
 func TestBearerRefusals(t *testing.T) {
@@ -214,10 +214,18 @@ func TestBearerRefusals(t *testing.T) {
 	if strings.Contains(strings.Join(bodies, ""), good[3:]) {
 		t.Fatal("a refusal shows the token")
 	}
-	for _, header := range []string{"Basic dXNlcjpwYXNz", "Bearer", "Bearer ", "Bearer a b", "Bearer  " + good, "Token " + good, "Bearer " + good + "é"} {
+	for _, header := range []string{"Bearer", "Bearer ", "bearer a b", "Bearer  " + good, "Bearer " + good + "é", "Bearer " + good + ", Bearer " + good} {
 		r := owner.Do(http.MethodGet, "/api/me", nil, map[string]string{"Authorization": header})
 		if r.Status != http.StatusBadRequest || r.Header.Get("WWW-Authenticate") != `Bearer error="invalid_request"` || !strings.Contains(r.Body, "Authorization: Bearer") {
 			t.Errorf("Authorization %q: %d %q %s, want 400 invalid_request", header, r.Status, r.Header.Get("WWW-Authenticate"), r.Body)
+		}
+	}
+	// Another scheme is not Sandman's (a proxy's Basic authentication in front of it): the
+	// request is a browser's, here with no session.
+	for _, header := range []string{"Basic dXNlcjpwYXNz", "Token " + good} {
+		r := s.NewClient(t).Do(http.MethodGet, "/api/me", nil, map[string]string{"Authorization": header})
+		if r.Status != http.StatusUnauthorized || !strings.Contains(r.Body, `"unauthorized"`) {
+			t.Errorf("Authorization %q: %d %s, want the 401 of a request with no session", header, r.Status, r.Body)
 		}
 	}
 	if n := testkit.MetricValue(t, s.Registry(), "sandman_api_token_failures_total", map[string]string{"reason": "malformed"}); n != 4 {
