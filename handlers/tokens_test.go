@@ -424,3 +424,45 @@ func TestHistoryNamesTheTokenThatSpentACredit(t *testing.T) {
 		apptest.RequireContains(t, page.Body, want)
 	}
 }
+
+// Of many requests at once, exactly the limits pass: 30 tokens asked for at once make 20, and 12
+// requests at once with a token limited to 5 get 5 answers and 7 refusals (the counts are held in
+// the database, under its row locks).
+func TestConcurrentTokensAndRequestsKeepTheirLimits(t *testing.T) {
+	t.Parallel()
+	const perToken = 5
+	s := start(t, apptest.Options{Role: app.RoleWeb, Config: func(c *app.Config) {
+		c.TokenLimit = accounts.Limit{N: perToken, Window: time.Minute}
+	}})
+	owner := s.NewClient(t)
+	owner.SignUp("concurrent-tokens@example.com")
+	statuses := func(n int, do func(i int) int) map[int]int {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		got := map[int]int{}
+		for i := range n {
+			wg.Go(func() {
+				st := do(i)
+				mu.Lock()
+				got[st]++
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		return got
+	}
+	made := statuses(30, func(i int) int {
+		return owner.API(http.MethodPost, "/api/tokens", map[string]any{"name": "t" + strconv.Itoa(i)}, nil).Status
+	})
+	if made[http.StatusCreated] != accounts.MaxLiveTokens || made[http.StatusConflict] != 30-accounts.MaxLiveTokens {
+		t.Fatalf("30 tokens asked for at once: %v, want %d made and the rest 409", made, accounts.MaxLiveTokens)
+	}
+	if _, err := s.Pool().Exec(context.Background(), "DELETE FROM api_tokens"); err != nil {
+		t.Fatal(err)
+	}
+	backend := owner.WithToken(owner.MakeToken("burst"))
+	got := statuses(12, func(int) int { return backend.API(http.MethodGet, "/api/me", nil, nil).Status })
+	if got[http.StatusOK] != perToken || got[http.StatusTooManyRequests] != 12-perToken {
+		t.Fatalf("12 requests at once with a token limited to %d: %v", perToken, got)
+	}
+}
