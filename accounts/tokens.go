@@ -266,17 +266,19 @@ type TokenRefusal struct {
 func (e *TokenRefusal) Error() string { return "API token refused: " + e.Reason }
 func (e *TokenRefusal) Unwrap() error { return e.err }
 
-func refused(reason string, err error) *TokenRefusal { return &TokenRefusal{Reason: reason, err: err} }
+func refused(reason string, id uuid.UUID, err error) error {
+	return &TokenRefusal{Reason: reason, TokenID: id, err: err}
+}
 
-// Authenticate returns the founder whose token secret is, for a request from the client
-// address ip, and counts the request against the token's limit. A token that fails its
+// Authenticate returns who a request with the token secret, from the client address ip, acts
+// for, and counts the request against the token's limit. A token that fails its
 // checksum is refused with no database at all; any other is looked up by its SHA-256, once,
 // with the address's failed attempts. An unknown, revoked or expired token counts as a failed
 // attempt of the address; an address over its limit is refused whatever its token, so nobody
 // can try tokens faster than the limit.
 func (s *Service) Authenticate(ctx context.Context, secret, ip string) (Principal, error) {
 	if ParseToken(secret) != nil {
-		return Principal{}, refused("malformed", ErrInvalidToken)
+		return Principal{}, refused("malformed", uuid.Nil, ErrInvalidToken)
 	}
 	fl, tl := s.bearerFailureLimit, s.tokenLimit
 	row, err := s.q.GetAPITokenByHash(ctx, db.GetAPITokenByHashParams{IP: ip, TokenHash: tokenHash(secret),
@@ -287,7 +289,7 @@ func (s *Service) Authenticate(ctx context.Context, secret, ip string) (Principa
 	case err != nil:
 		return Principal{}, err
 	case row.FailuresWait > 0:
-		return Principal{}, refused("address_limited", tooManyFailures(row.FailuresWait))
+		return Principal{}, refused("address_limited", uuid.Nil, tooManyFailures(row.FailuresWait))
 	case row.APIToken.RevokedAt != nil:
 		return Principal{}, s.fail(ctx, ip, "revoked", row.APIToken.ID)
 	case row.APIToken.ExpiresAt != nil && !row.APIToken.ExpiresAt.After(s.now()):
@@ -303,10 +305,8 @@ func (s *Service) Authenticate(ctx context.Context, secret, ip string) (Principa
 		if err != nil {
 			return Principal{}, err
 		}
-		r := refused("token_limited", &apperr.Error{Kind: apperr.KindRateLimited, Code: "rate_limited", RetryAfter: waitOf(wait),
+		return Principal{}, refused("token_limited", t.ID, &apperr.Error{Kind: apperr.KindRateLimited, Code: "rate_limited", RetryAfter: waitOf(wait),
 			Message: fmt.Sprintf("This API token made more than %d requests in %s. Try again in %s.", tl.N, humanWindow(tl.Window), secondsText(waitOf(wait)))})
-		r.TokenID = t.ID
-		return Principal{}, r
 	}
 	return Principal{Founder: row.User, TokenID: t.ID, TokenName: t.Name}, nil
 }
@@ -321,14 +321,12 @@ func (s *Service) fail(ctx context.Context, ip, reason string, id uuid.UUID) err
 		if err != nil {
 			return err
 		}
-		return refused("address_limited", tooManyFailures(wait))
+		return refused("address_limited", uuid.Nil, tooManyFailures(wait))
 	}
 	if err != nil {
 		return err
 	}
-	r := refused(reason, ErrInvalidToken)
-	r.TokenID = id
-	return r
+	return refused(reason, id, ErrInvalidToken)
 }
 
 func tooManyFailures(wait float64) error {
