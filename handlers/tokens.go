@@ -67,12 +67,17 @@ func (h *Handlers) apiListTokens(c echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
-func (h *Handlers) apiRevokeToken(c echo.Context) error {
+// revokeToken revokes the founder's token whose id is in the path.
+func (h *Handlers) revokeToken(c echo.Context) error {
 	id, err := parseID(c.Param("id"), "API token")
 	if err != nil {
 		return err
 	}
-	if err := h.Accounts.RevokeToken(c.Request().Context(), principal(c).Founder.ID, id); err != nil {
+	return h.Accounts.RevokeToken(c.Request().Context(), principal(c).Founder.ID, id)
+}
+
+func (h *Handlers) apiRevokeToken(c echo.Context) error {
+	if err := h.revokeToken(c); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
@@ -132,11 +137,7 @@ func (h *Handlers) createTokenSubmit(c echo.Context) error {
 
 // revokeTokenSubmit revokes a token from the page's list and goes back to the page.
 func (h *Handlers) revokeTokenSubmit(c echo.Context) error {
-	id, err := parseID(c.Param("id"), "API token")
-	if err != nil {
-		return err
-	}
-	if err := h.Accounts.RevokeToken(c.Request().Context(), principal(c).Founder.ID, id); err != nil {
+	if err := h.revokeToken(c); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/settings/tokens?revoked=1")

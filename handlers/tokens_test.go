@@ -1,7 +1,6 @@
 package handlers_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -345,29 +344,11 @@ func TestTokenAndAddressLimitsAtTheirBounds(t *testing.T) {
 	apptest.RequireStatus(t, owner.API(http.MethodGet, "/api/me", nil, nil), http.StatusOK)
 }
 
-// lockedBuffer collects an instance's log lines from every goroutine.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // No token is ever written to the logs, at any level, whatever happens to it (made, used,
 // refused for its limit, revoked, sent again); the request log names the token by its id.
 func TestTokensNeverInTheLogs(t *testing.T) {
 	t.Parallel()
-	var logs lockedBuffer
+	var logs testkit.SyncBuffer
 	s := start(t, apptest.Options{Role: app.RoleWeb, Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Config: func(c *app.Config) { c.TokenLimit = accounts.Limit{N: 2, Window: time.Minute} }})
 	owner := s.NewClient(t)
