@@ -132,8 +132,8 @@ func answerAs(a answers) echo.MiddlewareFunc {
 	}
 }
 
-// answersOf is how the request's route answers: a page for a request no group took (a method
-// the route does not have).
+// answersOf is how the request's route answers: a page for a request no group took. (Each
+// group also answers its unknown paths and methods: echo routes them to the group's catch-all.)
 func answersOf(c echo.Context) answers {
 	a, _ := c.Get(ctxAnswersKey).(answers)
 	return a
