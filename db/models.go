@@ -344,6 +344,20 @@ func AllSandboxStatusValues() []SandboxStatus {
 	}
 }
 
+type APIToken struct {
+	ID           uuid.UUID
+	OwnerID      uuid.UUID
+	Name         string
+	Prefix       string
+	TokenHash    []byte
+	CreatedAt    time.Time
+	ExpiresAt    *time.Time
+	RevokedAt    *time.Time
+	LastUsedAt   *time.Time
+	LastUsedFrom string
+	RateTat      time.Time
+}
+
 type Build struct {
 	ID         uuid.UUID
 	ProjectID  uuid.UUID
@@ -419,6 +433,7 @@ type SandboxEvent struct {
 	ProviderTimestamp *time.Time
 	CreatedAt         time.Time
 	Files             []string
+	ViaToken          *string
 }
 
 type ShareLink struct {

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/chromedp"
 
 	"sandman/app"
@@ -61,15 +60,8 @@ func TestBrowserShareLink(t *testing.T) {
 		t.Fatalf("the share section shows %q", link)
 	}
 	// Copy link puts the link on the clipboard.
-	founder.Do(t, chromedp.Action[chromedp.Void](func(ctx context.Context, _ *chromedp.Target) (chromedp.Void, error) {
-		for _, name := range []string{"clipboard-read", "clipboard-write"} {
-			if _, err := chromedp.CallBrowser(ctx, browser.SetPermission, browser.SetPermissionParams{Permission: &browser.PermissionDescriptor{Name: name},
-				Setting: browser.PermissionSettingGranted, Origin: s.URL(), BrowserContextID: chromedp.FromContext(ctx).BrowserContextID}); err != nil {
-				return chromedp.Void{}, err
-			}
-		}
-		return chromedp.Void{}, nil
-	}), chromedp.Click(chromedp.CSS("[data-testid=copy-link]")))
+	grantClipboard(t, founder, s.URL())
+	founder.Do(t, chromedp.Click(chromedp.CSS("[data-testid=copy-link]")))
 	founder.WaitFor(t, "Copy link says it copied", textIs("[data-testid=copy-link]", "Copied"))
 	if got := apptest.Eval[string](t, founder, `navigator.clipboard.readText()`, chromedp.EvalAwaitPromise); got != link {
 		t.Fatalf("Copy link copied %q, the link is %q", got, link)

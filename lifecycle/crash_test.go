@@ -69,7 +69,7 @@ func TestCrashedWorkerNeverStrandsASandbox(t *testing.T) {
 			crash: func(t *testing.T, first, web *testBundle, client *e2b.Client, owner, project uuid.UUID) uuid.UUID {
 				first.Stop(t)
 				ctx := context.Background()
-				res, err := web.svc.StartBuild(ctx, owner, project, "k", false)
+				res, err := web.svc.StartBuild(ctx, lifecycle.Actor{Founder: owner}, project, "k", false)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -118,7 +118,7 @@ func TestCrashedWorkerNeverStrandsASandbox(t *testing.T) {
 			id: "instance-dies-mid-resume", name: "resume",
 			crash: func(t *testing.T, first, web *testBundle, _ *e2b.Client, owner, project uuid.UUID) uuid.UUID {
 				ctx := context.Background()
-				res, err := first.svc.StartBuild(ctx, owner, project, "k", false)
+				res, err := first.svc.StartBuild(ctx, lifecycle.Actor{Founder: owner}, project, "k", false)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -213,7 +213,7 @@ func TestStoppedInstanceLeavesItsJobToAnother(t *testing.T) {
 				if _, err := first.pool.Exec(context.Background(), `UPDATE projects SET install_command = 'sleep 5 && ' || install_command WHERE id = $1`, project); err != nil {
 					t.Fatal(err)
 				}
-				res, err := first.svc.StartBuild(context.Background(), owner, project, "k", false)
+				res, err := first.svc.StartBuild(context.Background(), lifecycle.Actor{Founder: owner}, project, "k", false)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -225,7 +225,7 @@ func TestStoppedInstanceLeavesItsJobToAnother(t *testing.T) {
 			id: "instance-stopped-mid-resume", name: "resume", job: "resume",
 			begin: func(t *testing.T, first *testBundle, host *sandboxdtest.Host, owner, project uuid.UUID) uuid.UUID {
 				ctx := context.Background()
-				res, err := first.svc.StartBuild(ctx, owner, project, "k", false)
+				res, err := first.svc.StartBuild(ctx, lifecycle.Actor{Founder: owner}, project, "k", false)
 				if err != nil {
 					t.Fatal(err)
 				}

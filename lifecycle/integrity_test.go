@@ -308,7 +308,7 @@ func TestResumeFailsWhenFilesCannotBeRestored(t *testing.T) {
 				t.Fatalf("history %q", texts)
 			}
 			// Rebuild is offered as for any failed resume, and brings the preview back.
-			rb, err := b.svc.StartBuild(ctx, u.ID, p.ID, "rebuild", true)
+			rb, err := b.svc.StartBuild(ctx, lifecycle.Actor{Founder: u.ID}, p.ID, "rebuild", true)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -35,7 +35,7 @@ func (b *testBundle) runningSandboxes(t testing.TB, n int) (uuid.UUID, []db.Sand
 				t.Fatal(err)
 			}
 		}
-		res, err := b.svc.StartBuild(context.Background(), u.ID, p.ID, "build-"+p.ID.String(), false)
+		res, err := b.svc.StartBuild(context.Background(), lifecycle.Actor{Founder: u.ID}, p.ID, "build-"+p.ID.String(), false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -170,7 +170,7 @@ func TestSandboxdRestartMidResume(t *testing.T) {
 	b := setupWith(t, host, cfg, true)
 	ctx := context.Background()
 	u, p := founder(t, b.pool, 5)
-	res, err := b.svc.StartBuild(ctx, u.ID, p.ID, "k", false)
+	res, err := b.svc.StartBuild(ctx, lifecycle.Actor{Founder: u.ID}, p.ID, "k", false)
 	if err != nil {
 		t.Fatal(err)
 	}

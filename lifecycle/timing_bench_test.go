@@ -22,7 +22,7 @@ func runningCounters(b *testing.B, tb *testBundle, n int) (owners []uuid.UUID, s
 	ctx := context.Background()
 	for range n {
 		u, p := founder(b, tb.pool, 100)
-		res, err := tb.svc.StartBuild(ctx, u.ID, p.ID, "bench-"+p.ID.String(), false)
+		res, err := tb.svc.StartBuild(ctx, lifecycle.Actor{Founder: u.ID}, p.ID, "bench-"+p.ID.String(), false)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -109,7 +109,7 @@ func BenchmarkResumeMemoryFiles(b *testing.B) {
 				FROM generate_series(1, $2) i, (SELECT convert_to(repeat('x', 2048), 'UTF8') c) content`, p.ID, n); err != nil {
 				b.Fatal(err)
 			}
-			res, err := tb.svc.StartBuild(ctx, u.ID, p.ID, "bench", false)
+			res, err := tb.svc.StartBuild(ctx, lifecycle.Actor{Founder: u.ID}, p.ID, "bench", false)
 			if err != nil {
 				b.Fatal(err)
 			}
