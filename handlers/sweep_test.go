@@ -371,8 +371,8 @@ func TestSecuritySweep(t *testing.T) {
 // It watches with inotify: net/http removes a request's spill files once it has answered, so a
 // look at the directory afterwards never sees one.
 type spillWatch struct {
-	f    *os.File
-	done chan struct{}
+	f       *os.File
+	done    chan struct{}
 	mu      sync.Mutex
 	created map[string]bool // every name created in the directory
 	err     error
