@@ -118,7 +118,7 @@ func TestProviderFaultsAreRetriedByTheClient(t *testing.T) {
 			} else if f.RetryAfterSeconds > 0 {
 				injected += fmt.Sprintf(" with Retry-After: %d", f.RetryAfterSeconds)
 			}
-			testkit.Record(t, testkit.Scenario{ID: tt.id, Times: f.Count, ChargedTwice: audit.ChargedTwice, Stuck: audit.Stuck,
+			testkit.Record(t, testkit.Scenario{ID: tt.id, Times: f.Count, Counts: audit,
 				Injected: injected,
 				Result:   "paused by the one pause job at its first attempt (the client's retries absorb it; a Retry-After is honoured); the provider agrees"})
 		})
@@ -202,7 +202,7 @@ func TestOpenBreakerMarksUnknownThenRecovers(t *testing.T) {
 		t.Fatalf("recovered sandbox: %d verification failures, verified at %v", sb.VerificationFailures, sb.LastVerifiedAt)
 	}
 	audit := apptest.AuditDB(t, b.pool)
-	testkit.Record(t, testkit.Scenario{ID: "provider-down-breaker", Times: 1, ChargedTwice: audit.ChargedTwice, Stuck: audit.Stuck,
+	testkit.Record(t, testkit.Scenario{ID: "provider-down-breaker", Times: 1, Counts: audit,
 		Injected: "an outage: the provider answering 500 to every call until cleared",
 		Result:   "the breaker opens after 5 failures; rows go unknown, no call while open; once cleared every row returns to the provider's state"})
 }

@@ -138,7 +138,7 @@ func TestResumeFailsAfterTwoAttempts(t *testing.T) {
 					result = "the second attempt resumes it: running, no failure recorded"
 				}
 			}
-			testkit.Record(t, testkit.Scenario{ID: tt.id, Times: times, ChargedTwice: audit.ChargedTwice, Stuck: audit.Stuck,
+			testkit.Record(t, testkit.Scenario{ID: tt.id, Times: times, Counts: audit,
 				Injected: injected, Result: result})
 		})
 	}
