@@ -23,7 +23,6 @@ document.addEventListener("load", (ev) => {
 	if (ev.target instanceof HTMLIFrameElement && ev.target.matches("[data-testid=share-frame]")) window.previewShownAt = performance.now();
 }, true);`
 
-
 // BENCHMARKS.md: "share link opened on a sleeping memory snapshot → preview visible", in
 // Chromium. A visitor opens the link of a preview asleep on a memory snapshot: the page shows
 // its holding page, its script wakes the preview, the link's stream says when it runs, and the
