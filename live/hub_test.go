@@ -337,13 +337,13 @@ func TestEndSessionEndsOnlyItsStreams(t *testing.T) {
 	testkit.SSEEnds(t, a1, 10*time.Second)
 	testkit.SSEEnds(t, a2, 10*time.Second)
 	testkit.Until(t, 10*time.Second, "the laptop's streams gone", func() bool { return h.hub.Clients() == 1 })
-	select {
-	case _, open := <-phone:
-		if !open {
-			t.Fatal("another session's stream ended")
-		}
-	default:
-	}
+	// The phone's stream carries a change made after: a stream ended with the laptop's would
+	// end before it, and fail here.
+	sandbox := uuid.New()
+	h.state.set(founder, projectOf(sandbox), 7)
+	h.hub.Deliver(ctx, founder, sandbox, 7)
+	testkit.NextSSE(t, phone, 10*time.Second, "the phone's stream to carry a change after the laptop's session ended",
+		func(ev testkit.SSEEvent) bool { return ev.ID == "7" })
 }
 
 // watchedWriter is a stream's response that notes any use of it once its handler returned.
