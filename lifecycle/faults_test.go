@@ -132,7 +132,9 @@ func TestProviderFaultsAreRetriedByTheClient(t *testing.T) {
 func TestOpenBreakerMarksUnknownThenRecovers(t *testing.T) {
 	t.Parallel()
 	host := sandboxdtest.Start(t)
-	const openFor = 3 * time.Second
+	// Long enough that the silence below is checked on a loaded machine too (past it, a
+	// half-open probe may call the provider, and the check has nothing to say).
+	const openFor = 10 * time.Second
 	cfg := fastConfig()
 	cfg.IdleTimeout = 10 * time.Minute
 	b := setupWith(t, host, cfg, true, func(c *e2b.Config) { c.BreakerOpenFor = openFor })
