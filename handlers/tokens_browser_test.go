@@ -39,7 +39,7 @@ func TestBrowserAPITokensPage(t *testing.T) {
 
 	click(t, tab, "[data-testid=nav-tokens]")
 	tab.WaitFor(t, "the tokens page", `!!document.querySelector("[data-testid=no-tokens]")`)
-	checkForEveryone(t, tab, "tokens-empty")
+	checkForEveryone(t, tab, "tokens-empty", `!!document.querySelector("[data-testid=no-tokens]")`)
 	tab.Do(t, chromedp.SendKeys(chromedp.ID("token-name"), "ci"), chromedp.Click(chromedp.CSS(`input[name=expiry][value="30"]`)),
 		chromedp.Click(chromedp.CSS("[data-testid=make-token]")))
 	tab.WaitFor(t, "the token made", `!!document.querySelector("[data-testid=token-made]")`)
@@ -47,7 +47,7 @@ func TestBrowserAPITokensPage(t *testing.T) {
 	if !strings.HasPrefix(secret, "sm_") || !strings.Contains(apptest.Eval[string](t, tab, `document.querySelector("[data-testid=token-made]").textContent`), "You won't see it again") {
 		t.Fatalf("the made token shows %q", secret)
 	}
-	checkForEveryone(t, tab, "tokens-made")
+	checkForEveryone(t, tab, "tokens-made", `!!document.querySelector("[data-testid=token-made]")`)
 	grantClipboard(t, tab, s.URL())
 	tab.Do(t, chromedp.Click(chromedp.CSS("[data-testid=copy-token]")))
 	tab.WaitFor(t, "Copy says it copied", textIs("[data-testid=copy-token]", "Copied"))
@@ -66,7 +66,7 @@ func TestBrowserAPITokensPage(t *testing.T) {
 		!strings.Contains(got, "127.0.0.1") {
 		t.Fatalf("the token's last use reads %q", got)
 	}
-	checkForEveryone(t, tab, "tokens-list")
+	checkForEveryone(t, tab, "tokens-list", `document.querySelectorAll("[data-testid=token]").length === 1`)
 	click(t, tab, "[data-testid=revoke]")
 	tab.WaitFor(t, "the revoke said", `!!document.querySelector("[data-testid=token-revoked]") && !!document.querySelector("[data-testid=no-tokens]")`)
 	requireInvalidToken(t, "the revoked token", c.WithToken(secret).API(http.MethodGet, "/api/me", nil, nil))
@@ -84,7 +84,7 @@ func TestBrowserAPITokensPage(t *testing.T) {
 	}
 	apptest.RequireStatus(t, c.WithToken(plain).API(http.MethodGet, "/api/me", nil, nil), http.StatusOK)
 	nojs.ScriptsBack(t) // for axe-core: the page stays as drawn without JavaScript
-	checkForEveryone(t, nojs, "tokens-made-no-js")
+	checkForEveryone(t, nojs, "tokens-made-no-js", `!!document.querySelector("[data-testid=token-made]")`)
 	nojs.Do(t, chromedp.Click(chromedp.CSS("[data-testid=revoke]")))
 	nojs.WaitFor(t, "the revoke said", `!!document.querySelector("[data-testid=token-revoked]")`)
 	requireInvalidToken(t, "the token revoked without JavaScript", c.WithToken(plain).API(http.MethodGet, "/api/me", nil, nil))
@@ -92,5 +92,5 @@ func TestBrowserAPITokensPage(t *testing.T) {
 	// A form sent without a name is answered with the error next to the field.
 	nojs.Do(t, chromedp.Click(chromedp.CSS("[data-testid=make-token]")))
 	nojs.WaitFor(t, "the name's error", `!!document.querySelector("[data-testid=err-name]")`)
-	checkForEveryone(t, nojs, "tokens-error-no-js")
+	checkForEveryone(t, nojs, "tokens-error-no-js", `!!document.querySelector("[data-testid=err-name]")`)
 }

@@ -187,7 +187,7 @@ func TestCrashedWorkerNeverStrandsASandbox(t *testing.T) {
 				t.Fatalf("the sandbox moved on from %s to %s", sb.Status, again.Status)
 			}
 			audit := apptest.AuditDB(t, survivor.pool)
-			testkit.Record(t, testkit.Scenario{ID: tt.id, Times: 1, ChargedTwice: audit.ChargedTwice, Stuck: audit.Stuck,
+			testkit.Record(t, testkit.Scenario{ID: tt.id, Times: 1, Counts: audit,
 				Injected: "an instance dead in the middle of a " + kind + " (its job left running, its sandbox's last change an hour old, as a killed process leaves them)",
 				Result:   "another instance finishes it or fails it cleanly (River's rescuer, the sweep); a failed build's sandbox is killed and its credit refunded"})
 		})
@@ -280,7 +280,7 @@ func TestStoppedInstanceLeavesItsJobToAnother(t *testing.T) {
 				t.Fatalf("credits = %d, want 5 - 1", got)
 			}
 			audit := apptest.AuditDB(t, survivor.pool)
-			testkit.Record(t, testkit.Scenario{ID: tt.id, Times: 1, ChargedTwice: audit.ChargedTwice, Stuck: audit.Stuck,
+			testkit.Record(t, testkit.Scenario{ID: tt.id, Times: 1, Counts: audit,
 				Injected: "the instance running the " + tt.job + " stopped with 2 s of grace, less than the job needs (" +
 					map[string]string{"build": "an install of 5 s", "resume": "a connect held 5 s"}[tt.job] + ")",
 				Result: "the cut job retried and finished by another instance: running, one provider sandbox, charged once"})

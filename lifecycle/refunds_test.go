@@ -62,7 +62,7 @@ func TestIdempotencyKeyBelongsToOneProjectAndKind(t *testing.T) {
 		t.Fatalf("the refused requests started %d sandboxes", n)
 	}
 	audit := apptest.AuditDB(t, b.pool)
-	testkit.Record(t, testkit.Scenario{ID: "key-reused-elsewhere", Times: 3, ChargedTwice: audit.ChargedTwice, Stuck: audit.Stuck,
+	testkit.Record(t, testkit.Scenario{ID: "key-reused-elsewhere", Times: 3, Counts: audit,
 		Injected: "a build's idempotency key sent again for another project's build and rebuild, and for a rebuild of its own project",
 		Result:   "409 saying nothing was charged, each time; the same request again replays the first build"})
 }
@@ -212,7 +212,7 @@ func TestBuildFailuresRefundOnlyThePlatformsFaults(t *testing.T) {
 				if tt.refund {
 					result = "build failed in one transaction with its refund (one ledger row with the reason); the page says \"" + lifecycle.ProviderFailureText + "\""
 				}
-				testkit.Record(t, testkit.Scenario{ID: tt.id, Times: 1, ChargedTwice: audit.ChargedTwice, Stuck: audit.Stuck,
+				testkit.Record(t, testkit.Scenario{ID: tt.id, Times: 1, Counts: audit,
 					Injected: tt.name, Result: result + "; its sandbox gone at the provider"})
 			}()
 			// Whatever failed it, nothing of it keeps running: the sandbox is gone.
