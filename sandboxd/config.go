@@ -84,6 +84,10 @@ type Config struct {
 	// negative: no cap). One more create or resume answers the provider's
 	// 429.
 	MaxSandboxes int
+	// ShareOpt shows sandboxes the host's /opt, read-only (off by default:
+	// only /usr, the /bin and /lib beside it and a list of /etc entries are
+	// shared, docs/sandboxd.md).
+	ShareOpt bool
 	// UIDBase is the first host uid root sandboxd gives sandboxes (default
 	// DefaultUIDBase). Unused when sandboxd is not root.
 	UIDBase int

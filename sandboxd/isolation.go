@@ -32,6 +32,9 @@ type isolation struct {
 	cg     *cgroups
 	// pause is how a memory pause stops a sandbox.
 	pause string
+	// system is what of the host's system directories sandboxes see.
+	system   hostSystem
+	shareOpt bool
 }
 
 // IsolationReport is the isolation and limits in force, as sandboxd logs
@@ -83,7 +86,11 @@ func detectIsolation(cfg Config) (*isolation, error) {
 			return nil, fmt.Errorf("sandboxd: %w", err)
 		}
 	}
-	if err := probeNamespaces(bwrap, iso.probeUID()); err != nil {
+	iso.shareOpt = cfg.ShareOpt
+	if iso.system, err = scanHostSystem(cfg.ShareOpt, iso.probeUID()); err != nil {
+		return nil, fmt.Errorf("sandboxd: %w", err)
+	}
+	if err := probeNamespaces(bwrap, iso.probeUID(), iso.system); err != nil {
 		return fail(err)
 	}
 	iso.mode = IsolationBwrap
@@ -175,23 +182,41 @@ func checkSearchable(stateDir string) error {
 var (
 	probeMu sync.Mutex
 	probes  = map[string]error{}
+	scans   = map[string]hostSystem{}
 )
 
+// scanHostSystem is hostSystemDirs once per process and configuration: it
+// walks all of /usr.
+func scanHostSystem(shareOpt bool, uid int) (hostSystem, error) {
+	key := fmt.Sprint(shareOpt, uid)
+	probeMu.Lock()
+	defer probeMu.Unlock()
+	if sd, ok := scans[key]; ok {
+		return sd, nil
+	}
+	sd, err := hostSystemDirs(shareOpt, uid)
+	if err == nil {
+		scans[key] = sd
+	}
+	return sd, err
+}
+
 // probeNamespaces boots one throwaway sandbox with its agent and asks it
-// one question: the whole path sandboxd relies on, checked once per process.
-func probeNamespaces(bwrap string, uid int) error {
-	key := bwrap + "/" + strconv.Itoa(uid)
+// one question: the whole path sandboxd relies on, its confinement
+// included, checked once per process.
+func probeNamespaces(bwrap string, uid int, system hostSystem) error {
+	key := bwrap + "/" + strconv.Itoa(uid) + "/" + fmt.Sprint(system.entries)
 	probeMu.Lock()
 	defer probeMu.Unlock()
 	if err, ok := probes[key]; ok {
 		return err
 	}
-	err := probeOnce(bwrap, uid)
+	err := probeOnce(bwrap, uid, system)
 	probes[key] = err
 	return err
 }
 
-func probeOnce(bwrap string, uid int) error {
+func probeOnce(bwrap string, uid int, system hostSystem) error {
 	dir, err := os.MkdirTemp("", "sandboxd-probe-")
 	if err != nil {
 		return err
@@ -202,7 +227,7 @@ func probeOnce(bwrap string, uid int) error {
 	}
 	b, err := bootNS(nsConfig{
 		id: "probe", dir: filepath.Join(dir, "sandbox"), hostUID: uid, hostGID: uid, bwrap: bwrap,
-		log: slog.New(slog.DiscardHandler),
+		system: system, log: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		return err

@@ -496,7 +496,7 @@ func (s *Server) nsConfig(sb *sandbox) nsConfig {
 	s.mu.Unlock()
 	cfg := nsConfig{
 		id: sb.id, dir: sb.dir, hostUID: -1, hostGID: -1, bwrap: s.iso.bwrap,
-		cgroups: s.iso.cg, limits: s.iso.limits, log: s.log,
+		cgroups: s.iso.cg, limits: s.iso.limits, system: s.iso.system, log: s.log,
 	}
 	if s.iso.root {
 		cfg.hostUID, cfg.hostGID = hostUID, hostUID

@@ -52,7 +52,9 @@ type nsConfig struct {
 	bwrap            string
 	cgroups          *cgroups // nil: no limits
 	limits           Limits
-	log              *slog.Logger
+	// system is what of /usr, /bin, /lib... and /opt the sandbox sees.
+	system hostSystem
+	log    *slog.Logger
 }
 
 // nsBackend runs a sandbox in its own user, PID, mount, network, IPC, UTS
@@ -146,7 +148,11 @@ func bootNS(cfg nsConfig) (_ *nsBackend, err error) {
 	}
 	ours, theirs = append(ours, logR), append(theirs, logW)
 
-	b.cmd = exec.Command(cfg.bwrap, bwrapArgs(cfg, etc)...)
+	etcHost, etcMasks := etcEntries(cfg.hostUID)
+	for _, m := range etcMasks {
+		cfg.log.Warn("masking a socket, FIFO or device under /etc from the sandbox", "sandbox_id", cfg.id, "path", m)
+	}
+	b.cmd = exec.Command(cfg.bwrap, bwrapArgs(cfg, etcHost, append(etcMasks, cfg.system.masks...), etc)...)
 	// Nothing of sandboxd's environment (its API key) reaches the sandbox.
 	b.cmd.Env = []string{}
 	b.cmd.Stderr = logW
@@ -318,23 +324,17 @@ func sandboxEtc(id string) []etcFile {
 		{name: "hostname", perms: "0644", content: host + "\n"},
 		{name: "hosts", perms: "0644", content: "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + host + "\n"},
 	}
-	// bubblewrap binds over an existing file; it cannot create one in the
-	// read-only /etc.
-	var out []etcFile
-	for _, f := range files {
-		if _, err := os.Stat("/etc/" + f.name); err == nil {
-			out = append(out, f)
-		}
-	}
-	return out
+	return files
 }
 
 func sandboxHostname(id string) string { return "e2b-" + id }
 
 // bwrapArgs describes the sandbox's view: the host's system directories
-// read-only, its own /etc account files, /proc of its PID namespace, a
-// minimal /dev, its home and /tmp writable, nothing else of the host.
-func bwrapArgs(cfg nsConfig, etc []etcFile) []string {
+// and the shared /etc entries read-only, its own /etc account files, the
+// host's special files under them masked, /proc of its PID namespace
+// without the kernel's key lists, a minimal /dev, its home and /tmp
+// writable, nothing else of the host.
+func bwrapArgs(cfg nsConfig, etcHost []hostEntry, masks []string, etc []etcFile) []string {
 	args := []string{
 		"--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		// The sandbox cannot make user namespaces of its own, where it would
@@ -343,28 +343,23 @@ func bwrapArgs(cfg nsConfig, etc []etcFile) []string {
 		"--uid", strconv.Itoa(sandboxUID), "--gid", strconv.Itoa(sandboxUID),
 		"--hostname", sandboxHostname(cfg.id),
 		"--die-with-parent", "--new-session", "--as-pid-1",
-		"--ro-bind", "/usr", "/usr",
-		"--ro-bind-try", "/opt", "/opt",
-		"--ro-bind", "/etc", "/etc",
+		// For the agent's first step only (confineAgent), in the sandbox's
+		// own user namespace; dropped before anything else runs.
+		"--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP",
 	}
-	for _, d := range []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {
-		fi, err := os.Lstat(d)
-		switch {
-		case err != nil:
-		case fi.Mode()&os.ModeSymlink != 0:
-			if target, err := os.Readlink(d); err == nil {
-				args = append(args, "--symlink", target, d)
-			}
-		case fi.IsDir():
-			args = append(args, "--ro-bind", d, d)
-		}
-	}
+	args = append(args, bindArgs(cfg.system.entries)...)
+	args = append(args, "--perms", "0755", "--dir", "/etc")
+	args = append(args, bindArgs(etcHost)...)
 	for _, f := range etc {
 		args = append(args, "--perms", f.perms, "--ro-bind-data", strconv.Itoa(f.fd), "/etc/"+f.name)
 	}
 	home, tmp := filepath.Join(cfg.dir, "home"), filepath.Join(cfg.dir, "tmp")
-	return append(args,
+	args = append(args,
 		"--proc", "/proc",
+		// Every key the sandbox's host uid can view, other sessions' among
+		// them, would be listed there.
+		"--ro-bind", "/dev/null", "/proc/keys",
+		"--ro-bind", "/dev/null", "/proc/key-users",
 		"--dev", "/dev",
 		"--tmpfs", "/run",
 		"--perms", "0755", "--dir", "/home",
@@ -372,6 +367,9 @@ func bwrapArgs(cfg nsConfig, etc []etcFile) []string {
 		"--bind", home, homeDir,
 		"--bind", tmp, "/tmp",
 		"--bind", tmp, "/var/tmp",
+	)
+	args = append(args, maskArgs(masks)...)
+	return append(args,
 		"--chdir", homeDir,
 		// The root itself (a tmpfs bubblewrap made) stays read-only.
 		"--remount-ro", "/",
