@@ -436,12 +436,13 @@ func TestAttacksAsRoot(t *testing.T) {
 		cfg.WebhookURL, cfg.WebhookSecret = rcv.srv.URL, rcv.secret
 	}))
 	needs(t, c.h.Server.Isolation() == sandboxd.IsolationBwrap, "isolation (%v)", c.report())
+	uids := c.report().HostUIDs
 	runAttacks(t, attackTarget{
 		c: c, apiKey: c.h.APIKey, webhookSecret: rcv.secret, hostBinary: os.Args[0],
 		enforced: []string{"memory", "pids", "cpu", "disk"},
 		hostUID: func(uid int) error {
-			if uid <= sandboxd.DefaultUIDBase {
-				return fmt.Errorf("want a uid above %d, one per sandbox", sandboxd.DefaultUIDBase)
+			if len(uids) != 2 || uid < uids[0] || uid > uids[1] {
+				return fmt.Errorf("want a uid of sandboxd's range %v, one per sandbox", uids)
 			}
 			return nil
 		},
@@ -520,7 +521,7 @@ func TestCrashKeepsEverySandboxsFiles(t *testing.T) {
 	p.crash()
 	waitFor(t, "the running sandbox to die with sandboxd", 10*time.Second, func() bool { return len(pidsRunning(markers[0])) == 0 })
 
-	p2 := startProc(t, procOptions{stateDir: p.opts.stateDir, apiKey: p.opts.apiKey})
+	p2 := startProc(t, procOptions{stateDir: p.opts.stateDir, apiKey: p.opts.apiKey, uidBase: p.opts.uidBase})
 	c = p2.client(t)
 	// The frozen sandbox's processes are cleared by the next start.
 	waitFor(t, "the frozen sandbox's processes to go", 10*time.Second, func() bool { return len(pidsRunning(markers[1])) == 0 })

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -42,6 +43,8 @@ func env(vars map[string]string) func(string) string {
 // serve runs sandboxd until the test ends and returns its API URL.
 func serve(t *testing.T, args []string, getenv func(string) string) (string, *syncBuffer) {
 	t.Helper()
+	// A uid range of its own: other sandboxd instances may run meanwhile.
+	args = append(args, "--uid-base", strconv.Itoa(sandboxdtest.UIDBase()))
 	ctx, cancel := context.WithCancel(context.Background())
 	logs := &syncBuffer{}
 	done := make(chan error, 1)
