@@ -56,7 +56,7 @@ type process struct {
 	// readers that idle while nobody follows.
 	joined chan struct{}
 	end    *procEnd
-	wmu  sync.Mutex // serialises stdin writes and close
+	wmu    sync.Mutex // serialises stdin writes and close
 }
 
 // subscriber is one stream (Start or Connect) following a process. Sends
