@@ -51,12 +51,10 @@ func init() {
 	if len(os.Args) < 2 || os.Args[1] != agentArg || os.Getpid() != 1 {
 		return
 	}
-	switch {
-	case len(os.Args) == 2:
-		os.Exit(confineAgent())
-	case len(os.Args) == 3 && os.Args[2] == agentConfined:
+	if len(os.Args) == 3 && os.Args[2] == agentConfined {
 		os.Exit(runAgent())
 	}
+	os.Exit(confineAgent(os.Args[2:]))
 }
 
 // confineAgent is the agent's first step, the only code of a sandbox that
@@ -67,7 +65,8 @@ func init() {
 // here changes the calling thread (credentials, keyrings, filters are per
 // thread), and that thread is the one the execve carries on, so the Go
 // runtime's other threads, which die at the execve, never matter.
-func confineAgent() int {
+// masks are host special files to hide (maskSpecialFiles).
+func confineAgent(masks []string) int {
 	runtime.LockOSThread()
 	fail := func(what string, err error) int {
 		agentLog("%s: %v", what, err)
@@ -91,6 +90,9 @@ func confineAgent() int {
 	if err := unix.Mount("devpts", "/dev/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC,
 		"newinstance,ptmxmode=0666,mode=0620,max="+strconv.Itoa(maxPtys)); err != nil {
 		return fail("mount /dev/pts", err)
+	}
+	if err := maskSpecialFiles(masks); err != nil {
+		return fail("hide the host's special files", err)
 	}
 	if err := dropCapabilities(); err != nil {
 		return fail("drop capabilities", err)

@@ -1,12 +1,15 @@
 package sandboxd
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -49,7 +52,8 @@ type hostEntry struct {
 
 // hostSystem are the host's directories bound whole: /usr, the /bin,
 // /sbin and /lib* beside it (links into /usr on merged systems), and /opt
-// when shared. Their special files are found once, at start (masks).
+// when shared. Their special files are found once, at start (masks), and
+// masked by every sandbox's agent.
 type hostSystem struct {
 	entries []hostEntry
 	masks   []string
@@ -67,8 +71,13 @@ func hostSystemDirs(shareOpt bool, uid int) (hostSystem, error) {
 			continue
 		}
 		sd.entries = append(sd.entries, e)
-		if e.link == "" {
+		switch {
+		case e.link != "":
+		case d == "/opt":
+			// Where software is installed by hand: looked at every start.
 			sd.masks = append(sd.masks, specialFiles(d, uid)...)
+		default:
+			sd.masks = append(sd.masks, systemSpecialFiles(d, uid)...)
 		}
 	}
 	if len(sd.masks) > maxMasked {
@@ -78,9 +87,29 @@ func hostSystemDirs(shareOpt bool, uid int) (hostSystem, error) {
 	return sd, nil
 }
 
+var (
+	systemScanMu sync.Mutex
+	systemScans  = map[string][]string{}
+)
+
+// systemSpecialFiles is specialFiles once per process for the directories
+// the distribution owns: walking all of /usr takes a moment, and test
+// binaries start many sandboxd.
+func systemSpecialFiles(dir string, uid int) []string {
+	key := dir + "/" + strconv.Itoa(uid)
+	systemScanMu.Lock()
+	defer systemScanMu.Unlock()
+	if found, ok := systemScans[key]; ok {
+		return found
+	}
+	found := specialFiles(dir, uid)
+	systemScans[key] = found
+	return found
+}
+
 // etcEntries lists the shared /etc entries present on this host, and the
-// special files under them. It runs at every boot (it is small), so a
-// socket that appears in /etc/ssl later is masked too.
+// special files under them (for the start log: the agent finds and masks
+// them itself at every boot, so one that appears later is masked too).
 func etcEntries(uid int) ([]hostEntry, []string) {
 	var out []hostEntry
 	var masks []string
@@ -167,12 +196,26 @@ func bindArgs(entries []hostEntry) []string {
 	return args
 }
 
-// maskArgs bind /dev/null over each special file: a connect to it is
-// refused, an open reads nothing.
-func maskArgs(masks []string) []string {
-	var args []string
-	for _, m := range masks {
-		args = append(args, "--ro-bind", "/dev/null", m)
+// maskSpecialFiles is the agent's: it binds /dev/null over every socket,
+// FIFO and device under the sandbox's /etc and over each of paths (the
+// system directories' ones, found at start), so that a connect is refused
+// and an open reaches nothing of the host. A path gone meanwhile needs no
+// mask.
+func maskSpecialFiles(paths []string) error {
+	_ = filepath.WalkDir("/etc", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type()&(fs.ModeSocket|fs.ModeNamedPipe|fs.ModeDevice|fs.ModeCharDevice) != 0 {
+			paths = append(paths, p)
+		}
+		return nil
+	})
+	for _, p := range paths {
+		fi, err := os.Lstat(p)
+		if err != nil || fi.Mode()&(fs.ModeSocket|fs.ModeNamedPipe|fs.ModeDevice|fs.ModeCharDevice) == 0 {
+			continue
+		}
+		if err := unix.Mount("/dev/null", p, "", unix.MS_BIND, ""); err != nil && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("mask %s: %w", p, err)
+		}
 	}
-	return args
+	return nil
 }

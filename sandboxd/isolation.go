@@ -120,7 +120,7 @@ func detectIsolation(cfg Config) (_ *isolation, err error) {
 		}()
 	}
 	iso.shareOpt = cfg.ShareOpt
-	if iso.system, err = scanHostSystem(cfg.ShareOpt, iso.probeUID()); err != nil {
+	if iso.system, err = hostSystemDirs(cfg.ShareOpt, iso.probeUID()); err != nil {
 		return nil, fmt.Errorf("sandboxd: %w", err)
 	}
 	if err := probeNamespaces(bwrap, iso.probeUID(), iso.system); err != nil {
@@ -222,24 +222,7 @@ func checkSearchable(stateDir string) error {
 var (
 	probeMu sync.Mutex
 	probes  = map[string]error{}
-	scans   = map[string]hostSystem{}
 )
-
-// scanHostSystem is hostSystemDirs once per process and configuration: it
-// walks all of /usr.
-func scanHostSystem(shareOpt bool, uid int) (hostSystem, error) {
-	key := fmt.Sprint(shareOpt, uid)
-	probeMu.Lock()
-	defer probeMu.Unlock()
-	if sd, ok := scans[key]; ok {
-		return sd, nil
-	}
-	sd, err := hostSystemDirs(shareOpt, uid)
-	if err == nil {
-		scans[key] = sd
-	}
-	return sd, err
-}
 
 // probeNamespaces boots one throwaway sandbox with its agent and asks it
 // one question: the whole path sandboxd relies on, its confinement

@@ -148,11 +148,8 @@ func bootNS(cfg nsConfig) (_ *nsBackend, err error) {
 	}
 	ours, theirs = append(ours, logR), append(theirs, logW)
 
-	etcHost, etcMasks := etcEntries(cfg.hostUID)
-	for _, m := range etcMasks {
-		cfg.log.Warn("masking a socket, FIFO or device under /etc from the sandbox", "sandbox_id", cfg.id, "path", m)
-	}
-	b.cmd = exec.Command(cfg.bwrap, bwrapArgs(cfg, etcHost, append(etcMasks, cfg.system.masks...), etc)...)
+	etcHost, _ := etcEntries(cfg.hostUID)
+	b.cmd = exec.Command(cfg.bwrap, bwrapArgs(cfg, etcHost, etc)...)
 	// Nothing of sandboxd's environment (its API key) reaches the sandbox.
 	b.cmd.Env = []string{}
 	b.cmd.Stderr = logW
@@ -300,10 +297,10 @@ func (l *bootLog) booted() {
 	l.mu.Unlock()
 }
 
-// etcFile is a file of the sandbox's own /etc, handed to bubblewrap as
-// --ro-bind-data on descriptor fd.
+// etcFile is a file of the sandbox's own, in /etc or over a file of its
+// /proc, handed to bubblewrap as --ro-bind-data on descriptor fd.
 type etcFile struct {
-	name    string
+	path    string
 	perms   string
 	content string
 	fd      int
@@ -312,17 +309,21 @@ type etcFile struct {
 // sandboxEtc is what the sandbox sees instead of the host's account files:
 // its one user (uid 1000, "user", home /home/user) and no password hashes.
 // The sandbox user owns these copies, so it can read its own shadow file.
+// /proc/keys and /proc/key-users read empty: they would list every key the
+// sandbox's host uid may view, other sessions' keyrings among them.
 func sandboxEtc(id string) []etcFile {
 	host := sandboxHostname(id)
 	files := []etcFile{
-		{name: "passwd", perms: "0644", content: "root:x:0:0:root:/root:/bin/bash\n" +
+		{path: "/proc/keys", perms: "0444"},
+		{path: "/proc/key-users", perms: "0444"},
+		{path: "/etc/passwd", perms: "0644", content: "root:x:0:0:root:/root:/bin/bash\n" +
 			sandboxUser + ":x:1000:1000::" + homeDir + ":/bin/bash\n" +
 			"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"},
-		{name: "group", perms: "0644", content: "root:x:0:\n" + sandboxUser + ":x:1000:\nnogroup:x:65534:\n"},
-		{name: "shadow", perms: "0600", content: "root:*:19000:0:99999:7:::\n" + sandboxUser + ":*:19000:0:99999:7:::\nnobody:*:19000:0:99999:7:::\n"},
-		{name: "gshadow", perms: "0600", content: "root:*::\n" + sandboxUser + ":!::\nnogroup:*::\n"},
-		{name: "hostname", perms: "0644", content: host + "\n"},
-		{name: "hosts", perms: "0644", content: "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + host + "\n"},
+		{path: "/etc/group", perms: "0644", content: "root:x:0:\n" + sandboxUser + ":x:1000:\nnogroup:x:65534:\n"},
+		{path: "/etc/shadow", perms: "0600", content: "root:*:19000:0:99999:7:::\n" + sandboxUser + ":*:19000:0:99999:7:::\nnobody:*:19000:0:99999:7:::\n"},
+		{path: "/etc/gshadow", perms: "0600", content: "root:*::\n" + sandboxUser + ":!::\nnogroup:*::\n"},
+		{path: "/etc/hostname", perms: "0644", content: host + "\n"},
+		{path: "/etc/hosts", perms: "0644", content: "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + host + "\n"},
 	}
 	return files
 }
@@ -330,11 +331,11 @@ func sandboxEtc(id string) []etcFile {
 func sandboxHostname(id string) string { return "e2b-" + id }
 
 // bwrapArgs describes the sandbox's view: the host's system directories
-// and the shared /etc entries read-only, its own /etc account files, the
-// host's special files under them masked, /proc of its PID namespace
+// and the shared /etc entries read-only, its own /etc account files, /proc
+// of its PID namespace
 // without the kernel's key lists, a minimal /dev, its home and /tmp
 // writable, nothing else of the host.
-func bwrapArgs(cfg nsConfig, etcHost []hostEntry, masks []string, etc []etcFile) []string {
+func bwrapArgs(cfg nsConfig, etcHost []hostEntry, etc []etcFile) []string {
 	args := []string{
 		"--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		// The sandbox cannot make user namespaces of its own, where it would
@@ -350,16 +351,18 @@ func bwrapArgs(cfg nsConfig, etcHost []hostEntry, masks []string, etc []etcFile)
 	args = append(args, bindArgs(cfg.system.entries)...)
 	args = append(args, "--perms", "0755", "--dir", "/etc")
 	args = append(args, bindArgs(etcHost)...)
-	for _, f := range etc {
-		args = append(args, "--perms", f.perms, "--ro-bind-data", strconv.Itoa(f.fd), "/etc/"+f.name)
+	ownFiles := func(dir string) {
+		for _, f := range etc {
+			if strings.HasPrefix(f.path, dir) {
+				args = append(args, "--perms", f.perms, "--ro-bind-data", strconv.Itoa(f.fd), f.path)
+			}
+		}
 	}
+	ownFiles("/etc/")
 	home, tmp := filepath.Join(cfg.dir, "home"), filepath.Join(cfg.dir, "tmp")
+	args = append(args, "--proc", "/proc")
+	ownFiles("/proc/")
 	args = append(args,
-		"--proc", "/proc",
-		// Every key the sandbox's host uid can view, other sessions' among
-		// them, would be listed there.
-		"--ro-bind", "/dev/null", "/proc/keys",
-		"--ro-bind", "/dev/null", "/proc/key-users",
 		"--dev", "/dev",
 		"--tmpfs", "/run",
 		"--perms", "0755", "--dir", "/home",
@@ -368,8 +371,7 @@ func bwrapArgs(cfg nsConfig, etcHost []hostEntry, masks []string, etc []etcFile)
 		"--bind", tmp, "/tmp",
 		"--bind", tmp, "/var/tmp",
 	)
-	args = append(args, maskArgs(masks)...)
-	return append(args,
+	return append(append(args,
 		"--chdir", homeDir,
 		// The root itself (a tmpfs bubblewrap made) stays read-only.
 		"--remount-ro", "/",
@@ -377,8 +379,10 @@ func bwrapArgs(cfg nsConfig, etcHost []hostEntry, masks []string, etc []etcFile)
 		// The agent starts from sandboxd's own executable through the
 		// descriptor: its path on the host need not be visible, or even
 		// reachable, from the sandbox.
+		// The system directories' special files, which the agent masks (with
+		// /etc's, which it finds itself).
 		"--", "/proc/self/fd/"+strconv.Itoa(agentExeFD), agentArg,
-	)
+	), cfg.system.masks...)
 }
 
 // prepareTree makes the sandbox's directory, home and /tmp, owned by the

@@ -114,6 +114,14 @@ type syncLog struct {
 	lines []string
 }
 
+// Write takes log output line by line (an slog handler's sink).
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, strings.Split(strings.TrimRight(string(p), "\n"), "\n")...)
+	return len(p), nil
+}
+
 func (l *syncLog) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
