@@ -349,6 +349,10 @@ unshare -Ur true; echo "userns=$?"`, marker))
 				t.Errorf("%s from inside the sandbox: %q, want %s", name, got[name], want)
 			}
 		}
+		// The filter is reported as it is enforced.
+		if f := r.Syscalls; f == nil || f.Denied["keyctl"] == "" || f.Denied["io_uring_setup"] == "" || f.Restricted["socket"] == "" {
+			t.Errorf("GET /_sandboxd/isolation does not report the filter: %+v", f)
+		}
 	})
 
 	t.Run("node, npm, python, git and bash run under the filter", func(t *testing.T) {
