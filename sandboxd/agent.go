@@ -64,8 +64,8 @@ func init() {
 // under the system-call filter, and executes the agent proper. Everything
 // here changes the calling thread (credentials, keyrings, filters are per
 // thread), and that thread is the one the execve carries on, so the Go
-// runtime's other threads, which die at the execve, never matter.
-// masks are host special files to hide (maskSpecialFiles).
+// runtime's other threads, which die at the execve, never matter. masks
+// are the system directories' special files to hide (maskSpecialFiles).
 func confineAgent(masks []string) int {
 	runtime.LockOSThread()
 	fail := func(what string, err error) int {

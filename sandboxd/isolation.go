@@ -33,8 +33,7 @@ type isolation struct {
 	// pause is how a memory pause stops a sandbox.
 	pause string
 	// system is what of the host's system directories sandboxes see.
-	system   hostSystem
-	shareOpt bool
+	system hostSystem
 	// uidLock holds this root sandboxd's uid range (uidlock.go).
 	uidLock *os.File
 }
@@ -71,8 +70,8 @@ type IsolationReport struct {
 	Syscalls *SyscallFilter `json:"syscalls,omitempty"`
 	// HostPaths are the host's paths a sandbox sees, read-only.
 	HostPaths []string `json:"hostPaths,omitempty"`
-	// Masked are the host's sockets, FIFOs and devices under HostPaths that
-	// sandboxes see as empty files.
+	// Masked are the host's sockets, FIFOs and devices under HostPaths,
+	// which sandboxes see as /dev/null.
 	Masked []string `json:"masked,omitempty"`
 	// Confinement lists what else holds every sandbox process.
 	Confinement []string `json:"confinement,omitempty"`
@@ -119,7 +118,6 @@ func detectIsolation(cfg Config) (_ *isolation, err error) {
 			}
 		}()
 	}
-	iso.shareOpt = cfg.ShareOpt
 	if iso.system, err = hostSystemDirs(cfg.ShareOpt, iso.probeUID()); err != nil {
 		return nil, fmt.Errorf("sandboxd: %w", err)
 	}

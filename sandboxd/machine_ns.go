@@ -332,9 +332,10 @@ func sandboxHostname(id string) string { return "e2b-" + id }
 
 // bwrapArgs describes the sandbox's view: the host's system directories
 // and the shared /etc entries read-only, its own /etc account files, /proc
-// of its PID namespace
-// without the kernel's key lists, a minimal /dev, its home and /tmp
-// writable, nothing else of the host.
+// of its PID namespace without the kernel's key lists, a minimal /dev, its
+// home and /tmp writable, nothing else of the host. The agent's arguments
+// are the system directories' special files, which it masks (with /etc's,
+// which it finds itself).
 func bwrapArgs(cfg nsConfig, etcHost []hostEntry, etc []etcFile) []string {
 	args := []string{
 		"--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
@@ -379,8 +380,6 @@ func bwrapArgs(cfg nsConfig, etcHost []hostEntry, etc []etcFile) []string {
 		// The agent starts from sandboxd's own executable through the
 		// descriptor: its path on the host need not be visible, or even
 		// reachable, from the sandbox.
-		// The system directories' special files, which the agent masks (with
-		// /etc's, which it finds itself).
 		"--", "/proc/self/fd/"+strconv.Itoa(agentExeFD), agentArg,
 	), cfg.system.masks...)
 }
