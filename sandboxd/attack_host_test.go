@@ -363,17 +363,21 @@ func TestOverlappingUIDRangesRefuseToStart(t *testing.T) {
 		}
 		return err
 	}
-	for _, other := range []int{base, base + 1000, base - sandboxd.UIDRangeSize + 1} {
-		err := start(other)
-		if !sandboxd.ErrUIDRangeTaken(err) || !strings.Contains(err.Error(), first.h.StateDir) ||
-			!strings.Contains(err.Error(), fmt.Sprintf("%d-%d", base, base+sandboxd.UIDRangeSize-1)) {
+	// The same range names the first (other tests' ranges are whole slots
+	// of their own); ranges reaching into it, from either side, are refused.
+	if err := start(base); !sandboxd.ErrUIDRangeTaken(err) || !strings.Contains(err.Error(), first.h.StateDir) ||
+		!strings.Contains(err.Error(), fmt.Sprintf("%d-%d", base, base+sandboxd.UIDRangeSize-1)) {
+		t.Errorf("a second sandboxd with the uid base %d of a running one: %v", base, err)
+	}
+	for _, other := range []int{base + 1000, base - sandboxd.UIDRangeSize + 1} {
+		if err := start(other); !sandboxd.ErrUIDRangeTaken(err) {
 			t.Errorf("a second sandboxd with uid base %d next to one with %d: %v", other, base, err)
 		}
 	}
 	// The command says so and exits.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, sandboxdBinary(t), "--state-dir", sandboxdtest.StateDir(t), "--uid-base", strconv.Itoa(base+5),
+	cmd := exec.CommandContext(ctx, sandboxdBinary(t), "--state-dir", sandboxdtest.StateDir(t), "--uid-base", strconv.Itoa(base),
 		"--api-addr", "127.0.0.1:0", "--sandbox-addr", "127.0.0.1:0")
 	cmd.Env = []string{"E2B_API_KEY=e2b_00", "PATH=" + os.Getenv("PATH")}
 	out, err := cmd.CombinedOutput()
@@ -385,7 +389,7 @@ func TestOverlappingUIDRangesRefuseToStart(t *testing.T) {
 		t.Errorf("the next range: %v", err)
 	}
 	first.h.Server.Shutdown(context.Background())
-	if err := start(base + 1000); err != nil {
+	if err := start(base); err != nil {
 		t.Errorf("after the first stopped: %v", err)
 	}
 }
