@@ -74,6 +74,10 @@ func runAttacks(t *testing.T, tg attackTarget) {
 			t.Fatalf("limit %s is off without a reason: %+v", l, r)
 		}
 	}
+	// The I/O weight depends on the host's disks: in force, or off with why.
+	if r.Limits["io"] == "" && r.Off["io"] == "" {
+		t.Fatalf("the I/O weight is neither in force nor off with a reason: %+v", r)
+	}
 	// limit runs a limit's attack where it is in force.
 	limit := func(t *testing.T, name string) bool {
 		if !slices.Contains(tg.enforced, name) {
