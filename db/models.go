@@ -345,15 +345,16 @@ func AllSandboxStatusValues() []SandboxStatus {
 }
 
 type Build struct {
-	ID         uuid.UUID
-	ProjectID  uuid.UUID
-	Version    int32
-	Status     BuildStatus
-	Stage      string
-	Error      string
-	Kind       BuildKind
-	CreatedAt  time.Time
-	FinishedAt *time.Time
+	ID             uuid.UUID
+	ProjectID      uuid.UUID
+	Version        int32
+	Status         BuildStatus
+	Stage          string
+	Error          string
+	Kind           BuildKind
+	CreatedAt      time.Time
+	FinishedAt     *time.Time
+	FilesVersionID uuid.UUID
 }
 
 type CreditLedger struct {
@@ -376,6 +377,7 @@ type Project struct {
 	Port           int32
 	PauseKind      PauseKind
 	CreatedAt      time.Time
+	ReloadsItself  bool
 }
 
 type Sandbox struct {
@@ -406,6 +408,9 @@ type Sandbox struct {
 	AppChangedFiles      []string
 	FilesSeenAt          *time.Time
 	MissingSince         *time.Time
+	DeployedVersionID    uuid.UUID
+	DeployingVersionID   *uuid.UUID
+	DeployingSince       *time.Time
 }
 
 type SandboxEvent struct {
@@ -419,6 +424,9 @@ type SandboxEvent struct {
 	ProviderTimestamp *time.Time
 	CreatedAt         time.Time
 	Files             []string
+	VersionNumber     *int32
+	DurationMs        *int32
+	Output            string
 }
 
 type ShareLink struct {
@@ -435,6 +443,33 @@ type User struct {
 	PasswordHash string
 	Credits      int32
 	CreatedAt    time.Time
+}
+
+type Version struct {
+	ID           uuid.UUID
+	ProjectID    uuid.UUID
+	Number       int32
+	ParentNumber *int32
+	Source       string
+	RestoredFrom *int32
+	Message      string
+	Added        int32
+	Changed      int32
+	Removed      int32
+	FileCount    int32
+	TotalBytes   int64
+	ManifestID   int64
+	CreatedAt    time.Time
+}
+
+type VersionKey struct {
+	OwnerID       uuid.UUID
+	Key           string
+	ProjectID     uuid.UUID
+	RequestSha256 []byte
+	VersionNumber *int32
+	Unchanged     bool
+	CreatedAt     time.Time
 }
 
 type WebhookDelivery struct {

@@ -28,7 +28,7 @@ func (q *Queries) CountFailedResumesSinceRunning(ctx context.Context, sandboxID 
 }
 
 const getLatestSandboxChange = `-- name: GetLatestSandboxChange :one
-SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files FROM sandbox_events WHERE sandbox_id = $1
+SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, version_number, duration_ms, output FROM sandbox_events WHERE sandbox_id = $1
     AND NOT (source = 'visitor' AND from_status = to_status)
 ORDER BY id DESC LIMIT 1
 `
@@ -49,12 +49,15 @@ func (q *Queries) GetLatestSandboxChange(ctx context.Context, sandboxID uuid.UUI
 		&i.ProviderTimestamp,
 		&i.CreatedAt,
 		&i.Files,
+		&i.VersionNumber,
+		&i.DurationMs,
+		&i.Output,
 	)
 	return i, err
 }
 
 const getLatestSandboxEvent = `-- name: GetLatestSandboxEvent :one
-SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id DESC LIMIT 1
+SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, version_number, duration_ms, output FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id DESC LIMIT 1
 `
 
 // The sandbox's newest event: its state's version for live updates.
@@ -72,6 +75,9 @@ func (q *Queries) GetLatestSandboxEvent(ctx context.Context, sandboxID uuid.UUID
 		&i.ProviderTimestamp,
 		&i.CreatedAt,
 		&i.Files,
+		&i.VersionNumber,
+		&i.DurationMs,
+		&i.Output,
 	)
 	return i, err
 }
@@ -95,10 +101,11 @@ func (q *Queries) HasVisitorNote(ctx context.Context, arg HasVisitorNoteParams) 
 }
 
 const insertSandboxEvent = `-- name: InsertSandboxEvent :one
-INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, files)
+INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, files,
+    version_number, duration_ms, output)
 VALUES ($1, $2, $3, $4, $5, $6, $7,
-    coalesce($8::text[], '{}'))
-RETURNING id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files
+    coalesce($8::text[], '{}'), $9, $10, coalesce($11::text, ''))
+RETURNING id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, version_number, duration_ms, output
 `
 
 type InsertSandboxEventParams struct {
@@ -110,6 +117,9 @@ type InsertSandboxEventParams struct {
 	ProviderEventID   *string
 	ProviderTimestamp *time.Time
 	Files             []string
+	VersionNumber     *int32
+	DurationMs        *int32
+	Output            *string
 }
 
 func (q *Queries) InsertSandboxEvent(ctx context.Context, arg InsertSandboxEventParams) (SandboxEvent, error) {
@@ -122,6 +132,9 @@ func (q *Queries) InsertSandboxEvent(ctx context.Context, arg InsertSandboxEvent
 		arg.ProviderEventID,
 		arg.ProviderTimestamp,
 		arg.Files,
+		arg.VersionNumber,
+		arg.DurationMs,
+		arg.Output,
 	)
 	var i SandboxEvent
 	err := row.Scan(
@@ -135,6 +148,9 @@ func (q *Queries) InsertSandboxEvent(ctx context.Context, arg InsertSandboxEvent
 		&i.ProviderTimestamp,
 		&i.CreatedAt,
 		&i.Files,
+		&i.VersionNumber,
+		&i.DurationMs,
+		&i.Output,
 	)
 	return i, err
 }
@@ -152,7 +168,7 @@ func (q *Queries) LatestSandboxEventFromProvider(ctx context.Context, sandboxID 
 }
 
 const listProjectHistory = `-- name: ListProjectHistory :many
-SELECT e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, b.kind AS build_kind
+SELECT e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, b.kind AS build_kind
 FROM sandbox_events e
 JOIN sandboxes s ON s.id = e.sandbox_id
 JOIN builds b ON b.id = s.build_id
@@ -200,6 +216,9 @@ func (q *Queries) ListProjectHistory(ctx context.Context, arg ListProjectHistory
 			&i.SandboxEvent.ProviderTimestamp,
 			&i.SandboxEvent.CreatedAt,
 			&i.SandboxEvent.Files,
+			&i.SandboxEvent.VersionNumber,
+			&i.SandboxEvent.DurationMs,
+			&i.SandboxEvent.Output,
 			&i.BuildKind,
 		); err != nil {
 			return nil, err
@@ -213,7 +232,7 @@ func (q *Queries) ListProjectHistory(ctx context.Context, arg ListProjectHistory
 }
 
 const listSandboxEvents = `-- name: ListSandboxEvents :many
-SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id
+SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, version_number, duration_ms, output FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id
 `
 
 func (q *Queries) ListSandboxEvents(ctx context.Context, sandboxID uuid.UUID) ([]SandboxEvent, error) {
@@ -236,6 +255,9 @@ func (q *Queries) ListSandboxEvents(ctx context.Context, sandboxID uuid.UUID) ([
 			&i.ProviderTimestamp,
 			&i.CreatedAt,
 			&i.Files,
+			&i.VersionNumber,
+			&i.DurationMs,
+			&i.Output,
 		); err != nil {
 			return nil, err
 		}

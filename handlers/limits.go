@@ -16,7 +16,7 @@ import (
 
 	"sandman/apperr"
 	"sandman/lifecycle"
-	"sandman/projects"
+	"sandman/versions"
 )
 
 // Body limits (docs/api.md, "Conventions"). Every request body is bounded: a form's at 64 KiB, a
@@ -26,7 +26,7 @@ const (
 	maxJSONBody = 1 << 20
 	// maxUploadBody is the upload's size on the wire: the unpacked budget (projects.Budget)
 	// and room for the form fields and multipart framing around the files.
-	maxUploadBody = projects.MaxTotalBytes + 1<<20
+	maxUploadBody = versions.MaxTotalBytes + 1<<20
 	// uploadReadTime is how long an upload may take to arrive (about 70 KB/s for the largest),
 	// in place of the server's ReadTimeout.
 	uploadReadTime = 5 * time.Minute

@@ -42,7 +42,7 @@ func (h *Handlers) projectPage(c echo.Context) error {
 		return err
 	}
 	h.Lifecycle.VerifyStale(ctx, v)
-	files, err := h.Projects.Files(ctx, u.ID, id)
+	_, files, err := h.Versions.Get(ctx, u.ID, id, v.CurrentVersion)
 	if err != nil {
 		return err
 	}
@@ -187,7 +187,7 @@ func (h *Handlers) apiCreateProject(c echo.Context) error {
 	return c.JSON(http.StatusCreated, toProjectJSON(p))
 }
 
-func humanSize(n int32) string {
+func humanSize(n int64) string {
 	switch {
 	case n >= 1<<20:
 		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))

@@ -123,7 +123,7 @@ func (s *stack) fingerprint(t testing.TB) string {
 	var fp string
 	err := s.Pool().QueryRow(context.Background(), `SELECT concat_ws(' ',
 		(SELECT count(*) FROM users), (SELECT coalesce(sum(credits), 0) FROM users),
-		(SELECT count(*) FROM projects), (SELECT count(*) FROM project_files),
+		(SELECT count(*) FROM projects), (SELECT count(*) FROM versions), (SELECT count(*) FROM blobs),
 		(SELECT count(*) FROM builds), (SELECT string_agg(status::text || stage, ',' ORDER BY id) FROM builds),
 		(SELECT count(*) FROM sandboxes), (SELECT string_agg(status::text || version, ',' ORDER BY id) FROM sandboxes),
 		(SELECT count(*) FROM sandbox_events), (SELECT count(*) FROM credit_ledger),

@@ -73,12 +73,13 @@ func (s *Service) previewURL(p providerSandbox, port int32) string {
 	return s.provider.PreviewURL(e2b.Sandbox{ID: p.ID, Domain: p.Domain}, int(port))
 }
 
-func (s *Service) providerUpload(ctx context.Context, h sandboxHandle, files []db.ListBuildFilesRow) error {
-	up := make([]e2b.File, len(files))
-	for i, f := range files {
-		up[i] = e2b.File{Path: appDir + "/" + f.Path, Content: f.Content}
-	}
-	return s.provider.UploadFiles(ctx, h, up)
+func (s *Service) providerUpload(ctx context.Context, h sandboxHandle, files []e2b.File) error {
+	return s.provider.UploadFiles(ctx, h, files)
+}
+
+// providerRemove removes paths of the app directory and marks executable ones, in one command.
+func (s *Service) providerRemove(ctx context.Context, h sandboxHandle, paths, executable []string) error {
+	return s.provider.RemoveFiles(ctx, h, appDir, paths, executable)
 }
 
 // providerDigest reports the size and SHA-256 of each path of the app directory, in one envd
