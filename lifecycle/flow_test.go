@@ -18,8 +18,8 @@ import (
 	"sandman/internal/testkit"
 	"sandman/lifecycle"
 	"sandman/projects"
-	"sandman/versions"
 	"sandman/sandboxd/sandboxdtest"
+	"sandman/versions"
 )
 
 // fastConfig is the tests' lifecycle configuration with an idle pause within seconds and

@@ -69,12 +69,12 @@ const (
 	reasonLost     = "lost by the provider"
 	// A visitor of the share link woke the preview (VisitorWake), or found it gone: a note, not
 	// a move (from and to are its state then).
-	reasonVisitorWake      = "visitor wake"
+	reasonVisitorWake = "visitor wake"
 	// A version was applied to a running preview (lifecycle/deploy.go) and its dev server
 	// answered, or did not start on it; a resume applied the version made while it slept.
-	reasonVersionLive     = "version live"
-	reasonVersionFailed   = "version failed"
-	reasonWokeWithVersion = "woke with version"
+	reasonVersionLive      = "version live"
+	reasonVersionFailed    = "version failed"
+	reasonWokeWithVersion  = "woke with version"
 	reasonVisitorFoundGone = "visitor found it gone"
 )
 

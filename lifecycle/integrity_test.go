@@ -20,9 +20,9 @@ import (
 	"sandman/internal/testkit"
 	"sandman/lifecycle"
 	"sandman/projects"
-	"sandman/versions"
 	"sandman/sandboxd"
 	"sandman/sandboxd/sandboxdtest"
+	"sandman/versions"
 )
 
 // healApp is a small app whose pages are its stored files, read from disk at every request, so

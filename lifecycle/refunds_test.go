@@ -18,9 +18,9 @@ import (
 	"sandman/internal/testkit"
 	"sandman/lifecycle"
 	"sandman/projects"
-	"sandman/versions"
 	"sandman/sandboxd"
 	"sandman/sandboxd/sandboxdtest"
+	"sandman/versions"
 )
 
 // An idempotency key belongs to one project and one kind of request: reused on another project,
