@@ -142,13 +142,16 @@ type projectJSON struct {
 	Port           int32        `json:"port"`
 	PauseKind      string       `json:"pauseKind"`
 	CreatedAt      time.Time    `json:"createdAt"`
+	ReloadsItself  bool         `json:"reloadsItself"`
+	CurrentVersion int32        `json:"currentVersion,omitempty"`
 	Build          *buildJSON   `json:"build"`
 	Sandbox        *sandboxJSON `json:"sandbox"`
 }
 
 func toProjectJSON(p db.Project) projectJSON {
 	return projectJSON{ID: p.ID.String(), Name: p.Name, Starter: p.Starter, InstallCommand: p.InstallCommand,
-		StartCommand: p.StartCommand, Port: p.Port, PauseKind: string(p.PauseKind), CreatedAt: p.CreatedAt}
+		StartCommand: p.StartCommand, Port: p.Port, PauseKind: string(p.PauseKind), CreatedAt: p.CreatedAt,
+		ReloadsItself: p.ReloadsItself}
 }
 
 func (h *Handlers) apiListProjects(c echo.Context) error {
@@ -159,12 +162,13 @@ func (h *Handlers) apiListProjects(c echo.Context) error {
 	out := make([]projectJSON, 0, len(rows))
 	for _, r := range rows {
 		pj := toProjectJSON(r.Project)
+		pj.CurrentVersion = r.CurrentVersion
 		if r.Build != nil {
 			b := toBuildJSON(*r.Build)
 			pj.Build = &b
 		}
 		if r.Sandbox != nil {
-			sb := h.toSandboxJSON(*r.Sandbox)
+			sb := h.sandboxOfView(r)
 			pj.Sandbox = &sb
 		}
 		out = append(out, pj)
@@ -184,7 +188,9 @@ func (h *Handlers) apiCreateProject(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusCreated, toProjectJSON(p))
+	pj := toProjectJSON(p)
+	pj.CurrentVersion = 1 // a new project is its version 1
+	return c.JSON(http.StatusCreated, pj)
 }
 
 func humanSize(n int64) string {

@@ -78,6 +78,10 @@ func (r route) path(t testing.TB, in ids) string {
 				v = in.build
 			case "s":
 				v = in.token
+			case "versions":
+				v = "1" // every project has its version 1
+			case "files":
+				v = "package.json" // a file of the counter starter's version 1
 			}
 		}
 		if v == "" {
@@ -376,7 +380,7 @@ func TestHostileBodiesOnEveryRoute(t *testing.T) {
 	f.owner.Get("/")
 	before := s.fingerprint(t)
 	spills := len(tempSpills(t))
-	const over = 22 << 20 // past every limit (the upload's, 21 MiB, is the largest)
+	const over = 30 << 20 // past every limit (a new version's, 28.7 MiB of base64 and JSON, is the largest)
 	var mp bytes.Buffer
 	mw := multipart.NewWriter(&mp)
 	mw.WriteField("_csrf", f.owner.CSRF())
