@@ -52,6 +52,8 @@ var bodyRules = map[string]bodyRule{
 	"POST /projects/upload": {max: maxUploadBody, streamed: true, readTime: uploadReadTime,
 		tooLarge: fmt.Sprintf("The upload is larger than %d MiB, the limit for one upload. Remove large files (build output, node_modules) and try again.", maxUploadBody>>20)},
 	"POST /webhooks/e2b": {max: lifecycle.MaxWebhookBody, tooLarge: "Webhook bodies are limited to 1 MiB."},
+	"POST /projects/:id/versions": {max: maxUploadBody, streamed: true, readTime: uploadReadTime,
+		tooLarge: fmt.Sprintf("The upload is larger than %d MiB, the limit for one version. Remove large files (build output, node_modules) and try again.", maxUploadBody>>20)},
 	"POST /api/projects/:id/versions": {max: maxVersionBody, readTime: uploadReadTime,
 		tooLarge: fmt.Sprintf("The version is larger than %d MiB as sent, the limit for one version (%d MiB of files, in base64 or a zip). "+
 			"Remove large files (build output, node_modules) and try again.", maxVersionBody>>20, versions.MaxTotalBytes>>20)},

@@ -32,6 +32,8 @@ func previewVM(l *lifecycle.Service, v lifecycle.ProjectView, now time.Time, csr
 		}
 		p.Why, p.WhyAt, p.SleepsAt = v.LastChange.Text, v.LastChange.At, v.SleepsAt
 	}
+	p.Version, p.Waiting, p.Applying = v.DeployedVersion, v.Waiting(), v.DeployingVersion
+	p.FailedVersion, p.RestoreTo = v.FailedVersion, v.RestoreTo
 	if v.Build != nil {
 		p.BuildID = v.Build.ID.String()
 		p.BuildStatus, p.Stage, p.BuildError = string(v.Build.Status), v.Build.Stage, v.Build.Error

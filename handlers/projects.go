@@ -56,8 +56,13 @@ func (h *Handlers) projectPage(c echo.Context) error {
 	}
 	p := v.Project
 	l := h.layout(c, p.Name)
+	vs, err := h.versionsVM(c, u.ID, v, l.Now)
+	if err != nil {
+		return err
+	}
 	vm := views.ProjectPage{Layout: l, Preview: previewVM(h.Lifecycle, v, l.Now, l.CSRF), Share: box, History: historyVM(p.ID.String(), hist, l.Now),
-		InstallCommand: p.InstallCommand, StartCommand: p.StartCommand, Port: p.Port, PauseKind: string(p.PauseKind)}
+		InstallCommand: p.InstallCommand, StartCommand: p.StartCommand, Port: p.Port, PauseKind: string(p.PauseKind),
+		ReloadsItself: p.ReloadsItself, Versions: vs}
 	for _, f := range files {
 		vm.Files = append(vm.Files, views.File{Path: f.Path, Size: humanSize(f.Size)})
 	}

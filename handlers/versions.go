@@ -16,13 +16,16 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aymanbagabas/go-udiff"
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"sandman/apperr"
 	"sandman/db"
+	"sandman/lifecycle"
 	"sandman/projects"
 	"sandman/versions"
+	"sandman/views"
 )
 
 // versionJSON is a version in the JSON API (docs/api.md, "Versions").
@@ -314,4 +317,195 @@ func (h *Handlers) projectAndVersion(c echo.Context) (uuid.UUID, int32, error) {
 	}
 	n, err := versionNumber(c)
 	return id, n, err
+}
+
+// sourceOf is a version's source as the founder reads it.
+func sourceOf(v db.Version) string {
+	switch v.Source {
+	case versions.SourceCreated:
+		return "Created"
+	case versions.SourceUpload:
+		return "Uploaded by you"
+	case versions.SourceRestore:
+		if v.RestoredFrom != nil {
+			return fmt.Sprintf("Restored from version %d", *v.RestoredFrom)
+		}
+		return "Restored"
+	}
+	return "From the API"
+}
+
+func versionRow(v db.Version) views.VersionRow {
+	return views.VersionRow{Number: v.Number, At: v.CreatedAt, Source: sourceOf(v), Message: v.Message,
+		Added: v.Added, Changed: v.Changed, Removed: v.Removed}
+}
+
+// versionsShown is how many versions the build page lists.
+const versionsShown = 20
+
+// versionsVM is the build page's Versions section.
+func (h *Handlers) versionsVM(c echo.Context, owner uuid.UUID, v lifecycle.ProjectView, now time.Time) (views.Versions, error) {
+	page, err := h.Versions.List(c.Request().Context(), owner, v.Project.ID, 0, versionsShown+1)
+	if err != nil {
+		return views.Versions{}, err
+	}
+	out := views.Versions{ProjectID: v.Project.ID.String(), CSRF: h.csrfToken(c), Now: now, Live: v.DeployedVersion, Current: page.Current.Number}
+	for i, ver := range page.Versions {
+		if i == versionsShown {
+			out.More = true
+			break
+		}
+		out.Rows = append(out.Rows, versionRow(ver))
+	}
+	return out, nil
+}
+
+// versionPage shows a version's changes against its parent: per file, a unified diff of text,
+// "binary" otherwise.
+func (h *Handlers) versionPage(c echo.Context) error {
+	id, n, err := h.projectAndVersion(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	u := currentUser(c)
+	p, err := h.Projects.Get(ctx, u.ID, id)
+	if err != nil {
+		return err
+	}
+	v, changes, err := h.Versions.VersionChanges(ctx, u.ID, id, n)
+	if err != nil {
+		return err
+	}
+	cur, err := h.Versions.Current(ctx, u.ID, id)
+	if err != nil {
+		return err
+	}
+	vm := views.VersionPage{Layout: h.layout(c, fmt.Sprintf("%s: version %d", p.Name, n)), ProjectID: id.String(), ProjectName: p.Name,
+		Version: versionRow(v), Current: cur.Number}
+	for _, f := range changes {
+		fc := views.FileChange{Path: f.Path, Kind: f.Kind, Binary: !f.Text}
+		if f.Text {
+			fc.Lines = diffLines(f.Path, string(f.Old), string(f.New))
+		}
+		vm.Files = append(vm.Files, fc)
+	}
+	return render(c, http.StatusOK, views.VersionView(vm))
+}
+
+// diffLines is the unified diff of a file's two texts, line by line, for the page to colour.
+func diffLines(path, old, new string) []views.DiffLine {
+	var out []views.DiffLine
+	for _, l := range strings.Split(strings.TrimSuffix(udiff.Unified("a/"+path, "b/"+path, old, new), "\n"), "\n") {
+		kind := "ctx"
+		switch {
+		case strings.HasPrefix(l, "+++"), strings.HasPrefix(l, "---"):
+			continue // the labels: the page names the file
+		case strings.HasPrefix(l, "@@"):
+			kind = "hunk"
+		case strings.HasPrefix(l, "+"):
+			kind = "add"
+		case strings.HasPrefix(l, "-"):
+			kind = "del"
+		case strings.HasPrefix(l, `\`):
+			kind = "hunk" // "\ No newline at end of file"
+		}
+		out = append(out, views.DiffLine{Kind: kind, Text: l})
+	}
+	return out
+}
+
+// restoreAction restores a version (or, with path fields, those files of it) from a form, and
+// goes back to the build page.
+func (h *Handlers) restoreAction(c echo.Context) error {
+	id, n, err := h.projectAndVersion(c)
+	if err != nil {
+		return err
+	}
+	form, err := c.FormParams()
+	if err != nil {
+		return err
+	}
+	if _, err := h.Versions.Restore(c.Request().Context(), currentUser(c).ID, id, n, form["path"]); err != nil {
+		return err
+	}
+	return redirect(c, "/projects/"+id.String())
+}
+
+func (h *Handlers) uploadVersionPage(c echo.Context) error {
+	vm, err := h.uploadVersionVM(c)
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, views.UploadVersion(vm))
+}
+
+func (h *Handlers) uploadVersionVM(c echo.Context) (views.UploadVersionPage, error) {
+	id, err := h.projectID(c)
+	if err != nil {
+		return views.UploadVersionPage{}, err
+	}
+	ctx := c.Request().Context()
+	u := currentUser(c)
+	p, err := h.Projects.Get(ctx, u.ID, id)
+	if err != nil {
+		return views.UploadVersionPage{}, err
+	}
+	cur, err := h.Versions.Current(ctx, u.ID, id)
+	if err != nil {
+		return views.UploadVersionPage{}, err
+	}
+	return views.UploadVersionPage{Layout: h.layout(c, "Upload a new version"), ProjectID: id.String(), ProjectName: p.Name, Current: cur.Number}, nil
+}
+
+// uploadVersion makes a version from the build page's form: the files (a zip's, a folder's)
+// are the whole set. A refused upload shows the form again with what went wrong, file by file.
+func (h *Handlers) uploadVersion(c echo.Context) error {
+	vm, err := h.uploadVersionVM(c) // another founder's project is not found before its body is read
+	if err != nil {
+		return err
+	}
+	up, err := readUpload(c)
+	if err != nil {
+		return err
+	}
+	ch := versions.Change{Replace: true, Files: up.files, ReadErrs: up.errs, Message: up.fields["message"], Source: versions.SourceUpload}
+	if n, err := strconv.ParseInt(up.fields["base"], 10, 32); err == nil {
+		ch.Base = int32(n)
+	}
+	id, _ := uuid.Parse(vm.ProjectID)
+	res, err := h.Versions.Create(c.Request().Context(), currentUser(c).ID, id, ch)
+	var conflict *versions.ConflictError
+	ae, invalid := apperr.As(err)
+	switch {
+	case err == nil || res.Unchanged:
+		return redirect(c, "/projects/"+vm.ProjectID)
+	case errors.As(err, &conflict):
+		vm.Errors = map[string]string{"base": conflict.Error() + " Nothing was stored: choose your files again."}
+		vm.Current = conflict.Current.Number
+	case invalid && ae.Kind == apperr.KindInvalid:
+		vm.Errors = ae.Fields
+		for key, msg := range ae.Fields {
+			if p, ok := strings.CutPrefix(key, "file:"); ok {
+				vm.FileErrors = append(vm.FileErrors, views.FileError{Path: p, Message: msg})
+			}
+		}
+		sortFileErrors(vm.FileErrors)
+	default:
+		return err
+	}
+	vm.Message = up.fields["message"]
+	return render(c, http.StatusUnprocessableEntity, views.UploadVersion(vm))
+}
+
+// reloadAction saves the project's reload choice.
+func (h *Handlers) reloadAction(c echo.Context) error {
+	id, err := h.projectID(c)
+	if err != nil {
+		return err
+	}
+	if _, err := h.Projects.SetReloadsItself(c.Request().Context(), currentUser(c).ID, id, c.FormValue("reloads_itself") == "true"); err != nil {
+		return err
+	}
+	return redirect(c, "/projects/"+id.String())
 }

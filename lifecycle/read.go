@@ -28,6 +28,9 @@ type ProjectView struct {
 	// sandbox's files are, and DeployingVersion the one being applied to it now (0: none).
 	// A current version newer than the deployed one is waiting (docs/states.md, "Versions").
 	CurrentVersion, DeployedVersion, DeployingVersion int32
+	// FailedVersion is the version whose dev server did not start, when that is the newest
+	// change (the pane offers RestoreTo, the version before it); 0 otherwise.
+	FailedVersion, RestoreTo int32
 }
 
 // Waiting is the version that goes live when the preview runs again (or in a moment, when it
@@ -122,8 +125,20 @@ func (s *Service) projectView(ctx context.Context, p db.Project) (ProjectView, e
 	}
 	s.withSandbox(&v, sb, b, change, last.ID)
 	nums, err := s.q.GetSandboxVersionNumbers(ctx, sb.ID)
+	if err != nil {
+		return v, err
+	}
 	v.DeployedVersion, v.DeployingVersion = nums.DeployedNumber, nums.DeployingNumber
-	return v, err
+	if change.Reason == reasonVersionFailed && change.VersionNumber != nil {
+		v.FailedVersion = *change.VersionNumber
+		failed, err := s.q.GetVersionByNumber(ctx, db.GetVersionByNumberParams{ProjectID: p.ID, Number: v.FailedVersion})
+		if err == nil && failed.ParentNumber != nil {
+			v.RestoreTo = *failed.ParentNumber
+		} else if err != nil && !db.IsNotFound(err) {
+			return v, err
+		}
+	}
+	return v, nil
 }
 
 // ProjectOfSandbox returns the project view a founder's sandbox belongs to.
