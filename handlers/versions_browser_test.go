@@ -112,3 +112,32 @@ func TestVersionsPagesWithoutJavaScript(t *testing.T) {
 		return nil
 	})
 }
+
+// A running preview takes a new version live: the build page's frame and a share link
+// visitor's frame reload by themselves and show it, the pane says the version is live, and the
+// dashboard's card says v2.
+func TestNewVersionReloadsTheOpenPreviews(t *testing.T) {
+	t.Parallel()
+	s := start(t, apptest.Options{})
+	c := s.NewClient(t)
+	c.SignUp("live-versions@example.com")
+	pid, sid := c.BuildCounter()
+	sb := c.WaitSandbox(sid, "running", time.Minute)
+	token := shareToken(t, c, pid)
+
+	browser, _ := s.Browse(t, "live-versions@example.com")
+	page := browser.Open(t, s.URL()+"/projects/"+pid)
+	page.FrameText(t, sb.PreviewURL, "Counted in memory since")
+	visitor := apptest.NewBrowser(t).Open(t, s.URL()+"/s/"+token)
+	visitor.FrameText(t, sb.PreviewURL, "Counted in memory since")
+
+	server := fileOf(t, c, pid, 1, "server.js").Body
+	r, _ := postVersion(t, c, pid, map[string]any{"files": []vfile{text("server.js",
+		strings.Replace(server, "Counted in memory since", "Version two, counted since", 1))}}, nil)
+	apptest.RequireStatus(t, r, http.StatusCreated)
+	page.FrameText(t, sb.PreviewURL, "Version two, counted since")
+	page.WaitFor(t, "the pane saying version 2 is live", `document.querySelector("[data-testid=preview-pane] [data-testid=version-live]")?.textContent.startsWith("Version 2 is live")`)
+	visitor.FrameText(t, sb.PreviewURL, "Version two, counted since")
+	page.Do(t, chromedp.Navigate(s.URL()+"/"))
+	page.WaitFor(t, "the card's v2", `document.querySelector("[data-testid=version-live]")?.textContent === "v2"`)
+}
