@@ -189,8 +189,8 @@ func TestVersionsMigrationMakesStoredFilesVersionOne(t *testing.T) {
 		t.Fatalf("version %d of %d files (%d added), %d bytes, source %q, reloads itself %v; want version 1 of the 4 files, created, the static starter reloading itself",
 			number, fileCount, added, total, source, reloads)
 	}
-	rows, err := pool.Query(ctx, `SELECT f.path, f.size, f.sha256, b.content FROM manifest_files f
-		JOIN versions v ON v.manifest_id = f.manifest_id JOIN blobs b ON b.sha256 = f.sha256`)
+	rows, err := pool.Query(ctx, `SELECT f.path, f.size, f.sha256, b.content FROM version_files f
+		JOIN blobs b ON b.sha256 = f.sha256 WHERE f.from_number = 1 AND f.until_number IS NULL`)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -458,7 +458,6 @@ type Version struct {
 	Removed      int32
 	FileCount    int32
 	TotalBytes   int64
-	ManifestID   int64
 	CreatedAt    time.Time
 }
 

@@ -48,6 +48,23 @@ func (q *Queries) ClaimVersionKey(ctx context.Context, arg ClaimVersionKeyParams
 	return i, err
 }
 
+const closeVersionFiles = `-- name: CloseVersionFiles :exec
+UPDATE version_files SET until_number = $1
+WHERE project_id = $2 AND path = ANY($3::text[]) AND until_number IS NULL
+`
+
+type CloseVersionFilesParams struct {
+	UntilNumber *int32
+	ProjectID   uuid.UUID
+	Paths       []string
+}
+
+// The current version's files at paths end where a new version changed or removed them.
+func (q *Queries) CloseVersionFiles(ctx context.Context, arg CloseVersionFilesParams) error {
+	_, err := q.db.Exec(ctx, closeVersionFiles, arg.UntilNumber, arg.ProjectID, arg.Paths)
+	return err
+}
+
 const countVersions = `-- name: CountVersions :one
 SELECT count(*)::integer FROM versions WHERE project_id = $1
 `
@@ -70,24 +87,19 @@ func (q *Queries) DeleteOldVersionKeys(ctx context.Context) error {
 }
 
 const deleteUnusedBlobs = `-- name: DeleteUnusedBlobs :exec
-DELETE FROM blobs b WHERE b.owner_id = $1 AND NOT EXISTS (
-    SELECT 1 FROM manifest_files f JOIN manifests m ON m.id = f.manifest_id JOIN projects p ON p.id = m.project_id
+DELETE FROM blobs b WHERE b.owner_id = $1 AND b.sha256 = ANY($2::bytea[]) AND NOT EXISTS (
+    SELECT 1 FROM version_files f JOIN projects p ON p.id = f.project_id
     WHERE f.sha256 = b.sha256 AND p.owner_id = $1)
 `
 
-// Content no version of the founder uses any more.
-func (q *Queries) DeleteUnusedBlobs(ctx context.Context, ownerID uuid.UUID) error {
-	_, err := q.db.Exec(ctx, deleteUnusedBlobs, ownerID)
-	return err
+type DeleteUnusedBlobsParams struct {
+	OwnerID uuid.UUID
+	Sha256s [][]byte
 }
 
-const deleteUnusedManifests = `-- name: DeleteUnusedManifests :exec
-DELETE FROM manifests m WHERE m.project_id = $1
-  AND NOT EXISTS (SELECT 1 FROM versions v WHERE v.manifest_id = m.id)
-`
-
-func (q *Queries) DeleteUnusedManifests(ctx context.Context, projectID uuid.UUID) error {
-	_, err := q.db.Exec(ctx, deleteUnusedManifests, projectID)
+// Of the given contents, those no version of the founder uses any more.
+func (q *Queries) DeleteUnusedBlobs(ctx context.Context, arg DeleteUnusedBlobsParams) error {
+	_, err := q.db.Exec(ctx, deleteUnusedBlobs, arg.OwnerID, arg.Sha256s)
 	return err
 }
 
@@ -114,7 +126,7 @@ func (q *Queries) FinishVersionKey(ctx context.Context, arg FinishVersionKeyPara
 }
 
 const getCurrentVersion = `-- name: GetCurrentVersion :one
-SELECT id, project_id, number, parent_number, source, restored_from, message, added, changed, removed, file_count, total_bytes, manifest_id, created_at FROM versions WHERE project_id = $1 ORDER BY number DESC LIMIT 1
+SELECT id, project_id, number, parent_number, source, restored_from, message, added, changed, removed, file_count, total_bytes, created_at FROM versions WHERE project_id = $1 ORDER BY number DESC LIMIT 1
 `
 
 // The project's newest version: what a rebuild builds and every preview converges to.
@@ -134,14 +146,13 @@ func (q *Queries) GetCurrentVersion(ctx context.Context, projectID uuid.UUID) (V
 		&i.Removed,
 		&i.FileCount,
 		&i.TotalBytes,
-		&i.ManifestID,
 		&i.CreatedAt,
 	)
 	return i, err
 }
 
 const getVersion = `-- name: GetVersion :one
-SELECT id, project_id, number, parent_number, source, restored_from, message, added, changed, removed, file_count, total_bytes, manifest_id, created_at FROM versions WHERE id = $1
+SELECT id, project_id, number, parent_number, source, restored_from, message, added, changed, removed, file_count, total_bytes, created_at FROM versions WHERE id = $1
 `
 
 func (q *Queries) GetVersion(ctx context.Context, id uuid.UUID) (Version, error) {
@@ -160,14 +171,13 @@ func (q *Queries) GetVersion(ctx context.Context, id uuid.UUID) (Version, error)
 		&i.Removed,
 		&i.FileCount,
 		&i.TotalBytes,
-		&i.ManifestID,
 		&i.CreatedAt,
 	)
 	return i, err
 }
 
 const getVersionByNumber = `-- name: GetVersionByNumber :one
-SELECT id, project_id, number, parent_number, source, restored_from, message, added, changed, removed, file_count, total_bytes, manifest_id, created_at FROM versions WHERE project_id = $1 AND number = $2
+SELECT id, project_id, number, parent_number, source, restored_from, message, added, changed, removed, file_count, total_bytes, created_at FROM versions WHERE project_id = $1 AND number = $2
 `
 
 type GetVersionByNumberParams struct {
@@ -191,7 +201,6 @@ func (q *Queries) GetVersionByNumber(ctx context.Context, arg GetVersionByNumber
 		&i.Removed,
 		&i.FileCount,
 		&i.TotalBytes,
-		&i.ManifestID,
 		&i.CreatedAt,
 	)
 	return i, err
@@ -239,49 +248,13 @@ func (q *Queries) InsertBlobs(ctx context.Context, arg InsertBlobsParams) error 
 	return err
 }
 
-const insertManifest = `-- name: InsertManifest :one
-INSERT INTO manifests (project_id) VALUES ($1) RETURNING id
-`
-
-func (q *Queries) InsertManifest(ctx context.Context, projectID uuid.UUID) (int64, error) {
-	row := q.db.QueryRow(ctx, insertManifest, projectID)
-	var id int64
-	err := row.Scan(&id)
-	return id, err
-}
-
-const insertManifestFiles = `-- name: InsertManifestFiles :exec
-INSERT INTO manifest_files (manifest_id, path, size, sha256, executable)
-SELECT $1::bigint, unnest($2::text[]), unnest($3::bigint[]), unnest($4::bytea[]),
-    unnest($5::boolean[])
-`
-
-type InsertManifestFilesParams struct {
-	ManifestID  int64
-	Paths       []string
-	Sizes       []int64
-	Sha256s     [][]byte
-	Executables []bool
-}
-
-func (q *Queries) InsertManifestFiles(ctx context.Context, arg InsertManifestFilesParams) error {
-	_, err := q.db.Exec(ctx, insertManifestFiles,
-		arg.ManifestID,
-		arg.Paths,
-		arg.Sizes,
-		arg.Sha256s,
-		arg.Executables,
-	)
-	return err
-}
-
 const insertVersion = `-- name: InsertVersion :one
 INSERT INTO versions (project_id, number, parent_number, source, restored_from, message, added, changed, removed,
-    file_count, total_bytes, manifest_id)
+    file_count, total_bytes)
 VALUES ($1, (SELECT coalesce(max(number), 0) + 1 FROM versions WHERE project_id = $1),
     $2, $3, $4, $5, $6, $7, $8,
-    $9, $10, $11)
-RETURNING id, project_id, number, parent_number, source, restored_from, message, added, changed, removed, file_count, total_bytes, manifest_id, created_at
+    $9, $10)
+RETURNING id, project_id, number, parent_number, source, restored_from, message, added, changed, removed, file_count, total_bytes, created_at
 `
 
 type InsertVersionParams struct {
@@ -295,7 +268,6 @@ type InsertVersionParams struct {
 	Removed      int32
 	FileCount    int32
 	TotalBytes   int64
-	ManifestID   int64
 }
 
 // The next number under the project's lock (LockProjectByOwner), as builds are numbered.
@@ -311,7 +283,6 @@ func (q *Queries) InsertVersion(ctx context.Context, arg InsertVersionParams) (V
 		arg.Removed,
 		arg.FileCount,
 		arg.TotalBytes,
-		arg.ManifestID,
 	)
 	var i Version
 	err := row.Scan(
@@ -327,41 +298,75 @@ func (q *Queries) InsertVersion(ctx context.Context, arg InsertVersionParams) (V
 		&i.Removed,
 		&i.FileCount,
 		&i.TotalBytes,
-		&i.ManifestID,
 		&i.CreatedAt,
 	)
 	return i, err
 }
 
-const listManifestContents = `-- name: ListManifestContents :many
+const insertVersionFiles = `-- name: InsertVersionFiles :exec
+INSERT INTO version_files (project_id, path, from_number, size, sha256, executable)
+SELECT $1::uuid, unnest($2::text[]), $3::integer, unnest($4::bigint[]), unnest($5::bytea[]),
+    unnest($6::boolean[])
+`
+
+type InsertVersionFilesParams struct {
+	ProjectID   uuid.UUID
+	Paths       []string
+	FromNumber  int32
+	Sizes       []int64
+	Sha256s     [][]byte
+	Executables []bool
+}
+
+// The files a version wrote, visible from it on.
+func (q *Queries) InsertVersionFiles(ctx context.Context, arg InsertVersionFilesParams) error {
+	_, err := q.db.Exec(ctx, insertVersionFiles,
+		arg.ProjectID,
+		arg.Paths,
+		arg.FromNumber,
+		arg.Sizes,
+		arg.Sha256s,
+		arg.Executables,
+	)
+	return err
+}
+
+const listVersionContents = `-- name: ListVersionContents :many
 SELECT f.path, f.executable, b.content
-FROM manifest_files f JOIN blobs b ON b.owner_id = $1 AND b.sha256 = f.sha256
-WHERE f.manifest_id = $2 AND (cardinality($3::text[]) = 0 OR f.path = ANY($3::text[]))
+FROM version_files f JOIN blobs b ON b.owner_id = $1 AND b.sha256 = f.sha256
+WHERE f.project_id = $2 AND f.from_number <= $3::integer AND (f.until_number IS NULL OR f.until_number > $3::integer)
+  AND (cardinality($4::text[]) = 0 OR f.path = ANY($4::text[]))
 ORDER BY f.path
 `
 
-type ListManifestContentsParams struct {
-	OwnerID    uuid.UUID
-	ManifestID int64
-	Paths      []string
+type ListVersionContentsParams struct {
+	OwnerID   uuid.UUID
+	ProjectID uuid.UUID
+	Number    int32
+	Paths     []string
 }
 
-type ListManifestContentsRow struct {
+type ListVersionContentsRow struct {
 	Path       string
 	Executable bool
 	Content    []byte
 }
 
-// The files of a manifest with their content (only paths, when any are given).
-func (q *Queries) ListManifestContents(ctx context.Context, arg ListManifestContentsParams) ([]ListManifestContentsRow, error) {
-	rows, err := q.db.Query(ctx, listManifestContents, arg.OwnerID, arg.ManifestID, arg.Paths)
+// Version number's files with their content (only paths, when any are given).
+func (q *Queries) ListVersionContents(ctx context.Context, arg ListVersionContentsParams) ([]ListVersionContentsRow, error) {
+	rows, err := q.db.Query(ctx, listVersionContents,
+		arg.OwnerID,
+		arg.ProjectID,
+		arg.Number,
+		arg.Paths,
+	)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []ListManifestContentsRow{}
+	items := []ListVersionContentsRow{}
 	for rows.Next() {
-		var i ListManifestContentsRow
+		var i ListVersionContentsRow
 		if err := rows.Scan(&i.Path, &i.Executable, &i.Content); err != nil {
 			return nil, err
 		}
@@ -373,26 +378,34 @@ func (q *Queries) ListManifestContents(ctx context.Context, arg ListManifestCont
 	return items, nil
 }
 
-const listManifestFiles = `-- name: ListManifestFiles :many
-SELECT path, size, sha256, executable FROM manifest_files WHERE manifest_id = $1 ORDER BY path
+const listVersionFiles = `-- name: ListVersionFiles :many
+SELECT path, size, sha256, executable FROM version_files
+WHERE project_id = $1 AND from_number <= $2::integer AND (until_number IS NULL OR until_number > $2::integer)
+ORDER BY path
 `
 
-type ListManifestFilesRow struct {
+type ListVersionFilesParams struct {
+	ProjectID uuid.UUID
+	Number    int32
+}
+
+type ListVersionFilesRow struct {
 	Path       string
 	Size       int64
 	Sha256     []byte
 	Executable bool
 }
 
-func (q *Queries) ListManifestFiles(ctx context.Context, manifestID int64) ([]ListManifestFilesRow, error) {
-	rows, err := q.db.Query(ctx, listManifestFiles, manifestID)
+// Version number's manifest: the rows visible at it.
+func (q *Queries) ListVersionFiles(ctx context.Context, arg ListVersionFilesParams) ([]ListVersionFilesRow, error) {
+	rows, err := q.db.Query(ctx, listVersionFiles, arg.ProjectID, arg.Number)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []ListManifestFilesRow{}
+	items := []ListVersionFilesRow{}
 	for rows.Next() {
-		var i ListManifestFilesRow
+		var i ListVersionFilesRow
 		if err := rows.Scan(
 			&i.Path,
 			&i.Size,
@@ -410,7 +423,7 @@ func (q *Queries) ListManifestFiles(ctx context.Context, manifestID int64) ([]Li
 }
 
 const listVersions = `-- name: ListVersions :many
-SELECT id, project_id, number, parent_number, source, restored_from, message, added, changed, removed, file_count, total_bytes, manifest_id, created_at FROM versions WHERE project_id = $1 AND number < $2
+SELECT id, project_id, number, parent_number, source, restored_from, message, added, changed, removed, file_count, total_bytes, created_at FROM versions WHERE project_id = $1 AND number < $2
 ORDER BY number DESC LIMIT $3
 `
 
@@ -443,12 +456,39 @@ func (q *Queries) ListVersions(ctx context.Context, arg ListVersionsParams) ([]V
 			&i.Removed,
 			&i.FileCount,
 			&i.TotalBytes,
-			&i.ManifestID,
 			&i.CreatedAt,
 		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const pruneVersionFiles = `-- name: PruneVersionFiles :many
+DELETE FROM version_files f WHERE f.project_id = $1 AND NOT EXISTS (
+    SELECT 1 FROM versions v WHERE v.project_id = $1
+      AND v.number >= f.from_number AND (f.until_number IS NULL OR v.number < f.until_number))
+RETURNING f.sha256
+`
+
+// The rows no kept version sees any more go; their digests are returned for DeleteUnusedBlobs.
+func (q *Queries) PruneVersionFiles(ctx context.Context, projectID uuid.UUID) ([][]byte, error) {
+	rows, err := q.db.Query(ctx, pruneVersionFiles, projectID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := [][]byte{}
+	for rows.Next() {
+		var sha256 []byte
+		if err := rows.Scan(&sha256); err != nil {
+			return nil, err
+		}
+		items = append(items, sha256)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

@@ -37,7 +37,7 @@ func (s *Service) currentFiles(ctx context.Context, projectID uuid.UUID) (wanted
 }
 
 func (s *Service) manifestOf(ctx context.Context, v db.Version) (wanted, error) {
-	rows, err := s.q.ListManifestFiles(ctx, v.ManifestID)
+	rows, err := s.q.ListVersionFiles(ctx, db.ListVersionFilesParams{ProjectID: v.ProjectID, Number: v.Number})
 	if err != nil {
 		return wanted{}, err
 	}
@@ -87,7 +87,8 @@ func (s *Service) contents(ctx context.Context, owner uuid.UUID, w wanted, paths
 	if paths == nil {
 		paths = []string{}
 	}
-	rows, err := s.q.ListManifestContents(ctx, db.ListManifestContentsParams{OwnerID: owner, ManifestID: w.version.ManifestID, Paths: paths})
+	rows, err := s.q.ListVersionContents(ctx, db.ListVersionContentsParams{OwnerID: owner, ProjectID: w.version.ProjectID,
+		Number: w.version.Number, Paths: paths})
 	if err != nil {
 		return nil, err
 	}

@@ -106,9 +106,9 @@ func BenchmarkResumeMemoryFiles(b *testing.B) {
 			u, p := founder(b, tb.pool, 5)
 			if _, err := tb.pool.Exec(ctx, `WITH c AS (SELECT convert_to(repeat('x', 2048), 'UTF8') AS c),
 				blob AS (INSERT INTO blobs (owner_id, sha256, content) SELECT $3, sha256(c), c FROM c ON CONFLICT DO NOTHING)
-				INSERT INTO manifest_files (manifest_id, path, size, sha256)
-				SELECT v.manifest_id, format('src/dir%s/file-%s.js', i % 20, i), 2048, sha256(c.c)
-				FROM versions v, c, generate_series(1, $2) i WHERE v.project_id = $1`, p.ID, n, u.ID); err != nil {
+				INSERT INTO version_files (project_id, path, from_number, size, sha256)
+				SELECT $1, format('src/dir%s/file-%s.js', i % 20, i), 1, 2048, sha256(c.c)
+				FROM c, generate_series(1, $2) i`, p.ID, n, u.ID); err != nil {
 				b.Fatal(err)
 			}
 			res, err := tb.svc.StartBuild(ctx, u.ID, p.ID, "bench", false)

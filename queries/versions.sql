@@ -4,21 +4,24 @@ INSERT INTO blobs (owner_id, sha256, content)
 SELECT @owner_id::uuid, unnest(@sha256s::bytea[]), unnest(@contents::bytea[])
 ON CONFLICT DO NOTHING;
 
--- name: InsertManifest :one
-INSERT INTO manifests (project_id) VALUES (@project_id) RETURNING id;
-
--- name: InsertManifestFiles :exec
-INSERT INTO manifest_files (manifest_id, path, size, sha256, executable)
-SELECT @manifest_id::bigint, unnest(@paths::text[]), unnest(@sizes::bigint[]), unnest(@sha256s::bytea[]),
+-- name: InsertVersionFiles :exec
+-- The files a version wrote, visible from it on.
+INSERT INTO version_files (project_id, path, from_number, size, sha256, executable)
+SELECT @project_id::uuid, unnest(@paths::text[]), @from_number::integer, unnest(@sizes::bigint[]), unnest(@sha256s::bytea[]),
     unnest(@executables::boolean[]);
+
+-- name: CloseVersionFiles :exec
+-- The current version's files at paths end where a new version changed or removed them.
+UPDATE version_files SET until_number = @until_number
+WHERE project_id = @project_id AND path = ANY(@paths::text[]) AND until_number IS NULL;
 
 -- name: InsertVersion :one
 -- The next number under the project's lock (LockProjectByOwner), as builds are numbered.
 INSERT INTO versions (project_id, number, parent_number, source, restored_from, message, added, changed, removed,
-    file_count, total_bytes, manifest_id)
+    file_count, total_bytes)
 VALUES (@project_id, (SELECT coalesce(max(number), 0) + 1 FROM versions WHERE project_id = @project_id),
     sqlc.narg('parent_number'), @source, sqlc.narg('restored_from'), @message, @added, @changed, @removed,
-    @file_count, @total_bytes, @manifest_id)
+    @file_count, @total_bytes)
 RETURNING *;
 
 -- name: GetCurrentVersion :one
@@ -36,14 +39,18 @@ SELECT * FROM versions WHERE id = @id;
 SELECT * FROM versions WHERE project_id = @project_id AND number < @before
 ORDER BY number DESC LIMIT @max_versions;
 
--- name: ListManifestFiles :many
-SELECT path, size, sha256, executable FROM manifest_files WHERE manifest_id = @manifest_id ORDER BY path;
+-- name: ListVersionFiles :many
+-- Version number's manifest: the rows visible at it.
+SELECT path, size, sha256, executable FROM version_files
+WHERE project_id = @project_id AND from_number <= @number::integer AND (until_number IS NULL OR until_number > @number::integer)
+ORDER BY path;
 
--- name: ListManifestContents :many
--- The files of a manifest with their content (only paths, when any are given).
+-- name: ListVersionContents :many
+-- Version number's files with their content (only paths, when any are given).
 SELECT f.path, f.executable, b.content
-FROM manifest_files f JOIN blobs b ON b.owner_id = @owner_id AND b.sha256 = f.sha256
-WHERE f.manifest_id = @manifest_id AND (cardinality(@paths::text[]) = 0 OR f.path = ANY(@paths::text[]))
+FROM version_files f JOIN blobs b ON b.owner_id = @owner_id AND b.sha256 = f.sha256
+WHERE f.project_id = @project_id AND f.from_number <= @number::integer AND (f.until_number IS NULL OR f.until_number > @number::integer)
+  AND (cardinality(@paths::text[]) = 0 OR f.path = ANY(@paths::text[]))
 ORDER BY f.path;
 
 -- name: CountVersions :one
@@ -60,14 +67,17 @@ DELETE FROM versions WHERE id IN (
       AND NOT EXISTS (SELECT 1 FROM sandboxes s WHERE s.deployed_version_id = v.id OR s.deploying_version_id = v.id)
     ORDER BY v.number LIMIT @excess);
 
--- name: DeleteUnusedManifests :exec
-DELETE FROM manifests m WHERE m.project_id = @project_id
-  AND NOT EXISTS (SELECT 1 FROM versions v WHERE v.manifest_id = m.id);
+-- name: PruneVersionFiles :many
+-- The rows no kept version sees any more go; their digests are returned for DeleteUnusedBlobs.
+DELETE FROM version_files f WHERE f.project_id = @project_id AND NOT EXISTS (
+    SELECT 1 FROM versions v WHERE v.project_id = @project_id
+      AND v.number >= f.from_number AND (f.until_number IS NULL OR v.number < f.until_number))
+RETURNING f.sha256;
 
 -- name: DeleteUnusedBlobs :exec
--- Content no version of the founder uses any more.
-DELETE FROM blobs b WHERE b.owner_id = @owner_id AND NOT EXISTS (
-    SELECT 1 FROM manifest_files f JOIN manifests m ON m.id = f.manifest_id JOIN projects p ON p.id = m.project_id
+-- Of the given contents, those no version of the founder uses any more.
+DELETE FROM blobs b WHERE b.owner_id = @owner_id AND b.sha256 = ANY(@sha256s::bytea[]) AND NOT EXISTS (
+    SELECT 1 FROM version_files f JOIN projects p ON p.id = f.project_id
     WHERE f.sha256 = b.sha256 AND p.owner_id = @owner_id);
 
 -- name: ClaimVersionKey :one

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"unicode/utf8"
 
@@ -58,7 +59,7 @@ func (s *Service) Get(ctx context.Context, owner, projectID uuid.UUID, n int32) 
 	if err != nil {
 		return v, nil, err
 	}
-	es, err := entries(ctx, s.q, v.ManifestID)
+	es, err := entries(ctx, s.q, v)
 	return v, es, err
 }
 
@@ -72,7 +73,7 @@ func (s *Service) FileContent(ctx context.Context, owner, projectID uuid.UUID, n
 	if i == len(es) || es[i].Path != path {
 		return Entry{}, nil, apperr.NotFound(fmt.Sprintf("File %q in version %d", path, v.Number))
 	}
-	rows, err := s.q.ListManifestContents(ctx, db.ListManifestContentsParams{OwnerID: owner, ManifestID: v.ManifestID, Paths: []string{path}})
+	rows, err := s.q.ListVersionContents(ctx, db.ListVersionContentsParams{OwnerID: owner, ProjectID: projectID, Number: v.Number, Paths: []string{path}})
 	if err != nil || len(rows) != 1 {
 		return Entry{}, nil, fmt.Errorf("versions: the content of %q in version %d: %w (%d rows)", path, v.Number, err, len(rows))
 	}
@@ -88,7 +89,7 @@ func (s *Service) Archive(ctx context.Context, owner, projectID uuid.UUID, n int
 	if err != nil {
 		return err
 	}
-	rows, err := s.q.ListManifestContents(ctx, db.ListManifestContentsParams{OwnerID: owner, ManifestID: v.ManifestID, Paths: []string{}})
+	rows, err := s.q.ListVersionContents(ctx, db.ListVersionContentsParams{OwnerID: owner, ProjectID: projectID, Number: v.Number, Paths: []string{}})
 	if err != nil {
 		return err
 	}
@@ -132,7 +133,7 @@ func (s *Service) VersionChanges(ctx context.Context, owner, projectID uuid.UUID
 	var parent db.Version
 	if v.ParentNumber != nil {
 		if parent, err = s.q.GetVersionByNumber(ctx, db.GetVersionByNumberParams{ProjectID: projectID, Number: *v.ParentNumber}); err == nil {
-			if before, err = entries(ctx, s.q, parent.ManifestID); err != nil {
+			if before, err = entries(ctx, s.q, parent); err != nil {
 				return v, nil, err
 			}
 		} else if !db.IsNotFound(err) { // a pruned parent: every file reads as added
@@ -140,22 +141,22 @@ func (s *Service) VersionChanges(ctx context.Context, owner, projectID uuid.UUID
 		}
 	}
 	d := Diff(before, now)
-	content := func(manifest int64, paths []string) (map[string][]byte, error) {
+	content := func(number int32, paths []string) (map[string][]byte, error) {
 		out := map[string][]byte{}
-		if manifest == 0 || len(paths) == 0 {
+		if number == 0 || len(paths) == 0 {
 			return out, nil
 		}
-		rows, err := s.q.ListManifestContents(ctx, db.ListManifestContentsParams{OwnerID: owner, ManifestID: manifest, Paths: paths})
+		rows, err := s.q.ListVersionContents(ctx, db.ListVersionContentsParams{OwnerID: owner, ProjectID: projectID, Number: number, Paths: paths})
 		for _, r := range rows {
 			out[r.Path] = r.Content
 		}
 		return out, err
 	}
-	olds, err := content(parent.ManifestID, append(d.Changed, d.Removed...))
+	olds, err := content(parent.Number, slices.Concat(d.Changed, d.Removed))
 	if err != nil {
 		return v, nil, err
 	}
-	news, err := content(v.ManifestID, append(d.Added, d.Changed...))
+	news, err := content(v.Number, slices.Concat(d.Added, d.Changed))
 	if err != nil {
 		return v, nil, err
 	}

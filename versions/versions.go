@@ -1,6 +1,7 @@
 // Package versions owns the versions of a project's files (docs/architecture.md, "Versions"):
-// content stored once per founder by its SHA-256, numbered manifests over it, restoring as a
-// new version, the diff between two manifests, the file-set rules and retention. Putting a
+// content stored once per founder by its SHA-256, numbered manifests over it (each version
+// stores only the files it changed), restoring as a new version, the diff between two
+// manifests, the file-set rules and retention. Putting a
 // version into a sandbox is the lifecycle's (lifecycle/deploy.go).
 package versions
 
@@ -129,7 +130,7 @@ func (s *Service) create(ctx context.Context, tx db.Tx, owner, projectID uuid.UU
 	if c.Base != 0 && c.Base != cur.Number {
 		return Result{}, &ConflictError{Base: c.Base, Current: cur}
 	}
-	base, err := entries(ctx, tx, cur.ManifestID)
+	base, err := entries(ctx, tx, cur)
 	if err != nil {
 		return Result{}, err
 	}
@@ -144,12 +145,8 @@ func (s *Service) create(ctx context.Context, tx db.Tx, owner, projectID uuid.UU
 	if err := storeBlobs(ctx, tx, owner, c.Files); err != nil {
 		return Result{}, err
 	}
-	manifest, err := storeManifest(ctx, tx, projectID, next)
-	if err != nil {
-		return Result{}, err
-	}
 	v, err := s.insert(ctx, tx, owner, db.InsertVersionParams{ProjectID: projectID, ParentNumber: &cur.Number, Source: c.Source,
-		Message: c.Message, ManifestID: manifest}, d, next)
+		Message: c.Message}, d, next)
 	return Result{Version: v}, err
 }
 
@@ -164,13 +161,12 @@ func CreateFirst(ctx context.Context, tx db.Tx, owner, projectID uuid.UUID, file
 	if err := storeBlobs(ctx, tx, owner, files); err != nil {
 		return db.Version{}, err
 	}
-	manifest, err := storeManifest(ctx, tx, projectID, next)
+	v, err := tx.InsertVersion(ctx, db.InsertVersionParams{ProjectID: projectID, Source: SourceCreated,
+		Added: int32(len(next)), FileCount: int32(len(next)), TotalBytes: totalBytes(next)})
 	if err != nil {
-		return db.Version{}, err
+		return v, err
 	}
-	d := Diff(nil, next)
-	return tx.InsertVersion(ctx, db.InsertVersionParams{ProjectID: projectID, Source: SourceCreated, ManifestID: manifest,
-		Added: int32(len(d.Added)), FileCount: int32(len(next)), TotalBytes: totalBytes(next)})
+	return v, storeFiles(ctx, tx, v, next, Diff(nil, next))
 }
 
 // Restore makes a new version whose files are version n's, or, with paths, the current files
@@ -195,23 +191,20 @@ func (s *Service) Restore(ctx context.Context, owner, projectID uuid.UUID, n int
 		if err != nil {
 			return err
 		}
-		old, err := entries(ctx, tx, from.ManifestID)
+		old, err := entries(ctx, tx, from)
 		if err != nil {
 			return err
 		}
-		base, err := entries(ctx, tx, cur.ManifestID)
+		base, err := entries(ctx, tx, cur)
 		if err != nil {
 			return err
 		}
-		next, manifest := old, from.ManifestID // the whole version: its manifest again
+		next := old // the whole version
 		if len(paths) > 0 {
 			if next, err = restorePaths(base, old, paths, n); err != nil {
 				return err
 			}
 			if err := checkSet(next); err != nil {
-				return err
-			}
-			if manifest, err = storeManifest(ctx, tx, projectID, next); err != nil {
 				return err
 			}
 		}
@@ -221,7 +214,7 @@ func (s *Service) Restore(ctx context.Context, owner, projectID uuid.UUID, n int
 			return nil
 		}
 		v, err := s.insert(ctx, tx, owner, db.InsertVersionParams{ProjectID: projectID, ParentNumber: &cur.Number, Source: SourceRestore,
-			RestoredFrom: &n, ManifestID: manifest}, d, next)
+			RestoredFrom: &n}, d, next)
 		res = Result{Version: v}
 		return err
 	})
@@ -261,6 +254,9 @@ func (s *Service) insert(ctx context.Context, tx db.Tx, owner uuid.UUID, p db.In
 	if err != nil {
 		return v, err
 	}
+	if err := storeFiles(ctx, tx, v, next, d); err != nil {
+		return v, err
+	}
 	if err := prune(ctx, tx, owner, p.ProjectID); err != nil {
 		return v, err
 	}
@@ -271,7 +267,7 @@ func (s *Service) insert(ctx context.Context, tx db.Tx, owner uuid.UUID, p db.In
 }
 
 // prune keeps a project's versions within MaxVersions (oldest first, never one in use) and
-// deletes the manifests and the content nothing uses any more.
+// deletes the files' rows and the content nothing uses any more.
 func prune(ctx context.Context, tx db.Tx, owner, projectID uuid.UUID) error {
 	n, err := tx.CountVersions(ctx, projectID)
 	if err != nil || n <= MaxVersions {
@@ -280,15 +276,16 @@ func prune(ctx context.Context, tx db.Tx, owner, projectID uuid.UUID) error {
 	if _, err := tx.PruneVersions(ctx, db.PruneVersionsParams{ProjectID: projectID, Excess: n - MaxVersions}); err != nil {
 		return err
 	}
-	if err := tx.DeleteUnusedManifests(ctx, projectID); err != nil {
+	gone, err := tx.PruneVersionFiles(ctx, projectID)
+	if err != nil || len(gone) == 0 {
 		return err
 	}
-	return tx.DeleteUnusedBlobs(ctx, owner)
+	return tx.DeleteUnusedBlobs(ctx, db.DeleteUnusedBlobsParams{OwnerID: owner, Sha256s: gone})
 }
 
 // reader is what both a db.Tx and the pool's queries answer.
 type reader interface {
-	ListManifestFiles(ctx context.Context, manifestID int64) ([]db.ListManifestFilesRow, error)
+	ListVersionFiles(ctx context.Context, arg db.ListVersionFilesParams) ([]db.ListVersionFilesRow, error)
 	GetVersionByNumber(ctx context.Context, arg db.GetVersionByNumberParams) (db.Version, error)
 }
 
@@ -308,8 +305,9 @@ func getVersion(ctx context.Context, q reader, projectID uuid.UUID, n int32) (db
 	return v, err
 }
 
-func entries(ctx context.Context, q reader, manifestID int64) ([]Entry, error) {
-	rows, err := q.ListManifestFiles(ctx, manifestID)
+// entries is version v's manifest.
+func entries(ctx context.Context, q reader, v db.Version) ([]Entry, error) {
+	rows, err := q.ListVersionFiles(ctx, db.ListVersionFilesParams{ProjectID: v.ProjectID, Number: v.Number})
 	if err != nil {
 		return nil, err
 	}
@@ -467,17 +465,27 @@ func storeBlobs(ctx context.Context, tx db.Tx, owner uuid.UUID, files []File) er
 	return tx.InsertBlobs(ctx, db.InsertBlobsParams{OwnerID: owner, Sha256s: sums, Contents: contents})
 }
 
-func storeManifest(ctx context.Context, tx db.Tx, projectID uuid.UUID, set []Entry) (int64, error) {
-	id, err := tx.InsertManifest(ctx, projectID)
-	if err != nil {
-		return 0, err
+// storeFiles records version v's files as the changes d made to its parent's: the changed and
+// removed files of the parent end at v, the added and changed ones of next start at it.
+func storeFiles(ctx context.Context, tx db.Tx, v db.Version, next []Entry, d Changes) error {
+	if gone := slices.Concat(d.Changed, d.Removed); len(gone) > 0 {
+		if err := tx.CloseVersionFiles(ctx, db.CloseVersionFilesParams{ProjectID: v.ProjectID, Paths: gone, UntilNumber: &v.Number}); err != nil {
+			return err
+		}
 	}
-	p := db.InsertManifestFilesParams{ManifestID: id, Paths: make([]string, len(set)), Sizes: make([]int64, len(set)),
-		Sha256s: make([][]byte, len(set)), Executables: make([]bool, len(set))}
-	for i, e := range set {
-		p.Paths[i], p.Sizes[i], p.Sha256s[i], p.Executables[i] = e.Path, e.Size, e.SHA256, e.Executable
+	written := slices.Concat(d.Added, d.Changed)
+	slices.Sort(written)
+	p := db.InsertVersionFilesParams{ProjectID: v.ProjectID, FromNumber: v.Number}
+	for _, e := range next {
+		if _, ok := slices.BinarySearch(written, e.Path); ok {
+			p.Paths, p.Sizes = append(p.Paths, e.Path), append(p.Sizes, e.Size)
+			p.Sha256s, p.Executables = append(p.Sha256s, e.SHA256), append(p.Executables, e.Executable)
+		}
 	}
-	return id, tx.InsertManifestFiles(ctx, p)
+	if len(p.Paths) == 0 {
+		return nil
+	}
+	return tx.InsertVersionFiles(ctx, p)
 }
 
 // Changes is what differs between two manifests, each list sorted by path.

@@ -100,7 +100,7 @@ func TestRetentionPrunesTheOldestUnusedVersions(t *testing.T) {
 		}
 	}
 	var orphans int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM blobs b WHERE NOT EXISTS (SELECT 1 FROM manifest_files f WHERE f.sha256 = b.sha256)`).Scan(&orphans); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM blobs b WHERE NOT EXISTS (SELECT 1 FROM version_files f WHERE f.sha256 = b.sha256)`).Scan(&orphans); err != nil {
 		t.Fatal(err)
 	}
 	if orphans != 0 {

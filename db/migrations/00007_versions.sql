@@ -2,7 +2,7 @@
 -- Versions of a project's files (docs/architecture.md, "Versions"). Content is stored once per
 -- founder, keyed by its SHA-256: never shared between founders, so no founder can learn that
 -- another stored a file. A version is a numbered manifest (path, size, SHA-256, executable bit)
--- over that content; restoring a whole version points the new one at the old manifest.
+-- over that content.
 --
 -- Names: builds.version and sandboxes.version already mean a build's number and a row's
 -- optimistic-lock version. Here a project's version is `versions.number`; a build builds
@@ -14,22 +14,23 @@ CREATE TABLE blobs (
     PRIMARY KEY (owner_id, sha256)
 );
 
-CREATE TABLE manifests (
-    id         bigserial PRIMARY KEY,
-    project_id uuid NOT NULL REFERENCES projects (id) ON DELETE CASCADE
+-- A version's manifest is the rows visible at its number: a row holds one file from the version
+-- that wrote it (from_number) until the first that changed or removed it (until_number; NULL
+-- while the current version has it). A version stores only what it changed, so a project's
+-- thousand versions of 500 files keep about a row per change, not 500 per version.
+CREATE TABLE version_files (
+    project_id   uuid NOT NULL REFERENCES projects (id) ON DELETE CASCADE,
+    path         text NOT NULL,
+    from_number  integer NOT NULL CHECK (from_number > 0),
+    until_number integer CHECK (until_number > from_number),
+    size         bigint NOT NULL CHECK (size >= 0),
+    sha256       bytea NOT NULL CHECK (length(sha256) = 32),
+    executable   boolean NOT NULL DEFAULT false,
+    PRIMARY KEY (project_id, path, from_number)
 );
-CREATE INDEX manifests_project_idx ON manifests (project_id);
-
-CREATE TABLE manifest_files (
-    manifest_id bigint NOT NULL REFERENCES manifests (id) ON DELETE CASCADE,
-    path        text NOT NULL,
-    size        bigint NOT NULL CHECK (size >= 0),
-    sha256      bytea NOT NULL CHECK (length(sha256) = 32),
-    executable  boolean NOT NULL DEFAULT false,
-    PRIMARY KEY (manifest_id, path)
-);
--- Finding content no manifest uses any more (retention).
-CREATE INDEX manifest_files_sha256_idx ON manifest_files (sha256);
+CREATE INDEX version_files_number_idx ON version_files (project_id, from_number);
+-- Finding content no version uses any more (retention).
+CREATE INDEX version_files_sha256_idx ON version_files (sha256);
 
 CREATE TABLE versions (
     id            uuid PRIMARY KEY DEFAULT gen_random_uuid(),
@@ -45,11 +46,9 @@ CREATE TABLE versions (
     removed       integer NOT NULL DEFAULT 0,
     file_count    integer NOT NULL,
     total_bytes   bigint NOT NULL,
-    manifest_id   bigint NOT NULL REFERENCES manifests (id),
     created_at    timestamptz NOT NULL DEFAULT now(),
     UNIQUE (project_id, number)
 );
-CREATE INDEX versions_manifest_idx ON versions (manifest_id);
 
 -- Idempotency-Key of POST /api/projects/{id}/versions, per founder, kept at least 24 hours.
 -- version_number is NULL while the first request runs.
@@ -87,12 +86,11 @@ ALTER TABLE sandbox_events ADD COLUMN version_number integer,
 INSERT INTO blobs (owner_id, sha256, content)
 SELECT p.owner_id, f.sha256, f.content FROM project_files f JOIN projects p ON p.id = f.project_id
 ON CONFLICT DO NOTHING;
-INSERT INTO manifests (project_id) SELECT id FROM projects;
-INSERT INTO manifest_files (manifest_id, path, size, sha256)
-SELECT m.id, f.path, length(f.content), f.sha256 FROM project_files f JOIN manifests m ON m.project_id = f.project_id;
-INSERT INTO versions (project_id, number, source, added, file_count, total_bytes, manifest_id, created_at)
-SELECT p.id, 1, 'created', coalesce(s.n, 0), coalesce(s.n, 0), coalesce(s.bytes, 0), m.id, p.created_at
-FROM projects p JOIN manifests m ON m.project_id = p.id
+INSERT INTO version_files (project_id, path, from_number, size, sha256)
+SELECT f.project_id, f.path, 1, length(f.content), f.sha256 FROM project_files f;
+INSERT INTO versions (project_id, number, source, added, file_count, total_bytes, created_at)
+SELECT p.id, 1, 'created', coalesce(s.n, 0), coalesce(s.n, 0), coalesce(s.bytes, 0), p.created_at
+FROM projects p
 LEFT JOIN (SELECT project_id, count(*)::integer AS n, sum(length(content))::bigint AS bytes
            FROM project_files GROUP BY project_id) s ON s.project_id = p.id;
 UPDATE builds b SET files_version_id = v.id FROM versions v WHERE v.project_id = b.project_id AND v.number = 1;
@@ -122,15 +120,14 @@ CREATE TABLE build_files (
     PRIMARY KEY (build_id, path)
 );
 INSERT INTO project_files (project_id, path, content, sha256)
-SELECT v.project_id, f.path, b.content, f.sha256
-FROM versions v JOIN projects p ON p.id = v.project_id
-JOIN manifest_files f ON f.manifest_id = v.manifest_id
+SELECT f.project_id, f.path, b.content, f.sha256
+FROM version_files f JOIN projects p ON p.id = f.project_id
 JOIN blobs b ON b.owner_id = p.owner_id AND b.sha256 = f.sha256
-WHERE v.number = (SELECT max(number) FROM versions w WHERE w.project_id = v.project_id);
+WHERE f.until_number IS NULL;
 INSERT INTO build_files (build_id, path, content, sha256)
 SELECT bu.id, f.path, b.content, f.sha256
 FROM builds bu JOIN versions v ON v.id = bu.files_version_id JOIN projects p ON p.id = v.project_id
-JOIN manifest_files f ON f.manifest_id = v.manifest_id
+JOIN version_files f ON f.project_id = v.project_id AND f.from_number <= v.number AND (f.until_number IS NULL OR f.until_number > v.number)
 JOIN blobs b ON b.owner_id = p.owner_id AND b.sha256 = f.sha256;
 ALTER TABLE sandbox_events DROP COLUMN output, DROP COLUMN duration_ms, DROP COLUMN version_number;
 ALTER TABLE sandboxes DROP COLUMN deploying_since, DROP COLUMN deploying_version_id, DROP COLUMN deployed_version_id;
@@ -138,6 +135,5 @@ ALTER TABLE builds DROP COLUMN files_version_id;
 ALTER TABLE projects DROP COLUMN reloads_itself;
 DROP TABLE version_keys;
 DROP TABLE versions;
-DROP TABLE manifest_files;
-DROP TABLE manifests;
+DROP TABLE version_files;
 DROP TABLE blobs;
