@@ -310,8 +310,10 @@ func (s *Service) answers(ctx context.Context, url string) bool {
 		res.StatusCode != http.StatusGatewayTimeout
 }
 
-// waitReady polls the preview until it answers or ctx ends.
+// waitReady polls the preview until it answers or ctx ends: often at first (a dev server
+// restarted on a new version is up within tens of milliseconds), then every 150 ms.
 func (s *Service) waitReady(ctx context.Context, url string) error {
+	wait := 20 * time.Millisecond
 	for {
 		if s.answers(ctx, url) {
 			return nil
@@ -319,7 +321,8 @@ func (s *Service) waitReady(ctx context.Context, url string) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(150 * time.Millisecond):
+		case <-time.After(wait):
 		}
+		wait = min(2*wait, 150*time.Millisecond)
 	}
 }
