@@ -52,17 +52,6 @@ func (v versioned) change(t testing.TB, owner, project uuid.UUID, files map[stri
 	return res.Version
 }
 
-// eventually waits until the preview serves want at path.
-func (v versioned) eventually(t testing.TB, preview, path, want string) {
-	t.Helper()
-	testkit.Eventually(t, time.Minute, fmt.Sprintf("%s%s to serve %q", preview, path, want), func() error {
-		if status, body := get(t, v.host, preview, path); status != http.StatusOK || body != want {
-			return fmt.Errorf("it answers %d %q", status, body)
-		}
-		return nil
-	})
-}
-
 // waitHistory waits until the project's history has an entry starting with prefix.
 func (v versioned) waitHistory(t testing.TB, owner, project uuid.UUID, prefix string) string {
 	t.Helper()
