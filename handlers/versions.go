@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -138,20 +137,6 @@ func versionChange(c echo.Context, body []byte) (versions.Change, error) {
 		ch.Files = append(ch.Files, versions.File{Path: f.Path, Content: content, Executable: f.Executable})
 	}
 	return ch, nil
-}
-
-// decodeJSON decodes a whole body strictly, like bindJSON.
-func decodeJSON(body []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil && dec.More() {
-		err = errors.New("more than one JSON value")
-	}
-	if err != nil {
-		return echo.NewHTTPError(http.StatusBadRequest, "The request body is not valid JSON for this route: "+err.Error())
-	}
-	return nil
 }
 
 // apiCreateVersion makes a version (POST /api/projects/{id}/versions).
