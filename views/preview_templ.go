@@ -649,7 +649,7 @@ func PreviewPane(p Preview) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			if p.Waiting != 0 && !p.Busy() {
+			if p.Waiting != 0 && p.Status == "paused" {
 				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 58, "<p data-testid=\"version-waiting\">Version ")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
