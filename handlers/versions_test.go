@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -351,5 +352,60 @@ func TestVersionFromZipBody(t *testing.T) {
 	}
 	if v := a.Version; v.Number != 2 || v.FileCount != 1 || v.Removed == 0 || v.Message != "from a zip" {
 		t.Fatalf("the zip's version: %+v", v)
+	}
+}
+
+// The card and the pane say which version runs and which waits: a sleeping preview's newest
+// version waits for it to wake, and a version that did not start is shown with what it
+// printed and a button that restores the one before it.
+func TestPaneSaysWhichVersionRunsAndWaits(t *testing.T) {
+	t.Parallel()
+	s := webOnly(t)
+	c := s.NewClient(t)
+	c.SignUp("pane-versions@example.com")
+	pid := newCounter(t, c)
+	s.forceState(t, c, pid, forcedStates[3]) // sleeping on a memory snapshot, on version 1
+	r, _ := postVersion(t, c, pid, map[string]any{"files": []vfile{text("a.txt", "two")}}, nil)
+	apptest.RequireStatus(t, r, http.StatusCreated)
+	page := c.Get("/projects/" + pid)
+	if got := apptest.ByTestID(t, page.Body, "version-waiting").Text; got != "Version 2 is waiting: it goes live when the preview wakes." {
+		t.Fatalf("the pane says %q", got)
+	}
+	dash := c.Get("/")
+	if live, waiting := apptest.ByTestID(t, dash.Body, "version-live").Text, apptest.ByTestID(t, dash.Body, "version-waiting").Text; live != "v1" || waiting != "v2 waiting" {
+		t.Fatalf("the card says %q, %q; want v1, v2 waiting", live, waiting)
+	}
+	var sb struct {
+		ID             string
+		Version        int32
+		PendingVersion *int32
+	}
+	var projects []struct{ Sandbox struct{ ID string } }
+	apptest.RequireStatus(t, c.API(http.MethodGet, "/api/projects", nil, &projects), http.StatusOK)
+	apptest.RequireStatus(t, c.API(http.MethodGet, "/api/sandboxes/"+projects[0].Sandbox.ID, nil, &sb), http.StatusOK)
+	if sb.Version != 1 || sb.PendingVersion == nil || *sb.PendingVersion != 2 {
+		t.Fatalf("GET /api/sandboxes: version %d, pending %v; want 1 and 2", sb.Version, sb.PendingVersion)
+	}
+
+	// Running on version 2, which did not start.
+	if _, err := s.Pool().Exec(t.Context(), `UPDATE sandboxes SET status = 'running', deployed_version_id = (SELECT id FROM versions WHERE project_id = $1 AND number = 2)
+		WHERE project_id = $1`, pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool().Exec(t.Context(), `INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason, version_number, output)
+		SELECT id, 'running', 'running', 'user', 'version failed', 2, 'Error: broken on purpose' FROM sandboxes WHERE project_id = $1`, pid); err != nil {
+		t.Fatal(err)
+	}
+	page = c.Get("/projects/" + pid)
+	failed := apptest.ByTestID(t, page.Body, "version-failed")
+	if !strings.Contains(failed.Text, "Version 2 didn't start: Error: broken on purpose") {
+		t.Fatalf("the pane says %q", failed.Text)
+	}
+	if got := apptest.ByTestID(t, page.Body, "restore-previous").Text; got != "Restore version 1" {
+		t.Fatalf("the button reads %q", got)
+	}
+	apptest.RequireStatus(t, c.PostForm("/projects/"+pid+"/versions/1/restore", url.Values{}), http.StatusSeeOther)
+	if f := fileOf(t, c, pid, 3, "a.txt"); f.Status != http.StatusNotFound {
+		t.Fatalf("version 3 is not version 1 restored: a.txt answers %d", f.Status)
 	}
 }
