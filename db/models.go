@@ -411,6 +411,7 @@ type Sandbox struct {
 	DeployedVersionID    uuid.UUID
 	DeployingVersionID   *uuid.UUID
 	DeployingSince       *time.Time
+	DeployingJob         *int64
 }
 
 type SandboxEvent struct {

@@ -13,13 +13,15 @@ import (
 )
 
 const claimSandboxDeploy = `-- name: ClaimSandboxDeploy :one
-UPDATE sandboxes SET deploying_version_id = $1, deploying_since = now()
-WHERE id = $2 AND (deploying_version_id IS NULL OR deploying_since < now() - make_interval(secs => $3::float8))
-RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since
+UPDATE sandboxes SET deploying_version_id = $1, deploying_since = now(), deploying_job = $2
+WHERE id = $3 AND (deploying_version_id IS NULL OR deploying_job = $2
+    OR deploying_since < now() - make_interval(secs => $4::float8))
+RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job
 `
 
 type ClaimSandboxDeployParams struct {
 	VersionID *uuid.UUID
+	JobID     *int64
 	ID        uuid.UUID
 	StaleSecs float64
 }
@@ -27,7 +29,12 @@ type ClaimSandboxDeployParams struct {
 // An apply claims the sandbox for a version: zero rows while another apply, claimed less than
 // stale_secs ago, still runs (it applies the newest version before it lets go).
 func (q *Queries) ClaimSandboxDeploy(ctx context.Context, arg ClaimSandboxDeployParams) (Sandbox, error) {
-	row := q.db.QueryRow(ctx, claimSandboxDeploy, arg.VersionID, arg.ID, arg.StaleSecs)
+	row := q.db.QueryRow(ctx, claimSandboxDeploy,
+		arg.VersionID,
+		arg.JobID,
+		arg.ID,
+		arg.StaleSecs,
+	)
 	var i Sandbox
 	err := row.Scan(
 		&i.ID,
@@ -60,12 +67,13 @@ func (q *Queries) ClaimSandboxDeploy(ctx context.Context, arg ClaimSandboxDeploy
 		&i.DeployedVersionID,
 		&i.DeployingVersionID,
 		&i.DeployingSince,
+		&i.DeployingJob,
 	)
 	return i, err
 }
 
 const endSandboxDeploy = `-- name: EndSandboxDeploy :exec
-UPDATE sandboxes SET deploying_version_id = NULL, deploying_since = NULL,
+UPDATE sandboxes SET deploying_version_id = NULL, deploying_since = NULL, deploying_job = NULL,
     deployed_version_id = coalesce($1, deployed_version_id)
 WHERE id = $2
 `
@@ -82,7 +90,7 @@ func (q *Queries) EndSandboxDeploy(ctx context.Context, arg EndSandboxDeployPara
 }
 
 const getCurrentSandboxByProject = `-- name: GetCurrentSandboxByProject :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since FROM sandboxes WHERE project_id = $1 ORDER BY created_at DESC LIMIT 1
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job FROM sandboxes WHERE project_id = $1 ORDER BY created_at DESC LIMIT 1
 `
 
 // The sandbox of the project's newest build.
@@ -120,12 +128,13 @@ func (q *Queries) GetCurrentSandboxByProject(ctx context.Context, projectID uuid
 		&i.DeployedVersionID,
 		&i.DeployingVersionID,
 		&i.DeployingSince,
+		&i.DeployingJob,
 	)
 	return i, err
 }
 
 const getCurrentSandboxByProjectForUpdate = `-- name: GetCurrentSandboxByProjectForUpdate :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since FROM sandboxes WHERE project_id = $1 ORDER BY created_at DESC LIMIT 1 FOR UPDATE
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job FROM sandboxes WHERE project_id = $1 ORDER BY created_at DESC LIMIT 1 FOR UPDATE
 `
 
 // The project's current sandbox, locked: a visitor's wake decides under this lock, so of any
@@ -164,12 +173,13 @@ func (q *Queries) GetCurrentSandboxByProjectForUpdate(ctx context.Context, proje
 		&i.DeployedVersionID,
 		&i.DeployingVersionID,
 		&i.DeployingSince,
+		&i.DeployingJob,
 	)
 	return i, err
 }
 
 const getSandbox = `-- name: GetSandbox :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since FROM sandboxes WHERE id = $1
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job FROM sandboxes WHERE id = $1
 `
 
 func (q *Queries) GetSandbox(ctx context.Context, id uuid.UUID) (Sandbox, error) {
@@ -206,12 +216,13 @@ func (q *Queries) GetSandbox(ctx context.Context, id uuid.UUID) (Sandbox, error)
 		&i.DeployedVersionID,
 		&i.DeployingVersionID,
 		&i.DeployingSince,
+		&i.DeployingJob,
 	)
 	return i, err
 }
 
 const getSandboxByBuild = `-- name: GetSandboxByBuild :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since FROM sandboxes WHERE build_id = $1
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job FROM sandboxes WHERE build_id = $1
 `
 
 func (q *Queries) GetSandboxByBuild(ctx context.Context, buildID uuid.UUID) (Sandbox, error) {
@@ -248,12 +259,13 @@ func (q *Queries) GetSandboxByBuild(ctx context.Context, buildID uuid.UUID) (San
 		&i.DeployedVersionID,
 		&i.DeployingVersionID,
 		&i.DeployingSince,
+		&i.DeployingJob,
 	)
 	return i, err
 }
 
 const getSandboxByOwner = `-- name: GetSandboxByOwner :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since FROM sandboxes WHERE id = $1 AND owner_id = $2
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job FROM sandboxes WHERE id = $1 AND owner_id = $2
 `
 
 type GetSandboxByOwnerParams struct {
@@ -295,12 +307,13 @@ func (q *Queries) GetSandboxByOwner(ctx context.Context, arg GetSandboxByOwnerPa
 		&i.DeployedVersionID,
 		&i.DeployingVersionID,
 		&i.DeployingSince,
+		&i.DeployingJob,
 	)
 	return i, err
 }
 
 const getSandboxByProviderID = `-- name: GetSandboxByProviderID :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since FROM sandboxes WHERE provider_id = $1
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job FROM sandboxes WHERE provider_id = $1
 `
 
 func (q *Queries) GetSandboxByProviderID(ctx context.Context, providerID *string) (Sandbox, error) {
@@ -337,12 +350,13 @@ func (q *Queries) GetSandboxByProviderID(ctx context.Context, providerID *string
 		&i.DeployedVersionID,
 		&i.DeployingVersionID,
 		&i.DeployingSince,
+		&i.DeployingJob,
 	)
 	return i, err
 }
 
 const getSandboxForUpdate = `-- name: GetSandboxForUpdate :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since FROM sandboxes WHERE id = $1 FOR UPDATE
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job FROM sandboxes WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) GetSandboxForUpdate(ctx context.Context, id uuid.UUID) (Sandbox, error) {
@@ -379,6 +393,7 @@ func (q *Queries) GetSandboxForUpdate(ctx context.Context, id uuid.UUID) (Sandbo
 		&i.DeployedVersionID,
 		&i.DeployingVersionID,
 		&i.DeployingSince,
+		&i.DeployingJob,
 	)
 	return i, err
 }
@@ -403,7 +418,7 @@ func (q *Queries) GetSandboxVersionNumbers(ctx context.Context, id uuid.UUID) (G
 }
 
 const getSharedSandboxByProject = `-- name: GetSharedSandboxByProject :one
-SELECT s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id,
+SELECT s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id,
     (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id
 FROM sandboxes s JOIN builds b ON b.id = s.build_id
 WHERE s.project_id = $1
@@ -453,6 +468,7 @@ func (q *Queries) GetSharedSandboxByProject(ctx context.Context, projectID uuid.
 		&i.Sandbox.DeployedVersionID,
 		&i.Sandbox.DeployingVersionID,
 		&i.Sandbox.DeployingSince,
+		&i.Sandbox.DeployingJob,
 		&i.Build.ID,
 		&i.Build.ProjectID,
 		&i.Build.Version,
@@ -483,7 +499,7 @@ func (q *Queries) IncrementVerificationFailures(ctx context.Context, id uuid.UUI
 const insertSandbox = `-- name: InsertSandbox :one
 INSERT INTO sandboxes (owner_id, project_id, build_id, recreated, deployed_version_id)
 VALUES ($1, $2, $3, $4, (SELECT files_version_id FROM builds WHERE id = $3))
-RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since
+RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job
 `
 
 type InsertSandboxParams struct {
@@ -532,12 +548,13 @@ func (q *Queries) InsertSandbox(ctx context.Context, arg InsertSandboxParams) (S
 		&i.DeployedVersionID,
 		&i.DeployingVersionID,
 		&i.DeployingSince,
+		&i.DeployingJob,
 	)
 	return i, err
 }
 
 const listCurrentSandboxesByOwner = `-- name: ListCurrentSandboxesByOwner :many
-SELECT DISTINCT ON (s.project_id) s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output,
+SELECT DISTINCT ON (s.project_id) s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output,
     (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id,
     (SELECT v.number FROM versions v WHERE v.id = s.deployed_version_id)::integer AS deployed_number,
     coalesce((SELECT v.number FROM versions v WHERE v.id = s.deploying_version_id), 0)::integer AS deploying_number
@@ -601,6 +618,7 @@ func (q *Queries) ListCurrentSandboxesByOwner(ctx context.Context, ownerID uuid.
 			&i.Sandbox.DeployedVersionID,
 			&i.Sandbox.DeployingVersionID,
 			&i.Sandbox.DeployingSince,
+			&i.Sandbox.DeployingJob,
 			&i.Build.ID,
 			&i.Build.ProjectID,
 			&i.Build.Version,
@@ -639,7 +657,7 @@ func (q *Queries) ListCurrentSandboxesByOwner(ctx context.Context, ownerID uuid.
 }
 
 const listIdleRunningSandboxes = `-- name: ListIdleRunningSandboxes :many
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since FROM sandboxes
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job FROM sandboxes
 WHERE status = 'running' AND last_active_at < $1::timestamptz
 ORDER BY last_active_at LIMIT 500
 `
@@ -685,6 +703,7 @@ func (q *Queries) ListIdleRunningSandboxes(ctx context.Context, idleBefore time.
 			&i.DeployedVersionID,
 			&i.DeployingVersionID,
 			&i.DeployingSince,
+			&i.DeployingJob,
 		); err != nil {
 			return nil, err
 		}
@@ -697,7 +716,7 @@ func (q *Queries) ListIdleRunningSandboxes(ctx context.Context, idleBefore time.
 }
 
 const listSandboxesByStatus = `-- name: ListSandboxesByStatus :many
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since FROM sandboxes WHERE status::text = ANY($1::text[]) AND provider_id IS NOT NULL
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job FROM sandboxes WHERE status::text = ANY($1::text[]) AND provider_id IS NOT NULL
 ORDER BY id
 `
 
@@ -741,6 +760,7 @@ func (q *Queries) ListSandboxesByStatus(ctx context.Context, statuses []string) 
 			&i.DeployedVersionID,
 			&i.DeployingVersionID,
 			&i.DeployingSince,
+			&i.DeployingJob,
 		); err != nil {
 			return nil, err
 		}
@@ -753,7 +773,7 @@ func (q *Queries) ListSandboxesByStatus(ctx context.Context, statuses []string) 
 }
 
 const listStuckSandboxes = `-- name: ListStuckSandboxes :many
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since FROM sandboxes
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job FROM sandboxes
 WHERE (status = 'starting' AND state_changed_at < $1::timestamptz)
    OR (status = 'resuming' AND state_changed_at < $2::timestamptz)
 ORDER BY state_changed_at LIMIT 500
@@ -805,6 +825,7 @@ func (q *Queries) ListStuckSandboxes(ctx context.Context, arg ListStuckSandboxes
 			&i.DeployedVersionID,
 			&i.DeployingVersionID,
 			&i.DeployingSince,
+			&i.DeployingJob,
 		); err != nil {
 			return nil, err
 		}
@@ -976,7 +997,7 @@ const setSandboxProvider = `-- name: SetSandboxProvider :one
 UPDATE sandboxes SET provider_id = $1, preview_url = $2, envd_token = $3,
     provider_domain = $4, end_at = $5
 WHERE id = $6 AND status = 'starting'
-RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since
+RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job
 `
 
 type SetSandboxProviderParams struct {
@@ -1030,6 +1051,7 @@ func (q *Queries) SetSandboxProvider(ctx context.Context, arg SetSandboxProvider
 		&i.DeployedVersionID,
 		&i.DeployingVersionID,
 		&i.DeployingSince,
+		&i.DeployingJob,
 	)
 	return i, err
 }
@@ -1046,7 +1068,7 @@ func (q *Queries) TouchActivity(ctx context.Context, id uuid.UUID) error {
 const touchSandboxActivity = `-- name: TouchSandboxActivity :one
 UPDATE sandboxes SET last_active_at = now()
 WHERE id = $1 AND owner_id = $2 AND last_active_at < now() - interval '1 second'
-RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since
+RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job
 `
 
 type TouchSandboxActivityParams struct {
@@ -1089,6 +1111,7 @@ func (q *Queries) TouchSandboxActivity(ctx context.Context, arg TouchSandboxActi
 		&i.DeployedVersionID,
 		&i.DeployingVersionID,
 		&i.DeployingSince,
+		&i.DeployingJob,
 	)
 	return i, err
 }
@@ -1111,7 +1134,7 @@ UPDATE sandboxes SET
     pause_requested_at = NULL,
     missing_since    = NULL
 WHERE id = $12 AND version = $13
-RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since
+RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job
 `
 
 type UpdateSandboxStatusParams struct {
@@ -1180,6 +1203,7 @@ func (q *Queries) UpdateSandboxStatus(ctx context.Context, arg UpdateSandboxStat
 		&i.DeployedVersionID,
 		&i.DeployingVersionID,
 		&i.DeployingSince,
+		&i.DeployingJob,
 	)
 	return i, err
 }

@@ -91,7 +91,7 @@ func (w *deployWorker) Work(ctx context.Context, job *river.Job[DeployArgs]) err
 	if err != nil || to.version.ID == sb.DeployedVersionID && sb.DeployingVersionID == nil {
 		return err
 	}
-	sb, err = s.q.ClaimSandboxDeploy(ctx, db.ClaimSandboxDeployParams{ID: sb.ID, VersionID: &to.version.ID,
+	sb, err = s.q.ClaimSandboxDeploy(ctx, db.ClaimSandboxDeployParams{ID: sb.ID, VersionID: &to.version.ID, JobID: &job.ID,
 		StaleSecs: s.deployTimeout().Seconds()})
 	if db.IsNotFound(err) {
 		return nil // another apply runs: it applies the newest version before it lets go

@@ -155,8 +155,9 @@ UPDATE sandboxes SET app_changed_files = @app_changed_files::text[], files_seen_
 -- name: ClaimSandboxDeploy :one
 -- An apply claims the sandbox for a version: zero rows while another apply, claimed less than
 -- stale_secs ago, still runs (it applies the newest version before it lets go).
-UPDATE sandboxes SET deploying_version_id = @version_id, deploying_since = now()
-WHERE id = @id AND (deploying_version_id IS NULL OR deploying_since < now() - make_interval(secs => @stale_secs::float8))
+UPDATE sandboxes SET deploying_version_id = @version_id, deploying_since = now(), deploying_job = @job_id
+WHERE id = @id AND (deploying_version_id IS NULL OR deploying_job = @job_id
+    OR deploying_since < now() - make_interval(secs => @stale_secs::float8))
 RETURNING *;
 
 -- name: SetSandboxDeploying :exec
@@ -165,7 +166,7 @@ UPDATE sandboxes SET deploying_version_id = @version_id WHERE id = @id;
 
 -- name: EndSandboxDeploy :exec
 -- The apply lets go; version_id, when set, is what the sandbox's files are now.
-UPDATE sandboxes SET deploying_version_id = NULL, deploying_since = NULL,
+UPDATE sandboxes SET deploying_version_id = NULL, deploying_since = NULL, deploying_job = NULL,
     deployed_version_id = coalesce(sqlc.narg('version_id'), deployed_version_id)
 WHERE id = @id;
 

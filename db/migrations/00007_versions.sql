@@ -71,10 +71,12 @@ UPDATE projects SET reloads_itself = true WHERE starter = 'static';
 
 ALTER TABLE builds ADD COLUMN files_version_id uuid REFERENCES versions (id);
 ALTER TABLE sandboxes ADD COLUMN deployed_version_id uuid REFERENCES versions (id),
-    -- The version being applied to it now ("Applying version 8…"), NULL otherwise, and since
-    -- when: a claim older than the apply's deadline is a worker that went away.
+    -- The version being applied to it now ("Applying version 8…"), NULL otherwise, since when
+    -- and by which job: a claim older than the apply's deadline is a worker that went away, and
+    -- the job's own next attempt (after its worker died) takes its claim back.
     ADD COLUMN deploying_version_id uuid REFERENCES versions (id) ON DELETE SET NULL,
-    ADD COLUMN deploying_since timestamptz;
+    ADD COLUMN deploying_since timestamptz,
+    ADD COLUMN deploying_job bigint;
 
 -- A version's history entries: which version, how long the apply took, and what the dev
 -- server printed when it did not start on it.
@@ -130,7 +132,7 @@ FROM builds bu JOIN versions v ON v.id = bu.files_version_id JOIN projects p ON 
 JOIN version_files f ON f.project_id = v.project_id AND f.from_number <= v.number AND (f.until_number IS NULL OR f.until_number > v.number)
 JOIN blobs b ON b.owner_id = p.owner_id AND b.sha256 = f.sha256;
 ALTER TABLE sandbox_events DROP COLUMN output, DROP COLUMN duration_ms, DROP COLUMN version_number;
-ALTER TABLE sandboxes DROP COLUMN deploying_since, DROP COLUMN deploying_version_id, DROP COLUMN deployed_version_id;
+ALTER TABLE sandboxes DROP COLUMN deploying_job, DROP COLUMN deploying_since, DROP COLUMN deploying_version_id, DROP COLUMN deployed_version_id;
 ALTER TABLE builds DROP COLUMN files_version_id;
 ALTER TABLE projects DROP COLUMN reloads_itself;
 DROP TABLE version_keys;
