@@ -99,6 +99,9 @@ func (w *deployWorker) Work(ctx context.Context, job *river.Job[DeployArgs]) err
 	if err != nil {
 		return err
 	}
+	if sb.DeployedVersionID == to.version.ID { // another apply finished it between the read and the claim
+		return s.letGo(ctx, sb, nil)
+	}
 	project, err := s.q.GetProjectByOwner(ctx, db.GetProjectByOwnerParams{ID: sb.ProjectID, OwnerID: sb.OwnerID})
 	if err != nil {
 		return s.letGo(ctx, sb, db.MapError(err))
