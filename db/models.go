@@ -359,15 +359,16 @@ type APIToken struct {
 }
 
 type Build struct {
-	ID         uuid.UUID
-	ProjectID  uuid.UUID
-	Version    int32
-	Status     BuildStatus
-	Stage      string
-	Error      string
-	Kind       BuildKind
-	CreatedAt  time.Time
-	FinishedAt *time.Time
+	ID             uuid.UUID
+	ProjectID      uuid.UUID
+	Version        int32
+	Status         BuildStatus
+	Stage          string
+	Error          string
+	Kind           BuildKind
+	CreatedAt      time.Time
+	FinishedAt     *time.Time
+	FilesVersionID uuid.UUID
 }
 
 type CreditLedger struct {
@@ -390,6 +391,7 @@ type Project struct {
 	Port           int32
 	PauseKind      PauseKind
 	CreatedAt      time.Time
+	ReloadsItself  bool
 }
 
 type Sandbox struct {
@@ -420,6 +422,10 @@ type Sandbox struct {
 	AppChangedFiles      []string
 	FilesSeenAt          *time.Time
 	MissingSince         *time.Time
+	DeployedVersionID    uuid.UUID
+	DeployingVersionID   *uuid.UUID
+	DeployingSince       *time.Time
+	DeployingJob         *int64
 }
 
 type SandboxEvent struct {
@@ -433,6 +439,9 @@ type SandboxEvent struct {
 	ProviderTimestamp *time.Time
 	CreatedAt         time.Time
 	Files             []string
+	VersionNumber     *int32
+	DurationMs        *int32
+	Output            string
 	ViaToken          *string
 }
 
@@ -450,6 +459,32 @@ type User struct {
 	PasswordHash string
 	Credits      int32
 	CreatedAt    time.Time
+}
+
+type Version struct {
+	ID           uuid.UUID
+	ProjectID    uuid.UUID
+	Number       int32
+	ParentNumber *int32
+	Source       string
+	RestoredFrom *int32
+	Message      string
+	Added        int32
+	Changed      int32
+	Removed      int32
+	FileCount    int32
+	TotalBytes   int64
+	CreatedAt    time.Time
+}
+
+type VersionKey struct {
+	OwnerID       uuid.UUID
+	Key           string
+	ProjectID     uuid.UUID
+	RequestSha256 []byte
+	VersionNumber *int32
+	Unchanged     bool
+	CreatedAt     time.Time
 }
 
 type WebhookDelivery struct {

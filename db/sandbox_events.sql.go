@@ -28,7 +28,7 @@ func (q *Queries) CountFailedResumesSinceRunning(ctx context.Context, sandboxID 
 }
 
 const getLatestSandboxChange = `-- name: GetLatestSandboxChange :one
-SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, via_token FROM sandbox_events WHERE sandbox_id = $1
+SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, version_number, duration_ms, output, via_token FROM sandbox_events WHERE sandbox_id = $1
     AND NOT (source = 'visitor' AND from_status = to_status)
 ORDER BY id DESC LIMIT 1
 `
@@ -49,13 +49,16 @@ func (q *Queries) GetLatestSandboxChange(ctx context.Context, sandboxID uuid.UUI
 		&i.ProviderTimestamp,
 		&i.CreatedAt,
 		&i.Files,
+		&i.VersionNumber,
+		&i.DurationMs,
+		&i.Output,
 		&i.ViaToken,
 	)
 	return i, err
 }
 
 const getLatestSandboxEvent = `-- name: GetLatestSandboxEvent :one
-SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, via_token FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id DESC LIMIT 1
+SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, version_number, duration_ms, output, via_token FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id DESC LIMIT 1
 `
 
 // The sandbox's newest event: its state's version for live updates.
@@ -73,6 +76,9 @@ func (q *Queries) GetLatestSandboxEvent(ctx context.Context, sandboxID uuid.UUID
 		&i.ProviderTimestamp,
 		&i.CreatedAt,
 		&i.Files,
+		&i.VersionNumber,
+		&i.DurationMs,
+		&i.Output,
 		&i.ViaToken,
 	)
 	return i, err
@@ -97,10 +103,12 @@ func (q *Queries) HasVisitorNote(ctx context.Context, arg HasVisitorNoteParams) 
 }
 
 const insertSandboxEvent = `-- name: InsertSandboxEvent :one
-INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, files, via_token)
+INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, files,
+    via_token, version_number, duration_ms, output)
 VALUES ($1, $2, $3, $4, $5, $6, $7,
-    coalesce($8::text[], '{}'), $9)
-RETURNING id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, via_token
+    coalesce($8::text[], '{}'), $9, $10, $11,
+    coalesce($12::text, ''))
+RETURNING id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, version_number, duration_ms, output, via_token
 `
 
 type InsertSandboxEventParams struct {
@@ -113,6 +121,9 @@ type InsertSandboxEventParams struct {
 	ProviderTimestamp *time.Time
 	Files             []string
 	ViaToken          *string
+	VersionNumber     *int32
+	DurationMs        *int32
+	Output            *string
 }
 
 func (q *Queries) InsertSandboxEvent(ctx context.Context, arg InsertSandboxEventParams) (SandboxEvent, error) {
@@ -126,6 +137,9 @@ func (q *Queries) InsertSandboxEvent(ctx context.Context, arg InsertSandboxEvent
 		arg.ProviderTimestamp,
 		arg.Files,
 		arg.ViaToken,
+		arg.VersionNumber,
+		arg.DurationMs,
+		arg.Output,
 	)
 	var i SandboxEvent
 	err := row.Scan(
@@ -139,6 +153,9 @@ func (q *Queries) InsertSandboxEvent(ctx context.Context, arg InsertSandboxEvent
 		&i.ProviderTimestamp,
 		&i.CreatedAt,
 		&i.Files,
+		&i.VersionNumber,
+		&i.DurationMs,
+		&i.Output,
 		&i.ViaToken,
 	)
 	return i, err
@@ -157,7 +174,7 @@ func (q *Queries) LatestSandboxEventFromProvider(ctx context.Context, sandboxID 
 }
 
 const listProjectHistory = `-- name: ListProjectHistory :many
-SELECT e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.via_token, b.kind AS build_kind
+SELECT e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, b.kind AS build_kind
 FROM sandbox_events e
 JOIN sandboxes s ON s.id = e.sandbox_id
 JOIN builds b ON b.id = s.build_id
@@ -205,6 +222,9 @@ func (q *Queries) ListProjectHistory(ctx context.Context, arg ListProjectHistory
 			&i.SandboxEvent.ProviderTimestamp,
 			&i.SandboxEvent.CreatedAt,
 			&i.SandboxEvent.Files,
+			&i.SandboxEvent.VersionNumber,
+			&i.SandboxEvent.DurationMs,
+			&i.SandboxEvent.Output,
 			&i.SandboxEvent.ViaToken,
 			&i.BuildKind,
 		); err != nil {
@@ -219,7 +239,7 @@ func (q *Queries) ListProjectHistory(ctx context.Context, arg ListProjectHistory
 }
 
 const listSandboxEvents = `-- name: ListSandboxEvents :many
-SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, via_token FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id
+SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, version_number, duration_ms, output, via_token FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id
 `
 
 func (q *Queries) ListSandboxEvents(ctx context.Context, sandboxID uuid.UUID) ([]SandboxEvent, error) {
@@ -242,6 +262,9 @@ func (q *Queries) ListSandboxEvents(ctx context.Context, sandboxID uuid.UUID) ([
 			&i.ProviderTimestamp,
 			&i.CreatedAt,
 			&i.Files,
+			&i.VersionNumber,
+			&i.DurationMs,
+			&i.Output,
 			&i.ViaToken,
 		); err != nil {
 			return nil, err

@@ -17,6 +17,7 @@ import (
 	"sandman/live"
 	"sandman/projects"
 	"sandman/shares"
+	"sandman/versions"
 )
 
 // Deps are everything the handlers call.
@@ -26,6 +27,7 @@ type Deps struct {
 	Accounts  *accounts.Service
 	Projects  *projects.Service
 	Shares    *shares.Service
+	Versions  *versions.Service
 	Lifecycle *lifecycle.Service
 	Live      *live.Hub
 	Logger    *slog.Logger
