@@ -355,6 +355,49 @@ func (q *Queries) GetSandboxByProviderID(ctx context.Context, providerID *string
 	return i, err
 }
 
+const getSandboxByProviderIDForUpdate = `-- name: GetSandboxByProviderIDForUpdate :one
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job FROM sandboxes WHERE provider_id = $1 FOR UPDATE
+`
+
+func (q *Queries) GetSandboxByProviderIDForUpdate(ctx context.Context, providerID *string) (Sandbox, error) {
+	row := q.db.QueryRow(ctx, getSandboxByProviderIDForUpdate, providerID)
+	var i Sandbox
+	err := row.Scan(
+		&i.ID,
+		&i.ProviderID,
+		&i.OwnerID,
+		&i.ProjectID,
+		&i.BuildID,
+		&i.Status,
+		&i.SnapshotKind,
+		&i.PreviewURL,
+		&i.EnvdToken,
+		&i.ProviderDomain,
+		&i.LastActiveAt,
+		&i.LastVerifiedAt,
+		&i.VerificationFailures,
+		&i.StateChangedAt,
+		&i.LastEventAt,
+		&i.EndAt,
+		&i.KilledAt,
+		&i.KilledReason,
+		&i.FailureCause,
+		&i.Recreated,
+		&i.KillRequested,
+		&i.Version,
+		&i.CreatedAt,
+		&i.PauseRequestedAt,
+		&i.AppChangedFiles,
+		&i.FilesSeenAt,
+		&i.MissingSince,
+		&i.DeployedVersionID,
+		&i.DeployingVersionID,
+		&i.DeployingSince,
+		&i.DeployingJob,
+	)
+	return i, err
+}
+
 const getSandboxForUpdate = `-- name: GetSandboxForUpdate :one
 SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job FROM sandboxes WHERE id = $1 FOR UPDATE
 `

@@ -148,26 +148,37 @@ func (s *Service) RequestPause(ctx context.Context, owner, sandboxID uuid.UUID) 
 // write on another connection would wait for this transaction forever.
 func (s *Service) transition(ctx context.Context, id uuid.UUID, decide func(db.Tx, db.Sandbox) (*Change, error)) (db.Sandbox, error) {
 	var out db.Sandbox
-	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
-		sb, err := tx.GetSandboxForUpdate(ctx, id)
-		if err != nil {
-			return db.MapError(err)
-		}
-		out = sb
-		c, err := decide(tx, sb)
-		if err != nil || c == nil {
-			return err
-		}
-		out, err = apply(ctx, tx, sb, *c)
-		if err != nil {
-			return err
-		}
-		if c.To == Running {
-			return s.nowRunning(ctx, tx, out, false)
-		}
-		return nil
+	err := db.InTx(ctx, s.pool, func(tx db.Tx) (err error) {
+		out, err = s.transitionTx(ctx, tx, id, decide)
+		return err
 	})
 	return out, err
+}
+
+// transitionTx is transition inside the caller's transaction (a webhook's, which stores the
+// delivery and applies it together).
+func (s *Service) transitionTx(ctx context.Context, tx db.Tx, id uuid.UUID, decide func(db.Tx, db.Sandbox) (*Change, error)) (db.Sandbox, error) {
+	sb, err := tx.GetSandboxForUpdate(ctx, id)
+	if err != nil {
+		return sb, db.MapError(err)
+	}
+	return s.transitionLocked(ctx, tx, sb, decide)
+}
+
+// transitionLocked is transitionTx for a row the caller has read under its lock.
+func (s *Service) transitionLocked(ctx context.Context, tx db.Tx, sb db.Sandbox, decide func(db.Tx, db.Sandbox) (*Change, error)) (db.Sandbox, error) {
+	c, err := decide(tx, sb)
+	if err != nil || c == nil {
+		return sb, err
+	}
+	out, err := apply(ctx, tx, sb, *c)
+	if err != nil {
+		return out, err
+	}
+	if c.To == Running {
+		return out, s.nowRunning(ctx, tx, out, false)
+	}
+	return out, nil
 }
 
 // OwnedSandbox returns the founder's sandbox, or a not-found error for anyone else's.

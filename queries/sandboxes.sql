@@ -12,6 +12,9 @@ SELECT * FROM sandboxes WHERE id = @id AND owner_id = @owner_id;
 -- name: GetSandboxByProviderID :one
 SELECT * FROM sandboxes WHERE provider_id = @provider_id;
 
+-- name: GetSandboxByProviderIDForUpdate :one
+SELECT * FROM sandboxes WHERE provider_id = @provider_id FOR UPDATE;
+
 -- name: GetSandboxForUpdate :one
 SELECT * FROM sandboxes WHERE id = @id FOR UPDATE;
 
