@@ -75,15 +75,22 @@ func BenchmarkStatusRead(b *testing.B) {
 	}
 	reportQuantiles(b, "api", api)
 	reportQuantiles(b, "dashboard", page)
+	// The floor, in the same run: a bare pgx point read behind loopback HTTP at the same rate.
+	floor := floorPointRead(b, s.Pool(), rate, rate*seconds, sandboxes[0])
+	reportQuantiles(b, "floor", floor)
+	b.ReportMetric(quantileMs(api, 0.99)/quantileMs(floor, 0.99), "api-p99/floor-p99")
+	b.ReportMetric(quantileMs(page, 0.99)/quantileMs(floor, 0.99), "dashboard-p99/floor-p99")
 }
 
 // reportQuantiles adds p50 and p99 (ms) of samples to the benchmark's output.
 func reportQuantiles(b *testing.B, name string, samples []time.Duration) {
 	b.Helper()
+	b.ReportMetric(quantileMs(samples, 0.5), name+"-p50-ms")
+	b.ReportMetric(quantileMs(samples, 0.99), name+"-p99-ms")
+}
+
+// quantileMs is the p quantile of samples in milliseconds (samples end sorted).
+func quantileMs(samples []time.Duration, p float64) float64 {
 	slices.Sort(samples)
-	q := func(p float64) float64 {
-		return float64(samples[min(len(samples)-1, int(p*float64(len(samples))))].Microseconds()) / 1000
-	}
-	b.ReportMetric(q(0.5), name+"-p50-ms")
-	b.ReportMetric(q(0.99), name+"-p99-ms")
+	return float64(samples[min(len(samples)-1, int(p*float64(len(samples))))].Microseconds()) / 1000
 }
