@@ -74,8 +74,8 @@ func (s *Service) ReceiveWebhook(ctx context.Context, header http.Header, body [
 	if s.work {
 		err := s.hooks.commit(ctx, s, d)
 		if err != nil && ctx.Err() == nil {
-			d.duplicate = false
-			err = db.InTx(ctx, s.pool, func(tx db.Tx) error { return s.storeDelivery(ctx, tx, d, true) })
+			d.duplicate = false // its group failed: alone, it may not
+			err = db.InTx(ctx, s.pool, func(tx db.Tx) error { return s.storeGroup(ctx, tx, []*delivery{d}) })
 		}
 		if err == nil || ctx.Err() != nil {
 			return WebhookResult{EventID: ev.ID, Duplicate: d.duplicate}, err
@@ -83,7 +83,7 @@ func (s *Service) ReceiveWebhook(ctx context.Context, header http.Header, body [
 		s.log.Warn("apply a webhook as it arrives; queueing it", "event", ev.ID, "err", err)
 	}
 	d.duplicate = false
-	err = db.InTx(ctx, s.pool, func(tx db.Tx) error { return s.storeDelivery(ctx, tx, d, false) })
+	err = db.InTx(ctx, s.pool, func(tx db.Tx) error { return s.queueDelivery(ctx, tx, d) })
 	return WebhookResult{EventID: ev.ID, Duplicate: d.duplicate}, err
 }
 
@@ -97,9 +97,8 @@ type delivery struct {
 	err       error
 }
 
-// storeDelivery stores d once per event id and, with apply, applies it; otherwise it queues
-// its job.
-func (s *Service) storeDelivery(ctx context.Context, tx db.Tx, d *delivery, apply bool) error {
+// queueDelivery stores d once per event id with the job that applies it.
+func (s *Service) queueDelivery(ctx context.Context, tx db.Tx, d *delivery) error {
 	id, err := tx.InsertWebhookDelivery(ctx, d.row)
 	if db.IsNotFound(err) {
 		d.duplicate = true
@@ -107,9 +106,6 @@ func (s *Service) storeDelivery(ctx context.Context, tx db.Tx, d *delivery, appl
 	}
 	if err != nil {
 		return err
-	}
-	if apply {
-		return s.applyDelivery(ctx, tx, id, d.ev)
 	}
 	_, err = s.river.InsertTx(ctx, tx.Pgx(), WebhookArgs{DeliveryID: id}, nil)
 	return err
@@ -266,14 +262,6 @@ func (s *Service) applyWebhookEvent(ctx context.Context, tx db.Tx, ev e2b.Event)
 	return "applied", nil
 }
 
-// applyDelivery applies a stored delivery's event and records its outcome, in tx.
-func (s *Service) applyDelivery(ctx context.Context, tx db.Tx, id int64, ev e2b.Event) error {
-	outcome, err := s.applyWebhookEvent(ctx, tx, ev)
-	if err != nil {
-		return err
-	}
-	return tx.SetWebhookDeliveryOutcome(ctx, db.SetWebhookDeliveryOutcomeParams{ID: id, Outcome: outcome})
-}
 
 // storableHeader makes a header value fit a text column: HTTP lets values carry bytes that are
 // not UTF-8, which PostgreSQL would refuse (failing a delivery the signature already vouched
@@ -296,10 +284,12 @@ func (w *webhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 		if err != nil {
 			return db.MapError(err)
 		}
-		ev, err := e2b.ParseWebhook(d.Body)
-		if err != nil {
-			return tx.SetWebhookDeliveryOutcome(ctx, db.SetWebhookDeliveryOutcomeParams{ID: d.ID, Outcome: "unparseable"})
+		outcome := "unparseable"
+		if ev, err := e2b.ParseWebhook(d.Body); err == nil {
+			if outcome, err = s.applyWebhookEvent(ctx, tx, ev); err != nil {
+				return err
+			}
 		}
-		return s.applyDelivery(ctx, tx, d.ID, ev)
+		return tx.SetWebhookDeliveryOutcome(ctx, db.SetWebhookDeliveryOutcomeParams{ID: d.ID, Outcome: outcome})
 	})
 }
