@@ -104,33 +104,5 @@ func floorPointRead(b *testing.B, pool *pgxpool.Pool, rate, n int, sandboxID str
 	}))
 	defer srv.Close()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
-	var (
-		mu       sync.Mutex
-		samples  []time.Duration
-		failures int
-	)
-	tick := time.NewTicker(time.Second / time.Duration(rate))
-	defer tick.Stop()
-	var wg sync.WaitGroup
-	for range n {
-		<-tick.C
-		wg.Go(func() {
-			start := time.Now()
-			res, err := client.Get(srv.URL)
-			took := time.Since(start)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil || res.StatusCode != http.StatusOK {
-				failures++
-				return
-			}
-			res.Body.Close()
-			samples = append(samples, took)
-		})
-	}
-	wg.Wait()
-	if failures > 0 {
-		b.Fatalf("%d floor reads failed", failures)
-	}
-	return samples
+	return openLoop(b, client, rate, n, func(int) string { return srv.URL })
 }
