@@ -103,6 +103,6 @@ func floorPointRead(b *testing.B, pool *pgxpool.Pool, rate, n int, sandboxID str
 		_, _ = w.Write([]byte(`{"status":"` + status + `"}`))
 	}))
 	defer srv.Close()
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 512}}
 	return openLoop(b, client, rate, n, func(int) string { return srv.URL })
 }
