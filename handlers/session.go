@@ -66,7 +66,12 @@ func (h *Handlers) wantCSRF(c echo.Context) string {
 	if h.Sessions.GetString(ctx, sessionUserKey) != "" {
 		return "" // a founder's session without its token: reload the page
 	}
-	if ck, err := c.Cookie(h.preLoginCookie()); err == nil && len(ck.Value) >= 32 {
+	return h.preLoginCookieValue(c)
+}
+
+// preLoginCookieValue is the request's pre-login token, "" when it has none of the right length.
+func (h *Handlers) preLoginCookieValue(c echo.Context) string {
+	if ck, err := c.Cookie(h.preLoginCookie()); err == nil && len(ck.Value) >= 32 && len(ck.Value) <= 64 {
 		return ck.Value
 	}
 	return ""
@@ -82,10 +87,8 @@ func (h *Handlers) preLoginToken(c echo.Context) string {
 	if tok, ok := c.Get(ctxPreLoginKey).(string); ok {
 		return tok
 	}
-	var tok string
-	if ck, err := c.Cookie(h.preLoginCookie()); err == nil && len(ck.Value) >= 32 && len(ck.Value) <= 64 {
-		tok = ck.Value
-	} else {
+	tok := h.preLoginCookieValue(c)
+	if tok == "" {
 		tok = newCSRFToken()
 		c.SetCookie(&http.Cookie{Name: h.preLoginCookie(), Value: tok, Path: "/", HttpOnly: true,
 			Secure: h.Sessions.Cookie.Secure, SameSite: http.SameSiteLaxMode})

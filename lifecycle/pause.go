@@ -148,24 +148,19 @@ func (s *Service) RequestPause(ctx context.Context, owner, sandboxID uuid.UUID) 
 // write on another connection would wait for this transaction forever.
 func (s *Service) transition(ctx context.Context, id uuid.UUID, decide func(db.Tx, db.Sandbox) (*Change, error)) (db.Sandbox, error) {
 	var out db.Sandbox
-	err := db.InTx(ctx, s.pool, func(tx db.Tx) (err error) {
-		out, err = s.transitionTx(ctx, tx, id, decide)
+	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		sb, err := tx.GetSandboxForUpdate(ctx, id)
+		if err != nil {
+			return db.MapError(err)
+		}
+		out, err = s.transitionLocked(ctx, tx, sb, decide)
 		return err
 	})
 	return out, err
 }
 
-// transitionTx is transition inside the caller's transaction (a webhook's, which stores the
-// delivery and applies it together).
-func (s *Service) transitionTx(ctx context.Context, tx db.Tx, id uuid.UUID, decide func(db.Tx, db.Sandbox) (*Change, error)) (db.Sandbox, error) {
-	sb, err := tx.GetSandboxForUpdate(ctx, id)
-	if err != nil {
-		return sb, db.MapError(err)
-	}
-	return s.transitionLocked(ctx, tx, sb, decide)
-}
-
-// transitionLocked is transitionTx for a row the caller has read under its lock.
+// transitionLocked is transition inside the caller's transaction, for a row it has read under
+// its lock (a webhook's group, which stores deliveries and applies them together).
 func (s *Service) transitionLocked(ctx context.Context, tx db.Tx, sb db.Sandbox, decide func(db.Tx, db.Sandbox) (*Change, error)) (db.Sandbox, error) {
 	c, err := decide(tx, sb)
 	if err != nil || c == nil {

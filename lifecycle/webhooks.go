@@ -262,7 +262,6 @@ func (s *Service) applyWebhookEvent(ctx context.Context, tx db.Tx, ev e2b.Event)
 	return "applied", nil
 }
 
-
 // storableHeader makes a header value fit a text column: HTTP lets values carry bytes that are
 // not UTF-8, which PostgreSQL would refuse (failing a delivery the signature already vouched
 // for, since headers are not signed).
