@@ -28,7 +28,7 @@ func (q *Queries) CountFailedResumesSinceRunning(ctx context.Context, sandboxID 
 }
 
 const getLatestSandboxChange = `-- name: GetLatestSandboxChange :one
-SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files FROM sandbox_events WHERE sandbox_id = $1
+SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, detail FROM sandbox_events WHERE sandbox_id = $1
     AND NOT (source = 'visitor' AND from_status = to_status)
 ORDER BY id DESC LIMIT 1
 `
@@ -49,12 +49,13 @@ func (q *Queries) GetLatestSandboxChange(ctx context.Context, sandboxID uuid.UUI
 		&i.ProviderTimestamp,
 		&i.CreatedAt,
 		&i.Files,
+		&i.Detail,
 	)
 	return i, err
 }
 
 const getLatestSandboxEvent = `-- name: GetLatestSandboxEvent :one
-SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id DESC LIMIT 1
+SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, detail FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id DESC LIMIT 1
 `
 
 // The sandbox's newest event: its state's version for live updates.
@@ -72,6 +73,7 @@ func (q *Queries) GetLatestSandboxEvent(ctx context.Context, sandboxID uuid.UUID
 		&i.ProviderTimestamp,
 		&i.CreatedAt,
 		&i.Files,
+		&i.Detail,
 	)
 	return i, err
 }
@@ -83,7 +85,7 @@ SELECT EXISTS (SELECT 1 FROM sandbox_events WHERE sandbox_id = $1 AND source = '
 
 type HasVisitorNoteParams struct {
 	SandboxID uuid.UUID
-	Reason    string
+	Reason    EventReason
 }
 
 // Whether a visitor's note with this reason was recorded for the sandbox (it is recorded once).
@@ -95,10 +97,10 @@ func (q *Queries) HasVisitorNote(ctx context.Context, arg HasVisitorNoteParams) 
 }
 
 const insertSandboxEvent = `-- name: InsertSandboxEvent :one
-INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, files)
-VALUES ($1, $2, $3, $4, $5, $6, $7,
-    coalesce($8::text[], '{}'))
-RETURNING id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files
+INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason, detail, provider_event_id, provider_timestamp, files)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
+    coalesce($9::text[], '{}'))
+RETURNING id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, detail
 `
 
 type InsertSandboxEventParams struct {
@@ -106,7 +108,8 @@ type InsertSandboxEventParams struct {
 	FromStatus        SandboxStatus
 	ToStatus          SandboxStatus
 	Source            EventSource
-	Reason            string
+	Reason            EventReason
+	Detail            string
 	ProviderEventID   *string
 	ProviderTimestamp *time.Time
 	Files             []string
@@ -119,6 +122,7 @@ func (q *Queries) InsertSandboxEvent(ctx context.Context, arg InsertSandboxEvent
 		arg.ToStatus,
 		arg.Source,
 		arg.Reason,
+		arg.Detail,
 		arg.ProviderEventID,
 		arg.ProviderTimestamp,
 		arg.Files,
@@ -135,6 +139,7 @@ func (q *Queries) InsertSandboxEvent(ctx context.Context, arg InsertSandboxEvent
 		&i.ProviderTimestamp,
 		&i.CreatedAt,
 		&i.Files,
+		&i.Detail,
 	)
 	return i, err
 }
@@ -152,7 +157,7 @@ func (q *Queries) LatestSandboxEventFromProvider(ctx context.Context, sandboxID 
 }
 
 const listProjectHistory = `-- name: ListProjectHistory :many
-SELECT e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, b.kind AS build_kind
+SELECT e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.detail, b.kind AS build_kind
 FROM sandbox_events e
 JOIN sandboxes s ON s.id = e.sandbox_id
 JOIN builds b ON b.id = s.build_id
@@ -200,6 +205,7 @@ func (q *Queries) ListProjectHistory(ctx context.Context, arg ListProjectHistory
 			&i.SandboxEvent.ProviderTimestamp,
 			&i.SandboxEvent.CreatedAt,
 			&i.SandboxEvent.Files,
+			&i.SandboxEvent.Detail,
 			&i.BuildKind,
 		); err != nil {
 			return nil, err
@@ -213,7 +219,7 @@ func (q *Queries) ListProjectHistory(ctx context.Context, arg ListProjectHistory
 }
 
 const listSandboxEvents = `-- name: ListSandboxEvents :many
-SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id
+SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, detail FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id
 `
 
 func (q *Queries) ListSandboxEvents(ctx context.Context, sandboxID uuid.UUID) ([]SandboxEvent, error) {
@@ -236,6 +242,7 @@ func (q *Queries) ListSandboxEvents(ctx context.Context, sandboxID uuid.UUID) ([
 			&i.ProviderTimestamp,
 			&i.CreatedAt,
 			&i.Files,
+			&i.Detail,
 		); err != nil {
 			return nil, err
 		}

@@ -1,6 +1,6 @@
 -- name: InsertSandboxEvent :one
-INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, files)
-VALUES (@sandbox_id, @from_status, @to_status, @source, @reason, sqlc.narg('provider_event_id'), sqlc.narg('provider_timestamp'),
+INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason, detail, provider_event_id, provider_timestamp, files)
+VALUES (@sandbox_id, @from_status, @to_status, @source, @reason, @detail, sqlc.narg('provider_event_id'), sqlc.narg('provider_timestamp'),
     coalesce(sqlc.narg('files')::text[], '{}'))
 RETURNING *;
 

@@ -1,6 +1,6 @@
 -- name: InsertSandbox :one
-INSERT INTO sandboxes (owner_id, project_id, build_id, recreated)
-VALUES (@owner_id, @project_id, @build_id, @recreated)
+INSERT INTO sandboxes (owner_id, project_id, build_id, recreated, vcpus, memory_mib, lifetime_seconds)
+VALUES (@owner_id, @project_id, @build_id, @recreated, @vcpus, @memory_mib, @lifetime_seconds)
 RETURNING *;
 
 -- name: GetSandbox :one
@@ -60,7 +60,9 @@ UPDATE sandboxes SET
     end_at           = coalesce(sqlc.narg('end_at'), end_at),
     killed_at        = coalesce(sqlc.narg('killed_at'), killed_at),
     killed_reason    = coalesce(sqlc.narg('killed_reason'), killed_reason),
-    failure_cause    = @failure_cause,
+    killed_detail    = CASE WHEN sqlc.narg('killed_reason')::event_reason IS NULL THEN killed_detail ELSE @killed_detail END,
+    failure_cause    = sqlc.narg('failure_cause'),
+    failure_detail   = @failure_detail,
     last_event_at    = greatest(last_event_at, sqlc.narg('event_at')),
     last_verified_at = coalesce(sqlc.narg('verified_at'), last_verified_at),
     verification_failures = CASE WHEN sqlc.narg('verified_at')::timestamptz IS NULL THEN verification_failures ELSE 0 END,
