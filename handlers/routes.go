@@ -6,6 +6,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
+	"sandman/lifecycle"
 	"sandman/static"
 )
 
@@ -56,6 +57,15 @@ func (h *Handlers) routes(e *echo.Echo) {
 	s.POST("/signup", h.signupSubmit)
 	s.POST("/logout", h.logoutSubmit)
 
+	// The operator's console (docs/operations.md): operators only, and a page that does not
+	// exist for anyone else, so the operator check comes before the session token's.
+	o := e.Group(opsPrefix, echo.WrapMiddleware(h.Sessions.LoadAndSave), h.loadUser, h.requireOperator, h.csrf)
+	o.GET("", h.opsPage)
+	o.GET("/sandboxes/:id", h.opsSandbox(false))
+	o.GET("/sandboxes/:id/kill", h.opsSandbox(true))
+	o.POST("/sandboxes/:id/pause", h.opsAction((*lifecycle.Service).OperatorPause))
+	o.POST("/sandboxes/:id/kill", h.opsAction((*lifecycle.Service).OperatorKill))
+
 	app := s.Group("", h.requireUser)
 	app.GET("/", h.dashboard)
 	app.GET("/events", h.events)
@@ -90,6 +100,7 @@ func (h *Handlers) routes(e *echo.Echo) {
 	api.POST("/sandboxes/:id/resume", h.apiSandboxAction(http.StatusAccepted, h.resume))
 	api.POST("/sandboxes/:id/verify", h.apiSandboxAction(http.StatusAccepted, h.verify))
 	api.POST("/sandboxes/:id/activity", h.apiSandboxAction(http.StatusOK, h.activity))
+	api.GET("/ops/summary", h.opsSummary, h.requireOperator)
 }
 
 // hsts tells browsers to reach Sandman over HTTPS only, on every answer (echo's Secure

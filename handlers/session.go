@@ -144,6 +144,9 @@ func (h *Handlers) loadUser(next echo.HandlerFunc) echo.HandlerFunc {
 func (h *Handlers) requireUser(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if currentUser(c) == nil {
+			if isOpsPath(c) {
+				return echo.ErrNotFound // the console's JSON says nothing of itself either
+			}
 			if isAPI(c) || c.Request().URL.Path == "/events" {
 				return &apperr.Error{Kind: apperr.KindUnauthorized, Code: "unauthorized", Message: "Log in first."}
 			}
