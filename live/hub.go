@@ -121,8 +121,8 @@ type conn struct {
 	share   *Share // a visitor's stream: the link it follows; nil for a founder's
 	// operator: the founder is an operator: the stream carries the console too.
 	operator bool
-	hub     *Hub
-	rc      *http.ResponseController
+	hub      *Hub
+	rc       *http.ResponseController
 	// ctx is the stream's request context; cancel ends the stream (see end).
 	ctx      context.Context
 	cancel   context.CancelFunc

@@ -33,7 +33,7 @@ func TestLoadConfig(t *testing.T) {
 			"SANDMAN_PAUSE_AFTER_READY": "immediate", "E2B_TEMPLATE": "node", "E2B_WEBHOOK_URL": "https://x/webhooks/e2b",
 			"E2B_WEBHOOK_SECRET": "s", "SANDMAN_METRICS_ADDR": "10.0.0.5:9100", "SANDMAN_METRICS_TOKEN": "m3trics",
 			"SANDMAN_SIGNUPS_PER_HOUR": "0", "SANDMAN_PUBLIC_URL": "https://sandman.example.com/",
-			"SANDMAN_SHARE_KEY": "0123456789abcdef0123456789abcdef",
+			"SANDMAN_SHARE_KEY":      "0123456789abcdef0123456789abcdef",
 			"SANDMAN_RATE_VCPU_HOUR": "0.1", "SANDMAN_RATE_GIB_HOUR": "0.02", "SANDMAN_SANDBOX_VCPUS": "4", "SANDMAN_SANDBOX_MEMORY": "1.5GiB",
 		}, check: func(t *testing.T, c config) {
 			if c.Addr != "0.0.0.0:9000" || c.StartCredits != 3 || !c.CookieSecure || !c.TrustProxy ||
