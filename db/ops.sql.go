@@ -210,13 +210,13 @@ FROM sandbox_events e
 JOIN sandboxes s ON s.id = e.sandbox_id
 JOIN projects p ON p.id = s.project_id
 JOIN users u ON u.id = s.owner_id
-WHERE e.reason = ANY($1::event_reason[]) AND e.created_at > $2::timestamptz
+WHERE e.reason IN ('resume_not_found', 'resume_unreachable', 'resume_timed_out', 'resume_files_lost', 'build_failed',
+    'build_failed_refunded', 'lost', 'restored') AND e.created_at > $1::timestamptz
 ORDER BY e.id DESC
-LIMIT $3
+LIMIT $2
 `
 
 type ListEventsByReasonSinceParams struct {
-	Reasons []EventReason
 	Since   time.Time
 	MaxRows int32
 }
@@ -236,10 +236,11 @@ type ListEventsByReasonSinceRow struct {
 	Founder     string
 }
 
-// Events of the given reasons since an instant, newest first, with their preview's founder and
-// project: the console's "needs a hand" lists.
+// Events that need a hand since an instant (failed resumes and builds, previews the provider
+// lost, files the integrity check restored: ops.attentionReasons), newest first, with their
+// preview's founder and project.
 func (q *Queries) ListEventsByReasonSince(ctx context.Context, arg ListEventsByReasonSinceParams) ([]ListEventsByReasonSinceRow, error) {
-	rows, err := q.db.Query(ctx, listEventsByReasonSince, arg.Reasons, arg.Since, arg.MaxRows)
+	rows, err := q.db.Query(ctx, listEventsByReasonSince, arg.Since, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}

@@ -324,11 +324,10 @@ func (a Attention) Empty() bool {
 	return len(a.Stuck)+len(a.Failures)+len(a.Lost)+len(a.Healed)+len(a.Orphans) == 0
 }
 
-var (
-	failureReasons = []db.EventReason{db.EventReasonResumeNotFound, db.EventReasonResumeUnreachable, db.EventReasonResumeTimedOut,
-		db.EventReasonResumeFilesLost, db.EventReasonBuildFailed, db.EventReasonBuildFailedRefunded}
-	attentionReasons = append(slices.Clone(failureReasons), db.EventReasonLost, db.EventReasonRestored)
-)
+// failureReasons are the failed resumes and builds, in the order the console groups them. With
+// lost and restored they are what ListEventsByReasonSince reads.
+var failureReasons = []db.EventReason{db.EventReasonResumeNotFound, db.EventReasonResumeUnreachable, db.EventReasonResumeTimedOut,
+	db.EventReasonResumeFilesLost, db.EventReasonBuildFailed, db.EventReasonBuildFailedRefunded}
 
 // maxListed caps each list: a console is read by a person.
 const maxListed = 200
@@ -346,7 +345,7 @@ func (s *Service) Attention(ctx context.Context, now time.Time) (Attention, erro
 			At: r.StateChangedAt, Text: "Still " + string(r.Status) + " since"})
 	}
 	since := now.Add(-24 * time.Hour)
-	evs, err := s.q.ListEventsByReasonSince(ctx, db.ListEventsByReasonSinceParams{Reasons: attentionReasons, Since: since, MaxRows: maxListed * 4})
+	evs, err := s.q.ListEventsByReasonSince(ctx, db.ListEventsByReasonSinceParams{Since: since, MaxRows: maxListed * 4})
 	if err != nil {
 		return a, err
 	}

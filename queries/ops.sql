@@ -13,15 +13,17 @@ WHERE killed_at > @since::timestamptz AND killed_reason IS DISTINCT FROM 'replac
 SELECT count(DISTINCT owner_id)::bigint FROM sandboxes WHERE status = 'running';
 
 -- name: ListEventsByReasonSince :many
--- Events of the given reasons since an instant, newest first, with their preview's founder and
--- project: the console's "needs a hand" lists.
+-- Events that need a hand since an instant (failed resumes and builds, previews the provider
+-- lost, files the integrity check restored: ops.attentionReasons), newest first, with their
+-- preview's founder and project.
 SELECT e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.detail, e.created_at,
     cardinality(e.files)::integer AS files, p.id AS project_id, p.name AS project_name, u.email AS founder
 FROM sandbox_events e
 JOIN sandboxes s ON s.id = e.sandbox_id
 JOIN projects p ON p.id = s.project_id
 JOIN users u ON u.id = s.owner_id
-WHERE e.reason = ANY(@reasons::event_reason[]) AND e.created_at > @since::timestamptz
+WHERE e.reason IN ('resume_not_found', 'resume_unreachable', 'resume_timed_out', 'resume_files_lost', 'build_failed',
+    'build_failed_refunded', 'lost', 'restored') AND e.created_at > @since::timestamptz
 ORDER BY e.id DESC
 LIMIT @max_rows;
 
