@@ -172,7 +172,7 @@ func chartView(title, testID string, points []ops.ChartPoint, step time.Duration
 		}
 		label := chunk[0].Hour.UTC().Format("Jan 2 15:04")
 		if per > 1 {
-			label = chunk[0].Hour.UTC().Format("Mon Jan 2")
+			label = "24 h from " + label
 		}
 		ch.Rows = append(ch.Rows, views.OpsRow{Label: label, Running: formatRunning(running / float64(len(chunk))), Cost: views.Money(cost)})
 	}

@@ -193,6 +193,14 @@ func Money(v float64) string {
 	return "$" + strconv.FormatFloat(v, 'f', 4, 64)
 }
 
+// countText is n with the word for one or for many.
+func countText(n int64, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.FormatInt(n, 10) + " " + many
+}
+
 // Percent writes a share as the console shows it.
 func Percent(share float64) string { return strconv.FormatFloat(share*100, 'f', 0, 64) + " %" }
 
