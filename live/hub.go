@@ -104,9 +104,11 @@ type Hub struct {
 	perAddr  map[string]int
 	closed   bool
 
-	// The console's renders: one pending at most, never closer than OpsEvery.
+	// The console's renders: one pending at most, never closer than OpsEvery; operators counts
+	// the operators' streams, so a change costs nothing more while there are none.
 	opsPending bool
 	opsLast    time.Time
+	operators  int
 
 	metrics *metrics
 }
@@ -273,6 +275,9 @@ func (h *Hub) add(c *conn) error {
 	}
 	m[c.id] = c
 	h.byID[c.id] = c
+	if c.operator {
+		h.operators++
+	}
 	h.metrics.clients.Inc()
 	return nil
 }
@@ -297,6 +302,9 @@ func (h *Hub) remove(c *conn) {
 	h.mu.Lock()
 	if _, ok := h.byID[c.id]; ok {
 		delete(h.byID, c.id)
+		if c.operator {
+			h.operators--
+		}
 		h.metrics.clients.Dec()
 		if c.share != nil {
 			if h.perLink[c.share.Link]--; h.perLink[c.share.Link] == 0 {
@@ -411,7 +419,7 @@ func (h *Hub) opsChanged() {
 		return
 	}
 	h.mu.Lock()
-	if h.opsPending || h.closed || !h.hasOperatorsLocked() {
+	if h.opsPending || h.closed || h.operators == 0 {
 		h.mu.Unlock()
 		return
 	}
@@ -419,15 +427,6 @@ func (h *Hub) opsChanged() {
 	wait := h.opts.OpsEvery - time.Since(h.opsLast)
 	h.mu.Unlock()
 	time.AfterFunc(max(wait, 0), h.deliverOps)
-}
-
-func (h *Hub) hasOperatorsLocked() bool {
-	for _, c := range h.byID {
-		if c.operator {
-			return true
-		}
-	}
-	return false
 }
 
 // deliverOps renders the console once and posts it to every operator's stream here.

@@ -342,7 +342,7 @@ func (s *Service) Attention(ctx context.Context, now time.Time) (Attention, erro
 	}
 	for _, r := range stuck {
 		a.Stuck = append(a.Stuck, Item{SandboxID: r.ID, ProjectID: r.ProjectID, ProjectName: r.ProjectName, Founder: r.Founder,
-			At: r.StateChangedAt, Text: "Still " + string(r.Status) + " since"})
+			At: r.StateChangedAt, Text: "Still " + string(r.Status) + ", past its deadline"})
 	}
 	since := now.Add(-24 * time.Hour)
 	evs, err := s.q.ListEventsByReasonSince(ctx, db.ListEventsByReasonSinceParams{Since: since, MaxRows: maxListed * 4})
