@@ -25,10 +25,15 @@ run: deps-run build ## start PostgreSQL, sandboxd and Sandman with a demo founde
 # the race detector; everything else runs once without it.
 RACY := ^Test(Concurrent|TwoInstances)
 
+# The benchmarks' own checks (none lost, none applied twice, every stream reached, every resume
+# intact, no request from an idle page…) run in `make test` too: each benchmark once, at the
+# small sizes -short gives it (testkit.BenchSize), failing on a broken invariant; the targets
+# they only report stay figures for `make bench`.
 test: deps ## run the whole test suite (real PostgreSQL, sandboxd and Chromium)
 	$(GO) test -timeout $(TEST_TIMEOUT) -skip '$(RACY)' ./...
 	$(GO) test -timeout $(TEST_TIMEOUT) -race -run '$(RACY)' ./handlers ./lifecycle
 	$(GO) test -timeout $(TEST_TIMEOUT) -race ./live
+	$(GO) test -timeout 10m -short -run '^$$' -bench . -benchtime 1x ./...
 
 # -p 1: one package at a time, so no benchmark shares the two cores with another.
 bench: deps ## run the benchmarks (figures go in BENCHMARKS.md)

@@ -1,4 +1,5 @@
-// Package accounts owns founders: sign-up, password checks and the login rate limit.
+// Package accounts owns founders: sign-up, password checks, the login rate limit, and their API
+// tokens (tokens.go).
 package accounts
 
 import (
@@ -41,7 +42,9 @@ type Service struct {
 	startCredits   int32
 	bcryptCost     int
 	signUpsPerHour int
-	now            func() time.Time
+	// The limits of API tokens' requests and of failed bearer attempts per address.
+	tokenLimit, bearerFailureLimit Limit
+	now                            func() time.Time
 }
 
 // Options tune a Service.
@@ -52,6 +55,11 @@ type Options struct {
 	// SignUpsPerHour is how many founders may sign up from one client address in an hour; 0
 	// turns the limit off.
 	SignUpsPerHour int
+	// TokenLimit is the requests one API token may make; zero: DefaultTokenLimit.
+	TokenLimit Limit
+	// BearerFailureLimit is the failed bearer attempts one client address may make; zero:
+	// DefaultBearerFailureLimit.
+	BearerFailureLimit Limit
 }
 
 // New returns a Service.
@@ -60,8 +68,15 @@ func New(pool *pgxpool.Pool, opts Options) *Service {
 	if cost == 0 {
 		cost = bcrypt.DefaultCost
 	}
-	return &Service{pool: pool, q: db.New(pool), startCredits: opts.StartCredits, bcryptCost: cost,
-		signUpsPerHour: opts.SignUpsPerHour, now: time.Now}
+	s := &Service{pool: pool, q: db.New(pool), startCredits: opts.StartCredits, bcryptCost: cost,
+		signUpsPerHour: opts.SignUpsPerHour, tokenLimit: opts.TokenLimit, bearerFailureLimit: opts.BearerFailureLimit, now: time.Now}
+	if s.tokenLimit.N == 0 {
+		s.tokenLimit = DefaultTokenLimit
+	}
+	if s.bearerFailureLimit.N == 0 {
+		s.bearerFailureLimit = DefaultBearerFailureLimit
+	}
+	return s
 }
 
 // Credentials are what a founder types.
@@ -229,10 +244,12 @@ func (s *Service) Get(ctx context.Context, id uuid.UUID) (db.User, error) {
 	return u, db.MapError(err)
 }
 
-// PruneLimits forgets the log-in failures and sign-ups that no longer count.
+// PruneLimits forgets the log-in failures, sign-ups and failed bearer attempts that no longer
+// count.
 func (s *Service) PruneLimits(ctx context.Context) error {
 	now := s.now()
-	return errors.Join(s.q.DeleteLoginFailuresBefore(ctx, now.Add(-Window)), s.q.DeleteSignupsBefore(ctx, now.Add(-SignUpWindow)))
+	return errors.Join(s.q.DeleteLoginFailuresBefore(ctx, now.Add(-Window)), s.q.DeleteSignupsBefore(ctx, now.Add(-SignUpWindow)),
+		s.q.DeleteBearerFailuresBefore(ctx))
 }
 
 // EnsureUser creates the founder if the email is new and returns it either way; `make run` uses it

@@ -55,7 +55,7 @@ func DemoFounder(ctx context.Context, cfg Config, email, password string) error 
 			continue
 		}
 		// The key makes a second `make run` before the first build lands a replay, not a charge.
-		if _, err := life.StartBuild(ctx, u.ID, v.Project.ID, "demo-first-build-"+v.Project.ID.String(), false); err != nil {
+		if _, err := life.StartBuild(ctx, lifecycle.Actor{Founder: u.ID}, v.Project.ID, "demo-first-build-"+v.Project.ID.String(), false); err != nil {
 			return fmt.Errorf("build %s: %w", v.Project.Name, err)
 		}
 	}

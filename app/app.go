@@ -74,6 +74,10 @@ type Config struct {
 	// SignUpsPerHour is how many founders may sign up from one client address in an hour
 	// (SANDMAN_SIGNUPS_PER_HOUR).
 	SignUpsPerHour int
+	// TokenLimit is the requests one API token may make, and BearerFailureLimit the failed
+	// bearer attempts one client address may make (README, "For the builder's backend"); zero:
+	// accounts' defaults. Tests lower them.
+	TokenLimit, BearerFailureLimit accounts.Limit
 	// SessionLifetime is how long a session lasts from its log-in; its event streams end with it.
 	SessionLifetime time.Duration
 	// PublicURL is where browsers reach Sandman (SANDMAN_PUBLIC_URL), without a trailing slash:
@@ -190,7 +194,7 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 	a.operators = ops.NewOperators(pool)
 	a.registry.MustRegister(ops.NewCollector(a.ops, logger))
 	a.accounts = accounts.New(pool, accounts.Options{StartCredits: cfg.StartCredits, BcryptCost: cfg.BcryptCost,
-		SignUpsPerHour: cfg.SignUpsPerHour})
+		SignUpsPerHour: cfg.SignUpsPerHour, TokenLimit: cfg.TokenLimit, BearerFailureLimit: cfg.BearerFailureLimit})
 	metrics := handlers.MetricsHandler(a.registry, cfg.MetricsToken)
 	if cfg.MetricsAddr != "" { // any role: a worker's jobs and provider calls are worth watching too
 		mux := http.NewServeMux()

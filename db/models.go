@@ -803,6 +803,20 @@ func AllWebhookOutcomeValues() []WebhookOutcome {
 	}
 }
 
+type APIToken struct {
+	ID           uuid.UUID
+	OwnerID      uuid.UUID
+	Name         string
+	Prefix       string
+	TokenHash    []byte
+	CreatedAt    time.Time
+	ExpiresAt    *time.Time
+	RevokedAt    *time.Time
+	LastUsedAt   *time.Time
+	LastUsedFrom string
+	RateTat      time.Time
+}
+
 type Build struct {
 	ID         uuid.UUID
 	ProjectID  uuid.UUID
@@ -901,6 +915,7 @@ type SandboxEvent struct {
 	ProviderTimestamp *time.Time
 	CreatedAt         time.Time
 	Files             []string
+	ViaToken          *string
 	Detail            string
 }
 

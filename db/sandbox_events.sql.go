@@ -28,7 +28,7 @@ func (q *Queries) CountFailedResumesSinceRunning(ctx context.Context, sandboxID 
 }
 
 const getLatestSandboxChange = `-- name: GetLatestSandboxChange :one
-SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, detail FROM sandbox_events WHERE sandbox_id = $1
+SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, via_token, detail FROM sandbox_events WHERE sandbox_id = $1
     AND NOT (source = 'visitor' AND from_status = to_status)
 ORDER BY id DESC LIMIT 1
 `
@@ -49,13 +49,14 @@ func (q *Queries) GetLatestSandboxChange(ctx context.Context, sandboxID uuid.UUI
 		&i.ProviderTimestamp,
 		&i.CreatedAt,
 		&i.Files,
+		&i.ViaToken,
 		&i.Detail,
 	)
 	return i, err
 }
 
 const getLatestSandboxEvent = `-- name: GetLatestSandboxEvent :one
-SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, detail FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id DESC LIMIT 1
+SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, via_token, detail FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id DESC LIMIT 1
 `
 
 // The sandbox's newest event: its state's version for live updates.
@@ -73,6 +74,7 @@ func (q *Queries) GetLatestSandboxEvent(ctx context.Context, sandboxID uuid.UUID
 		&i.ProviderTimestamp,
 		&i.CreatedAt,
 		&i.Files,
+		&i.ViaToken,
 		&i.Detail,
 	)
 	return i, err
@@ -97,10 +99,10 @@ func (q *Queries) HasVisitorNote(ctx context.Context, arg HasVisitorNoteParams) 
 }
 
 const insertSandboxEvent = `-- name: InsertSandboxEvent :one
-INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason, detail, provider_event_id, provider_timestamp, files)
+INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason, detail, provider_event_id, provider_timestamp, files, via_token)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
-    coalesce($9::text[], '{}'))
-RETURNING id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, detail
+    coalesce($9::text[], '{}'), $10)
+RETURNING id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, via_token, detail
 `
 
 type InsertSandboxEventParams struct {
@@ -113,6 +115,7 @@ type InsertSandboxEventParams struct {
 	ProviderEventID   *string
 	ProviderTimestamp *time.Time
 	Files             []string
+	ViaToken          *string
 }
 
 func (q *Queries) InsertSandboxEvent(ctx context.Context, arg InsertSandboxEventParams) (SandboxEvent, error) {
@@ -126,6 +129,7 @@ func (q *Queries) InsertSandboxEvent(ctx context.Context, arg InsertSandboxEvent
 		arg.ProviderEventID,
 		arg.ProviderTimestamp,
 		arg.Files,
+		arg.ViaToken,
 	)
 	var i SandboxEvent
 	err := row.Scan(
@@ -139,6 +143,7 @@ func (q *Queries) InsertSandboxEvent(ctx context.Context, arg InsertSandboxEvent
 		&i.ProviderTimestamp,
 		&i.CreatedAt,
 		&i.Files,
+		&i.ViaToken,
 		&i.Detail,
 	)
 	return i, err
@@ -157,7 +162,7 @@ func (q *Queries) LatestSandboxEventFromProvider(ctx context.Context, sandboxID 
 }
 
 const listProjectHistory = `-- name: ListProjectHistory :many
-SELECT e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.detail, b.kind AS build_kind
+SELECT e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.via_token, e.detail, b.kind AS build_kind
 FROM sandbox_events e
 JOIN sandboxes s ON s.id = e.sandbox_id
 JOIN builds b ON b.id = s.build_id
@@ -205,6 +210,7 @@ func (q *Queries) ListProjectHistory(ctx context.Context, arg ListProjectHistory
 			&i.SandboxEvent.ProviderTimestamp,
 			&i.SandboxEvent.CreatedAt,
 			&i.SandboxEvent.Files,
+			&i.SandboxEvent.ViaToken,
 			&i.SandboxEvent.Detail,
 			&i.BuildKind,
 		); err != nil {
@@ -219,7 +225,7 @@ func (q *Queries) ListProjectHistory(ctx context.Context, arg ListProjectHistory
 }
 
 const listSandboxEvents = `-- name: ListSandboxEvents :many
-SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, detail FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id
+SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, via_token, detail FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id
 `
 
 func (q *Queries) ListSandboxEvents(ctx context.Context, sandboxID uuid.UUID) ([]SandboxEvent, error) {
@@ -242,6 +248,7 @@ func (q *Queries) ListSandboxEvents(ctx context.Context, sandboxID uuid.UUID) ([
 			&i.ProviderTimestamp,
 			&i.CreatedAt,
 			&i.Files,
+			&i.ViaToken,
 			&i.Detail,
 		); err != nil {
 			return nil, err

@@ -79,7 +79,8 @@ func TestConcurrentRebuildsWithOneKey(t *testing.T) {
 		t.Fatalf("%d fresh answers, %d builds, %d debits, %d credits: want 1, 2 (build and rebuild), 2 and 8", fresh, builds, debits, c.Credits())
 	}
 	audit := apptest.AuditDB(t, s.Pool())
-	testkit.Record(t, testkit.Scenario{ID: "rebuild-one-key", Times: n, ChargedTwice: audit.ChargedTwice + debits - 2, Stuck: audit.Stuck,
+	audit.ChargedTwice += debits - 2 // the ledger's debits beyond the build's and the rebuild's
+	testkit.Record(t, testkit.Scenario{ID: "rebuild-one-key", Times: n, Counts: audit,
 		Injected: "100 rebuild requests at once with one idempotency key",
 		Result:   "one rebuild started and charged; 100 × 202 naming it, 99 of them replays"})
 }
@@ -116,7 +117,7 @@ func TestConcurrentBuildsBeyondCredits(t *testing.T) {
 		t.Fatalf("%d builds, %d debits, %d credits left: want 3, 3, 0", builds, debits, c.Credits())
 	}
 	audit := apptest.AuditDB(t, s.Pool())
-	testkit.Record(t, testkit.Scenario{ID: "builds-beyond-credits", Times: n, ChargedTwice: audit.ChargedTwice, Stuck: audit.Stuck,
+	testkit.Record(t, testkit.Scenario{ID: "builds-beyond-credits", Times: n, Counts: audit,
 		Injected: "100 first builds at once, each of its own project and key, by a founder with 3 credits",
 		Result:   "exactly 3 builds started and charged; 97 × 402 saying no credits are left"})
 }
@@ -205,18 +206,18 @@ func TestSlowSendersAreCutOff(t *testing.T) {
 	t.Parallel()
 	s := start(t, apptest.Options{Role: app.RoleWeb, Config: func(c *app.Config) { c.ReadTimeout = time.Second }})
 
-	// Headers that never end: the connection is closed.
+	// Headers that never end: the connection is closed (by the server, not by this test's
+	// deadline, which is only there so that a server that never closes it fails the test).
 	conn, r := rawRequest(t, s)
 	fmt.Fprintf(conn, "GET /login HTTP/1.1\r\nHost: x\r\n")
-	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
-	if line, err := r.ReadString('\n'); err == nil && !strings.Contains(line, "408") {
+	if line := closedByServer(t, conn, r, "a request whose headers never end"); line != "" && !strings.Contains(line, "408") {
 		t.Fatalf("a request whose headers never end got %q", line)
 	}
 
 	// A body that never arrives: 408, and the connection closed.
 	conn, r = rawRequest(t, s)
 	fmt.Fprintf(conn, "POST /login HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\nemail=")
-	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	conn.SetReadDeadline(time.Now().Add(slowSenderWait))
 	res, err := http.ReadResponse(r, nil)
 	if err != nil {
 		t.Fatalf("no answer to a trickled body: %v", err)
@@ -225,6 +226,7 @@ func TestSlowSendersAreCutOff(t *testing.T) {
 	if res.StatusCode != http.StatusRequestTimeout {
 		t.Fatalf("a trickled body got %d, want 408", res.StatusCode)
 	}
+	closedByServer(t, conn, r, "a trickled body's connection, after its 408")
 
 	// An upload may take longer than the server's read timeout: it has its own deadline.
 	c := s.NewClient(t)
@@ -237,6 +239,26 @@ func TestSlowSendersAreCutOff(t *testing.T) {
 	testkit.Record(t, testkit.Scenario{ID: "slow-senders", Times: 3,
 		Injected: "headers that never end; a form body that never arrives; an upload that pauses past the read timeout (1 s in the test)",
 		Result:   "the connection closed; 408; the upload, within its own 5-minute deadline, stored"})
+}
+
+// slowSenderWait is how long a test of a slow sender waits for the server to act on a read
+// timeout of 1 s: long enough for a loaded machine, short of any timeout left at its default.
+const slowSenderWait = 15 * time.Second
+
+// closedByServer reads what is left on the connection until the server closes it, and returns
+// its first line. It fails t when the connection is still open after slowSenderWait: the
+// test's own deadline must never count as the server's cut.
+func closedByServer(t *testing.T, conn net.Conn, r *bufio.Reader, what string) string {
+	t.Helper()
+	conn.SetReadDeadline(time.Now().Add(slowSenderWait))
+	first, err := r.ReadString('\n')
+	for err == nil {
+		_, err = r.ReadString('\n')
+	}
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatalf("%s: the connection was still open after %s, so the server's read timeout (1 s) never cut it off", what, slowSenderWait)
+	}
+	return first
 }
 
 // slowReader gives half its data, pauses, then gives the rest.

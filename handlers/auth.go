@@ -11,14 +11,14 @@ import (
 )
 
 func (h *Handlers) loginPage(c echo.Context) error {
-	if currentUser(c) != nil {
+	if principal(c) != nil {
 		return c.Redirect(http.StatusSeeOther, "/")
 	}
 	return render(c, http.StatusOK, views.Auth(views.AuthPage{Layout: h.layout(c, "Log in")}))
 }
 
 func (h *Handlers) signupPage(c echo.Context) error {
-	if currentUser(c) != nil {
+	if principal(c) != nil {
 		return c.Redirect(http.StatusSeeOther, "/")
 	}
 	return render(c, http.StatusOK, views.Auth(views.AuthPage{Layout: h.layout(c, "Sign up"), SignUp: true}))
@@ -81,9 +81,10 @@ type credentialsJSON struct {
 }
 
 type sessionJSON struct {
-	Email     string `json:"email"`
-	Credits   int32  `json:"credits"`
-	CSRFToken string `json:"csrfToken"`
+	Email   string `json:"email"`
+	Credits int32  `json:"credits"`
+	// CSRFToken is the session's; a request with an API token has no session, nor needs one.
+	CSRFToken string `json:"csrfToken,omitempty"`
 }
 
 func (h *Handlers) apiSignUp(c echo.Context) error {
@@ -126,7 +127,11 @@ func (h *Handlers) apiLogOut(c echo.Context) error {
 }
 
 func (h *Handlers) apiMe(c echo.Context) error {
-	u := currentUser(c)
-	// The token lets a client that logged in through the form call the JSON API too.
-	return c.JSON(http.StatusOK, sessionJSON{Email: u.Email, Credits: u.Credits, CSRFToken: h.csrfToken(c)})
+	p := principal(c)
+	out := sessionJSON{Email: p.Founder.Email, Credits: p.Founder.Credits}
+	if !p.ViaToken() {
+		// The token lets a client that logged in through the form call the JSON API too.
+		out.CSRFToken = h.csrfToken(c)
+	}
+	return c.JSON(http.StatusOK, out)
 }

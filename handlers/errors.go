@@ -36,7 +36,9 @@ func httpStatus(k apperr.Kind) int {
 }
 
 // errorHandler is the one place errors become responses: apperr kinds map to statuses, echo's
-// own errors keep theirs, anything else is a logged 500 whose details stay out of the page.
+// own errors keep theirs, anything else is a logged 500 whose details stay out of the page. The
+// answer is written as the route's group declared (answerAs): JSON, a share link's page, or a
+// page (a flash message for htmx).
 func (h *Handlers) errorHandler(err error, c echo.Context) {
 	if c.Response().Committed || errors.Is(err, context.Canceled) {
 		return
@@ -72,7 +74,8 @@ func (h *Handlers) errorHandler(err error, c echo.Context) {
 	// The answer is still owed when the request's context has ended under it (a body that
 	// took too long ends it): render it regardless.
 	c.SetRequest(c.Request().WithContext(context.WithoutCancel(c.Request().Context())))
-	if isAPI(c) || c.Request().URL.Path == "/webhooks/e2b" {
+	answers := answersOf(c)
+	if answers == answerJSON {
 		_ = jsonError(c, status, code, msg, fields)
 		return
 	}
@@ -85,7 +88,7 @@ func (h *Handlers) errorHandler(err error, c echo.Context) {
 		}
 		return
 	}
-	if isShareLink(c) {
+	if answers == answerShare {
 		if err := render(c, status, views.ShareMessageView(shareError(c, status, msg))); err != nil {
 			h.Logger.Error("render a share link's error page", "err", err)
 		}

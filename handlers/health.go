@@ -97,14 +97,17 @@ func (h *Handlers) requestLog(next echo.HandlerFunc) echo.HandlerFunc {
 		if c.Response().Status == http.StatusTooManyRequests {
 			h.rateLimited.WithLabelValues(c.Request().Method, c.Path()).Inc()
 		}
+		h.requestsByAuth.WithLabelValues(authKind(c)).Inc()
 		lvl := slog.LevelInfo
 		if c.Request().URL.Path == "/healthz" || c.Request().URL.Path == "/metrics" {
 			lvl = slog.LevelDebug
 		}
-		h.Logger.Log(c.Request().Context(), lvl, "request",
-			"method", c.Request().Method, "path", logPath(c.Request()),
-			"status", c.Response().Status, "duration_ms", time.Since(start).Milliseconds(),
-			"ip", c.RealIP())
+		attrs := []any{"method", c.Request().Method, "path", logPath(c.Request()),
+			"status", c.Response().Status, "duration_ms", time.Since(start).Milliseconds(), "ip", c.RealIP()}
+		if id := loggedToken(c); id != "" {
+			attrs = append(attrs, "token", id)
+		}
+		h.Logger.Log(c.Request().Context(), lvl, "request", attrs...)
 		return nil
 	}
 }

@@ -68,7 +68,7 @@ func TestBrowserHealedResume(t *testing.T) {
 	if !apptest.Eval[bool](t, page, `document.querySelector("[data-testid=history-files]").closest("details") !== null`) {
 		t.Fatal("the restored files are not in a details element")
 	}
-	checkForEveryone(t, page, "build-healed")
+	checkForEveryone(t, page, "build-healed", statusIs(views.Pane, projectID, "running"))
 
 	// Lost for good: the whole app directory.
 	c.Pause(sandboxID)
@@ -88,5 +88,5 @@ func TestBrowserHealedResume(t *testing.T) {
 	if text := apptest.Eval[string](t, page, `document.querySelector(`+jsString(pane)+`).textContent`); strings.Contains(text, "Live preview ready") {
 		t.Fatalf("a preview that lost its files reads as live: %q", text)
 	}
-	checkForEveryone(t, page, "build-files-lost")
+	checkForEveryone(t, page, "build-files-lost", statusIs(views.Pane, projectID, "resume_failed"))
 }

@@ -42,6 +42,10 @@ func TestProviderKillReachesTheStreamThroughTheWebhook(t *testing.T) {
 	s.Host.KillFromDashboard(t, sb.ProviderID)
 	nextMatching(t, events, views.DOMID(views.Pane, projectID), "Sandbox not found", 5*time.Second)
 	c.WaitSandbox(sandboxID, "killed", time.Second)
+	// By its webhook, not by the reconcile or the events reader catching up.
+	if evs := s.events(t, sandboxID); !strings.HasPrefix(evs[len(evs)-1], "running→killed webhook") {
+		t.Fatalf("the kill was not applied by its webhook: %q", evs)
+	}
 }
 
 // waitClients waits until the instance has n open streams.

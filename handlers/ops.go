@@ -20,21 +20,15 @@ import (
 // opsPrefix is where the operator's console lives; its JSON is under /api/ops.
 const opsPrefix = "/ops"
 
-// isOpsPath reports whether the request is for the console or its JSON.
-func isOpsPath(c echo.Context) bool {
-	p := c.Request().URL.Path
-	return p == opsPrefix || strings.HasPrefix(p, opsPrefix+"/") || strings.HasPrefix(p, "/api"+opsPrefix+"/")
-}
-
 // requireOperator lets operators through; anyone else, logged in or not, gets the answer of a
 // page that does not exist: the console says nothing of itself to them.
 func (h *Handlers) requireOperator(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		u := currentUser(c)
-		if u == nil {
+		p := principal(c)
+		if p == nil {
 			return echo.ErrNotFound
 		}
-		ok, err := h.Operators.IsOperator(c.Request().Context(), u.ID)
+		ok, err := h.Operators.IsOperator(c.Request().Context(), p.Founder.ID)
 		if err != nil {
 			return err
 		}
@@ -87,7 +81,7 @@ func (h *Handlers) opsAction(act func(*lifecycle.Service, context.Context, lifec
 		if err != nil {
 			return err
 		}
-		u := currentUser(c)
+		u := principal(c).Founder
 		if err := act(h.Lifecycle, c.Request().Context(), lifecycle.Operator{ID: u.ID, Email: u.Email}, id); err != nil {
 			return err
 		}

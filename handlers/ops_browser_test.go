@@ -58,11 +58,11 @@ func TestBrowserOpsFollowsTheFleetLive(t *testing.T) {
 	if dir := os.Getenv("SANDMAN_SCREENSHOTS"); dir != "" {
 		page.SaveScreenshot(t, filepath.Join(dir, "ops-console.png"))
 	}
-	checkForEveryone(t, page, "ops-console")
+	checkForEveryone(t, page, "ops-console", `!!document.querySelector("[data-testid=ops-console]")`)
 
 	// The preview's page: the kill asks first, in a dialog naming the founder and the project.
 	sbPage := browser.Open(t, s.URL()+"/ops/sandboxes/"+sandboxID)
-	checkForEveryone(t, sbPage, "ops-sandbox")
+	checkForEveryone(t, sbPage, "ops-sandbox", `!!document.querySelector("[data-testid=ops-kill]")`)
 	click(t, sbPage, "[data-testid=ops-kill]")
 	sbPage.WaitFor(t, "the kill's dialog", `document.getElementById("kill-dialog").open`)
 	if q := apptest.Eval[string](t, sbPage, text("kill-dialog")); !strings.Contains(q, "fleet@example.com") || !strings.Contains(q, "Counter") {
@@ -83,5 +83,5 @@ func TestBrowserOpsFollowsTheFleetLive(t *testing.T) {
 	}
 	confirm := browser.OpenWithoutJavaScript(t, s.URL()+"/ops/sandboxes/"+sandboxID+"/kill")
 	confirm.ScriptsBack(t)
-	checkForEveryone(t, confirm, "ops-kill-question")
+	checkForEveryone(t, confirm, "ops-kill-question", `!!document.querySelector("[data-testid=kill-confirm]")`)
 }

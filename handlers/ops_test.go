@@ -52,7 +52,8 @@ func notFoundPage(t *testing.T, c *apptest.Client, what string, got apptest.Resp
 
 // The console and its routes are pages that do not exist for anyone but operators, logged in
 // or not, the JSON route and the actions included (a refused Kill changes nothing); `sandman
-// operator add` opens them to an account and `remove` closes them again.
+// operator add` opens them to an account and `remove` closes them again. The summary takes an
+// operator's API token like the rest of the API; a token opens no page.
 func TestOpsIsMissingForAllButOperators(t *testing.T) {
 	t.Parallel()
 	s := webOnly(t)
@@ -87,8 +88,15 @@ func TestOpsIsMissingForAllButOperators(t *testing.T) {
 		}
 	}
 	check("a founder")
+	// An API token authenticates the summary as the rest of the API, and opens it to operators only.
+	withToken := founder.WithToken(founder.MakeToken("dashboards"))
+	if r := withToken.API(http.MethodGet, "/api/ops/summary", nil, nil); r.Status != http.StatusNotFound {
+		t.Fatalf("a founder's API token on the summary: %d %s, want 404", r.Status, r.Body)
+	}
 
 	s.makeOperator(t, "founder-ops@example.com")
+	apptest.RequireStatus(t, withToken.API(http.MethodGet, "/api/ops/summary", nil, nil), http.StatusOK)
+	notFoundPage(t, withToken, "an operator's API token on /ops (a token opens no page)", withToken.Get("/ops"))
 	r := founder.Get("/ops")
 	apptest.RequireStatus(t, r, http.StatusOK)
 	apptest.ByTestID(t, r.Body, "ops-console")

@@ -131,9 +131,9 @@ func (h *Handlers) buildAction(rebuild bool) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		u := currentUser(c)
+		u := principal(c).Founder
 		ctx := c.Request().Context()
-		if _, err := h.Lifecycle.StartBuild(ctx, u.ID, id, c.FormValue("idempotencyKey"), rebuild); err != nil {
+		if _, err := h.Lifecycle.StartBuild(ctx, actor(c), id, c.FormValue("idempotencyKey"), rebuild); err != nil {
 			return err
 		}
 		if !isHTMX(c) {
@@ -154,7 +154,7 @@ func (h *Handlers) rebuildConfirm(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	u := currentUser(c)
+	u := principal(c).Founder
 	v, err := h.Lifecycle.Project(c.Request().Context(), u.ID, id)
 	if err != nil {
 		return err
@@ -181,7 +181,7 @@ func (h *Handlers) sandboxAction(act func(echo.Context, uuid.UUID, uuid.UUID) er
 		if err != nil {
 			return err
 		}
-		u := currentUser(c)
+		u := principal(c).Founder
 		if err := act(c, u.ID, id); err != nil {
 			return err
 		}
@@ -264,7 +264,7 @@ func (h *Handlers) apiBuild(rebuild bool) echo.HandlerFunc {
 		if err := bindJSON(c, &in); err != nil {
 			return err
 		}
-		res, err := h.Lifecycle.StartBuild(c.Request().Context(), currentUser(c).ID, id, in.IdempotencyKey, rebuild)
+		res, err := h.Lifecycle.StartBuild(c.Request().Context(), actor(c), id, in.IdempotencyKey, rebuild)
 		if err != nil {
 			return err
 		}
@@ -277,7 +277,7 @@ func (h *Handlers) apiGetSandbox(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	sb, err := h.Lifecycle.OwnedSandbox(c.Request().Context(), currentUser(c).ID, id)
+	sb, err := h.Lifecycle.OwnedSandbox(c.Request().Context(), principal(c).Founder.ID, id)
 	if err != nil {
 		return err
 	}
@@ -291,7 +291,7 @@ func (h *Handlers) apiSandboxAction(status int, act func(echo.Context, uuid.UUID
 		if err != nil {
 			return err
 		}
-		u := currentUser(c)
+		u := principal(c).Founder
 		if err := act(c, u.ID, id); err != nil {
 			return err
 		}

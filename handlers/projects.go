@@ -17,7 +17,7 @@ import (
 
 func (h *Handlers) dashboard(c echo.Context) error {
 	ctx := c.Request().Context()
-	rows, err := h.Lifecycle.Projects(ctx, currentUser(c).ID)
+	rows, err := h.Lifecycle.Projects(ctx, principal(c).Founder.ID)
 	if err != nil {
 		return err
 	}
@@ -31,7 +31,7 @@ func (h *Handlers) dashboard(c echo.Context) error {
 }
 
 func (h *Handlers) projectPage(c echo.Context) error {
-	u := currentUser(c)
+	u := principal(c).Founder
 	id, err := h.projectID(c)
 	if err != nil {
 		return err
@@ -77,7 +77,7 @@ func (h *Handlers) newProjectVM(c echo.Context) views.NewProjectPage {
 }
 
 func (h *Handlers) createFromStarter(c echo.Context) error {
-	u := currentUser(c)
+	u := principal(c).Founder
 	p, err := h.Projects.CreateFromStarter(c.Request().Context(), u.ID, c.FormValue("name"), c.FormValue("starter"))
 	if err != nil {
 		if ae, ok := apperr.As(err); ok && ae.Kind == apperr.KindInvalid {
@@ -91,7 +91,7 @@ func (h *Handlers) createFromStarter(c echo.Context) error {
 }
 
 func (h *Handlers) createFromUpload(c echo.Context) error {
-	u := currentUser(c)
+	u := principal(c).Founder
 	up, err := readUpload(c)
 	if err != nil {
 		return err
@@ -152,7 +152,7 @@ func toProjectJSON(p db.Project) projectJSON {
 }
 
 func (h *Handlers) apiListProjects(c echo.Context) error {
-	rows, err := h.Lifecycle.Projects(c.Request().Context(), currentUser(c).ID)
+	rows, err := h.Lifecycle.Projects(c.Request().Context(), principal(c).Founder.ID)
 	if err != nil {
 		return err
 	}
@@ -180,7 +180,7 @@ func (h *Handlers) apiCreateProject(c echo.Context) error {
 	if err := bindJSON(c, &in); err != nil {
 		return err
 	}
-	p, err := h.Projects.CreateFromStarter(c.Request().Context(), currentUser(c).ID, in.Name, in.Starter)
+	p, err := h.Projects.CreateFromStarter(c.Request().Context(), principal(c).Founder.ID, in.Name, in.Starter)
 	if err != nil {
 		return err
 	}

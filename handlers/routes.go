@@ -10,7 +10,10 @@ import (
 	"sandman/static"
 )
 
-// routes is the one route table.
+// routes is the one route table. Each group declares its policy here: how its requests are
+// authenticated, and how its answers (errors included) are written (answerAs). Every route's body
+// is bounded by its rule (limits.go) once its answer's kind is known, so a refused body is
+// answered as its route answers.
 func (h *Handlers) routes(e *echo.Echo) {
 	e.Use(middleware.Recover())
 	e.Use(h.requestLog)
@@ -26,17 +29,15 @@ func (h *Handlers) routes(e *echo.Echo) {
 	}
 	// Browsers' own cross-origin signal (Sec-Fetch-Site/Origin), under the session token check.
 	e.Use(echo.WrapMiddleware(http.NewCrossOriginProtection().Handler))
-	// Every body within its route's limit before anything reads it (limits.go).
-	e.Use(h.limitBody)
 
-	e.GET("/healthz", h.healthz)
-	e.GET("/readyz", h.readyz)
+	e.GET("/healthz", h.healthz, h.limitBody)
+	e.GET("/readyz", h.readyz, h.limitBody)
 	if h.Metrics != nil {
-		e.GET("/metrics", echo.WrapHandler(h.Metrics))
+		e.GET("/metrics", echo.WrapHandler(h.Metrics), h.limitBody)
 	}
 	// Signed by the provider instead of a session: no cookies, no CSRF token.
-	e.POST("/webhooks/e2b", h.webhook)
-	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static/", staticHandler(static.Files))))
+	e.POST("/webhooks/e2b", h.webhook, answerAs(answerJSON), h.limitBody)
+	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static/", staticHandler(static.Files))), h.limitBody)
 
 	// A share link's visitors (docs/api.md, "Share links"): no account and no session, so no
 	// cookie is read or set and no CSRF token can exist. The token in the path is their only
@@ -44,31 +45,34 @@ func (h *Handlers) routes(e *echo.Echo) {
 	// resume: never a build or a credit) and keep awake, within the visitors' limits. A
 	// cross-site page can make a browser do nothing here that the link itself does not allow,
 	// and the browsers' own cross-origin signal above still refuses its POSTs.
-	v := e.Group(shareLinkPrefix+":token", h.visitorLink)
+	v := e.Group(shareLinkPrefix+":token", answerAs(answerShare), h.limitBody, h.visitorLink)
 	v.GET("", h.sharePage)
 	v.POST("", h.shareWake)
 	v.POST("/activity", h.shareActivity)
 	v.GET("/events", h.shareEvents)
 
-	s := e.Group("", echo.WrapMiddleware(h.Sessions.LoadAndSave), h.loadUser, h.csrf)
+	// Pages and htmx actions: the browser's session and its CSRF token. An API token opens none
+	// of them (its header is not read here).
+	s := e.Group("", h.limitBody, h.session, h.csrf)
 	s.GET("/login", h.loginPage)
 	s.POST("/login", h.loginSubmit)
 	s.GET("/signup", h.signupPage)
 	s.POST("/signup", h.signupSubmit)
 	s.POST("/logout", h.logoutSubmit)
+	// The founder's event stream: refused (401), not sent to the log-in page, without a session.
+	s.GET("/events", h.events, requirePrincipal)
 
 	// The operator's console (docs/operations.md): operators only, and a page that does not
 	// exist for anyone else, so the operator check comes before the session token's.
-	o := e.Group(opsPrefix, echo.WrapMiddleware(h.Sessions.LoadAndSave), h.loadUser, h.requireOperator, h.csrf)
+	o := e.Group(opsPrefix, h.limitBody, h.session, h.requireOperator, h.csrf)
 	o.GET("", h.opsPage)
 	o.GET("/sandboxes/:id", h.opsSandbox(false))
 	o.GET("/sandboxes/:id/kill", h.opsSandbox(true))
 	o.POST("/sandboxes/:id/pause", h.opsAction((*lifecycle.Service).OperatorPause))
 	o.POST("/sandboxes/:id/kill", h.opsAction((*lifecycle.Service).OperatorKill))
 
-	app := s.Group("", h.requireUser)
+	app := s.Group("", requireUser)
 	app.GET("/", h.dashboard)
-	app.GET("/events", h.events)
 	app.GET("/projects/new", h.newProjectPage)
 	app.POST("/projects", h.createFromStarter)
 	app.POST("/projects/upload", h.createFromUpload)
@@ -83,11 +87,31 @@ func (h *Handlers) routes(e *echo.Echo) {
 	app.POST("/sandboxes/:id/verify", h.sandboxAction(h.verify))
 	app.POST("/sandboxes/:id/pause", h.sandboxAction(h.pause))
 	app.POST("/sandboxes/:id/keep-awake", h.sandboxAction(h.activity))
+	app.GET("/settings/tokens", h.tokensPage)
+	app.POST("/settings/tokens", h.createTokenSubmit)
+	app.POST("/settings/tokens/:id/revoke", h.revokeTokenSubmit)
 
-	s.POST("/api/users", h.apiSignUp)
-	s.POST("/api/session", h.apiLogIn)
-	api := s.Group("/api", h.requireUser)
-	api.DELETE("/session", h.apiLogOut)
+	// The JSON API: JSON answers, errors included.
+	jsonAPI := e.Group("/api", answerAs(answerJSON), h.limitBody)
+	// Before a session exists: the JSON sign-up and log-in need no CSRF token as JSON.
+	signIn := jsonAPI.Group("", sessionOnly, h.session, h.csrfUnlessJSON)
+	signIn.POST("/users", h.apiSignUp)
+	signIn.POST("/session", h.apiLogIn)
+	// A browser's session only, never an API token: a leaked token cannot mint more tokens.
+	own := jsonAPI.Group("", sessionOnly, h.session, h.csrf, requirePrincipal)
+	own.DELETE("/session", h.apiLogOut)
+	own.POST("/tokens", h.apiCreateToken)
+	own.GET("/tokens", h.apiListTokens)
+	own.DELETE("/tokens/:id", h.apiRevokeToken)
+	// The operator's console's figures: authenticated as the API's routes below (a session and
+	// its CSRF token, or an API token), for operators only: to anyone else, anonymous included,
+	// a route that does not exist (requireOperator instead of requirePrincipal's 401).
+	opsAPI := jsonAPI.Group(opsPrefix, h.sessionOrToken, h.requireOperator)
+	opsAPI.GET("/summary", h.opsSummary)
+	// Everything else, and every route added to the API from now on: a browser's session and
+	// its CSRF token, or an API token. (Registered last, this group also answers the API's
+	// unknown routes.)
+	api := jsonAPI.Group("", h.sessionOrToken, requirePrincipal)
 	api.GET("/me", h.apiMe)
 	api.GET("/projects", h.apiListProjects)
 	api.POST("/projects", h.apiCreateProject)
@@ -100,7 +124,34 @@ func (h *Handlers) routes(e *echo.Echo) {
 	api.POST("/sandboxes/:id/resume", h.apiSandboxAction(http.StatusAccepted, h.resume))
 	api.POST("/sandboxes/:id/verify", h.apiSandboxAction(http.StatusAccepted, h.verify))
 	api.POST("/sandboxes/:id/activity", h.apiSandboxAction(http.StatusOK, h.activity))
-	api.GET("/ops/summary", h.opsSummary, h.requireOperator)
+}
+
+// answers is how a route's answers are written, its errors included: a property of its group.
+type answers int
+
+const (
+	answerPage  answers = iota // a page, or for htmx a fragment (the default)
+	answerJSON                 // the JSON API's and the webhook's
+	answerShare                // a share link visitor's page
+)
+
+const ctxAnswersKey = "sandman.answers"
+
+// answerAs declares how the routes it guards answer.
+func answerAs(a answers) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			c.Set(ctxAnswersKey, a)
+			return next(c)
+		}
+	}
+}
+
+// answersOf is how the request's route answers: a page for a request no group took. (Each
+// group also answers its unknown paths and methods: echo routes them to the group's catch-all.)
+func answersOf(c echo.Context) answers {
+	a, _ := c.Get(ctxAnswersKey).(answers)
+	return a
 }
 
 // hsts tells browsers to reach Sandman over HTTPS only, on every answer (echo's Secure

@@ -52,6 +52,9 @@ type Handlers struct {
 	requests    *prometheus.HistogramVec
 	rateLimited *prometheus.CounterVec
 	shareViews  *prometheus.CounterVec
+	// requestsByAuth counts requests by how they were authenticated; tokenFailures the API
+	// tokens refused, by why.
+	requestsByAuth, tokenFailures *prometheus.CounterVec
 }
 
 // New builds the echo server with every route.
@@ -64,6 +67,7 @@ func New(d Deps) *echo.Echo {
 		reg = d.Registry
 	}
 	h := &Handlers{Deps: d, requests: newRequestMetric(reg), rateLimited: newRateLimitedMetric(reg), shareViews: newShareViewsMetric(reg)}
+	h.requestsByAuth, h.tokenFailures = newAuthMetrics(reg)
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
@@ -87,11 +91,6 @@ func (h *Handlers) contentSecurityPolicy() string {
 	return "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
 		"connect-src 'self'; frame-src " + frames + "; frame-ancestors 'none'; form-action 'self'; " +
 		"base-uri 'none'; object-src 'none'"
-}
-
-// isAPI reports whether the request expects JSON answers.
-func isAPI(c echo.Context) bool {
-	return strings.HasPrefix(c.Request().URL.Path, "/api/")
 }
 
 func isHTMX(c echo.Context) bool { return c.Request().Header.Get("HX-Request") == "true" }

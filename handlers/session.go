@@ -16,17 +16,19 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"sandman/accounts"
 	"sandman/apperr"
 	"sandman/db"
+	"sandman/lifecycle"
 	"sandman/live"
 	"sandman/views"
 )
 
 const (
-	sessionUserKey = "user_id"
-	sessionCSRFKey = "csrf"
-	ctxUserKey     = "sandman.user"
-	ctxSessionKey  = "sandman.session"
+	sessionUserKey  = "user_id"
+	sessionCSRFKey  = "csrf"
+	ctxPrincipalKey = "sandman.principal"
+	ctxSessionKey   = "sandman.session"
 )
 
 // csrfToken returns the session's CSRF token, creating it on first use.
@@ -42,17 +44,17 @@ func (h *Handlers) csrfToken(c echo.Context) string {
 	return tok
 }
 
-// csrfExempt are the state-changing routes that cannot carry a session token: the JSON API's
-// sign-up and log-in, which happen before a session exists. They accept only application/json,
-// which a cross-site form cannot send without a CORS preflight that we never grant. (The
-// provider's webhooks are signed and live outside the session routes.)
-func csrfExempt(c echo.Context) bool {
-	r := c.Request()
-	if r.Method == http.MethodPost && (r.URL.Path == "/api/users" || r.URL.Path == "/api/session") {
-		mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-		return mt == "application/json"
+// csrfUnlessJSON is the CSRF check of the routes that come before a session, and so cannot carry
+// its token: the JSON API's sign-up and log-in. A JSON body passes, which a cross-site form cannot
+// send without a CORS preflight that we never grant; any other body needs the token.
+func (h *Handlers) csrfUnlessJSON(next echo.HandlerFunc) echo.HandlerFunc {
+	checked := h.csrf(next)
+	return func(c echo.Context) error {
+		if mt, _, _ := mime.ParseMediaType(c.Request().Header.Get("Content-Type")); mt == "application/json" {
+			return next(c)
+		}
+		return checked(c)
 	}
-	return false
 }
 
 // csrf refuses state-changing requests whose X-CSRF-Token header or _csrf form field does not
@@ -63,9 +65,6 @@ func (h *Handlers) csrf(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		switch c.Request().Method {
 		case http.MethodGet, http.MethodHead, http.MethodOptions:
-			return next(c)
-		}
-		if csrfExempt(c) {
 			return next(c)
 		}
 		want := h.Sessions.GetString(c.Request().Context(), sessionCSRFKey)
@@ -111,8 +110,13 @@ func streamedForm(c echo.Context) (*multipart.Reader, error) {
 	return c.Request().MultipartReader()
 }
 
-// loadUser puts the logged-in founder, if any, in the context. It runs right after the session
-// is loaded, and marks that it was (hasSession).
+// session loads the browser's session and, in the context, its logged-in founder if any.
+func (h *Handlers) session(next echo.HandlerFunc) echo.HandlerFunc {
+	return echo.WrapMiddleware(h.Sessions.LoadAndSave)(h.loadUser(next))
+}
+
+// loadUser puts the logged-in founder, if any, in the context as the request's principal. It
+// runs right after the session is loaded, and marks that it was (hasSession).
 func (h *Handlers) loadUser(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		c.Set(ctxSessionKey, true)
@@ -135,30 +139,42 @@ func (h *Handlers) loadUser(next echo.HandlerFunc) echo.HandlerFunc {
 			}
 			return err
 		}
-		c.Set(ctxUserKey, &u)
+		c.Set(ctxPrincipalKey, &accounts.Principal{Founder: u})
 		return next(c)
 	}
 }
 
-// requireUser sends anonymous visitors to the login page (or answers 401 to the API).
-func (h *Handlers) requireUser(next echo.HandlerFunc) echo.HandlerFunc {
+// requireUser sends anonymous visitors of pages to the log-in page.
+func requireUser(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if currentUser(c) == nil {
-			if isOpsPath(c) {
-				return echo.ErrNotFound // the console's JSON says nothing of itself either
-			}
-			if isAPI(c) || c.Request().URL.Path == "/events" {
-				return &apperr.Error{Kind: apperr.KindUnauthorized, Code: "unauthorized", Message: "Log in first."}
-			}
+		if principal(c) == nil {
 			return redirect(c, "/login")
 		}
 		return next(c)
 	}
 }
 
-func currentUser(c echo.Context) *db.User {
-	u, _ := c.Get(ctxUserKey).(*db.User)
-	return u
+// requirePrincipal refuses an anonymous request with a 401: the JSON API's, the event stream's.
+func requirePrincipal(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if principal(c) == nil {
+			return &apperr.Error{Kind: apperr.KindUnauthorized, Code: "unauthorized", Message: "Log in first, or send an API token."}
+		}
+		return next(c)
+	}
+}
+
+// principal is who the request acts for (its founder, and whether they came with their session
+// or an API token), or nil for an anonymous request. Handlers read the founder only here.
+func principal(c echo.Context) *accounts.Principal {
+	p, _ := c.Get(ctxPrincipalKey).(*accounts.Principal)
+	return p
+}
+
+// actor is the request's principal as the lifecycle records it.
+func actor(c echo.Context) lifecycle.Actor {
+	p := principal(c)
+	return lifecycle.Actor{Founder: p.Founder.ID, Token: p.TokenName}
 }
 
 // logIn starts an authenticated session with a fresh token (no session fixation) and a fresh
@@ -213,8 +229,8 @@ func (h *Handlers) layout(c echo.Context, title string) views.Layout {
 		return views.Layout{Title: title, Now: time.Now()}
 	}
 	l := views.Layout{Title: title, CSRF: h.csrfToken(c), Now: time.Now()}
-	if u := currentUser(c); u != nil {
-		l.User = &views.User{ID: u.ID.String(), Email: u.Email, Credits: u.Credits}
+	if p := principal(c); p != nil {
+		l.User = &views.User{ID: p.Founder.ID.String(), Email: p.Founder.Email, Credits: p.Founder.Credits}
 	}
 	return l
 }

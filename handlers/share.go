@@ -40,7 +40,7 @@ func (h *Handlers) shareAction(act func(ctx context.Context, owner, projectID uu
 		if err != nil {
 			return err
 		}
-		u := currentUser(c)
+		u := principal(c).Founder
 		if err := act(c.Request().Context(), u.ID, id); err != nil {
 			return err
 		}
@@ -76,7 +76,7 @@ func (h *Handlers) apiShare(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	link, created, err := h.Shares.Share(c.Request().Context(), currentUser(c).ID, id)
+	link, created, err := h.Shares.Share(c.Request().Context(), principal(c).Founder.ID, id)
 	if err != nil {
 		return err
 	}
@@ -96,7 +96,7 @@ func (h *Handlers) apiUnshare(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := h.Shares.TurnOff(c.Request().Context(), currentUser(c).ID, id); err != nil {
+	if err := h.Shares.TurnOff(c.Request().Context(), principal(c).Founder.ID, id); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
@@ -197,11 +197,6 @@ func (h *Handlers) shareEvents(c echo.Context) error {
 		return &apperr.Error{Kind: apperr.KindUnavailable, Code: "shutting_down", Message: "The server is restarting; reload this page in a moment."}
 	}
 	return err
-}
-
-// isShareLink reports whether the request is one of a share link's visitors'.
-func isShareLink(c echo.Context) bool {
-	return strings.HasPrefix(c.Request().URL.Path, shareLinkPrefix)
 }
 
 // shareError is the page a visitor gets for a refused or failed request: nothing of Sandman's

@@ -13,6 +13,7 @@ import (
 
 	"sandman/app"
 	"sandman/app/apptest"
+	"sandman/internal/testkit"
 )
 
 // previewShownAt makes every page of the tab remember, in window.previewShownAt, when (in ms
@@ -21,10 +22,6 @@ const previewShownAt = `window.previewShownAt = 0;
 document.addEventListener("load", (ev) => {
 	if (ev.target instanceof HTMLIFrameElement && ev.target.matches("[data-testid=share-frame]")) window.previewShownAt = performance.now();
 }, true);`
-
-// shareWakeSamples is how many times BenchmarkShareLinkWake opens a sleeping preview's link per
-// iteration.
-const shareWakeSamples = 100
 
 // BENCHMARKS.md: "share link opened on a sleeping memory snapshot → preview visible", in
 // Chromium. A visitor opens the link of a preview asleep on a memory snapshot: the page shows
@@ -49,7 +46,8 @@ func BenchmarkShareLinkWake(b *testing.B) {
 	var samples []time.Duration
 	b.ResetTimer()
 	for range b.N {
-		for range shareWakeSamples {
+		// How many times a sleeping preview's link is opened per iteration.
+		for range testkit.BenchSize(100, 2) {
 			b.StopTimer()
 			tab.Do(b, chromedp.Navigate("about:blank"))
 			c.Pause(sandboxID)

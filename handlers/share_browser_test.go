@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/chromedp"
 
 	"sandman/app"
@@ -61,15 +60,8 @@ func TestBrowserShareLink(t *testing.T) {
 		t.Fatalf("the share section shows %q", link)
 	}
 	// Copy link puts the link on the clipboard.
-	founder.Do(t, chromedp.Action[chromedp.Void](func(ctx context.Context, _ *chromedp.Target) (chromedp.Void, error) {
-		for _, name := range []string{"clipboard-read", "clipboard-write"} {
-			if _, err := chromedp.CallBrowser(ctx, browser.SetPermission, browser.SetPermissionParams{Permission: &browser.PermissionDescriptor{Name: name},
-				Setting: browser.PermissionSettingGranted, Origin: s.URL(), BrowserContextID: chromedp.FromContext(ctx).BrowserContextID}); err != nil {
-				return chromedp.Void{}, err
-			}
-		}
-		return chromedp.Void{}, nil
-	}), chromedp.Click(chromedp.CSS("[data-testid=copy-link]")))
+	grantClipboard(t, founder, s.URL())
+	founder.Do(t, chromedp.Click(chromedp.CSS("[data-testid=copy-link]")))
 	founder.WaitFor(t, "Copy link says it copied", textIs("[data-testid=copy-link]", "Copied"))
 	if got := apptest.Eval[string](t, founder, `navigator.clipboard.readText()`, chromedp.EvalAwaitPromise); got != link {
 		t.Fatalf("Copy link copied %q, the link is %q", got, link)
@@ -265,17 +257,14 @@ func TestBrowserSharePagesForEveryone(t *testing.T) {
 			tab.Do(t, chromedp.Navigate(links[f.state]))
 		}
 		// A sleeping preview is woken by its page at once (no worker runs here: it stays waking).
-		tab.WaitFor(t, "the "+f.state+" page", visitorShows(f.want)+" && "+pageSettled)
-		checkForEveryone(t, tab, "share-"+f.state)
+		checkForEveryone(t, tab, "share-"+f.state, visitorShows(f.want)+" && "+pageSettled)
 	}
 	// Turned off while watched.
 	c.Get("/")
 	apptest.RequireStatus(t, c.PostForm("/projects/"+projects["unknown"]+"/share/off", url.Values{}), http.StatusSeeOther)
-	tab.WaitFor(t, "the link turned off", visitorShows("ended"))
-	checkForEveryone(t, tab, "share-ended")
+	checkForEveryone(t, tab, "share-ended", visitorShows("ended"))
 	tab.Do(t, chromedp.Reload())
-	tab.WaitFor(t, "the 404 page", textIs("[data-testid=share-heading]", "This link doesn't work anymore."))
-	checkForEveryone(t, tab, "share-not-found")
+	checkForEveryone(t, tab, "share-not-found", textIs("[data-testid=share-heading]", "This link doesn't work anymore."))
 
 	// Over the visitors' limit, without JavaScript: the Wake preview button answers a page that
 	// says when to try again.
@@ -290,25 +279,22 @@ func TestBrowserSharePagesForEveryone(t *testing.T) {
 	nojs := browser.OpenWithoutJavaScript(t, s.URL()+path)
 	nojs.WaitFor(t, "the sleeping page", visitorShows("sleeping"))
 	nojs.ScriptsBack(t) // for axe-core: the page stays as drawn without JavaScript
-	checkForEveryone(t, nojs, "share-sleeping-no-js")
+	checkForEveryone(t, nojs, "share-sleeping-no-js", visitorShows("sleeping"))
 	nojs.Do(t, chromedp.Click(chromedp.CSS("[data-testid=wake]")))
-	nojs.WaitFor(t, "the page over the limit", textIs("[data-testid=share-heading]", "Too many requests"))
-	checkForEveryone(t, nojs, "share-too-many")
+	checkForEveryone(t, nojs, "share-too-many", textIs("[data-testid=share-heading]", "Too many requests"))
 	// With JavaScript (scripts run again from here), the page's own wake is refused: the flash
 	// says why and the Wake preview button shows, to try again by hand.
 	nojs.Do(t, chromedp.Click(chromedp.CSS("[data-testid=back]")))
 	nojs.WaitFor(t, "the refused wake", visitorShows("sleeping")+` && /Try again in/.test(document.getElementById("flash").textContent) && `+
 		`getComputedStyle(document.querySelector("[data-testid=wake]")).display !== "none"`)
-	checkForEveryone(t, nojs, "share-wake-refused")
+	checkForEveryone(t, nojs, "share-wake-refused", visitorShows("sleeping"))
 
 	// The founder's side: the build page with its link, the card that says Shared.
 	shared, _ := s.project(t, c, "Shared one", "running")
 	shareToken(t, c, shared)
 	founder := browser.Open(t, s.URL()+"/login")
 	founder.LogIn(t, s.URL(), "share-everyone@example.com")
-	founder.WaitFor(t, "the Shared badge", `!!document.querySelector("#`+views.DOMID(views.Card, shared)+` [data-testid=shared]")`)
-	checkForEveryone(t, founder, "dashboard-shared")
+	checkForEveryone(t, founder, "dashboard-shared", `!!document.querySelector("#`+views.DOMID(views.Card, shared)+` [data-testid=shared]")`)
 	founder.Do(t, chromedp.Navigate(s.URL()+"/projects/"+shared))
-	founder.WaitFor(t, "the share section", `!!document.querySelector("[data-testid=share-url]")`)
-	checkForEveryone(t, founder, "build-shared")
+	checkForEveryone(t, founder, "build-shared", `!!document.querySelector("[data-testid=share-url]")`)
 }

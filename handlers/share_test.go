@@ -681,7 +681,7 @@ func TestConcurrentVisitorsWakeOnce(t *testing.T) {
 		t.Fatalf("after the wake the link shows %s", visitorState(t, r.Body))
 	}
 	audit := apptest.AuditDB(t, s.Pool())
-	testkit.Record(t, testkit.Scenario{ID: "share-visitors-at-once", Times: visitors, ChargedTwice: audit.ChargedTwice, Stuck: audit.Stuck,
+	testkit.Record(t, testkit.Scenario{ID: "share-visitors-at-once", Times: visitors, Counts: audit,
 		Injected: "a paused preview's share link fetched by curl, link unfurlers, a crawler and its stream (no wake), then woken by 10 visitors at once",
 		Result:   "the fetches woke nothing; one resume, recorded as the visitor's; no credit spent; the preview running"})
 }

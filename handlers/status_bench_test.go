@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"sandman/app/apptest"
+	"sandman/internal/testkit"
 )
 
 // BENCHMARKS.md target: "status read (page data from DB) p99 at 500 req/s ≤ 5 ms". A founder with ten
@@ -26,7 +27,8 @@ func BenchmarkStatusRead(b *testing.B) {
 		apptest.RequireStatus(b, c.API(http.MethodPost, "/api/projects/"+p.ID+"/builds", map[string]string{"idempotencyKey": p.ID}, &res), http.StatusAccepted)
 		sandboxes = append(sandboxes, res.Sandbox.ID)
 	}
-	const rate, seconds = 500, 4
+	const rate = 500
+	seconds := testkit.BenchSize(4, 1)
 	paths := func(i int) string {
 		if i%2 == 0 {
 			return "/"

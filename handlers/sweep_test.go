@@ -3,17 +3,25 @@ package handlers_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"mime/multipart"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
+	"unsafe"
 
 	"github.com/labstack/echo/v4"
 
+	"sandman/accounts"
 	"sandman/app"
 	"sandman/app/apptest"
 	"sandman/internal/testkit"
@@ -52,11 +60,14 @@ func (s *stack) routes(t testing.TB) []route {
 	if len(out) < 30 {
 		t.Fatalf("only %d routes found: the walker lost the route table", len(out))
 	}
+	// echo keeps its routes in a map: sorted, every run walks (and seeds) them in one order.
+	slices.SortFunc(out, func(a, b route) int { return strings.Compare(a.String(), b.String()) })
 	return out
 }
 
-// ids are what a route's parameters are filled with (token: a share link's).
-type ids struct{ project, sandbox, build, token string }
+// ids are what a route's parameters are filled with (token: a share link's; apiToken: an API
+// token's id).
+type ids struct{ project, sandbox, build, token, apiToken string }
 
 // path fills the route's parameters, each by the collection it follows ("/projects/:id" takes a
 // project id). A parameter after anything else fails the test, naming what to teach it.
@@ -78,6 +89,8 @@ func (r route) path(t testing.TB, in ids) string {
 				v = in.build
 			case "s":
 				v = in.token
+			case "tokens":
+				v = in.apiToken
 			}
 		}
 		if v == "" {
@@ -133,7 +146,9 @@ func (s *stack) fingerprint(t testing.TB) string {
 		(SELECT count(*) FROM sandboxes), (SELECT string_agg(status::text || version, ',' ORDER BY id) FROM sandboxes),
 		(SELECT count(*) FROM sandbox_events), (SELECT count(*) FROM credit_ledger),
 		(SELECT count(*) FROM webhook_deliveries), (SELECT count(*) FROM river_job),
-		(SELECT count(*) FROM login_failures), (SELECT count(*) FROM signups))`).Scan(&fp)
+		(SELECT count(*) FROM login_failures), (SELECT count(*) FROM signups),
+		(SELECT string_agg(id::text || coalesce(revoked_at::text, 'live'), ',' ORDER BY id) FROM api_tokens),
+		(SELECT count(*) FROM share_links), (SELECT string_agg(id::text || encode(token_hash, 'hex'), ',' ORDER BY project_id) FROM share_links))`).Scan(&fp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,19 +156,31 @@ func (s *stack) fingerprint(t testing.TB) string {
 }
 
 // sweepFixture is an instance with a founder who owns a project, its build and sandbox, and
-// another founder; both clients hold a page's CSRF token.
+// another founder; both clients hold a page's CSRF token, and each has an API token.
 type sweepFixture struct {
 	s            *stack
 	owner, other *apptest.Client
 	ids          ids
 	// replacedToken is the project's first share link's, since replaced by a new link.
 	replacedToken string
+	// ownerAPI and otherAPI are the founders' backends: their API tokens, no cookie; revokedAPI
+	// sends the owner's token that was revoked.
+	ownerAPI, otherAPI, revokedAPI *apptest.Client
 }
 
 func newSweepFixture(t *testing.T, opts apptest.Options) *sweepFixture {
 	t.Helper()
 	if opts.Role == "" {
 		opts.Role = app.RoleWeb // nothing needs to run: refused requests must change nothing
+	}
+	edit := opts.Config
+	opts.Config = func(c *app.Config) {
+		// The revoked token is sent to every route: its failures must not reach the address's
+		// limit, which would refuse the good tokens too (TestBearerFailuresLimitedPerAddress).
+		c.BearerFailureLimit = accounts.Limit{N: 1000, Window: time.Minute}
+		if edit != nil {
+			edit(c)
+		}
 	}
 	s := start(t, opts)
 	owner, other := s.NewClient(t), s.NewClient(t)
@@ -172,11 +199,89 @@ func newSweepFixture(t *testing.T, opts apptest.Options) *sweepFixture {
 	replaced := shareToken(t, owner, p.ID)
 	apptest.RequireStatus(t, owner.PostForm("/projects/"+p.ID+"/share/new", url.Values{}), http.StatusSeeOther)
 	f := &sweepFixture{s: s, owner: owner, other: other, ids: ids{project: p.ID, sandbox: built.Sandbox.ID, build: built.Build.ID,
-		token: shareToken(t, owner, p.ID)}, replacedToken: replaced}
+		token: shareToken(t, owner, p.ID)}, replacedToken: replaced,
+		ownerAPI: owner.WithToken(owner.MakeToken("sweep")), otherAPI: other.WithToken(other.MakeToken("sweep"))}
 	if f.ids.token == replaced {
 		t.Fatal("New link kept the token")
 	}
+	// A token of the owner's, revoked: its id fills the token routes' parameter.
+	var revoked struct{ ID, Token string }
+	apptest.RequireStatus(t, owner.API(http.MethodPost, "/api/tokens", map[string]string{"name": "revoked"}, &revoked), http.StatusCreated)
+	apptest.RequireStatus(t, owner.API(http.MethodDelete, "/api/tokens/"+revoked.ID, nil, nil), http.StatusNoContent)
+	f.revokedAPI, f.ids.apiToken = owner.WithToken(revoked.Token), revoked.ID
 	return f
+}
+
+// nobodys are ids nobody has.
+var nobodys = ids{project: "00000000-0000-0000-0000-000000000000", sandbox: "00000000-0000-0000-0000-000000000000",
+	build: "00000000-0000-0000-0000-000000000000", apiToken: "00000000-0000-0000-0000-000000000000"}
+
+// apiByToken reports whether an API token may call the route: every JSON API route but the
+// token routes and the ones that open and close sessions.
+func apiByToken(r route) bool {
+	return strings.HasPrefix(r.pattern, "/api/") && !strings.HasPrefix(r.pattern, "/api/tokens") && r.pattern != "/api/session" &&
+		r.pattern != "/api/users"
+}
+
+// sweepBearer sends the route what a founder's backend sends, an API token and no cookie nor
+// CSRF token, and checks what it may do: the owner's token passes every JSON API route but the
+// token and session routes (those answer 403), with no CSRF token, and reaches none of its pages
+// (the log-in page, or the 403 of a form without its session's token) nor its event stream
+// (401); another founder's token finds none of the owner's ids (404); a revoked token is a 401
+// with RFC 6750's WWW-Authenticate. No answer of the API sets a cookie. The owner's state-changing requests
+// go to ids nobody has, or carry a body the route refuses, so that nothing changes.
+func sweepBearer(t *testing.T, f *sweepFixture, r route) {
+	t.Helper()
+	if public[r.String()] && !strings.HasPrefix(r.pattern, "/api/") {
+		return // the webhook's signature, the visitors' link: no founder's identity counts there
+	}
+	check := func(who string, res apptest.Response, ok bool, want string) {
+		t.Helper()
+		if !ok {
+			t.Errorf("%s on %s: %d %.200s, want %s", who, r, res.Status, res.Body, want)
+		}
+		// A page is not the token's: the header is not read there, and the request is a browser's
+		// with no session, which an error page may start.
+		if c := res.Header.Get("Set-Cookie"); c != "" && strings.HasPrefix(r.pattern, "/api/") {
+			t.Errorf("%s on %s set a cookie: %s", who, r, c)
+		}
+		securityHeaders(t, who+" on "+r.String(), res.Header)
+	}
+	in := f.ids
+	if r.stateChanging() {
+		in = nobodys
+	}
+	res := send(t, f.ownerAPI, r.method, r.path(t, in), "")
+	switch {
+	case apiByToken(r) && !r.stateChanging():
+		check("the owner's token", res, res.Status == http.StatusOK, "200")
+	case apiByToken(r):
+		check("the owner's token", res, res.Status == http.StatusNotFound || res.Status == http.StatusBadRequest,
+			"404 (no such id) or 400 (the sweep's body): past the token, with no CSRF token, and nothing changed")
+	case strings.HasPrefix(r.pattern, "/api/"):
+		check("the owner's token", res, res.Status == http.StatusForbidden && strings.Contains(res.Body, `"session_only"`), "403 session_only")
+	case r.pattern == "/events":
+		check("the owner's token", res, res.Status == http.StatusUnauthorized, "401: a token never opens the event stream")
+	case opsRoute(r):
+		// A token never opens a page, and the console is missing to anyone without an operator's session.
+		check("the owner's token", res, res.Status == http.StatusNotFound, "404: the console without an operator's session")
+	case r.stateChanging():
+		check("the owner's token", res, res.Status == http.StatusForbidden, "403: a page's form needs its session's token")
+	default:
+		check("the owner's token", res, res.Status == http.StatusSeeOther && res.Header.Get("Location") == "/login",
+			"303 to /login: a token never opens a page")
+	}
+	if !apiByToken(r) {
+		return
+	}
+	if strings.Contains(r.pattern, ":") {
+		res := send(t, f.otherAPI, r.method, r.path(t, f.ids), "")
+		check("another founder's token", res, res.Status == http.StatusNotFound, "404")
+	}
+	res = send(t, f.revokedAPI, r.method, r.path(t, f.ids), "")
+	check("a revoked token", res, res.Status == http.StatusUnauthorized &&
+		res.Header.Get("WWW-Authenticate") == `Bearer error="invalid_token"` && strings.Contains(res.Body, `"invalid_token"`),
+		`401 invalid_token with WWW-Authenticate: Bearer error="invalid_token"`)
 }
 
 // securityHeaders fails t unless the answer carries the headers and policy every page has.
@@ -271,6 +376,7 @@ func TestSecuritySweep(t *testing.T) {
 				t.Errorf("anonymous %s answered %d: a route that is not public must need a session", r, anon.Status)
 			}
 		}
+		sweepBearer(t, f, r)
 		if visitorRoutes[r.String()] {
 			// No session, no token to check: a good link's token sets no cookie, and nothing
 			// else opens the link (below).
@@ -325,8 +431,7 @@ func TestSecuritySweep(t *testing.T) {
 		}
 		// Another founder's ids, and ids nobody has, are not found, whatever the method.
 		if strings.Contains(r.pattern, ":") {
-			for _, in := range []ids{f.ids, {project: "00000000-0000-0000-0000-000000000000", sandbox: "00000000-0000-0000-0000-000000000000",
-				build: "00000000-0000-0000-0000-000000000000"}, {project: "not-an-id", sandbox: "not-an-id", build: "not-an-id"}} {
+			for _, in := range []ids{f.ids, nobodys, {project: "not-an-id", sandbox: "not-an-id", build: "not-an-id", apiToken: "not-an-id"}} {
 				res := send(t, f.other, r.method, r.path(t, in), f.other.CSRF())
 				if res.Status != http.StatusNotFound {
 					t.Errorf("another founder's %s %s: %d %.200s, want 404", r.method, r.path(t, in), res.Status, res.Body)
@@ -362,19 +467,118 @@ func TestSecuritySweep(t *testing.T) {
 	testkit.Record(t, testkit.Scenario{ID: "sweep-anonymous", Times: 1,
 		Injected: "per route that is not public: a request without a session",
 		Result:   "303 to /login, 401 or 403 on every route (404 on the operator's console's); nothing changed"})
+	testkit.Record(t, testkit.Scenario{ID: "sweep-bearer", Times: 3,
+		Injected: "per route of the route table: the owner's API token with no cookie nor CSRF token, another founder's token, the owner's revoked token",
+		Result:   "the JSON API but its token and session routes passes with the owner's token and no CSRF token; token and session routes 403; pages 303 to /login (forms 403; the operator's console 404), the event stream 401; another founder's token 404; the revoked one 401 invalid_token; no API answer sets a cookie; nothing changed"})
 	testkit.Record(t, testkit.Scenario{ID: "sweep-headers", Times: 1,
 		Injected: "per answer of this sweep (refusals, the owner's pages, a static file, an unknown page)",
 		Result:   "X-Content-Type-Options, X-Frame-Options DENY, Referrer-Policy and the Content-Security-Policy on every answer"})
 }
 
-// tempSpills lists the multipart spill files in the temporary directory.
-func tempSpills(t *testing.T) []string {
+// spillWatch sees every multipart spill file created in the temporary directory while it runs
+// (Sandman serves in the test's process, so its spills land in this process's os.TempDir()).
+// It watches with inotify: net/http removes a request's spill files once it has answered, so a
+// look at the directory afterwards never sees one.
+type spillWatch struct {
+	f       *os.File
+	done    chan struct{}
+	mu      sync.Mutex
+	created map[string]bool // every name created in the directory
+	err     error
+}
+
+func watchSpills(t testing.TB) *spillWatch {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(os.TempDir(), "multipart-*"))
+	fd, err := syscall.InotifyInit1(syscall.IN_CLOEXEC | syscall.IN_NONBLOCK)
+	if err != nil {
+		t.Fatalf("inotify: %v", err)
+	}
+	if _, err := syscall.InotifyAddWatch(fd, os.TempDir(), syscall.IN_CREATE); err != nil {
+		syscall.Close(fd)
+		t.Fatalf("watch %s: %v", os.TempDir(), err)
+	}
+	w := &spillWatch{f: os.NewFile(uintptr(fd), "inotify"), done: make(chan struct{}), created: map[string]bool{}}
+	go w.read()
+	t.Cleanup(w.stop)
+	return w
+}
+
+func (w *spillWatch) read() {
+	defer close(w.done)
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := w.f.Read(buf)
+		if err != nil {
+			return // closed by stop
+		}
+		for off := 0; off+syscall.SizeofInotifyEvent <= n; {
+			ev := (*syscall.InotifyEvent)(unsafe.Pointer(&buf[off]))
+			name := strings.TrimRight(string(buf[off+syscall.SizeofInotifyEvent:off+syscall.SizeofInotifyEvent+int(ev.Len)]), "\x00")
+			off += syscall.SizeofInotifyEvent + int(ev.Len)
+			w.mu.Lock()
+			if ev.Mask&syscall.IN_Q_OVERFLOW != 0 {
+				w.err = fmt.Errorf("inotify's queue overflowed: spills may have gone unseen")
+			}
+			w.created[name] = true
+			w.mu.Unlock()
+		}
+	}
+}
+
+func (w *spillWatch) stop() {
+	w.f.Close()
+	<-w.done
+}
+
+// Spills returns the spill files created so far, after giving the watcher time to read what
+// the kernel queued.
+func (w *spillWatch) Spills(t testing.TB) []string {
+	t.Helper()
+	// An event is queued before the call that created the file returns, so one file of ours
+	// created now and seen proves every earlier event was read.
+	marker, err := os.CreateTemp("", "spillwatch-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return files
+	marker.Close()
+	os.Remove(marker.Name())
+	testkit.Until(t, 10*time.Second, "the spill watch to read its events", func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.created[filepath.Base(marker.Name())]
+	})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		t.Fatal(w.err)
+	}
+	var spills []string
+	for name := range w.created {
+		if strings.HasPrefix(name, "multipart-") {
+			spills = append(spills, name)
+		}
+	}
+	return spills
+}
+
+// The spill watch sees the spill of a form parsed with too little memory (as a ParseMultipartForm
+// given less than the form's size in handlers/limits.go would), though net/http removes the file
+// at once: so TestHostileBodiesOnEveryRoute fails when a form spills. Not parallel: its own
+// spill must not land while that test watches.
+func TestSpillWatchSeesASpill(t *testing.T) {
+	w := watchSpills(t)
+	body, ct := multipartBody(t, "", map[string]string{"name": "x"}, []upFile{{"a.js", strings.Repeat("x", 4<<10)}})
+	req := httptest.NewRequest(http.MethodPost, "/", body)
+	req.Header.Set("Content-Type", ct)
+	if err := req.ParseMultipartForm(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := req.MultipartForm.RemoveAll(); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.Spills(t); len(got) != 1 {
+		t.Fatalf("the watch saw %d spills (%v), want the one made", len(got), got)
+	}
 }
 
 // TestHostileBodiesOnEveryRoute sends every route of the table a body over any limit (declared,
@@ -386,7 +590,7 @@ func TestHostileBodiesOnEveryRoute(t *testing.T) {
 	s := f.s
 	f.owner.Get("/")
 	before := s.fingerprint(t)
-	spills := len(tempSpills(t))
+	spills := watchSpills(t)
 	const over = 22 << 20 // past every limit (the upload's, 21 MiB, is the largest)
 	var mp bytes.Buffer
 	mw := multipart.NewWriter(&mp)
@@ -441,8 +645,8 @@ func TestHostileBodiesOnEveryRoute(t *testing.T) {
 	if after := s.fingerprint(t); after != before {
 		t.Fatalf("hostile bodies changed the database:\n before %s\n after  %s", before, after)
 	}
-	if got := len(tempSpills(t)); got > spills {
-		t.Fatalf("%d multipart forms were spilled to disk", got-spills)
+	if got := spills.Spills(t); len(got) > 0 {
+		t.Fatalf("%d multipart forms were spilled to disk (%s…): a form must be parsed in memory, within its limit", len(got), got[0])
 	}
 	testkit.Record(t, testkit.Scenario{ID: "hostile-bodies", Times: 9,
 		Injected: "per route of the route table, with a valid session and token: 22 MiB of JSON, of a form and of a multipart form, each declared and streamed without a length; a malformed JSON, form and multipart body",

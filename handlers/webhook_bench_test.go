@@ -46,8 +46,7 @@ func benchIngest(b *testing.B, webOnly bool) {
 	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 	base := time.Now()
-	const perRound = 4000
-	total := perRound * b.N
+	total := testkit.BenchSize(4000, 200) * b.N
 	bodies := make([][]byte, total)
 	ids := make([]string, total)
 	for i := range bodies {

@@ -91,10 +91,11 @@ func apply(ctx context.Context, tx db.Tx, sb db.Sandbox, c Change) (db.Sandbox, 
 }
 
 // announce records an event that is no move, so pages learn of it like of any change: a new
-// sandbox row's first (from starting to starting), or a visitor's note (noteFoundGone).
-func announce(ctx context.Context, tx db.Tx, sb db.Sandbox, source db.EventSource, reason db.EventReason) error {
+// sandbox row's first (from starting to starting), or a visitor's note (noteFoundGone). via is
+// the name of the API token the founder came through ("" for none).
+func announce(ctx context.Context, tx db.Tx, sb db.Sandbox, source db.EventSource, reason db.EventReason, via string) error {
 	return record(ctx, tx, db.InsertSandboxEventParams{SandboxID: sb.ID, FromStatus: sb.Status, ToStatus: sb.Status,
-		Source: source, Reason: reason}, sb.OwnerID)
+		Source: source, Reason: reason, ViaToken: nonEmpty(via)}, sb.OwnerID)
 }
 
 // notifyUnchanged announces a sandbox whose status did not change but whose pages should be

@@ -24,7 +24,7 @@ func TestCatchUpDoesNotReplayWhatSandmanAlreadyDid(t *testing.T) {
 	b := setupWith(t, host, cfg, true)
 	ctx := context.Background()
 	u, p := founder(t, b.pool, 5)
-	res, err := b.svc.StartBuild(ctx, u.ID, p.ID, "k", false)
+	res, err := b.svc.StartBuild(ctx, lifecycle.Actor{Founder: u.ID}, p.ID, "k", false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,7 +69,7 @@ func TestCrashedWorkerNeverStrandsASandbox(t *testing.T) {
 			crash: func(t *testing.T, first, web *testBundle, client *e2b.Client, owner, project uuid.UUID) uuid.UUID {
 				first.Stop(t)
 				ctx := context.Background()
-				res, err := web.svc.StartBuild(ctx, owner, project, "k", false)
+				res, err := web.svc.StartBuild(ctx, lifecycle.Actor{Founder: owner}, project, "k", false)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -118,7 +118,7 @@ func TestCrashedWorkerNeverStrandsASandbox(t *testing.T) {
 			id: "instance-dies-mid-resume", name: "resume",
 			crash: func(t *testing.T, first, web *testBundle, _ *e2b.Client, owner, project uuid.UUID) uuid.UUID {
 				ctx := context.Background()
-				res, err := first.svc.StartBuild(ctx, owner, project, "k", false)
+				res, err := first.svc.StartBuild(ctx, lifecycle.Actor{Founder: owner}, project, "k", false)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -187,7 +187,7 @@ func TestCrashedWorkerNeverStrandsASandbox(t *testing.T) {
 				t.Fatalf("the sandbox moved on from %s to %s", sb.Status, again.Status)
 			}
 			audit := apptest.AuditDB(t, survivor.pool)
-			testkit.Record(t, testkit.Scenario{ID: tt.id, Times: 1, ChargedTwice: audit.ChargedTwice, Stuck: audit.Stuck,
+			testkit.Record(t, testkit.Scenario{ID: tt.id, Times: 1, Counts: audit,
 				Injected: "an instance dead in the middle of a " + kind + " (its job left running, its sandbox's last change an hour old, as a killed process leaves them)",
 				Result:   "another instance finishes it or fails it cleanly (River's rescuer, the sweep); a failed build's sandbox is killed and its credit refunded"})
 		})
@@ -213,7 +213,7 @@ func TestStoppedInstanceLeavesItsJobToAnother(t *testing.T) {
 				if _, err := first.pool.Exec(context.Background(), `UPDATE projects SET install_command = 'sleep 5 && ' || install_command WHERE id = $1`, project); err != nil {
 					t.Fatal(err)
 				}
-				res, err := first.svc.StartBuild(context.Background(), owner, project, "k", false)
+				res, err := first.svc.StartBuild(context.Background(), lifecycle.Actor{Founder: owner}, project, "k", false)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -225,7 +225,7 @@ func TestStoppedInstanceLeavesItsJobToAnother(t *testing.T) {
 			id: "instance-stopped-mid-resume", name: "resume", job: "resume",
 			begin: func(t *testing.T, first *testBundle, host *sandboxdtest.Host, owner, project uuid.UUID) uuid.UUID {
 				ctx := context.Background()
-				res, err := first.svc.StartBuild(ctx, owner, project, "k", false)
+				res, err := first.svc.StartBuild(ctx, lifecycle.Actor{Founder: owner}, project, "k", false)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -280,7 +280,7 @@ func TestStoppedInstanceLeavesItsJobToAnother(t *testing.T) {
 				t.Fatalf("credits = %d, want 5 - 1", got)
 			}
 			audit := apptest.AuditDB(t, survivor.pool)
-			testkit.Record(t, testkit.Scenario{ID: tt.id, Times: 1, ChargedTwice: audit.ChargedTwice, Stuck: audit.Stuck,
+			testkit.Record(t, testkit.Scenario{ID: tt.id, Times: 1, Counts: audit,
 				Injected: "the instance running the " + tt.job + " stopped with 2 s of grace, less than the job needs (" +
 					map[string]string{"build": "an install of 5 s", "resume": "a connect held 5 s"}[tt.job] + ")",
 				Result: "the cut job retried and finished by another instance: running, one provider sandbox, charged once"})

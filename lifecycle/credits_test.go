@@ -47,14 +47,16 @@ func TestConcurrentRebuildsWithOneKeyChargeOnce(t *testing.T) {
 	b := setup(t, false)
 	ctx := context.Background()
 	u, p := founder(t, b.pool, 3)
-	if _, err := b.svc.StartBuild(ctx, u.ID, p.ID, "first", false); err != nil {
+	if _, err := b.svc.StartBuild(ctx, lifecycle.Actor{Founder: u.ID}, p.ID, "first", false); err != nil {
 		t.Fatal(err)
 	}
 	results := make([]lifecycle.BuildResult, 8)
 	errs := make([]error, 8)
 	var wg sync.WaitGroup
 	for i := range 8 {
-		wg.Go(func() { results[i], errs[i] = b.svc.StartBuild(ctx, u.ID, p.ID, "double-click", true) })
+		wg.Go(func() {
+			results[i], errs[i] = b.svc.StartBuild(ctx, lifecycle.Actor{Founder: u.ID}, p.ID, "double-click", true)
+		})
 	}
 	wg.Wait()
 	fresh := 0
@@ -90,11 +92,11 @@ func TestRebuildWithoutCreditsChangesNothing(t *testing.T) {
 	b := setup(t, false)
 	ctx := context.Background()
 	u, p := founder(t, b.pool, 1)
-	first, err := b.svc.StartBuild(ctx, u.ID, p.ID, "first", false)
+	first, err := b.svc.StartBuild(ctx, lifecycle.Actor{Founder: u.ID}, p.ID, "first", false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = b.svc.StartBuild(ctx, u.ID, p.ID, "rebuild", true)
+	_, err = b.svc.StartBuild(ctx, lifecycle.Actor{Founder: u.ID}, p.ID, "rebuild", true)
 	var ae *apperr.Error
 	if !errors.As(err, &ae) || ae.Kind != apperr.KindNoCredits {
 		t.Fatalf("rebuild with no credits: %v", err)
@@ -110,7 +112,7 @@ func TestRebuildWithoutCreditsChangesNothing(t *testing.T) {
 	if _, err := b.pool.Exec(ctx, "UPDATE users SET credits = 1 WHERE id = $1", u.ID); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := b.svc.StartBuild(ctx, u.ID, p.ID, "rebuild", true); err != nil || res.Replayed {
+	if res, err := b.svc.StartBuild(ctx, lifecycle.Actor{Founder: u.ID}, p.ID, "rebuild", true); err != nil || res.Replayed {
 		t.Fatalf("rebuild after top-up: %+v %v", res, err)
 	}
 }
@@ -134,7 +136,7 @@ func TestBuildRules(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := b.svc.StartBuild(ctx, tt.owner, p.ID, tt.key, tt.rebuild)
+			_, err := b.svc.StartBuild(ctx, lifecycle.Actor{Founder: tt.owner}, p.ID, tt.key, tt.rebuild)
 			var ae *apperr.Error
 			if !errors.As(err, &ae) || ae.Kind != tt.kind {
 				t.Fatalf("got %v, want kind %d", err, tt.kind)
@@ -144,10 +146,10 @@ func TestBuildRules(t *testing.T) {
 	if got := credits(t, b.pool, u.ID); got != 5 {
 		t.Fatalf("refused requests charged: credits = %d", got)
 	}
-	if _, err := b.svc.StartBuild(ctx, u.ID, p.ID, "k3", false); err != nil {
+	if _, err := b.svc.StartBuild(ctx, lifecycle.Actor{Founder: u.ID}, p.ID, "k3", false); err != nil {
 		t.Fatal(err)
 	}
-	_, err := b.svc.StartBuild(ctx, u.ID, p.ID, "k4", false)
+	_, err := b.svc.StartBuild(ctx, lifecycle.Actor{Founder: u.ID}, p.ID, "k4", false)
 	if ae, ok := apperr.As(err); !ok || ae.Code != "already_built" {
 		t.Fatalf("second first-build: %v", err)
 	}

@@ -105,7 +105,7 @@ func TestSandmansOwnKillStaysTerminated(t *testing.T) {
 	u, p := founder(t, b.pool, 5)
 	old := b.buildRunning(t, u.ID, p.ID)
 
-	rb, err := b.svc.StartBuild(ctx, u.ID, p.ID, "rebuild", true)
+	rb, err := b.svc.StartBuild(ctx, lifecycle.Actor{Founder: u.ID}, p.ID, "rebuild", true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -86,7 +86,7 @@ func TestPreviewLifecycleEndToEnd(t *testing.T) {
 	ctx := context.Background()
 	u, p := founder(t, b.pool, 5)
 
-	res, err := b.svc.StartBuild(ctx, u.ID, p.ID, "build-1", false)
+	res, err := b.svc.StartBuild(ctx, lifecycle.Actor{Founder: u.ID}, p.ID, "build-1", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestPreviewLifecycleEndToEnd(t *testing.T) {
 
 	// Rebuild: one credit, a new running sandbox marked Recreated.
 	before := credits(t, b.pool, u.ID)
-	rb, err := b.svc.StartBuild(ctx, u.ID, p.ID, "rebuild-1", true)
+	rb, err := b.svc.StartBuild(ctx, lifecycle.Actor{Founder: u.ID}, p.ID, "rebuild-1", true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestFilesystemPauseRestartsDevServer(t *testing.T) {
 	if _, err := b.pool.Exec(ctx, "UPDATE projects SET pause_kind = 'filesystem' WHERE id = $1", p.ID); err != nil {
 		t.Fatal(err)
 	}
-	res, err := b.svc.StartBuild(ctx, u.ID, p.ID, "k", false)
+	res, err := b.svc.StartBuild(ctx, lifecycle.Actor{Founder: u.ID}, p.ID, "k", false)
 	if err != nil {
 		t.Fatal(err)
 	}

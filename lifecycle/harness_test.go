@@ -21,7 +21,7 @@ import (
 // buildRunning starts the project's first build and waits for its sandbox to run.
 func (b *testBundle) buildRunning(t testing.TB, owner, project uuid.UUID) db.Sandbox {
 	t.Helper()
-	res, err := b.svc.StartBuild(context.Background(), owner, project, "first-"+uuid.NewString(), false)
+	res, err := b.svc.StartBuild(context.Background(), lifecycle.Actor{Founder: owner}, project, "first-"+uuid.NewString(), false)
 	if err != nil {
 		t.Fatal(err)
 	}

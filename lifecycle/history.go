@@ -77,11 +77,20 @@ type eventFacts struct {
 	source   db.EventSource
 	reason   db.EventReason
 	rebuild  bool // the sandbox runs a rebuild (its creation cost a rebuild's credit)
+	// viaToken names the API token the founder came through ("" for their browser).
+	viaToken string
 }
 
 func factsOf(ev db.SandboxEvent, kind db.BuildKind) eventFacts {
-	return eventFacts{from: ev.FromStatus, to: ev.ToStatus, source: ev.Source, reason: ev.Reason, rebuild: kind == db.BuildKindRebuild}
+	f := eventFacts{from: ev.FromStatus, to: ev.ToStatus, source: ev.Source, reason: ev.Reason, rebuild: kind == db.BuildKindRebuild}
+	if ev.ViaToken != nil {
+		f.viaToken = *ev.ViaToken
+	}
+	return f
 }
+
+// throughAPI says that the founder acted through an API token, by its name.
+func throughAPI(token string) string { return fmt.Sprintf("through the API (token %q)", token) }
 
 // fromProvider reports whether the provider itself told us (a webhook or its events API).
 func (f eventFacts) fromProvider() bool {
@@ -97,8 +106,13 @@ func describe(f eventFacts, idle time.Duration) string {
 	switch f.to {
 	case Starting:
 		if f.from == Starting && f.reason == reasonCreated {
-			if f.rebuild {
+			switch {
+			case f.rebuild && f.viaToken != "":
+				return "Rebuilt " + throughAPI(f.viaToken) + ", 1 credit"
+			case f.rebuild:
 				return "Rebuilt from your saved files (1 credit)"
+			case f.viaToken != "":
+				return "Build started " + throughAPI(f.viaToken) + ", 1 credit"
 			}
 			return "Build started (1 credit)"
 		}

@@ -152,7 +152,7 @@ func TestTwoInstancesNeverApplyATransitionTwice(t *testing.T) {
 		t.Fatalf("%d resume jobs queued, want 1", n)
 	}
 	audit := apptest.AuditDB(t, pool)
-	testkit.Record(t, testkit.Scenario{ID: "two-instances-race", Times: 26, ChargedTwice: audit.ChargedTwice, Stuck: audit.Stuck,
+	testkit.Record(t, testkit.Scenario{ID: "two-instances-race", Times: 26, Counts: audit,
 		Injected: "on two instances at once: 6 reconciles and events reads and 4 verifications of one provider kill; 10 resume clicks on one paused sandbox",
 		Result:   "the kill recorded once; one resume recorded and one resume job queued"})
 }

@@ -245,7 +245,7 @@ func TestResumeHealsWhatTheProviderLost(t *testing.T) {
 				result = "restored from storage before running; the dev server started on them (cold boot); the preview serves the stored content; " +
 					"the history names the files; the app's own changes kept"
 			}
-			testkit.Record(t, testkit.Scenario{ID: tt.id, Times: 1, Stuck: audit.Stuck, ChargedTwice: audit.ChargedTwice,
+			testkit.Record(t, testkit.Scenario{ID: tt.id, Times: 1, Counts: audit,
 				Injected: tt.injected, Result: result})
 		})
 	}
@@ -308,7 +308,7 @@ func TestResumeFailsWhenFilesCannotBeRestored(t *testing.T) {
 				t.Fatalf("history %q", texts)
 			}
 			// Rebuild is offered as for any failed resume, and brings the preview back.
-			rb, err := b.svc.StartBuild(ctx, u.ID, p.ID, "rebuild", true)
+			rb, err := b.svc.StartBuild(ctx, lifecycle.Actor{Founder: u.ID}, p.ID, "rebuild", true)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -316,7 +316,7 @@ func TestResumeFailsWhenFilesCannotBeRestored(t *testing.T) {
 			serves(t, host, fresh.PreviewURL, "/", healApp["page.html"])
 
 			audit := apptest.AuditDB(t, b.pool)
-			testkit.Record(t, testkit.Scenario{ID: tt.id, Times: 1, Stuck: audit.Stuck, ChargedTwice: audit.ChargedTwice,
+			testkit.Record(t, testkit.Scenario{ID: tt.id, Times: 1, Counts: audit,
 				Injected: tt.injected, Result: tt.result + "; Rebuild brings it back"})
 		})
 	}
@@ -362,7 +362,7 @@ func TestSandboxLostWithoutAnEvent(t *testing.T) {
 		t.Fatalf("history %+v (%v)", hist, err)
 	}
 	audit := apptest.AuditDB(t, b.pool)
-	testkit.Record(t, testkit.Scenario{ID: "sandbox-lost-without-event", Times: 2, Stuck: audit.Stuck, ChargedTwice: audit.ChargedTwice,
+	testkit.Record(t, testkit.Scenario{ID: "sandbox-lost-without-event", Times: 2, Counts: audit,
 		Injected: "a running and a paused sandbox dropped by the provider with no event and no webhook (sandboxd's lose)",
 		Result:   `killed, reason "lost by the provider", once no killed event came within the catch-up window; history "The provider lost this preview"; never unknown`})
 }

@@ -35,7 +35,7 @@ func (b *testBundle) runningSandboxes(t testing.TB, n int) (uuid.UUID, []db.Sand
 				t.Fatal(err)
 			}
 		}
-		res, err := b.svc.StartBuild(context.Background(), u.ID, p.ID, "build-"+p.ID.String(), false)
+		res, err := b.svc.StartBuild(context.Background(), lifecycle.Actor{Founder: u.ID}, p.ID, "build-"+p.ID.String(), false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -89,7 +89,6 @@ func TestPostgresRestartWhileWebhooksArrive(t *testing.T) {
 	})
 	pg.Start(t)
 
-	lost := 0
 	for _, sb := range sandboxes {
 		got := b.waitStatus(t, sb.ID, lifecycle.Killed, time.Minute)
 		if n := b.trail(t, got, lifecycle.Killed); n != 1 {
@@ -109,7 +108,7 @@ func TestPostgresRestartWhileWebhooksArrive(t *testing.T) {
 		t.Fatalf("%d kill deliveries stored, %d applied; want %d of each", stored, applied, len(sandboxes))
 	}
 	audit := apptest.AuditDB(t, b.pool)
-	testkit.Record(t, testkit.Scenario{ID: "postgres-restart-webhooks", Times: len(sandboxes), Lost: lost, ChargedTwice: audit.ChargedTwice, Stuck: audit.Stuck,
+	testkit.Record(t, testkit.Scenario{ID: "postgres-restart-webhooks", Times: len(sandboxes), Counts: audit,
 		Injected: "PostgreSQL stopped, 3 sandboxes killed at the provider (their webhooks refused with 500 and retried by the provider), PostgreSQL started again",
 		Result:   "each kill stored once and applied exactly once, by its webhook; every history unbroken"})
 }
@@ -142,7 +141,7 @@ func TestDroppedWebhooksConverge(t *testing.T) {
 		t.Fatalf("%d kill webhooks arrived though every one was dropped", n)
 	}
 	audit := apptest.AuditDB(t, b.pool)
-	testkit.Record(t, testkit.Scenario{ID: "webhooks-dropped", Times: len(sandboxes), ChargedTwice: audit.ChargedTwice, Stuck: audit.Stuck,
+	testkit.Record(t, testkit.Scenario{ID: "webhooks-dropped", Times: len(sandboxes), Counts: audit,
 		Injected: "every webhook dropped by the provider; 3 sandboxes killed at the provider",
 		Result:   "each row killed by the events reader or the reconcile, once; every history unbroken"})
 }
@@ -170,7 +169,7 @@ func TestSandboxdRestartMidResume(t *testing.T) {
 	b := setupWith(t, host, cfg, true)
 	ctx := context.Background()
 	u, p := founder(t, b.pool, 5)
-	res, err := b.svc.StartBuild(ctx, u.ID, p.ID, "k", false)
+	res, err := b.svc.StartBuild(ctx, lifecycle.Actor{Founder: u.ID}, p.ID, "k", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +210,7 @@ func TestSandboxdRestartMidResume(t *testing.T) {
 		t.Fatalf("%d moves to resuming for %d resumes: %s", n, resumes, history(b.eventsOf(t, sb.ID)))
 	}
 	audit := apptest.AuditDB(t, b.pool)
-	testkit.Record(t, testkit.Scenario{ID: "sandboxd-restart-mid-resume", Times: 1, ChargedTwice: audit.ChargedTwice, Stuck: audit.Stuck,
+	testkit.Record(t, testkit.Scenario{ID: "sandboxd-restart-mid-resume", Times: 1, Counts: audit,
 		Injected: "sandboxd restarted while a resume's connect was in flight (held 5 s by a fault)",
 		Result:   "running, the preview answering: by the resume's second attempt, or (when the restart outlasts both attempts) resume_failed and the next click; every resume recorded once"})
 }
@@ -274,7 +273,7 @@ func TestConcurrentPauseResumeAndWebhooks(t *testing.T) {
 	}
 	t.Logf("rounds ended: %v", ended)
 	audit := apptest.AuditDB(t, b.pool)
-	testkit.Record(t, testkit.Scenario{ID: "pause-resume-webhook-race", Times: rounds, ChargedTwice: audit.ChargedTwice, Stuck: audit.Stuck,
+	testkit.Record(t, testkit.Scenario{ID: "pause-resume-webhook-race", Times: rounds, Counts: audit,
 		Injected: "per round: two pause clicks and a resume click at once, the provider's webhooks of those changes racing them (one held back 50–450 ms)",
 		Result:   "every round ends with the row in the provider's state and an unbroken history"})
 }

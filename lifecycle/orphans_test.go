@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"sandman/app/apptest"
 	"sandman/e2b"
 	"sandman/internal/testkit"
 	"sandman/lifecycle"
@@ -77,7 +78,7 @@ func TestReconcileKillsOrphans(t *testing.T) {
 	if !alive(*founders.ProviderID) || b.get(t, founders.ID).Status != lifecycle.Running {
 		t.Fatal("a founder's sandbox was killed as an orphan")
 	}
-	testkit.Record(t, testkit.Scenario{ID: "orphan-sandbox", Times: 1,
+	testkit.Record(t, testkit.Scenario{ID: "orphan-sandbox", Times: 1, Counts: apptest.AuditDB(t, b.pool),
 		Injected: "a sandbox created at the provider with Sandman's metadata and no row (a crash between create and row), next to another application's",
 		Result:   "killed by the reconcile once older than OrphanAge (not before), counted in sandman_orphans_killed_total and logged; the other application's and the founder's left alone"})
 }

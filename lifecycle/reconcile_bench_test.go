@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"sandman/e2b"
+	"sandman/internal/testkit"
 	"sandman/lifecycle"
 	"sandman/sandboxd"
 	"sandman/sandboxd/sandboxdtest"
@@ -17,7 +18,7 @@ import (
 // sandboxes at the provider (sandboxd without isolation, so none costs a process) and their
 // ten thousand rows; one Reconcile pass must list them a page at a time, not ask one by one.
 func BenchmarkReconcile10k(b *testing.B) {
-	const n = 10000
+	n := testkit.BenchSize(10000, 200)
 	host := sandboxdtest.Start(b, sandboxdtest.WithConfig(func(c *sandboxd.Config) {
 		c.Isolation = sandboxd.IsolationNone
 		c.MaxSandboxes = -1 // ten thousand running at once, far past the default cap

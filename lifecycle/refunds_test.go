@@ -33,7 +33,7 @@ func TestIdempotencyKeyBelongsToOneProjectAndKind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := b.svc.StartBuild(ctx, u.ID, first.ID, "one-key", false)
+	res, err := b.svc.StartBuild(ctx, lifecycle.Actor{Founder: u.ID}, first.ID, "one-key", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,12 +46,12 @@ func TestIdempotencyKeyBelongsToOneProjectAndKind(t *testing.T) {
 		{"another project's rebuild", second.ID, true},
 		{"a rebuild of the same project", first.ID, true},
 	} {
-		_, err := b.svc.StartBuild(ctx, u.ID, tt.project, "one-key", tt.rebuild)
+		_, err := b.svc.StartBuild(ctx, lifecycle.Actor{Founder: u.ID}, tt.project, "one-key", tt.rebuild)
 		if ae, ok := apperr.As(err); !ok || ae.Kind != apperr.KindConflict || ae.Code != "key_used" || !strings.Contains(ae.Message, "Nothing was charged") {
 			t.Fatalf("%s with a used key: %v, want a 409 saying nothing was charged", tt.name, err)
 		}
 	}
-	again, err := b.svc.StartBuild(ctx, u.ID, first.ID, "one-key", false)
+	again, err := b.svc.StartBuild(ctx, lifecycle.Actor{Founder: u.ID}, first.ID, "one-key", false)
 	if err != nil || !again.Replayed || again.Build.ID != res.Build.ID {
 		t.Fatalf("the same request again: %+v %v, want the first build replayed", again, err)
 	}
@@ -62,7 +62,7 @@ func TestIdempotencyKeyBelongsToOneProjectAndKind(t *testing.T) {
 		t.Fatalf("the refused requests started %d sandboxes", n)
 	}
 	audit := apptest.AuditDB(t, b.pool)
-	testkit.Record(t, testkit.Scenario{ID: "key-reused-elsewhere", Times: 3, ChargedTwice: audit.ChargedTwice, Stuck: audit.Stuck,
+	testkit.Record(t, testkit.Scenario{ID: "key-reused-elsewhere", Times: 3, Counts: audit,
 		Injected: "a build's idempotency key sent again for another project's build and rebuild, and for a rebuild of its own project",
 		Result:   "409 saying nothing was charged, each time; the same request again replays the first build"})
 }
@@ -158,7 +158,7 @@ func TestBuildFailuresRefundOnlyThePlatformsFaults(t *testing.T) {
 			if tt.fault != nil {
 				host.InjectFault(t, *tt.fault)
 			}
-			res, err := b.svc.StartBuild(ctx, u.ID, p.ID, "build", false)
+			res, err := b.svc.StartBuild(ctx, lifecycle.Actor{Founder: u.ID}, p.ID, "build", false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -212,7 +212,7 @@ func TestBuildFailuresRefundOnlyThePlatformsFaults(t *testing.T) {
 				if tt.refund {
 					result = "build failed in one transaction with its refund (one ledger row with the reason); the page says \"" + lifecycle.ProviderFailureText + "\""
 				}
-				testkit.Record(t, testkit.Scenario{ID: tt.id, Times: 1, ChargedTwice: audit.ChargedTwice, Stuck: audit.Stuck,
+				testkit.Record(t, testkit.Scenario{ID: tt.id, Times: 1, Counts: audit,
 					Injected: tt.name, Result: result + "; its sandbox gone at the provider"})
 			}()
 			// Whatever failed it, nothing of it keeps running: the sandbox is gone.

@@ -26,14 +26,15 @@ func TestResumeFailsAfterTwoAttempts(t *testing.T) {
 	callsPerAttempt := len(apptest.RetryDelays) + 1
 	tests := []struct {
 		id, name string
-		// fault is injected on the sandbox's connect calls (Route and SandboxID are filled in).
+		// fault is injected on the sandbox's connect calls (Route and SandboxID are filled in);
+		// without one, a fault that only counts them is.
 		fault *sandboxd.Fault
 		// killed removes the sandbox at the provider before the resume.
 		killed bool
 		tweak  func(*e2b.Config)
 		want   db.SandboxStatus
 		cause  db.FailureCause
-		// minCalls is how many faulty connects must have reached the provider (0: no check).
+		// minCalls..maxCalls is how many connects must have reached the provider.
 		minCalls, maxCalls int
 	}{
 		{
@@ -54,6 +55,8 @@ func TestResumeFailsAfterTwoAttempts(t *testing.T) {
 			id: "provider-lost-before-resume", name: "the sandbox is gone at the provider",
 			killed: true,
 			want:   lifecycle.ResumeFailed, cause: lifecycle.CauseNotFound,
+			// One connect, answered 404: no second attempt at a sandbox that is gone.
+			minCalls: 1, maxCalls: 1,
 		},
 		{
 			id: "provider-500-first-resume", name: "the first attempt fails, the second succeeds",
@@ -80,7 +83,7 @@ func TestResumeFailsAfterTwoAttempts(t *testing.T) {
 			b := setupWith(t, host, cfg, true, tweaks...)
 			ctx := context.Background()
 			u, p := founder(t, b.pool, 5)
-			res, err := b.svc.StartBuild(ctx, u.ID, p.ID, "k", false)
+			res, err := b.svc.StartBuild(ctx, lifecycle.Actor{Founder: u.ID}, p.ID, "k", false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -89,11 +92,12 @@ func TestResumeFailsAfterTwoAttempts(t *testing.T) {
 			if tt.killed {
 				host.KillFromDashboard(t, *sb.ProviderID)
 			}
+			counted := sandboxd.Fault{LatencyMs: 1, Count: 50} // delays each connect by 1 ms: counts them
 			if tt.fault != nil {
-				f := *tt.fault
-				f.Route, f.SandboxID = connectRoute, *sb.ProviderID
-				host.InjectFault(t, f)
+				counted = *tt.fault
 			}
+			counted.Route, counted.SandboxID = connectRoute, *sb.ProviderID
+			host.InjectFault(t, counted)
 			if got, err := b.svc.Resume(ctx, u.ID, sb.ID); err != nil || got.Status != lifecycle.Resuming {
 				t.Fatalf("resume: %s %v", got.Status, err)
 			}
@@ -101,11 +105,8 @@ func TestResumeFailsAfterTwoAttempts(t *testing.T) {
 			if failureCause(sb) != tt.cause {
 				t.Fatalf("failure cause %q, want %q", failureCause(sb), tt.cause)
 			}
-			if tt.fault != nil && tt.minCalls > 0 {
-				calls := tt.fault.Count - remainingUses(t, host, connectRoute)
-				if calls < tt.minCalls || calls > tt.maxCalls {
-					t.Fatalf("%d connects reached the provider, want %d..%d", calls, tt.minCalls, tt.maxCalls)
-				}
+			if calls := counted.Count - remainingUses(t, host, connectRoute); calls < tt.minCalls || calls > tt.maxCalls {
+				t.Fatalf("%d connects reached the provider, want %d..%d", calls, tt.minCalls, tt.maxCalls)
 			}
 			evs := b.eventsOf(t, sb.ID)
 			if n := len(transitionsTo(evs, lifecycle.Resuming)); n != 1 {
@@ -137,7 +138,7 @@ func TestResumeFailsAfterTwoAttempts(t *testing.T) {
 					result = "the second attempt resumes it: running, no failure recorded"
 				}
 			}
-			testkit.Record(t, testkit.Scenario{ID: tt.id, Times: times, ChargedTwice: audit.ChargedTwice, Stuck: audit.Stuck,
+			testkit.Record(t, testkit.Scenario{ID: tt.id, Times: times, Counts: audit,
 				Injected: injected, Result: result})
 		})
 	}

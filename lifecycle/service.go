@@ -61,11 +61,19 @@ type BuildResult struct {
 	Replayed bool
 }
 
+// Actor is who asks for a change: a founder, and the name of the API token they came through
+// ("" from their browser), which the history names (docs/states.md, "History").
+type Actor struct {
+	Founder uuid.UUID
+	Token   string
+}
+
 // StartBuild charges one credit and starts a build of the project: the first build from the
 // project's files, or a rebuild from the last good build's files that replaces the current
 // sandbox. The debit, the new build and the old sandbox's end happen in one transaction keyed
 // by key, so repeating the request (a double click, a retry) charges once.
-func (s *Service) StartBuild(ctx context.Context, owner, projectID uuid.UUID, key string, rebuild bool) (BuildResult, error) {
+func (s *Service) StartBuild(ctx context.Context, by Actor, projectID uuid.UUID, key string, rebuild bool) (BuildResult, error) {
+	owner := by.Founder
 	if key == "" || len(key) > 200 {
 		return BuildResult{}, apperr.Invalid(map[string]string{"idempotencyKey": "Send an idempotency key of 1 to 200 characters."})
 	}
@@ -137,7 +145,7 @@ func (s *Service) StartBuild(ctx context.Context, owner, projectID uuid.UUID, ke
 		if err := tx.SetCreditLedgerBuild(ctx, db.SetCreditLedgerBuildParams{ID: ledgerID, BuildID: &build.ID}); err != nil {
 			return err
 		}
-		sb, err := s.createSandboxRow(ctx, tx, owner, project.ID, build.ID, rebuild)
+		sb, err := s.createSandboxRow(ctx, tx, by, project.ID, build.ID, rebuild)
 		if err != nil {
 			return err
 		}
@@ -221,9 +229,10 @@ func (s *Service) replaceCurrent(ctx context.Context, tx db.Tx, projectID uuid.U
 	return nil
 }
 
-// createSandboxRow inserts the new sandbox in `starting` with its creation event.
-func (s *Service) createSandboxRow(ctx context.Context, tx db.Tx, owner, projectID, buildID uuid.UUID, recreated bool) (db.Sandbox, error) {
-	sb, err := tx.InsertSandbox(ctx, db.InsertSandboxParams{OwnerID: owner, ProjectID: projectID, BuildID: buildID, Recreated: recreated,
+// createSandboxRow inserts the new sandbox in `starting` with its creation event, which names
+// the API token the founder came through, if any, and opens its first stretch awake.
+func (s *Service) createSandboxRow(ctx context.Context, tx db.Tx, by Actor, projectID, buildID uuid.UUID, recreated bool) (db.Sandbox, error) {
+	sb, err := tx.InsertSandbox(ctx, db.InsertSandboxParams{OwnerID: by.Founder, ProjectID: projectID, BuildID: buildID, Recreated: recreated,
 		Vcpus: s.cfg.Size.VCPUs, MemoryMib: s.cfg.Size.MemoryMiB, LifetimeSeconds: int32(s.cfg.SandboxTimeout / time.Second)})
 	if err != nil {
 		return sb, err
@@ -231,7 +240,7 @@ func (s *Service) createSandboxRow(ctx context.Context, tx db.Tx, owner, project
 	if err := ops.Record(ctx, tx, nil, sb, time.Now()); err != nil {
 		return sb, err
 	}
-	return sb, announce(ctx, tx, sb, db.EventSourceUser, reasonCreated)
+	return sb, announce(ctx, tx, sb, db.EventSourceUser, reasonCreated, by.Token)
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -22,7 +22,7 @@ func runningCounters(b *testing.B, tb *testBundle, n int) (owners []uuid.UUID, s
 	ctx := context.Background()
 	for range n {
 		u, p := founder(b, tb.pool, 100)
-		res, err := tb.svc.StartBuild(ctx, u.ID, p.ID, "bench-"+p.ID.String(), false)
+		res, err := tb.svc.StartBuild(ctx, lifecycle.Actor{Founder: u.ID}, p.ID, "bench-"+p.ID.String(), false)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -98,7 +98,7 @@ func BenchmarkResumeMemory(b *testing.B) {
 // (2 KiB each, next to the counter's own two). The check is one envd command whatever the
 // number; 1,000 is past an upload's limit (500), so the files are stored directly.
 func BenchmarkResumeMemoryFiles(b *testing.B) {
-	for _, n := range []int{10, 100, 1000} {
+	for _, n := range []int{10, 100, 1000}[:testkit.BenchSize(3, 1)] {
 		b.Run(fmt.Sprintf("files=%d", n), func(b *testing.B) {
 			host := sandboxdtest.Start(b)
 			tb := setupWith(b, host, fastConfig(), true)
@@ -109,7 +109,7 @@ func BenchmarkResumeMemoryFiles(b *testing.B) {
 				FROM generate_series(1, $2) i, (SELECT convert_to(repeat('x', 2048), 'UTF8') c) content`, p.ID, n); err != nil {
 				b.Fatal(err)
 			}
-			res, err := tb.svc.StartBuild(ctx, u.ID, p.ID, "bench", false)
+			res, err := tb.svc.StartBuild(ctx, lifecycle.Actor{Founder: u.ID}, p.ID, "bench", false)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -144,14 +144,14 @@ func BenchmarkIdlePauseLag(b *testing.B) {
 	host := sandboxdtest.Start(b)
 	cfg := fastConfig()
 	// Long enough that the pause job goes through River's scheduler like a production 3m one.
-	cfg.IdleTimeout = 8 * time.Second
+	cfg.IdleTimeout = time.Duration(testkit.BenchSize(8, 4)) * time.Second
 	tb := setupWith(b, host, cfg, true)
-	owners, sbs := runningCounters(b, tb, 4)
+	owners, sbs := runningCounters(b, tb, testkit.BenchSize(4, 2))
 	ctx := context.Background()
 	var samples []time.Duration
 	var mu sync.Mutex
 	b.ResetTimer()
-	for round := range max(b.N, 2) {
+	for round := range max(b.N, testkit.BenchSize(2, 1)) {
 		var wg sync.WaitGroup
 		for i, sb := range sbs {
 			wg.Go(func() {
@@ -191,7 +191,7 @@ func BenchmarkMissedWebhookCorrected(b *testing.B) {
 	cfg.ReconcileEvery, cfg.EventsEvery, cfg.SweepEvery = def.ReconcileEvery, def.EventsEvery, def.SweepEvery
 	cfg.IdleTimeout = time.Hour
 	tb := setupWith(b, host, cfg, true)
-	_, sbs := runningCounters(b, tb, 3)
+	_, sbs := runningCounters(b, tb, testkit.BenchSize(3, 1))
 	var samples []time.Duration
 	b.ResetTimer()
 	for i, sb := range sbs {

@@ -78,7 +78,7 @@ func TestPauseJobsAreUniquePerSandbox(t *testing.T) {
 	}
 
 	audit := apptest.AuditDB(t, b.pool)
-	testkit.Record(t, testkit.Scenario{ID: "pause-jobs-unique", Times: 25, ChargedTwice: audit.ChargedTwice, Stuck: audit.Stuck,
+	testkit.Record(t, testkit.Scenario{ID: "pause-jobs-unique", Times: 25, Counts: audit,
 		Injected: "20 pause clicks and 5 sweeps (each re-queueing the overdue idle pause) at once, the provider's pause held 2 s",
 		Result:   "one asked-for and one idle pause job; the provider asked to pause once; one pause recorded"})
 

@@ -200,7 +200,7 @@ func (s *Service) noteFoundGone(ctx context.Context, sp SharedPreview) (SharedPr
 		if err != nil || noted {
 			return err
 		}
-		if err := announce(ctx, tx, sb, db.EventSourceVisitor, reasonVisitorFoundGone); err != nil {
+		if err := announce(ctx, tx, sb, db.EventSourceVisitor, reasonVisitorFoundGone, ""); err != nil {
 			return err
 		}
 		last, err := tx.GetLatestSandboxEvent(ctx, sb.ID)

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -336,13 +337,13 @@ func TestEndSessionEndsOnlyItsStreams(t *testing.T) {
 	testkit.SSEEnds(t, a1, 10*time.Second)
 	testkit.SSEEnds(t, a2, 10*time.Second)
 	testkit.Until(t, 10*time.Second, "the laptop's streams gone", func() bool { return h.hub.Clients() == 1 })
-	select {
-	case _, open := <-phone:
-		if !open {
-			t.Fatal("another session's stream ended")
-		}
-	default:
-	}
+	// The phone's stream carries a change made after: a stream ended with the laptop's would
+	// end before it, and fail here.
+	sandbox := uuid.New()
+	h.state.set(founder, projectOf(sandbox), 7)
+	h.hub.Deliver(ctx, founder, sandbox, 7)
+	testkit.NextSSE(t, phone, 10*time.Second, "the phone's stream to carry a change after the laptop's session ended",
+		func(ev testkit.SSEEvent) bool { return ev.ID == "7" })
 }
 
 // watchedWriter is a stream's response that notes any use of it once its handler returned.
@@ -367,10 +368,12 @@ func (w *watchedWriter) Unwrap() http.ResponseWriter {
 func TestStreamLeavesItsResponseOnceItsHandlerReturned(t *testing.T) {
 	t.Parallel()
 	returned, failed := make(chan struct{}), make(chan struct{})
+	var subscriber string // the goroutine that asked for the state, and drops the stream
 	st := newFakeState(10)
 	hub := live.New(live.Options{Render: st.render, Registerer: prometheus.NewRegistry(),
 		Snapshot: func(context.Context, uuid.UUID) ([]live.Fragments, error) {
 			<-returned
+			subscriber = goroutine()
 			defer close(failed)
 			return nil, errors.New("the database went away")
 		}})
@@ -395,9 +398,38 @@ func TestStreamLeavesItsResponseOnceItsHandlerReturned(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the stream's first state was never asked for")
 	}
-	// The failed state drops the connection right after: give it time to do so.
-	time.Sleep(200 * time.Millisecond)
+	// The failed state drops the connection right after, in the same goroutine: once that
+	// goroutine has left the hub, whatever it did to the response is done.
+	testkit.Until(t, 10*time.Second, "the failed state's goroutine to leave the hub", func() bool {
+		return !strings.Contains(goroutineStack(subscriber), "sandman/live.")
+	})
 	if w.late.Load() {
 		t.Fatal("the stream used its response after its handler returned")
 	}
+}
+
+// goroutine is the calling goroutine's header line in a stack dump ("goroutine 42 ").
+func goroutine() string {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	head, _, _ := strings.Cut(string(buf), "[")
+	return head
+}
+
+// goroutineStack is the stack of the goroutine whose header is head, or "" once it has ended.
+func goroutineStack(head string) string {
+	buf := make([]byte, 1<<20)
+	for n := runtime.Stack(buf, true); ; n = runtime.Stack(buf, true) {
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.HasPrefix(g, head+"[") {
+			return g
+		}
+	}
+	return ""
 }

@@ -25,9 +25,10 @@ import (
 // 1,000 founders with ten tabs each hold 10,000 streams; the clients live in a child process
 // (TestSSEClientProcess), so the RSS measured is the server's alone and neither side runs out
 // of file descriptors. Then every founder's sandbox changes at once and the time until each of
-// the 10,000 streams has the new state is the fan-out.
+// the 10,000 streams has the new state is the fan-out: every stream must have it, once, within
+// a minute. Under -short (make test) 50 founders hold 4 streams each.
 func BenchmarkSSE10k(b *testing.B) {
-	const founders, tabs = 1000, 10
+	founders, tabs := testkit.BenchSize(1000, 50), testkit.BenchSize(10, 4)
 	h := newHubServer(b, 2<<10, nil)
 	owners := make([]uuid.UUID, founders)
 	sandboxes := make([]uuid.UUID, founders)
@@ -51,14 +52,27 @@ func BenchmarkSSE10k(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	lines := bufio.NewScanner(out)
-	next := func() string {
-		if !lines.Scan() {
-			b.Fatalf("client process ended: %v", lines.Err())
+	lines := make(chan string, 1024)
+	go func() {
+		defer close(lines)
+		for sc := bufio.NewScanner(out); sc.Scan(); {
+			lines <- sc.Text()
 		}
-		return lines.Text()
+	}()
+	const within = time.Minute
+	next := func(what string) string {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				b.Fatalf("the client process ended while waiting for %s", what)
+			}
+			return line
+		case <-time.After(within):
+			b.Fatalf("nothing from the client process for %s while waiting for %s", within, what)
+			return ""
+		}
 	}
-	for line := next(); line != "ready"; line = next() {
+	for line := next("every stream's first state"); line != "ready"; line = next("every stream's first state") {
 	}
 	if n := h.hub.Clients(); n != founders*tabs {
 		b.Fatalf("%d streams open, want %d", n, founders*tabs)
@@ -74,14 +88,26 @@ func BenchmarkSSE10k(b *testing.B) {
 			h.state.set(o, projectOf(sandboxes[j]), id)
 			h.hub.Deliver(context.Background(), o, sandboxes[j], id)
 		}
-		for got := 0; got < founders*tabs; {
-			fields := strings.Fields(next())
-			if len(fields) != 3 || fields[0] != "got" || fields[1] != strconv.FormatInt(id, 10) {
+		// Each stream's receipt of this state, once: a stream that got it twice, or a count of
+		// lines that some streams never sent, is not a fan-out to every stream.
+		got := make([]bool, founders*tabs)
+		for n := 0; n < len(got); {
+			line := next(fmt.Sprintf("state %d on every stream (%d of %d have it)", id, n, len(got)))
+			fields := strings.Fields(line)
+			if len(fields) != 4 || fields[0] != "got" || fields[2] != strconv.FormatInt(id, 10) {
 				continue
 			}
-			ns, _ := strconv.ParseInt(fields[2], 10, 64)
+			stream, err := strconv.Atoi(fields[1])
+			if err != nil || stream < 0 || stream >= len(got) {
+				b.Fatalf("a receipt from no stream: %q", line)
+			}
+			if got[stream] {
+				b.Fatalf("stream %d got state %d twice", stream, id)
+			}
+			got[stream] = true
+			n++
+			ns, _ := strconv.ParseInt(fields[3], 10, 64)
 			latencies = append(latencies, time.Unix(0, ns).Sub(start))
-			got++
 		}
 	}
 	b.StopTimer()
@@ -94,7 +120,8 @@ func BenchmarkSSE10k(b *testing.B) {
 
 // TestSSEClientProcess is BenchmarkSSE10k's client side; it does nothing in a normal run.
 // It opens SANDMAN_SSE_TABS streams for every founder id on stdin, prints "ready" when each has
-// its first state, then "got <event id> <unix ns>" for every later state each receives.
+// its first state, then "got <stream> <event id> <unix ns>" for every later state each stream
+// (numbered from 0 in the order opened) receives, when its first event arrives.
 func TestSSEClientProcess(t *testing.T) {
 	base := os.Getenv("SANDMAN_SSE_CLIENTS")
 	if base == "" {
@@ -113,18 +140,22 @@ func TestSSEClientProcess(t *testing.T) {
 	var ready sync.WaitGroup
 	var out sync.Mutex
 	w := bufio.NewWriterSize(os.Stdout, 1<<16)
+	stream := 0
 	for _, owner := range owners {
 		for range tabs {
+			stream++
 			conn, err := net.Dial("tcp", u.Host)
 			if err != nil {
 				t.Fatal(err)
 			}
 			fmt.Fprintf(conn, "GET /events?owner=%s HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n\r\n", owner, u.Host)
 			ready.Add(1)
-			go func() {
+			go func(stream int) {
 				// The raw response's status line, headers and chunk sizes read as unknown
 				// fields: only whole events (one chunk each) reach the callback.
-				first := true
+				// A state comes as several events (the card and the pane) with one id: its
+				// receipt is the first of them.
+				first, last := true, ""
 				_ = testkit.ReadSSE(bufio.NewReaderSize(conn, 4096), func(ev testkit.SSEEvent) bool {
 					switch {
 					case ev.ID == "1":
@@ -132,15 +163,16 @@ func TestSSEClientProcess(t *testing.T) {
 							first = false
 							ready.Done()
 						}
-					case ev.ID != "":
+					case ev.ID != "" && ev.ID != last:
+						last = ev.ID
 						at := time.Now().UnixNano()
 						out.Lock()
-						fmt.Fprintf(w, "got %s %d\n", ev.ID, at)
+						fmt.Fprintf(w, "got %d %s %d\n", stream, ev.ID, at)
 						out.Unlock()
 					}
 					return true
 				})
-			}()
+			}(stream - 1)
 		}
 	}
 	ready.Wait()

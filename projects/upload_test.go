@@ -231,7 +231,10 @@ func TestUploadBudget(t *testing.T) {
 			if held > MaxTotalBytes+len(tt.archives) {
 				t.Fatalf("%d bytes held, over the budget of %d", held, MaxTotalBytes)
 			}
-			if tt.wantErr != "" && (len(fileErrs) != 1 || !strings.Contains(fileErrs[0].Message, tt.wantErr)) {
+			switch {
+			case tt.wantErr == "" && len(fileErrs) > 0:
+				t.Fatalf("file errors %+v, want none", fileErrs)
+			case tt.wantErr != "" && (len(fileErrs) != 1 || !strings.Contains(fileErrs[0].Message, tt.wantErr)):
 				t.Fatalf("file errors %+v, want one saying %q", fileErrs, tt.wantErr)
 			}
 		})

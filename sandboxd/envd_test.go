@@ -222,12 +222,21 @@ func TestEnvdFiles(t *testing.T) {
 		{"~/z.txt", 200, "zipped"},
 		{"/home/user/missing", 404, ""},
 		{"/home/user/src", 400, ""},
-		{"/etc/hostname", 200, ""},
 		{"/root/.bashrc", 404, ""},
 	} {
 		if status, body := read(tt.path, nil); status != tt.status || (tt.body != "" && body != tt.body) {
 			t.Fatalf("read %s: %d %q, want %d %q", tt.path, status, body, tt.status, tt.body)
 		}
+	}
+	// The sandbox's own /etc, never the host's: an isolated sandbox's hostname names it, the
+	// plain mode reads nothing outside its trees.
+	hostStatus, hostname := read("/etc/hostname", nil)
+	if c.h.Server.Isolation() == sandboxd.IsolationBwrap {
+		if own := "e2b-" + sb.SandboxID + "\n"; hostStatus != 200 || hostname != own {
+			t.Fatalf("read /etc/hostname: %d %q, want the sandbox's own hostname %q", hostStatus, hostname, own)
+		}
+	} else if hostStatus == 200 {
+		t.Fatalf("read /etc/hostname: the host's %q", hostname)
 	}
 	// Writes outside the sandbox's own trees are refused.
 	req = c.envdRequest(sb, "POST", "/files?path=/etc/evil", strings.NewReader("x"))

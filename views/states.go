@@ -278,3 +278,14 @@ func sleepsInText(at, now time.Time) string {
 // before its script rewrites it in the browser's time zone.
 func exactTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 func exactText(t time.Time) string { return t.UTC().Format("2 Jan 2006, 15:04:05 UTC") }
+
+// exactDay is a day as the pages write it ("24 Nov 2026").
+func exactDay(t time.Time) string { return t.UTC().Format("2 Jan 2006") }
+
+// expiryText says when a token that has not expired will.
+func (t APIToken) expiryText() string {
+	if t.ExpiresAt == nil {
+		return "Never expires."
+	}
+	return "Expires " + exactDay(*t.ExpiresAt) + "."
+}

@@ -130,3 +130,38 @@ type RebuildPage struct {
 	ProjectName string
 	Question    RebuildQuestion
 }
+
+// TokensPage is the founder's API tokens: the form that makes one, the one just made (shown this
+// once), and the list.
+type TokensPage struct {
+	Layout
+	Form   TokenForm
+	Errors map[string]string
+	// Made is the token just made, with its secret; nil on any other view of the page.
+	Made   *MadeToken
+	Tokens []APIToken
+	// Revoked says a token was just revoked.
+	Revoked bool
+}
+
+// TokenForm is what the form was sent with, to show it again with its errors.
+type TokenForm struct {
+	Name string
+	// Expiry is the chosen option: "30", "90", "365" or "never".
+	Expiry string
+}
+
+// MadeToken is a token just made: the only time its secret is shown.
+type MadeToken struct {
+	Name, Secret string
+}
+
+// APIToken is one of the founder's tokens as the list shows it: never its secret.
+type APIToken struct {
+	ID, Name, Prefix string
+	CreatedAt        time.Time
+	ExpiresAt        *time.Time
+	Expired          bool
+	LastUsedAt       *time.Time
+	LastUsedFrom     string
+}

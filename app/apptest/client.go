@@ -25,6 +25,8 @@ type Client struct {
 	base string
 	hc   *http.Client
 	csrf string
+	// bearer is the API token sent with every request ("" for none).
+	bearer string
 }
 
 // NewClient returns a client of the instance with an empty cookie jar.
@@ -53,6 +55,23 @@ func (c *Client) For(t testing.TB) *Client {
 	return &moved
 }
 
+// WithToken returns a client of the same instance that is what a founder's backend is: it sends
+// the API token with every request, and has no cookie jar and no CSRF token.
+func (c *Client) WithToken(token string) *Client {
+	return &Client{t: c.t, base: c.base, bearer: token, hc: &http.Client{Timeout: c.hc.Timeout, CheckRedirect: c.hc.CheckRedirect}}
+}
+
+// MakeToken makes an API token through the JSON API with the client's session and returns it.
+func (c *Client) MakeToken(name string) string {
+	c.t.Helper()
+	var out struct{ Token string }
+	r := c.API(http.MethodPost, "/api/tokens", map[string]string{"name": name}, &out)
+	if r.Status != http.StatusCreated || out.Token == "" {
+		c.t.Fatalf("make the API token %q: %d %s", name, r.Status, r.Body)
+	}
+	return out.Token
+}
+
 // HTTP is the client's underlying http.Client (its cookie jar, no redirects followed).
 func (c *Client) HTTP() *http.Client { return c.hc }
 
@@ -75,6 +94,9 @@ func (c *Client) Do(method, path string, body io.Reader, header map[string]strin
 	req, err := http.NewRequestWithContext(context.Background(), method, c.base+path, body)
 	if err != nil {
 		c.t.Fatal(err)
+	}
+	if c.bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+c.bearer)
 	}
 	for k, v := range header {
 		req.Header.Set(k, v)
@@ -120,11 +142,15 @@ func (c *Client) HTMX(method, path string, vals url.Values) Response {
 		"X-CSRF-Token": c.csrf, "HX-Request": "true"})
 }
 
-// API sends a JSON request with the CSRF header and, for a 2xx answer, decodes it into out.
+// API sends a JSON request with the CSRF header (when the client has one) and, for a 2xx
+// answer, decodes it into out.
 func (c *Client) API(method, path string, in, out any) Response {
 	c.t.Helper()
 	var body io.Reader
-	h := map[string]string{"X-CSRF-Token": c.csrf}
+	h := map[string]string{}
+	if c.csrf != "" {
+		h["X-CSRF-Token"] = c.csrf
+	}
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -9,41 +8,23 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"sandman/internal/testkit"
 	"sandman/sandboxd"
 	"sandman/sandboxd/sandboxdtest"
 )
-
-// syncBuffer is a log sink the test can read while run writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func env(vars map[string]string) func(string) string {
 	return func(k string) string { return vars[k] }
 }
 
 // serve runs sandboxd until the test ends and returns its API URL.
-func serve(t *testing.T, args []string, getenv func(string) string) (string, *syncBuffer) {
+func serve(t *testing.T, args []string, getenv func(string) string) (string, *testkit.SyncBuffer) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, args, getenv, logs) }()
 	t.Cleanup(func() {
@@ -146,7 +127,7 @@ func TestRunRejectsBadFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var logs syncBuffer
+			var logs testkit.SyncBuffer
 			err := run(context.Background(), tt.args, tt.getenv, &logs)
 			if err == nil {
 				t.Fatal("accepted")

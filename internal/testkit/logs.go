@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"sync"
@@ -57,3 +58,23 @@ func (h *recordHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 
 // WithGroup is not needed by the code under test: groups are flattened.
 func (h *recordHandler) WithGroup(string) slog.Handler { return h }
+
+// SyncBuffer is a log sink that a test reads while the code under test writes to it from any
+// goroutine.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String is everything written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

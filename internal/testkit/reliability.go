@@ -11,18 +11,22 @@ import (
 )
 
 // Scenario is one row of RELIABILITY.md: a fault or an abuse, how it was injected and how many
-// times, and what came of it, as the test that ran it measured. Lost, ChargedTwice and Stuck
-// are counted by the test; Result says the rest in a few words (a bound it checked, say "heap
-// peak ≤ 64 MiB", never a figure that varies from run to run).
+// times, and what came of it, as the test that ran it measured. Counts are what it counted of
+// lost, charged twice and stuck; Result says the rest in a few words (a bound it checked, say
+// "heap peak ≤ 64 MiB", never a figure that varies from run to run).
 type Scenario struct {
-	ID           string // stable, unique: the row's key
-	Injected     string
-	Times        int
-	Lost         int
-	ChargedTwice int
-	Stuck        int
-	Result       string
+	ID       string // stable, unique: the row's key
+	Injected string
+	Times    int
+	// Counts are nil for a scenario that counts none of them: its row shows "—" in those
+	// columns, never a zero nobody counted.
+	Counts *Counts
+	Result string
 }
+
+// Counts are what a scenario left behind once it settled: RELIABILITY.md's "lost", "charged
+// twice" and "stuck" (apptest.AuditDB counts them in an instance's database).
+type Counts struct{ Lost, ChargedTwice, Stuck int }
 
 // UpdateReliabilityEnv, set to 1, makes Record write its row into RELIABILITY.md instead of
 // checking it: `SANDMAN_UPDATE_RELIABILITY=1 go test ./...`, then review the diff.
@@ -70,8 +74,11 @@ func Record(t testing.TB, s Scenario) {
 // row is the scenario's line of the table; test names the package and top-level test.
 func (s Scenario) row(test string) string {
 	cell := func(v string) string { return strings.ReplaceAll(strings.ReplaceAll(v, "|", `\|`), "\n", " ") }
-	return fmt.Sprintf("| `%s` | %s | %d | %d | %d | %d | %s | `%s` |", s.ID, cell(s.Injected), s.Times, s.Lost,
-		s.ChargedTwice, s.Stuck, cell(s.Result), test)
+	counts := "— | — | —"
+	if s.Counts != nil {
+		counts = fmt.Sprintf("%d | %d | %d", s.Counts.Lost, s.Counts.ChargedTwice, s.Counts.Stuck)
+	}
+	return fmt.Sprintf("| `%s` | %s | %d | %s | %s | `%s` |", s.ID, cell(s.Injected), s.Times, counts, cell(s.Result), test)
 }
 
 // testName is "dir.TestName": the test package's directory in the repository and the test's

@@ -57,3 +57,22 @@ func TestEveryReliabilityRowHasItsTest(t *testing.T) {
 		}
 	}
 }
+
+// A row counts what its test counted and shows "—" for what it did not: a scenario without
+// Counts can never read as zero lost, charged twice and stuck.
+func TestRowShowsADashForWhatItDidNotCount(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		counts *Counts
+		want   string
+	}{
+		{nil, "| — | — | — |"},
+		{&Counts{}, "| 0 | 0 | 0 |"},
+		{&Counts{Lost: 3, ChargedTwice: 1, Stuck: 2}, "| 3 | 1 | 2 |"},
+	} {
+		row := Scenario{ID: "x", Injected: "i", Times: 7, Counts: tt.counts, Result: "r"}.row("pkg.TestX")
+		if want := "| `x` | i | 7 " + tt.want + " r | `pkg.TestX` |"; row != want {
+			t.Errorf("row %q, want %q", row, want)
+		}
+	}
+}

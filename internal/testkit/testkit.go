@@ -31,6 +31,32 @@ func Eventually(t testing.TB, within time.Duration, what string, check func() er
 	}
 }
 
+// BenchSize is full in a benchmark's measured run and small under -short: `make test` runs
+// every benchmark once that way (-short -benchtime 1x) for its checks alone (none lost, none
+// applied twice, every resume intact…), which must fail on a broken invariant as the full run
+// does; the targets a benchmark only reports stay figures.
+func BenchSize(full, small int) int {
+	if testing.Short() {
+		return small
+	}
+	return full
+}
+
+// Needs stops a test whose environment lacks what it needs (a program, a privilege): a skip on
+// a developer's machine, a failure under CI=true, where every test must run (.ci/run sets it).
+// A test never skips for its environment any other way.
+func Needs(t testing.TB, ok bool, format string, args ...any) {
+	t.Helper()
+	if ok {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("CI=true and this test cannot run here: "+format, args...)
+	} else {
+		t.Skipf("skipped (CI=true makes it a failure): "+format, args...)
+	}
+}
+
 // Until is Eventually for a condition that has nothing to say but whether it holds.
 func Until(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
