@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 
@@ -78,22 +79,9 @@ func TestConstraints(t *testing.T) {
 func TestIntegrityMigrationDigestsStoredFiles(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, err := db.Open(ctx, dbtest.EmptyDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	sqlDB := stdlib.OpenDBFromPool(pool)
-	defer sqlDB.Close()
-	p, err := goose.NewProvider(goose.DialectPostgres, sqlDB, db.Migrations())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(ctx, 4); err != nil {
-		t.Fatal(err)
-	}
+	pool := migratedUpTo(t, 4)
 	files := map[string][]byte{"server.js": []byte("console.log('hi')\n"), "empty.txt": {}, "bin/x": {0, 1, 2, 255}}
-	_, err = pool.Exec(ctx, `
+	_, err := pool.Exec(ctx, `
 		WITH u AS (INSERT INTO users (email, password_hash, credits) VALUES ('m@example.com', 'x', 1) RETURNING id),
 		     p AS (INSERT INTO projects (owner_id, name, start_command, port) SELECT id, 'p', 'node server.js', 3000 FROM u RETURNING id, owner_id),
 		     b AS (INSERT INTO builds (project_id, version, kind) SELECT id, 1, 'initial' FROM p RETURNING id, project_id),
@@ -146,20 +134,7 @@ func TestIntegrityMigrationDigestsStoredFiles(t *testing.T) {
 func TestCodesMigrationMapsOldStrings(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, err := db.Open(ctx, dbtest.EmptyDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	sqlDB := stdlib.OpenDBFromPool(pool)
-	defer sqlDB.Close()
-	p, err := goose.NewProvider(goose.DialectPostgres, sqlDB, db.Migrations())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(ctx, 6); err != nil {
-		t.Fatal(err)
-	}
+	pool := migratedUpTo(t, 6)
 	events := []struct{ from, to, old, code, detail string }{
 		{"starting", "starting", "created", "created", ""},
 		{"running", "paused", "paused after the build (SANDMAN_PAUSE_AFTER_READY=immediate)", "after_build", ""},
@@ -173,7 +148,7 @@ func TestCodesMigrationMapsOldStrings(t *testing.T) {
 		{"running", "paused", "test", "other", "test"},
 	}
 	var sandboxID string
-	err = pool.QueryRow(ctx, `
+	err := pool.QueryRow(ctx, `
 		WITH u AS (INSERT INTO users (email, password_hash, credits) VALUES ('c@example.com', 'x', 1) RETURNING id),
 		     p AS (INSERT INTO projects (owner_id, name, start_command, port) SELECT id, 'p', 'node server.js', 3000 FROM u RETURNING id, owner_id),
 		     b AS (INSERT INTO builds (project_id, version, kind) SELECT id, 1, 'initial' FROM p RETURNING id)
@@ -234,4 +209,26 @@ func TestCodesMigrationMapsOldStrings(t *testing.T) {
 			t.Errorf("%s: %q, want %q", q, s, want)
 		}
 	}
+}
+
+// migratedUpTo is a pool on a new database migrated up to the version only, for a test of a
+// later migration on the rows Sandman stored before it; closed when t ends.
+func migratedUpTo(t *testing.T, version int64) *pgxpool.Pool {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := db.Open(ctx, dbtest.EmptyDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	sqlDB := stdlib.OpenDBFromPool(pool)
+	defer sqlDB.Close()
+	p, err := goose.NewProvider(goose.DialectPostgres, sqlDB, db.Migrations())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, version); err != nil {
+		t.Fatal(err)
+	}
+	return pool
 }
