@@ -199,7 +199,7 @@ func healthView(h ops.Health) views.OpsHealth {
 func opsSandboxView(l views.Layout, p ops.SandboxPage, confirmKill bool) views.OpsSandboxPage {
 	sb := p.Sandbox
 	v := views.OpsSandboxPage{Layout: l, SandboxID: sb.ID.String(), ProviderID: "none yet", Founder: p.Founder,
-		ProjectName: p.ProjectName, ProjectID: sb.ProjectID.String(), Status: string(sb.Status),
+		ProjectName: p.ProjectName, Status: string(sb.Status),
 		Spent: views.Money(p.Spent), Saved: views.Money(p.Saved), ConfirmKill: confirmKill,
 		CanPause: sb.Status == db.SandboxStatusRunning || sb.Status == db.SandboxStatusUnknown, CanKill: !lifecycle.IsGone(sb.Status)}
 	if sb.ProviderID != nil {

@@ -46,9 +46,6 @@ func New(opts Options) *Service {
 	return &Service{q: db.New(opts.Pool), opts: opts}
 }
 
-// Config is the rates and size the figures use.
-func (s *Service) Config() Config { return s.opts.Config }
-
 // Periods are what the console measures over: a day is the last 24 hours.
 var Periods = []Period{{"day", "Last 24 hours", 24 * time.Hour}, {"week", "Last 7 days", 7 * 24 * time.Hour}, {"month", "Last 30 days", 30 * 24 * time.Hour}}
 
@@ -317,11 +314,6 @@ type Attention struct {
 	Lost     []Item
 	Healed   []Item
 	Orphans  []db.OrphanKill
-}
-
-// Empty reports whether nothing needs a hand.
-func (a Attention) Empty() bool {
-	return len(a.Stuck)+len(a.Failures)+len(a.Lost)+len(a.Healed)+len(a.Orphans) == 0
 }
 
 // failureReasons are the failed resumes and builds, in the order the console groups them. With

@@ -211,7 +211,6 @@ type OpsSandboxPage struct {
 	ProviderID  string
 	Founder     string
 	ProjectName string
-	ProjectID   string
 	Status      string
 	Spent       string
 	Saved       string
