@@ -2,6 +2,7 @@ package ops_test
 
 import (
 	"context"
+	"log/slog"
 	"math"
 	"os"
 	"strings"
@@ -10,9 +11,11 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"sandman/db"
 	"sandman/db/dbtest"
+	"sandman/internal/testkit"
 	"sandman/ops"
 )
 
@@ -68,7 +71,8 @@ func move(t *testing.T, pool *pgxpool.Pool, sb *db.Sandbox, to db.SandboxStatus,
 
 // The console's figures, read from the stretches apply records (the closed ones through the
 // hourly rollup, the open ones live), are the pure functions' sums over the same stretches,
-// with hand-computed amounts: a preview costs $0.1089 an hour awake at the default size.
+// with hand-computed amounts: a preview costs $0.1089 an hour awake at the default size. The
+// chart, one preview's page and the Prometheus metrics say the same.
 func TestFiguresFollowTheRecordedStretches(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.NewPool(t)
@@ -118,6 +122,19 @@ func TestFiguresFollowTheRecordedStretches(t *testing.T) {
 	for _, p := range points {
 		if w, ok := want[p.Hour.Hour()]; ok && (math.Abs(p.Running-w) > 1e-9 || math.Abs(p.Cost-w*hour) > 1e-9) {
 			t.Errorf("%s: %.3f running for $%.4f, want %.3f for $%.4f", p.Hour.Format("15:04"), p.Running, p.Cost, w, w*hour)
+		}
+	}
+	// Prometheus reads the same figures at each scrape.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(ops.NewCollector(s, slog.New(slog.DiscardHandler)))
+	for name, want := range map[string]float64{"sandman_cost_dollars_per_hour": hour, "sandman_saved_dollars_total": wantSaved} {
+		if got := testkit.MetricValue(t, reg, name, nil); math.Abs(got-want) > 1e-6 {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	for state, want := range map[string]float64{"running": 1, "paused": 1, "starting": 0} {
+		if got := testkit.MetricValue(t, reg, "sandman_sandboxes", map[string]string{"state": state}); got != want {
+			t.Errorf("sandman_sandboxes{state=%q} = %v, want %v", state, got, want)
 		}
 	}
 	// Figures from one sandbox's own stretches agree.
