@@ -665,7 +665,7 @@ func TestConcurrentVisitorsWakeOnce(t *testing.T) {
 			resumes = append(resumes, e)
 		}
 	}
-	if len(resumes) != 2 || resumes[0] != "paused→resuming visitor visitor wake" || resumes[1] != "resuming→running visitor resumed" {
+	if len(resumes) != 2 || resumes[0] != "paused→resuming visitor visitor_wake" || resumes[1] != "resuming→running visitor resumed" {
 		t.Fatalf("%d visitors at once: %q, want one wake-up and one resume, the visitor's", visitors, resumes)
 	}
 	if n := s.count(t, "SELECT count(*) FROM river_job WHERE kind = 'resume' AND (args->>'visitor')::boolean"); n != 1 {

@@ -40,9 +40,6 @@ func (r *recorder) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndDa
 // runs (the console, a preview's page, the summary) is EXPLAINed on a seeded fleet, and none
 // scans a whole table that grows with the fleet or its history.
 func TestConsoleQueriesUseIndexesAt100kSandboxes(t *testing.T) {
-	if testing.Short() {
-		t.Skip("seeds 100,000 sandboxes")
-	}
 	t.Parallel()
 	ctx := context.Background()
 	cfg, err := pgxpool.ParseConfig(dbtest.NewDatabase(t))
