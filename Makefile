@@ -10,7 +10,9 @@ TEST_TIMEOUT ?= 20m
 
 # System packages the suite and `make run` use: PostgreSQL 15's server; for sandboxd's isolation
 # bubblewrap, e2fsprogs (mkfs.ext4: a disk image per sandbox) and mount/util-linux (loop mounts,
-# setpriv for the tests' unprivileged sandboxd); Chromium (browser tests).
+# setpriv for the tests' unprivileged sandboxd); Node.js and npm (sandboxd's one template is the
+# host's tools: the starters run on them) and git and Python (the attack tests run them under the
+# system-call filter); Chromium (browser tests).
 PG_INITDB := /usr/lib/postgresql/15/bin/initdb
 
 .PHONY: help run test check generate build bench deps deps-run tools clean
@@ -64,10 +66,11 @@ $(SQLC): tools/go.mod tools/go.sum
 $(STATICCHECK): tools/go.mod tools/go.sum
 	cd tools && $(GO) build -o ../$(STATICCHECK) honnef.co/go/tools/cmd/staticcheck
 
-deps-run: ## install PostgreSQL 15, bubblewrap, e2fsprogs and mount if missing
+deps-run: ## install PostgreSQL 15, bubblewrap, e2fsprogs, mount, Node.js and npm if missing
 	@$(MAKE) --no-print-directory install-pkgs PKGS="$(if $(wildcard $(PG_INITDB)),,postgresql-15) $(if $(shell command -v bwrap),,bubblewrap) \
 		$(if $(wildcard /usr/sbin/mkfs.ext4 /sbin/mkfs.ext4),,e2fsprogs) $(if $(wildcard /usr/bin/mount /bin/mount),,mount) \
-		$(if $(wildcard /usr/bin/setpriv),,util-linux)"
+		$(if $(wildcard /usr/bin/setpriv),,util-linux) $(if $(shell command -v node),,nodejs) $(if $(shell command -v npm),,npm) \
+		$(if $(shell command -v git),,git) $(if $(shell command -v python3),,python3)"
 
 deps: deps-run ## also install Chromium for the browser tests if missing
 	@$(MAKE) --no-print-directory install-pkgs PKGS="$(if $(wildcard /usr/bin/chromium),,chromium)"

@@ -32,6 +32,7 @@ import (
 	"sandman/ops"
 	"sandman/projects"
 	"sandman/shares"
+	"sandman/versions"
 )
 
 // Role says which parts of Sandman an instance runs (`sandman serve --role`).
@@ -226,7 +227,8 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 		metricsOnMain = metrics
 	}
 	a.handler = handlers.New(handlers.Deps{
-		Pool: pool, Sessions: sessions, Accounts: a.accounts, Projects: projects.New(pool), Shares: a.shares, Lifecycle: a.lifecycle,
+		Pool: pool, Sessions: sessions, Accounts: a.accounts, Projects: projects.New(pool), Shares: a.shares,
+		Versions: versions.New(pool, a.lifecycle.VersionMade), Lifecycle: a.lifecycle,
 		Live: a.hub, Ops: a.ops, Operators: a.operators, Logger: logger, Registry: a.registry, Metrics: metricsOnMain, TrustProxy: cfg.TrustProxy, HSTS: cfg.CookieSecure,
 		FrameOrigins: []string{frameOrigin(a.provider)},
 	})

@@ -11,42 +11,6 @@ import (
 	"github.com/google/uuid"
 )
 
-const copyBuildFiles = `-- name: CopyBuildFiles :execrows
-INSERT INTO build_files (build_id, path, content, sha256)
-SELECT $1::uuid, f.path, f.content, f.sha256 FROM build_files f WHERE f.build_id = $2::uuid
-`
-
-type CopyBuildFilesParams struct {
-	ToBuildID   uuid.UUID
-	FromBuildID uuid.UUID
-}
-
-func (q *Queries) CopyBuildFiles(ctx context.Context, arg CopyBuildFilesParams) (int64, error) {
-	result, err := q.db.Exec(ctx, copyBuildFiles, arg.ToBuildID, arg.FromBuildID)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
-const copyProjectFilesToBuild = `-- name: CopyProjectFilesToBuild :execrows
-INSERT INTO build_files (build_id, path, content, sha256)
-SELECT $1::uuid, f.path, f.content, f.sha256 FROM project_files f WHERE f.project_id = $2::uuid
-`
-
-type CopyProjectFilesToBuildParams struct {
-	BuildID   uuid.UUID
-	ProjectID uuid.UUID
-}
-
-func (q *Queries) CopyProjectFilesToBuild(ctx context.Context, arg CopyProjectFilesToBuildParams) (int64, error) {
-	result, err := q.db.Exec(ctx, copyProjectFilesToBuild, arg.BuildID, arg.ProjectID)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
 const finishBuild = `-- name: FinishBuild :execrows
 UPDATE builds SET status = $1, stage = '', error = $2, finished_at = now()
 WHERE id = $3 AND status IN ('queued', 'building')
@@ -68,7 +32,7 @@ func (q *Queries) FinishBuild(ctx context.Context, arg FinishBuildParams) (int64
 }
 
 const getBuild = `-- name: GetBuild :one
-SELECT id, project_id, version, status, stage, error, kind, created_at, finished_at FROM builds WHERE id = $1
+SELECT id, project_id, version, status, stage, error, kind, created_at, finished_at, files_version_id FROM builds WHERE id = $1
 `
 
 func (q *Queries) GetBuild(ctx context.Context, id uuid.UUID) (Build, error) {
@@ -84,35 +48,13 @@ func (q *Queries) GetBuild(ctx context.Context, id uuid.UUID) (Build, error) {
 		&i.Kind,
 		&i.CreatedAt,
 		&i.FinishedAt,
-	)
-	return i, err
-}
-
-const getLastGoodBuild = `-- name: GetLastGoodBuild :one
-SELECT id, project_id, version, status, stage, error, kind, created_at, finished_at FROM builds WHERE project_id = $1 AND status = 'ready'
-ORDER BY version DESC LIMIT 1
-`
-
-// The newest build that reached Ready: a rebuild starts from its files.
-func (q *Queries) GetLastGoodBuild(ctx context.Context, projectID uuid.UUID) (Build, error) {
-	row := q.db.QueryRow(ctx, getLastGoodBuild, projectID)
-	var i Build
-	err := row.Scan(
-		&i.ID,
-		&i.ProjectID,
-		&i.Version,
-		&i.Status,
-		&i.Stage,
-		&i.Error,
-		&i.Kind,
-		&i.CreatedAt,
-		&i.FinishedAt,
+		&i.FilesVersionID,
 	)
 	return i, err
 }
 
 const getLatestBuild = `-- name: GetLatestBuild :one
-SELECT id, project_id, version, status, stage, error, kind, created_at, finished_at FROM builds WHERE project_id = $1 ORDER BY version DESC LIMIT 1
+SELECT id, project_id, version, status, stage, error, kind, created_at, finished_at, files_version_id FROM builds WHERE project_id = $1 ORDER BY version DESC LIMIT 1
 `
 
 func (q *Queries) GetLatestBuild(ctx context.Context, projectID uuid.UUID) (Build, error) {
@@ -128,24 +70,26 @@ func (q *Queries) GetLatestBuild(ctx context.Context, projectID uuid.UUID) (Buil
 		&i.Kind,
 		&i.CreatedAt,
 		&i.FinishedAt,
+		&i.FilesVersionID,
 	)
 	return i, err
 }
 
 const insertBuild = `-- name: InsertBuild :one
-INSERT INTO builds (project_id, version, kind)
-VALUES ($1, (SELECT coalesce(max(version), 0) + 1 FROM builds WHERE project_id = $1), $2)
-RETURNING id, project_id, version, status, stage, error, kind, created_at, finished_at
+INSERT INTO builds (project_id, version, kind, files_version_id)
+VALUES ($1, (SELECT coalesce(max(version), 0) + 1 FROM builds WHERE project_id = $1), $2, $3)
+RETURNING id, project_id, version, status, stage, error, kind, created_at, finished_at, files_version_id
 `
 
 type InsertBuildParams struct {
-	ProjectID uuid.UUID
-	Kind      BuildKind
+	ProjectID      uuid.UUID
+	Kind           BuildKind
+	FilesVersionID uuid.UUID
 }
 
 // The next version of the project's build.
 func (q *Queries) InsertBuild(ctx context.Context, arg InsertBuildParams) (Build, error) {
-	row := q.db.QueryRow(ctx, insertBuild, arg.ProjectID, arg.Kind)
+	row := q.db.QueryRow(ctx, insertBuild, arg.ProjectID, arg.Kind, arg.FilesVersionID)
 	var i Build
 	err := row.Scan(
 		&i.ID,
@@ -157,104 +101,9 @@ func (q *Queries) InsertBuild(ctx context.Context, arg InsertBuildParams) (Build
 		&i.Kind,
 		&i.CreatedAt,
 		&i.FinishedAt,
+		&i.FilesVersionID,
 	)
 	return i, err
-}
-
-const listBuildFileDigests = `-- name: ListBuildFileDigests :many
-SELECT path, length(content)::bigint AS size, sha256 FROM build_files WHERE build_id = $1 ORDER BY path
-`
-
-type ListBuildFileDigestsRow struct {
-	Path   string
-	Size   int64
-	Sha256 []byte
-}
-
-// What the integrity check compares a sandbox's files with: paths, sizes and SHA-256, without
-// loading the contents (a bytea's length is read from its header).
-func (q *Queries) ListBuildFileDigests(ctx context.Context, buildID uuid.UUID) ([]ListBuildFileDigestsRow, error) {
-	rows, err := q.db.Query(ctx, listBuildFileDigests, buildID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []ListBuildFileDigestsRow{}
-	for rows.Next() {
-		var i ListBuildFileDigestsRow
-		if err := rows.Scan(&i.Path, &i.Size, &i.Sha256); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const listBuildFiles = `-- name: ListBuildFiles :many
-SELECT path, content FROM build_files WHERE build_id = $1 ORDER BY path
-`
-
-type ListBuildFilesRow struct {
-	Path    string
-	Content []byte
-}
-
-func (q *Queries) ListBuildFiles(ctx context.Context, buildID uuid.UUID) ([]ListBuildFilesRow, error) {
-	rows, err := q.db.Query(ctx, listBuildFiles, buildID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []ListBuildFilesRow{}
-	for rows.Next() {
-		var i ListBuildFilesRow
-		if err := rows.Scan(&i.Path, &i.Content); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const listBuildFilesByPath = `-- name: ListBuildFilesByPath :many
-SELECT path, content FROM build_files WHERE build_id = $1 AND path = ANY($2::text[]) ORDER BY path
-`
-
-type ListBuildFilesByPathParams struct {
-	BuildID uuid.UUID
-	Paths   []string
-}
-
-type ListBuildFilesByPathRow struct {
-	Path    string
-	Content []byte
-}
-
-// The stored files a heal uploads again.
-func (q *Queries) ListBuildFilesByPath(ctx context.Context, arg ListBuildFilesByPathParams) ([]ListBuildFilesByPathRow, error) {
-	rows, err := q.db.Query(ctx, listBuildFilesByPath, arg.BuildID, arg.Paths)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []ListBuildFilesByPathRow{}
-	for rows.Next() {
-		var i ListBuildFilesByPathRow
-		if err := rows.Scan(&i.Path, &i.Content); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
 }
 
 const setBuildStage = `-- name: SetBuildStage :exec

@@ -79,9 +79,22 @@ func TestConstraints(t *testing.T) {
 func TestIntegrityMigrationDigestsStoredFiles(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := migratedUpTo(t, 4)
+	pool, err := db.Open(ctx, dbtest.EmptyDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	sqlDB := stdlib.OpenDBFromPool(pool)
+	defer sqlDB.Close()
+	p, err := goose.NewProvider(goose.DialectPostgres, sqlDB, db.Migrations())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
 	files := map[string][]byte{"server.js": []byte("console.log('hi')\n"), "empty.txt": {}, "bin/x": {0, 1, 2, 255}}
-	_, err := pool.Exec(ctx, `
+	_, err = pool.Exec(ctx, `
 		WITH u AS (INSERT INTO users (email, password_hash, credits) VALUES ('m@example.com', 'x', 1) RETURNING id),
 		     p AS (INSERT INTO projects (owner_id, name, start_command, port) SELECT id, 'p', 'node server.js', 3000 FROM u RETURNING id, owner_id),
 		     b AS (INSERT INTO builds (project_id, version, kind) SELECT id, 1, 'initial' FROM p RETURNING id, project_id),
@@ -93,7 +106,7 @@ func TestIntegrityMigrationDigestsStoredFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Migrate(ctx, pool); err != nil {
+	if _, err := p.UpTo(ctx, 6); err != nil {
 		t.Fatal(err)
 	}
 	for _, table := range []string{"project_files", "build_files"} {
@@ -124,6 +137,95 @@ func TestIntegrityMigrationDigestsStoredFiles(t *testing.T) {
 	}
 	if seen != nil || len(changed) != 0 {
 		t.Fatalf("a sandbox from before the migration: files seen at %v, app changed %q; want never looked at", seen, changed)
+	}
+}
+
+// TestVersionsMigrationMakesStoredFilesVersionOne stores a project's files as Sandman did before
+// versions, with a build and its sandbox, and migrates on: the files are the project's version 1
+// (content once per founder, the same digests), the build builds it, the sandbox runs it, and the
+// copies are gone.
+func TestVersionsMigrationMakesStoredFilesVersionOne(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, err := db.Open(ctx, dbtest.EmptyDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	sqlDB := stdlib.OpenDBFromPool(pool)
+	defer sqlDB.Close()
+	p, err := goose.NewProvider(goose.DialectPostgres, sqlDB, db.Migrations())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 6); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{"server.js": []byte("console.log('hi')\n"), "empty.txt": {}, "bin/x": {0, 1, 2, 255}, "copy.js": []byte("console.log('hi')\n")}
+	paths := []string{"server.js", "empty.txt", "bin/x", "copy.js"}
+	contents := [][]byte{files["server.js"], files["empty.txt"], files["bin/x"], files["copy.js"]}
+	_, err = pool.Exec(ctx, `
+		WITH u AS (INSERT INTO users (email, password_hash, credits) VALUES ('v@example.com', 'x', 1) RETURNING id),
+		     p AS (INSERT INTO projects (owner_id, name, start_command, port, starter) SELECT id, 'p', 'node dev-server.js', 5173, 'static' FROM u RETURNING id, owner_id),
+		     b AS (INSERT INTO builds (project_id, version, kind) SELECT id, v, 'initial' FROM p, generate_series(1, 2) v RETURNING id, project_id),
+		     s AS (INSERT INTO sandboxes (owner_id, project_id, build_id) SELECT p.owner_id, p.id, b.id FROM p, b RETURNING id),
+		     pf AS (INSERT INTO project_files (project_id, path, content, sha256) SELECT p.id, f.path, f.content, sha256(f.content) FROM p,
+		            unnest($1::text[], $2::bytea[]) AS f(path, content))
+		INSERT INTO build_files (build_id, path, content, sha256) SELECT b.id, f.path, f.content, sha256(f.content) FROM b,
+		       unnest($1::text[], $2::bytea[]) AS f(path, content)`, paths, contents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	var number, fileCount, added int32
+	var total int64
+	var source string
+	var reloads bool
+	if err := pool.QueryRow(ctx, `SELECT v.number, v.file_count, v.total_bytes, v.added, v.source, p.reloads_itself
+		FROM versions v JOIN projects p ON p.id = v.project_id`).Scan(&number, &fileCount, &total, &added, &source, &reloads); err != nil {
+		t.Fatal(err)
+	}
+	if number != 1 || fileCount != 4 || added != 4 || total != int64(2*len(files["server.js"])+4) || source != "created" || !reloads {
+		t.Fatalf("version %d of %d files (%d added), %d bytes, source %q, reloads itself %v; want version 1 of the 4 files, created, the static starter reloading itself",
+			number, fileCount, added, total, source, reloads)
+	}
+	rows, err := pool.Query(ctx, `SELECT f.path, f.size, f.sha256, b.content FROM version_files f
+		JOIN blobs b ON b.sha256 = f.sha256 WHERE f.from_number = 1 AND f.until_number IS NULL`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for rows.Next() {
+		var path string
+		var size int64
+		var sum, content []byte
+		if err := rows.Scan(&path, &size, &sum, &content); err != nil {
+			t.Fatal(err)
+		}
+		if want := sha256.Sum256(files[path]); !bytes.Equal(sum, want[:]) || !bytes.Equal(content, files[path]) || size != int64(len(files[path])) {
+			t.Errorf("%s: %d bytes, sha256 %x; want the stored file", path, size, sum)
+		}
+		n++
+	}
+	if rows.Err() != nil || n != len(files) {
+		t.Fatalf("%d files in version 1 (%v), want %d", n, rows.Err(), len(files))
+	}
+	var blobs, stale int
+	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM blobs),
+		(SELECT count(*) FROM builds b JOIN sandboxes s ON s.build_id = b.id JOIN versions v ON v.project_id = b.project_id
+		 WHERE b.files_version_id IS DISTINCT FROM v.id OR s.deployed_version_id IS DISTINCT FROM v.id)`).Scan(&blobs, &stale); err != nil {
+		t.Fatal(err)
+	}
+	if blobs != 3 || stale != 0 {
+		t.Fatalf("%d blobs (want 3: the two copies stored once), %d builds or sandboxes not on version 1", blobs, stale)
+	}
+	for _, table := range []string{"project_files", "build_files"} {
+		var exists bool
+		if err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", table).Scan(&exists); err != nil || exists {
+			t.Fatalf("%s still exists (%v): the copies must go", table, err)
+		}
 	}
 }
 

@@ -164,6 +164,9 @@ const (
 	EventReasonLost                EventReason = "lost"
 	EventReasonVisitorWake         EventReason = "visitor_wake"
 	EventReasonVisitorFoundGone    EventReason = "visitor_found_gone"
+	EventReasonVersionLive         EventReason = "version_live"
+	EventReasonVersionFailed       EventReason = "version_failed"
+	EventReasonWokeWithVersion     EventReason = "woke_with_version"
 	EventReasonOther               EventReason = "other"
 )
 
@@ -231,6 +234,9 @@ func (e EventReason) Valid() bool {
 		EventReasonLost,
 		EventReasonVisitorWake,
 		EventReasonVisitorFoundGone,
+		EventReasonVersionLive,
+		EventReasonVersionFailed,
+		EventReasonWokeWithVersion,
 		EventReasonOther:
 		return true
 	}
@@ -266,6 +272,9 @@ func AllEventReasonValues() []EventReason {
 		EventReasonLost,
 		EventReasonVisitorWake,
 		EventReasonVisitorFoundGone,
+		EventReasonVersionLive,
+		EventReasonVersionFailed,
+		EventReasonWokeWithVersion,
 		EventReasonOther,
 	}
 }
@@ -818,15 +827,16 @@ type APIToken struct {
 }
 
 type Build struct {
-	ID         uuid.UUID
-	ProjectID  uuid.UUID
-	Version    int32
-	Status     BuildStatus
-	Stage      string
-	Error      string
-	Kind       BuildKind
-	CreatedAt  time.Time
-	FinishedAt *time.Time
+	ID             uuid.UUID
+	ProjectID      uuid.UUID
+	Version        int32
+	Status         BuildStatus
+	Stage          string
+	Error          string
+	Kind           BuildKind
+	CreatedAt      time.Time
+	FinishedAt     *time.Time
+	FilesVersionID uuid.UUID
 }
 
 type CreditLedger struct {
@@ -867,6 +877,7 @@ type Project struct {
 	Port           int32
 	PauseKind      PauseKind
 	CreatedAt      time.Time
+	ReloadsItself  bool
 }
 
 type Sandbox struct {
@@ -897,6 +908,10 @@ type Sandbox struct {
 	AppChangedFiles      []string
 	FilesSeenAt          *time.Time
 	MissingSince         *time.Time
+	DeployedVersionID    uuid.UUID
+	DeployingVersionID   *uuid.UUID
+	DeployingSince       *time.Time
+	DeployingJob         *int64
 	KilledDetail         string
 	FailureDetail        string
 	Vcpus                int32
@@ -915,6 +930,9 @@ type SandboxEvent struct {
 	ProviderTimestamp *time.Time
 	CreatedAt         time.Time
 	Files             []string
+	VersionNumber     *int32
+	DurationMs        *int32
+	Output            string
 	ViaToken          *string
 	Detail            string
 }
@@ -944,6 +962,32 @@ type User struct {
 	PasswordHash string
 	Credits      int32
 	CreatedAt    time.Time
+}
+
+type Version struct {
+	ID           uuid.UUID
+	ProjectID    uuid.UUID
+	Number       int32
+	ParentNumber *int32
+	Source       string
+	RestoredFrom *int32
+	Message      string
+	Added        int32
+	Changed      int32
+	Removed      int32
+	FileCount    int32
+	TotalBytes   int64
+	CreatedAt    time.Time
+}
+
+type VersionKey struct {
+	OwnerID       uuid.UUID
+	Key           string
+	ProjectID     uuid.UUID
+	RequestSha256 []byte
+	VersionNumber *int32
+	Unchanged     bool
+	CreatedAt     time.Time
 }
 
 type WebhookDelivery struct {

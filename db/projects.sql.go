@@ -28,7 +28,7 @@ func (q *Queries) CountProjectsByOwnerAndStarter(ctx context.Context, arg CountP
 }
 
 const getProject = `-- name: GetProject :one
-SELECT id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at FROM projects WHERE id = $1
+SELECT id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself FROM projects WHERE id = $1
 `
 
 // A project by id alone: for a visitor of its share link, whose link names the project.
@@ -45,12 +45,13 @@ func (q *Queries) GetProject(ctx context.Context, id uuid.UUID) (Project, error)
 		&i.Port,
 		&i.PauseKind,
 		&i.CreatedAt,
+		&i.ReloadsItself,
 	)
 	return i, err
 }
 
 const getProjectByOwner = `-- name: GetProjectByOwner :one
-SELECT id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at FROM projects WHERE id = $1 AND owner_id = $2
+SELECT id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself FROM projects WHERE id = $1 AND owner_id = $2
 `
 
 type GetProjectByOwnerParams struct {
@@ -72,14 +73,15 @@ func (q *Queries) GetProjectByOwner(ctx context.Context, arg GetProjectByOwnerPa
 		&i.Port,
 		&i.PauseKind,
 		&i.CreatedAt,
+		&i.ReloadsItself,
 	)
 	return i, err
 }
 
 const insertProject = `-- name: InsertProject :one
-INSERT INTO projects (owner_id, name, starter, install_command, start_command, port, pause_kind)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
-RETURNING id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at
+INSERT INTO projects (owner_id, name, starter, install_command, start_command, port, pause_kind, reloads_itself)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+RETURNING id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself
 `
 
 type InsertProjectParams struct {
@@ -90,6 +92,7 @@ type InsertProjectParams struct {
 	StartCommand   string
 	Port           int32
 	PauseKind      PauseKind
+	ReloadsItself  bool
 }
 
 func (q *Queries) InsertProject(ctx context.Context, arg InsertProjectParams) (Project, error) {
@@ -101,6 +104,7 @@ func (q *Queries) InsertProject(ctx context.Context, arg InsertProjectParams) (P
 		arg.StartCommand,
 		arg.Port,
 		arg.PauseKind,
+		arg.ReloadsItself,
 	)
 	var i Project
 	err := row.Scan(
@@ -113,15 +117,9 @@ func (q *Queries) InsertProject(ctx context.Context, arg InsertProjectParams) (P
 		&i.Port,
 		&i.PauseKind,
 		&i.CreatedAt,
+		&i.ReloadsItself,
 	)
 	return i, err
-}
-
-type InsertProjectFilesParams struct {
-	ProjectID uuid.UUID
-	Path      string
-	Content   []byte
-	Sha256    []byte
 }
 
 const isProjectShared = `-- name: IsProjectShared :one
@@ -136,48 +134,21 @@ func (q *Queries) IsProjectShared(ctx context.Context, projectID uuid.UUID) (boo
 	return column_1, err
 }
 
-const listProjectFiles = `-- name: ListProjectFiles :many
-SELECT path, length(content)::integer AS size
-FROM project_files WHERE project_id = $1 ORDER BY path
-`
-
-type ListProjectFilesRow struct {
-	Path string
-	Size int32
-}
-
-// Paths and sizes only: the project page lists files without loading them.
-func (q *Queries) ListProjectFiles(ctx context.Context, projectID uuid.UUID) ([]ListProjectFilesRow, error) {
-	rows, err := q.db.Query(ctx, listProjectFiles, projectID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []ListProjectFilesRow{}
-	for rows.Next() {
-		var i ListProjectFilesRow
-		if err := rows.Scan(&i.Path, &i.Size); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const listProjectsByOwner = `-- name: ListProjectsByOwner :many
-SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at,
-       (SELECT count(*) FROM project_files f WHERE f.project_id = projects.id)::integer AS file_count,
+SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself,
+       coalesce(cur.file_count, 0)::integer AS file_count, coalesce(cur.number, 0)::integer AS current_version,
        EXISTS (SELECT 1 FROM share_links l WHERE l.project_id = projects.id)::boolean AS shared
-FROM projects WHERE owner_id = $1 ORDER BY created_at DESC, id
+FROM projects
+LEFT JOIN LATERAL (SELECT v.number, v.file_count FROM versions v WHERE v.project_id = projects.id
+    ORDER BY v.number DESC LIMIT 1) cur ON true
+WHERE owner_id = $1 ORDER BY created_at DESC, id
 `
 
 type ListProjectsByOwnerRow struct {
-	Project   Project
-	FileCount int32
-	Shared    bool
+	Project        Project
+	FileCount      int32
+	CurrentVersion int32
+	Shared         bool
 }
 
 func (q *Queries) ListProjectsByOwner(ctx context.Context, ownerID uuid.UUID) ([]ListProjectsByOwnerRow, error) {
@@ -199,7 +170,9 @@ func (q *Queries) ListProjectsByOwner(ctx context.Context, ownerID uuid.UUID) ([
 			&i.Project.Port,
 			&i.Project.PauseKind,
 			&i.Project.CreatedAt,
+			&i.Project.ReloadsItself,
 			&i.FileCount,
+			&i.CurrentVersion,
 			&i.Shared,
 		); err != nil {
 			return nil, err
@@ -213,7 +186,7 @@ func (q *Queries) ListProjectsByOwner(ctx context.Context, ownerID uuid.UUID) ([
 }
 
 const lockProjectByOwner = `-- name: LockProjectByOwner :one
-SELECT id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at FROM projects WHERE id = $1 AND owner_id = $2 FOR UPDATE
+SELECT id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself FROM projects WHERE id = $1 AND owner_id = $2 FOR UPDATE
 `
 
 type LockProjectByOwnerParams struct {
@@ -235,6 +208,36 @@ func (q *Queries) LockProjectByOwner(ctx context.Context, arg LockProjectByOwner
 		&i.Port,
 		&i.PauseKind,
 		&i.CreatedAt,
+		&i.ReloadsItself,
+	)
+	return i, err
+}
+
+const setProjectReloadsItself = `-- name: SetProjectReloadsItself :one
+UPDATE projects SET reloads_itself = $1 WHERE id = $2 AND owner_id = $3 RETURNING id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself
+`
+
+type SetProjectReloadsItselfParams struct {
+	ReloadsItself bool
+	ID            uuid.UUID
+	OwnerID       uuid.UUID
+}
+
+// The project's reload choice (docs/states.md, "Versions").
+func (q *Queries) SetProjectReloadsItself(ctx context.Context, arg SetProjectReloadsItselfParams) (Project, error) {
+	row := q.db.QueryRow(ctx, setProjectReloadsItself, arg.ReloadsItself, arg.ID, arg.OwnerID)
+	var i Project
+	err := row.Scan(
+		&i.ID,
+		&i.OwnerID,
+		&i.Name,
+		&i.Starter,
+		&i.InstallCommand,
+		&i.StartCommand,
+		&i.Port,
+		&i.PauseKind,
+		&i.CreatedAt,
+		&i.ReloadsItself,
 	)
 	return i, err
 }

@@ -28,7 +28,7 @@ func (q *Queries) CountFailedResumesSinceRunning(ctx context.Context, sandboxID 
 }
 
 const getLatestSandboxChange = `-- name: GetLatestSandboxChange :one
-SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, via_token, detail FROM sandbox_events WHERE sandbox_id = $1
+SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, version_number, duration_ms, output, via_token, detail FROM sandbox_events WHERE sandbox_id = $1
     AND NOT (source = 'visitor' AND from_status = to_status)
 ORDER BY id DESC LIMIT 1
 `
@@ -49,6 +49,9 @@ func (q *Queries) GetLatestSandboxChange(ctx context.Context, sandboxID uuid.UUI
 		&i.ProviderTimestamp,
 		&i.CreatedAt,
 		&i.Files,
+		&i.VersionNumber,
+		&i.DurationMs,
+		&i.Output,
 		&i.ViaToken,
 		&i.Detail,
 	)
@@ -56,7 +59,7 @@ func (q *Queries) GetLatestSandboxChange(ctx context.Context, sandboxID uuid.UUI
 }
 
 const getLatestSandboxEvent = `-- name: GetLatestSandboxEvent :one
-SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, via_token, detail FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id DESC LIMIT 1
+SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, version_number, duration_ms, output, via_token, detail FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id DESC LIMIT 1
 `
 
 // The sandbox's newest event: its state's version for live updates.
@@ -74,6 +77,9 @@ func (q *Queries) GetLatestSandboxEvent(ctx context.Context, sandboxID uuid.UUID
 		&i.ProviderTimestamp,
 		&i.CreatedAt,
 		&i.Files,
+		&i.VersionNumber,
+		&i.DurationMs,
+		&i.Output,
 		&i.ViaToken,
 		&i.Detail,
 	)
@@ -99,10 +105,12 @@ func (q *Queries) HasVisitorNote(ctx context.Context, arg HasVisitorNoteParams) 
 }
 
 const insertSandboxEvent = `-- name: InsertSandboxEvent :one
-INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason, detail, provider_event_id, provider_timestamp, files, via_token)
+INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason, detail, provider_event_id, provider_timestamp, files,
+    via_token, version_number, duration_ms, output)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
-    coalesce($9::text[], '{}'), $10)
-RETURNING id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, via_token, detail
+    coalesce($9::text[], '{}'), $10, $11, $12,
+    coalesce($13::text, ''))
+RETURNING id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, version_number, duration_ms, output, via_token, detail
 `
 
 type InsertSandboxEventParams struct {
@@ -116,6 +124,9 @@ type InsertSandboxEventParams struct {
 	ProviderTimestamp *time.Time
 	Files             []string
 	ViaToken          *string
+	VersionNumber     *int32
+	DurationMs        *int32
+	Output            *string
 }
 
 func (q *Queries) InsertSandboxEvent(ctx context.Context, arg InsertSandboxEventParams) (SandboxEvent, error) {
@@ -130,6 +141,9 @@ func (q *Queries) InsertSandboxEvent(ctx context.Context, arg InsertSandboxEvent
 		arg.ProviderTimestamp,
 		arg.Files,
 		arg.ViaToken,
+		arg.VersionNumber,
+		arg.DurationMs,
+		arg.Output,
 	)
 	var i SandboxEvent
 	err := row.Scan(
@@ -143,6 +157,9 @@ func (q *Queries) InsertSandboxEvent(ctx context.Context, arg InsertSandboxEvent
 		&i.ProviderTimestamp,
 		&i.CreatedAt,
 		&i.Files,
+		&i.VersionNumber,
+		&i.DurationMs,
+		&i.Output,
 		&i.ViaToken,
 		&i.Detail,
 	)
@@ -162,7 +179,7 @@ func (q *Queries) LatestSandboxEventFromProvider(ctx context.Context, sandboxID 
 }
 
 const listProjectHistory = `-- name: ListProjectHistory :many
-SELECT e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.via_token, e.detail, b.kind AS build_kind
+SELECT e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail, b.kind AS build_kind
 FROM sandbox_events e
 JOIN sandboxes s ON s.id = e.sandbox_id
 JOIN builds b ON b.id = s.build_id
@@ -210,6 +227,9 @@ func (q *Queries) ListProjectHistory(ctx context.Context, arg ListProjectHistory
 			&i.SandboxEvent.ProviderTimestamp,
 			&i.SandboxEvent.CreatedAt,
 			&i.SandboxEvent.Files,
+			&i.SandboxEvent.VersionNumber,
+			&i.SandboxEvent.DurationMs,
+			&i.SandboxEvent.Output,
 			&i.SandboxEvent.ViaToken,
 			&i.SandboxEvent.Detail,
 			&i.BuildKind,
@@ -225,7 +245,7 @@ func (q *Queries) ListProjectHistory(ctx context.Context, arg ListProjectHistory
 }
 
 const listSandboxEvents = `-- name: ListSandboxEvents :many
-SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, via_token, detail FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id
+SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, version_number, duration_ms, output, via_token, detail FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id
 `
 
 func (q *Queries) ListSandboxEvents(ctx context.Context, sandboxID uuid.UUID) ([]SandboxEvent, error) {
@@ -248,6 +268,9 @@ func (q *Queries) ListSandboxEvents(ctx context.Context, sandboxID uuid.UUID) ([
 			&i.ProviderTimestamp,
 			&i.CreatedAt,
 			&i.Files,
+			&i.VersionNumber,
+			&i.DurationMs,
+			&i.Output,
 			&i.ViaToken,
 			&i.Detail,
 		); err != nil {

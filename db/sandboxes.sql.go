@@ -12,8 +12,90 @@ import (
 	"github.com/google/uuid"
 )
 
+const claimSandboxDeploy = `-- name: ClaimSandboxDeploy :one
+UPDATE sandboxes SET deploying_version_id = $1, deploying_since = now(), deploying_job = $2
+WHERE id = $3 AND (deploying_version_id IS NULL OR deploying_job = $2
+    OR deploying_since < now() - make_interval(secs => $4::float8))
+RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds
+`
+
+type ClaimSandboxDeployParams struct {
+	VersionID *uuid.UUID
+	JobID     *int64
+	ID        uuid.UUID
+	StaleSecs float64
+}
+
+// An apply claims the sandbox for a version: zero rows while another apply, claimed less than
+// stale_secs ago, still runs (it applies the newest version before it lets go).
+func (q *Queries) ClaimSandboxDeploy(ctx context.Context, arg ClaimSandboxDeployParams) (Sandbox, error) {
+	row := q.db.QueryRow(ctx, claimSandboxDeploy,
+		arg.VersionID,
+		arg.JobID,
+		arg.ID,
+		arg.StaleSecs,
+	)
+	var i Sandbox
+	err := row.Scan(
+		&i.ID,
+		&i.ProviderID,
+		&i.OwnerID,
+		&i.ProjectID,
+		&i.BuildID,
+		&i.Status,
+		&i.SnapshotKind,
+		&i.PreviewURL,
+		&i.EnvdToken,
+		&i.ProviderDomain,
+		&i.LastActiveAt,
+		&i.LastVerifiedAt,
+		&i.VerificationFailures,
+		&i.StateChangedAt,
+		&i.LastEventAt,
+		&i.EndAt,
+		&i.KilledAt,
+		&i.KilledReason,
+		&i.FailureCause,
+		&i.Recreated,
+		&i.KillRequested,
+		&i.Version,
+		&i.CreatedAt,
+		&i.PauseRequestedAt,
+		&i.AppChangedFiles,
+		&i.FilesSeenAt,
+		&i.MissingSince,
+		&i.DeployedVersionID,
+		&i.DeployingVersionID,
+		&i.DeployingSince,
+		&i.DeployingJob,
+		&i.KilledDetail,
+		&i.FailureDetail,
+		&i.Vcpus,
+		&i.MemoryMib,
+		&i.LifetimeSeconds,
+	)
+	return i, err
+}
+
+const endSandboxDeploy = `-- name: EndSandboxDeploy :exec
+UPDATE sandboxes SET deploying_version_id = NULL, deploying_since = NULL, deploying_job = NULL,
+    deployed_version_id = coalesce($1, deployed_version_id)
+WHERE id = $2
+`
+
+type EndSandboxDeployParams struct {
+	VersionID *uuid.UUID
+	ID        uuid.UUID
+}
+
+// The apply lets go; version_id, when set, is what the sandbox's files are now.
+func (q *Queries) EndSandboxDeploy(ctx context.Context, arg EndSandboxDeployParams) error {
+	_, err := q.db.Exec(ctx, endSandboxDeploy, arg.VersionID, arg.ID)
+	return err
+}
+
 const getCurrentSandboxByProject = `-- name: GetCurrentSandboxByProject :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds FROM sandboxes WHERE project_id = $1 ORDER BY created_at DESC LIMIT 1
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds FROM sandboxes WHERE project_id = $1 ORDER BY created_at DESC LIMIT 1
 `
 
 // The sandbox of the project's newest build.
@@ -48,6 +130,10 @@ func (q *Queries) GetCurrentSandboxByProject(ctx context.Context, projectID uuid
 		&i.AppChangedFiles,
 		&i.FilesSeenAt,
 		&i.MissingSince,
+		&i.DeployedVersionID,
+		&i.DeployingVersionID,
+		&i.DeployingSince,
+		&i.DeployingJob,
 		&i.KilledDetail,
 		&i.FailureDetail,
 		&i.Vcpus,
@@ -58,7 +144,7 @@ func (q *Queries) GetCurrentSandboxByProject(ctx context.Context, projectID uuid
 }
 
 const getCurrentSandboxByProjectForUpdate = `-- name: GetCurrentSandboxByProjectForUpdate :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds FROM sandboxes WHERE project_id = $1 ORDER BY created_at DESC LIMIT 1 FOR UPDATE
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds FROM sandboxes WHERE project_id = $1 ORDER BY created_at DESC LIMIT 1 FOR UPDATE
 `
 
 // The project's current sandbox, locked: a visitor's wake decides under this lock, so of any
@@ -94,6 +180,10 @@ func (q *Queries) GetCurrentSandboxByProjectForUpdate(ctx context.Context, proje
 		&i.AppChangedFiles,
 		&i.FilesSeenAt,
 		&i.MissingSince,
+		&i.DeployedVersionID,
+		&i.DeployingVersionID,
+		&i.DeployingSince,
+		&i.DeployingJob,
 		&i.KilledDetail,
 		&i.FailureDetail,
 		&i.Vcpus,
@@ -104,7 +194,7 @@ func (q *Queries) GetCurrentSandboxByProjectForUpdate(ctx context.Context, proje
 }
 
 const getSandbox = `-- name: GetSandbox :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds FROM sandboxes WHERE id = $1
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds FROM sandboxes WHERE id = $1
 `
 
 func (q *Queries) GetSandbox(ctx context.Context, id uuid.UUID) (Sandbox, error) {
@@ -138,6 +228,10 @@ func (q *Queries) GetSandbox(ctx context.Context, id uuid.UUID) (Sandbox, error)
 		&i.AppChangedFiles,
 		&i.FilesSeenAt,
 		&i.MissingSince,
+		&i.DeployedVersionID,
+		&i.DeployingVersionID,
+		&i.DeployingSince,
+		&i.DeployingJob,
 		&i.KilledDetail,
 		&i.FailureDetail,
 		&i.Vcpus,
@@ -148,7 +242,7 @@ func (q *Queries) GetSandbox(ctx context.Context, id uuid.UUID) (Sandbox, error)
 }
 
 const getSandboxByBuild = `-- name: GetSandboxByBuild :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds FROM sandboxes WHERE build_id = $1
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds FROM sandboxes WHERE build_id = $1
 `
 
 func (q *Queries) GetSandboxByBuild(ctx context.Context, buildID uuid.UUID) (Sandbox, error) {
@@ -182,6 +276,10 @@ func (q *Queries) GetSandboxByBuild(ctx context.Context, buildID uuid.UUID) (San
 		&i.AppChangedFiles,
 		&i.FilesSeenAt,
 		&i.MissingSince,
+		&i.DeployedVersionID,
+		&i.DeployingVersionID,
+		&i.DeployingSince,
+		&i.DeployingJob,
 		&i.KilledDetail,
 		&i.FailureDetail,
 		&i.Vcpus,
@@ -192,7 +290,7 @@ func (q *Queries) GetSandboxByBuild(ctx context.Context, buildID uuid.UUID) (San
 }
 
 const getSandboxByOwner = `-- name: GetSandboxByOwner :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds FROM sandboxes WHERE id = $1 AND owner_id = $2
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds FROM sandboxes WHERE id = $1 AND owner_id = $2
 `
 
 type GetSandboxByOwnerParams struct {
@@ -231,6 +329,10 @@ func (q *Queries) GetSandboxByOwner(ctx context.Context, arg GetSandboxByOwnerPa
 		&i.AppChangedFiles,
 		&i.FilesSeenAt,
 		&i.MissingSince,
+		&i.DeployedVersionID,
+		&i.DeployingVersionID,
+		&i.DeployingSince,
+		&i.DeployingJob,
 		&i.KilledDetail,
 		&i.FailureDetail,
 		&i.Vcpus,
@@ -241,7 +343,7 @@ func (q *Queries) GetSandboxByOwner(ctx context.Context, arg GetSandboxByOwnerPa
 }
 
 const getSandboxByProviderID = `-- name: GetSandboxByProviderID :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds FROM sandboxes WHERE provider_id = $1
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds FROM sandboxes WHERE provider_id = $1
 `
 
 func (q *Queries) GetSandboxByProviderID(ctx context.Context, providerID *string) (Sandbox, error) {
@@ -275,6 +377,10 @@ func (q *Queries) GetSandboxByProviderID(ctx context.Context, providerID *string
 		&i.AppChangedFiles,
 		&i.FilesSeenAt,
 		&i.MissingSince,
+		&i.DeployedVersionID,
+		&i.DeployingVersionID,
+		&i.DeployingSince,
+		&i.DeployingJob,
 		&i.KilledDetail,
 		&i.FailureDetail,
 		&i.Vcpus,
@@ -285,7 +391,7 @@ func (q *Queries) GetSandboxByProviderID(ctx context.Context, providerID *string
 }
 
 const getSandboxForUpdate = `-- name: GetSandboxForUpdate :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds FROM sandboxes WHERE id = $1 FOR UPDATE
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds FROM sandboxes WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) GetSandboxForUpdate(ctx context.Context, id uuid.UUID) (Sandbox, error) {
@@ -319,6 +425,10 @@ func (q *Queries) GetSandboxForUpdate(ctx context.Context, id uuid.UUID) (Sandbo
 		&i.AppChangedFiles,
 		&i.FilesSeenAt,
 		&i.MissingSince,
+		&i.DeployedVersionID,
+		&i.DeployingVersionID,
+		&i.DeployingSince,
+		&i.DeployingJob,
 		&i.KilledDetail,
 		&i.FailureDetail,
 		&i.Vcpus,
@@ -328,8 +438,27 @@ func (q *Queries) GetSandboxForUpdate(ctx context.Context, id uuid.UUID) (Sandbo
 	return i, err
 }
 
+const getSandboxVersionNumbers = `-- name: GetSandboxVersionNumbers :one
+SELECT (SELECT v.number FROM versions v WHERE v.id = s.deployed_version_id)::integer AS deployed_number,
+    coalesce((SELECT v.number FROM versions v WHERE v.id = s.deploying_version_id), 0)::integer AS deploying_number
+FROM sandboxes s WHERE s.id = $1
+`
+
+type GetSandboxVersionNumbersRow struct {
+	DeployedNumber  int32
+	DeployingNumber int32
+}
+
+// The numbers of the version a sandbox runs and of the one being applied to it (0: none).
+func (q *Queries) GetSandboxVersionNumbers(ctx context.Context, id uuid.UUID) (GetSandboxVersionNumbersRow, error) {
+	row := q.db.QueryRow(ctx, getSandboxVersionNumbers, id)
+	var i GetSandboxVersionNumbersRow
+	err := row.Scan(&i.DeployedNumber, &i.DeployingNumber)
+	return i, err
+}
+
 const getSharedSandboxByProject = `-- name: GetSharedSandboxByProject :one
-SELECT s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at,
+SELECT s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id,
     (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id
 FROM sandboxes s JOIN builds b ON b.id = s.build_id
 WHERE s.project_id = $1
@@ -376,6 +505,10 @@ func (q *Queries) GetSharedSandboxByProject(ctx context.Context, projectID uuid.
 		&i.Sandbox.AppChangedFiles,
 		&i.Sandbox.FilesSeenAt,
 		&i.Sandbox.MissingSince,
+		&i.Sandbox.DeployedVersionID,
+		&i.Sandbox.DeployingVersionID,
+		&i.Sandbox.DeployingSince,
+		&i.Sandbox.DeployingJob,
 		&i.Sandbox.KilledDetail,
 		&i.Sandbox.FailureDetail,
 		&i.Sandbox.Vcpus,
@@ -390,6 +523,7 @@ func (q *Queries) GetSharedSandboxByProject(ctx context.Context, projectID uuid.
 		&i.Build.Kind,
 		&i.Build.CreatedAt,
 		&i.Build.FinishedAt,
+		&i.Build.FilesVersionID,
 		&i.LatestEventID,
 	)
 	return i, err
@@ -408,9 +542,10 @@ func (q *Queries) IncrementVerificationFailures(ctx context.Context, id uuid.UUI
 }
 
 const insertSandbox = `-- name: InsertSandbox :one
-INSERT INTO sandboxes (owner_id, project_id, build_id, recreated, vcpus, memory_mib, lifetime_seconds)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
-RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds
+INSERT INTO sandboxes (owner_id, project_id, build_id, recreated, deployed_version_id, vcpus, memory_mib, lifetime_seconds)
+VALUES ($1, $2, $3, $4, (SELECT files_version_id FROM builds WHERE id = $3), $5, $6,
+    $7)
+RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds
 `
 
 type InsertSandboxParams struct {
@@ -462,6 +597,10 @@ func (q *Queries) InsertSandbox(ctx context.Context, arg InsertSandboxParams) (S
 		&i.AppChangedFiles,
 		&i.FilesSeenAt,
 		&i.MissingSince,
+		&i.DeployedVersionID,
+		&i.DeployingVersionID,
+		&i.DeployingSince,
+		&i.DeployingJob,
 		&i.KilledDetail,
 		&i.FailureDetail,
 		&i.Vcpus,
@@ -472,8 +611,10 @@ func (q *Queries) InsertSandbox(ctx context.Context, arg InsertSandboxParams) (S
 }
 
 const listCurrentSandboxesByOwner = `-- name: ListCurrentSandboxesByOwner :many
-SELECT DISTINCT ON (s.project_id) s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.via_token, e.detail,
-    (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id
+SELECT DISTINCT ON (s.project_id) s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail,
+    (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id,
+    (SELECT v.number FROM versions v WHERE v.id = s.deployed_version_id)::integer AS deployed_number,
+    coalesce((SELECT v.number FROM versions v WHERE v.id = s.deploying_version_id), 0)::integer AS deploying_number
 FROM sandboxes s JOIN builds b ON b.id = s.build_id
 JOIN sandbox_events e ON e.id = (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id
     AND NOT (ev.source = 'visitor' AND ev.from_status = ev.to_status))
@@ -482,10 +623,12 @@ ORDER BY s.project_id, s.created_at DESC
 `
 
 type ListCurrentSandboxesByOwnerRow struct {
-	Sandbox       Sandbox
-	Build         Build
-	SandboxEvent  SandboxEvent
-	LatestEventID int64
+	Sandbox         Sandbox
+	Build           Build
+	SandboxEvent    SandboxEvent
+	LatestEventID   int64
+	DeployedNumber  int32
+	DeployingNumber int32
 }
 
 // Each project's newest sandbox with its build, its newest change (every sandbox has one from
@@ -529,6 +672,10 @@ func (q *Queries) ListCurrentSandboxesByOwner(ctx context.Context, ownerID uuid.
 			&i.Sandbox.AppChangedFiles,
 			&i.Sandbox.FilesSeenAt,
 			&i.Sandbox.MissingSince,
+			&i.Sandbox.DeployedVersionID,
+			&i.Sandbox.DeployingVersionID,
+			&i.Sandbox.DeployingSince,
+			&i.Sandbox.DeployingJob,
 			&i.Sandbox.KilledDetail,
 			&i.Sandbox.FailureDetail,
 			&i.Sandbox.Vcpus,
@@ -543,6 +690,7 @@ func (q *Queries) ListCurrentSandboxesByOwner(ctx context.Context, ownerID uuid.
 			&i.Build.Kind,
 			&i.Build.CreatedAt,
 			&i.Build.FinishedAt,
+			&i.Build.FilesVersionID,
 			&i.SandboxEvent.ID,
 			&i.SandboxEvent.SandboxID,
 			&i.SandboxEvent.FromStatus,
@@ -553,9 +701,14 @@ func (q *Queries) ListCurrentSandboxesByOwner(ctx context.Context, ownerID uuid.
 			&i.SandboxEvent.ProviderTimestamp,
 			&i.SandboxEvent.CreatedAt,
 			&i.SandboxEvent.Files,
+			&i.SandboxEvent.VersionNumber,
+			&i.SandboxEvent.DurationMs,
+			&i.SandboxEvent.Output,
 			&i.SandboxEvent.ViaToken,
 			&i.SandboxEvent.Detail,
 			&i.LatestEventID,
+			&i.DeployedNumber,
+			&i.DeployingNumber,
 		); err != nil {
 			return nil, err
 		}
@@ -568,7 +721,7 @@ func (q *Queries) ListCurrentSandboxesByOwner(ctx context.Context, ownerID uuid.
 }
 
 const listIdleRunningSandboxes = `-- name: ListIdleRunningSandboxes :many
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds FROM sandboxes
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds FROM sandboxes
 WHERE status = 'running' AND last_active_at < $1::timestamptz
 ORDER BY last_active_at LIMIT 500
 `
@@ -611,6 +764,10 @@ func (q *Queries) ListIdleRunningSandboxes(ctx context.Context, idleBefore time.
 			&i.AppChangedFiles,
 			&i.FilesSeenAt,
 			&i.MissingSince,
+			&i.DeployedVersionID,
+			&i.DeployingVersionID,
+			&i.DeployingSince,
+			&i.DeployingJob,
 			&i.KilledDetail,
 			&i.FailureDetail,
 			&i.Vcpus,
@@ -628,7 +785,7 @@ func (q *Queries) ListIdleRunningSandboxes(ctx context.Context, idleBefore time.
 }
 
 const listSandboxesByStatus = `-- name: ListSandboxesByStatus :many
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds FROM sandboxes WHERE status::text = ANY($1::text[]) AND provider_id IS NOT NULL
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds FROM sandboxes WHERE status::text = ANY($1::text[]) AND provider_id IS NOT NULL
 ORDER BY id
 `
 
@@ -669,6 +826,10 @@ func (q *Queries) ListSandboxesByStatus(ctx context.Context, statuses []string) 
 			&i.AppChangedFiles,
 			&i.FilesSeenAt,
 			&i.MissingSince,
+			&i.DeployedVersionID,
+			&i.DeployingVersionID,
+			&i.DeployingSince,
+			&i.DeployingJob,
 			&i.KilledDetail,
 			&i.FailureDetail,
 			&i.Vcpus,
@@ -686,7 +847,7 @@ func (q *Queries) ListSandboxesByStatus(ctx context.Context, statuses []string) 
 }
 
 const listStuckSandboxes = `-- name: ListStuckSandboxes :many
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds FROM sandboxes
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds FROM sandboxes
 WHERE (status = 'starting' AND state_changed_at < $1::timestamptz)
    OR (status = 'resuming' AND state_changed_at < $2::timestamptz)
 ORDER BY state_changed_at LIMIT 500
@@ -735,6 +896,10 @@ func (q *Queries) ListStuckSandboxes(ctx context.Context, arg ListStuckSandboxes
 			&i.AppChangedFiles,
 			&i.FilesSeenAt,
 			&i.MissingSince,
+			&i.DeployedVersionID,
+			&i.DeployingVersionID,
+			&i.DeployingSince,
+			&i.DeployingJob,
 			&i.KilledDetail,
 			&i.FailureDetail,
 			&i.Vcpus,
@@ -814,6 +979,36 @@ func (q *Queries) MarkSandboxesVerified(ctx context.Context, arg MarkSandboxesVe
 	return err
 }
 
+const setSandboxDeployed = `-- name: SetSandboxDeployed :exec
+UPDATE sandboxes SET deployed_version_id = $1 WHERE id = $2
+`
+
+type SetSandboxDeployedParams struct {
+	VersionID uuid.UUID
+	ID        uuid.UUID
+}
+
+// The sandbox's files are this version's now (a resume's check applied it).
+func (q *Queries) SetSandboxDeployed(ctx context.Context, arg SetSandboxDeployedParams) error {
+	_, err := q.db.Exec(ctx, setSandboxDeployed, arg.VersionID, arg.ID)
+	return err
+}
+
+const setSandboxDeploying = `-- name: SetSandboxDeploying :exec
+UPDATE sandboxes SET deploying_version_id = $1 WHERE id = $2
+`
+
+type SetSandboxDeployingParams struct {
+	VersionID *uuid.UUID
+	ID        uuid.UUID
+}
+
+// The version the claiming apply moves on to.
+func (q *Queries) SetSandboxDeploying(ctx context.Context, arg SetSandboxDeployingParams) error {
+	_, err := q.db.Exec(ctx, setSandboxDeploying, arg.VersionID, arg.ID)
+	return err
+}
+
 const setSandboxEndAt = `-- name: SetSandboxEndAt :exec
 UPDATE sandboxes SET end_at = $1 WHERE id = $2
 `
@@ -881,7 +1076,7 @@ const setSandboxProvider = `-- name: SetSandboxProvider :one
 UPDATE sandboxes SET provider_id = $1, preview_url = $2, envd_token = $3,
     provider_domain = $4, end_at = $5
 WHERE id = $6 AND status = 'starting'
-RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds
+RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds
 `
 
 type SetSandboxProviderParams struct {
@@ -932,6 +1127,10 @@ func (q *Queries) SetSandboxProvider(ctx context.Context, arg SetSandboxProvider
 		&i.AppChangedFiles,
 		&i.FilesSeenAt,
 		&i.MissingSince,
+		&i.DeployedVersionID,
+		&i.DeployingVersionID,
+		&i.DeployingSince,
+		&i.DeployingJob,
 		&i.KilledDetail,
 		&i.FailureDetail,
 		&i.Vcpus,
@@ -953,7 +1152,7 @@ func (q *Queries) TouchActivity(ctx context.Context, id uuid.UUID) error {
 const touchSandboxActivity = `-- name: TouchSandboxActivity :one
 UPDATE sandboxes SET last_active_at = now()
 WHERE id = $1 AND owner_id = $2 AND last_active_at < now() - interval '1 second'
-RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds
+RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds
 `
 
 type TouchSandboxActivityParams struct {
@@ -993,6 +1192,10 @@ func (q *Queries) TouchSandboxActivity(ctx context.Context, arg TouchSandboxActi
 		&i.AppChangedFiles,
 		&i.FilesSeenAt,
 		&i.MissingSince,
+		&i.DeployedVersionID,
+		&i.DeployingVersionID,
+		&i.DeployingSince,
+		&i.DeployingJob,
 		&i.KilledDetail,
 		&i.FailureDetail,
 		&i.Vcpus,
@@ -1022,7 +1225,7 @@ UPDATE sandboxes SET
     pause_requested_at = NULL,
     missing_since    = NULL
 WHERE id = $14 AND version = $15
-RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds
+RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds
 `
 
 type UpdateSandboxStatusParams struct {
@@ -1092,6 +1295,10 @@ func (q *Queries) UpdateSandboxStatus(ctx context.Context, arg UpdateSandboxStat
 		&i.AppChangedFiles,
 		&i.FilesSeenAt,
 		&i.MissingSince,
+		&i.DeployedVersionID,
+		&i.DeployingVersionID,
+		&i.DeployingSince,
+		&i.DeployingJob,
 		&i.KilledDetail,
 		&i.FailureDetail,
 		&i.Vcpus,

@@ -1,9 +1,7 @@
 package e2b
 
 import (
-	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"strconv"
@@ -116,13 +114,7 @@ func shellQuote(s string) string {
 }
 
 func (c *Client) digestChunk(ctx context.Context, op string, sb Sandbox, dir string, paths []string) ([]FileDigest, bool, error) {
-	var list bytes.Buffer
-	for _, p := range paths {
-		list.WriteString("./")
-		list.WriteString(p)
-		list.WriteByte(0)
-	}
-	cmd := digestScript(dir, base64.StdEncoding.EncodeToString(list.Bytes()))
+	cmd := digestScript(dir, nulList(paths))
 	p, err := c.StartProcess(ctx, sb, ProcessParams{Command: cmd, Tag: "sandman-digest"})
 	if err != nil {
 		return nil, false, err

@@ -27,7 +27,9 @@ func FuzzJSONBodies(f *testing.F) {
 		Sandbox struct{ ID string }
 	}
 	apptest.RequireStatus(f, c.API(http.MethodPost, "/api/projects/"+p.ID+"/builds", map[string]string{"idempotencyKey": "first"}, &built), http.StatusAccepted)
-	in := ids{project: p.ID, sandbox: built.Sandbox.ID, build: built.Build.ID}
+	var tok struct{ ID string }
+	apptest.RequireStatus(f, c.API(http.MethodPost, "/api/tokens", map[string]string{"name": "fuzz"}, &tok), http.StatusCreated)
+	in := ids{project: p.ID, sandbox: built.Sandbox.ID, build: built.Build.ID, apiToken: tok.ID}
 	var jsonRoutes []route
 	for _, r := range s.routes(f) {
 		if r.stateChanging() && (strings.HasPrefix(r.pattern, "/api/") || r.pattern == "/webhooks/e2b") {

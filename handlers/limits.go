@@ -16,7 +16,7 @@ import (
 
 	"sandman/apperr"
 	"sandman/lifecycle"
-	"sandman/projects"
+	"sandman/versions"
 )
 
 // Body limits (docs/api.md, "Conventions"). Every request body is bounded: a form's at 64 KiB, a
@@ -26,10 +26,13 @@ const (
 	maxJSONBody = 1 << 20
 	// maxUploadBody is the upload's size on the wire: the unpacked budget (projects.Budget)
 	// and room for the form fields and multipart framing around the files.
-	maxUploadBody = projects.MaxTotalBytes + 1<<20
+	maxUploadBody = versions.MaxTotalBytes + 1<<20
 	// uploadReadTime is how long an upload may take to arrive (about 70 KB/s for the largest),
 	// in place of the server's ReadTimeout.
 	uploadReadTime = 5 * time.Minute
+	// maxVersionBody is a new version on the wire: its files' limit in base64 (4/3 of the
+	// bytes), and room for the JSON around them.
+	maxVersionBody = versions.MaxTotalBytes/3*4 + 2<<20
 )
 
 // bodyRule is how one route takes its body.
@@ -49,6 +52,11 @@ var bodyRules = map[string]bodyRule{
 	"POST /projects/upload": {max: maxUploadBody, streamed: true, readTime: uploadReadTime,
 		tooLarge: fmt.Sprintf("The upload is larger than %d MiB, the limit for one upload. Remove large files (build output, node_modules) and try again.", maxUploadBody>>20)},
 	"POST /webhooks/e2b": {max: lifecycle.MaxWebhookBody, tooLarge: "Webhook bodies are limited to 1 MiB."},
+	"POST /projects/:id/versions": {max: maxUploadBody, streamed: true, readTime: uploadReadTime,
+		tooLarge: fmt.Sprintf("The upload is larger than %d MiB, the limit for one version. Remove large files (build output, node_modules) and try again.", maxUploadBody>>20)},
+	"POST /api/projects/:id/versions": {max: maxVersionBody, readTime: uploadReadTime,
+		tooLarge: fmt.Sprintf("The version is larger than %d MiB as sent, the limit for one version (%d MiB of files, in base64 or a zip). "+
+			"Remove large files (build output, node_modules) and try again.", maxVersionBody>>20, versions.MaxTotalBytes>>20)},
 }
 
 // ruleFor is the body rule of the request's route.

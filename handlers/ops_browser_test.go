@@ -11,8 +11,8 @@ import (
 	"sandman/app/apptest"
 )
 
-// text is the JavaScript expression of the trimmed text of the element with the test id.
-func text(testID string) string {
+// textOf is the JavaScript expression of the trimmed text of the element with the test id.
+func textOf(testID string) string {
 	return `(document.querySelector("[data-testid=` + testID + `]")?.textContent ?? "").trim()`
 }
 
@@ -35,8 +35,8 @@ func TestBrowserOpsFollowsTheFleetLive(t *testing.T) {
 	browser, _ := s.Browse(t, "console@example.com")
 	page := browser.Open(t, s.URL()+"/ops")
 	page.WaitFor(t, "the event stream", `document.querySelector("[sse-connect]")?.["htmx-internal-data"]?.sseEventSource?.readyState === 1`)
-	page.WaitFor(t, "one running", text("fleet-running")+`.startsWith("1 ")`)
-	running := apptest.Eval[string](t, page, text("cost-per-hour"))
+	page.WaitFor(t, "one running", textOf("fleet-running")+`.startsWith("1 ")`)
+	running := apptest.Eval[string](t, page, textOf("cost-per-hour"))
 	if running == "$0.0000" {
 		t.Fatalf("one preview running costs %s an hour", running)
 	}
@@ -45,12 +45,12 @@ func TestBrowserOpsFollowsTheFleetLive(t *testing.T) {
 
 	founder.Pause(sandboxID)
 	founder.WaitSandbox(sandboxID, "paused", 30*time.Second)
-	page.WaitFor(t, "no cost once paused", text("cost-per-hour")+` === "$0.0000" && `+text("fleet-running")+`.startsWith("0 ")`)
-	page.WaitFor(t, "the pause counted", text("fleet-paused-memory")+`.startsWith("1 ")`)
+	page.WaitFor(t, "no cost once paused", textOf("cost-per-hour")+` === "$0.0000" && `+textOf("fleet-running")+`.startsWith("0 ")`)
+	page.WaitFor(t, "the pause counted", textOf("fleet-paused-memory")+`.startsWith("1 ")`)
 	apptest.RequireStatus(t, founder.API(http.MethodPost, "/api/sandboxes/"+sandboxID+"/resume", nil, nil), http.StatusAccepted)
 	founder.WaitSandbox(sandboxID, "running", 30*time.Second)
 	// Its cost, at the size the provider reports once the reconcile has read it (sandboxd's).
-	page.WaitFor(t, "the cost back after the resume", text("cost-per-hour")+` !== "$0.0000" && `+text("fleet-running")+`.startsWith("1 ")`)
+	page.WaitFor(t, "the cost back after the resume", textOf("cost-per-hour")+` !== "$0.0000" && `+textOf("fleet-running")+`.startsWith("1 ")`)
 	if !apptest.Eval[bool](t, page, `window.sandmanNoReload === true`) {
 		t.Fatal("the console reloaded")
 	}
@@ -65,7 +65,7 @@ func TestBrowserOpsFollowsTheFleetLive(t *testing.T) {
 	checkForEveryone(t, sbPage, "ops-sandbox", `!!document.querySelector("[data-testid=ops-kill]")`)
 	click(t, sbPage, "[data-testid=ops-kill]")
 	sbPage.WaitFor(t, "the kill's dialog", `document.getElementById("kill-dialog").open`)
-	if q := apptest.Eval[string](t, sbPage, text("kill-dialog")); !strings.Contains(q, "fleet@example.com") || !strings.Contains(q, "Counter") {
+	if q := apptest.Eval[string](t, sbPage, textOf("kill-dialog")); !strings.Contains(q, "fleet@example.com") || !strings.Contains(q, "Counter") {
 		t.Fatalf("the kill's dialog says %q", q)
 	}
 	click(t, sbPage, "[data-testid=kill-cancel]")

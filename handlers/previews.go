@@ -32,6 +32,8 @@ func previewVM(l *lifecycle.Service, v lifecycle.ProjectView, now time.Time, csr
 		}
 		p.Why, p.WhyAt, p.SleepsAt = v.LastChange.Text, v.LastChange.At, v.SleepsAt
 	}
+	p.Version, p.Waiting, p.Applying = v.DeployedVersion, v.Waiting(), v.DeployingVersion
+	p.FailedVersion, p.RestoreTo = v.FailedVersion, v.RestoreTo
 	if v.Build != nil {
 		p.BuildID = v.Build.ID.String()
 		p.BuildStatus, p.Stage, p.BuildError = string(v.Build.Status), v.Build.Stage, v.Build.Error
@@ -224,6 +226,10 @@ type sandboxJSON struct {
 	ExpiresAt          *time.Time `json:"expiresAt"`
 	Recreated          bool       `json:"recreated"`
 	FailureCause       string     `json:"failureCause,omitempty"`
+	// Version is the project's version the preview runs; PendingVersion a newer one not yet
+	// applied (it goes live when the preview runs), or null.
+	Version        *int32 `json:"version,omitempty"`
+	PendingVersion *int32 `json:"pendingVersion"`
 }
 
 func (h *Handlers) toSandboxJSON(sb db.Sandbox) sandboxJSON {
@@ -277,11 +283,28 @@ func (h *Handlers) apiGetSandbox(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	sb, err := h.Lifecycle.OwnedSandbox(c.Request().Context(), principal(c).Founder.ID, id)
+	v, err := h.Lifecycle.ProjectOfSandbox(c.Request().Context(), principal(c).Founder.ID, id)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, h.toSandboxJSON(sb))
+	if v.Sandbox == nil || v.Sandbox.ID != id { // an older sandbox of the project runs nothing now
+		sb, err := h.Lifecycle.OwnedSandbox(c.Request().Context(), principal(c).Founder.ID, id)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, h.toSandboxJSON(sb))
+	}
+	return c.JSON(http.StatusOK, h.sandboxOfView(v))
+}
+
+// sandboxOfView is the project's current sandbox with the version it runs and the one waiting.
+func (h *Handlers) sandboxOfView(v lifecycle.ProjectView) sandboxJSON {
+	out := h.toSandboxJSON(*v.Sandbox)
+	out.Version = &v.DeployedVersion
+	if w := v.Waiting(); w != 0 {
+		out.PendingVersion = &w
+	}
+	return out
 }
 
 // apiSandboxAction runs an action and answers with the sandbox as it now stands.

@@ -42,7 +42,7 @@ func (h *Handlers) projectPage(c echo.Context) error {
 		return err
 	}
 	h.Lifecycle.VerifyStale(ctx, v)
-	files, err := h.Projects.Files(ctx, u.ID, id)
+	_, files, err := h.Versions.Get(ctx, u.ID, id, v.CurrentVersion)
 	if err != nil {
 		return err
 	}
@@ -56,8 +56,13 @@ func (h *Handlers) projectPage(c echo.Context) error {
 	}
 	p := v.Project
 	l := h.layout(c, p.Name)
+	vs, err := h.versionsVM(c, u.ID, v, l.Now)
+	if err != nil {
+		return err
+	}
 	vm := views.ProjectPage{Layout: l, Preview: previewVM(h.Lifecycle, v, l.Now, l.CSRF), Share: box, History: historyVM(p.ID.String(), hist, l.Now),
-		InstallCommand: p.InstallCommand, StartCommand: p.StartCommand, Port: p.Port, PauseKind: string(p.PauseKind)}
+		InstallCommand: p.InstallCommand, StartCommand: p.StartCommand, Port: p.Port, PauseKind: string(p.PauseKind),
+		ReloadsItself: p.ReloadsItself, Versions: vs}
 	for _, f := range files {
 		vm.Files = append(vm.Files, views.File{Path: f.Path, Size: humanSize(f.Size)})
 	}
@@ -142,13 +147,16 @@ type projectJSON struct {
 	Port           int32        `json:"port"`
 	PauseKind      string       `json:"pauseKind"`
 	CreatedAt      time.Time    `json:"createdAt"`
+	ReloadsItself  bool         `json:"reloadsItself"`
+	CurrentVersion int32        `json:"currentVersion,omitempty"`
 	Build          *buildJSON   `json:"build"`
 	Sandbox        *sandboxJSON `json:"sandbox"`
 }
 
 func toProjectJSON(p db.Project) projectJSON {
 	return projectJSON{ID: p.ID.String(), Name: p.Name, Starter: p.Starter, InstallCommand: p.InstallCommand,
-		StartCommand: p.StartCommand, Port: p.Port, PauseKind: string(p.PauseKind), CreatedAt: p.CreatedAt}
+		StartCommand: p.StartCommand, Port: p.Port, PauseKind: string(p.PauseKind), CreatedAt: p.CreatedAt,
+		ReloadsItself: p.ReloadsItself}
 }
 
 func (h *Handlers) apiListProjects(c echo.Context) error {
@@ -159,12 +167,13 @@ func (h *Handlers) apiListProjects(c echo.Context) error {
 	out := make([]projectJSON, 0, len(rows))
 	for _, r := range rows {
 		pj := toProjectJSON(r.Project)
+		pj.CurrentVersion = r.CurrentVersion
 		if r.Build != nil {
 			b := toBuildJSON(*r.Build)
 			pj.Build = &b
 		}
 		if r.Sandbox != nil {
-			sb := h.toSandboxJSON(*r.Sandbox)
+			sb := h.sandboxOfView(r)
 			pj.Sandbox = &sb
 		}
 		out = append(out, pj)
@@ -184,10 +193,12 @@ func (h *Handlers) apiCreateProject(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusCreated, toProjectJSON(p))
+	pj := toProjectJSON(p)
+	pj.CurrentVersion = 1 // a new project is its version 1
+	return c.JSON(http.StatusCreated, pj)
 }
 
-func humanSize(n int32) string {
+func humanSize(n int64) string {
 	switch {
 	case n >= 1<<20:
 		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))

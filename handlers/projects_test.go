@@ -18,7 +18,7 @@ import (
 
 	"sandman/app/apptest"
 	"sandman/handlers"
-	"sandman/projects"
+	"sandman/versions"
 )
 
 type upFile struct {
@@ -169,7 +169,7 @@ func TestUploadProject(t *testing.T) {
 }
 
 // FuzzUpload sends the upload whatever body the fuzzer makes: never a 5xx; a 303 stores one
-// project whose every file has a valid path (projects.CheckPath), and any other answer stores
+// project whose every file has a valid path (versions.CheckPath), and any other answer stores
 // nothing.
 func FuzzUpload(f *testing.F) {
 	body, ct := multipartBody(f, "", map[string]string{"name": "n", "start_command": "s", "port": "1"}, []upFile{{"a/b.js", "x"}})
@@ -183,7 +183,7 @@ func FuzzUpload(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte, contentType string) {
 		c := logged.For(t)
 		projectsBefore := b.count(t, "SELECT count(*) FROM projects")
-		files := b.count(t, "SELECT count(*) FROM project_files")
+		files := b.count(t, "SELECT count(*) FROM version_files")
 		// The token in the header, as a script sends it: the body is the fuzzer's.
 		r := c.Do(http.MethodPost, "/projects/upload", bytes.NewReader(body), map[string]string{"Content-Type": contentType, "X-CSRF-Token": c.CSRF()})
 		if r.Status >= 500 {
@@ -191,7 +191,7 @@ func FuzzUpload(f *testing.F) {
 		}
 		newProjects := b.count(t, "SELECT count(*) FROM projects") - projectsBefore
 		if r.Status != http.StatusSeeOther {
-			if newFiles := b.count(t, "SELECT count(*) FROM project_files") - files; newProjects != 0 || newFiles != 0 {
+			if newFiles := b.count(t, "SELECT count(*) FROM version_files") - files; newProjects != 0 || newFiles != 0 {
 				t.Fatalf("answered %d but stored %d projects and %d files", r.Status, newProjects, newFiles)
 			}
 			return
@@ -200,7 +200,7 @@ func FuzzUpload(f *testing.F) {
 			t.Fatalf("answered 303 but stored %d projects", newProjects)
 		}
 		id := strings.TrimPrefix(r.Header.Get("Location"), "/projects/")
-		rows, err := b.Pool().Query(context.Background(), "SELECT path FROM project_files WHERE project_id = $1", id)
+		rows, err := b.Pool().Query(context.Background(), "SELECT path FROM version_files WHERE project_id = $1", id)
 		if err != nil {
 			t.Fatalf("the 303's project %q: %v", r.Header.Get("Location"), err)
 		}
@@ -212,7 +212,7 @@ func FuzzUpload(f *testing.F) {
 			t.Fatalf("the project the 303 names (%s) has no files", r.Header.Get("Location"))
 		}
 		for _, p := range paths {
-			if err := projects.CheckPath(p); err != nil {
+			if err := versions.CheckPath(p); err != nil {
 				t.Fatalf("stored a file whose path is invalid, %q: %v", p, err)
 			}
 		}

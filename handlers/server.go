@@ -18,6 +18,7 @@ import (
 	"sandman/ops"
 	"sandman/projects"
 	"sandman/shares"
+	"sandman/versions"
 )
 
 // Deps are everything the handlers call.
@@ -27,6 +28,7 @@ type Deps struct {
 	Accounts  *accounts.Service
 	Projects  *projects.Service
 	Shares    *shares.Service
+	Versions  *versions.Service
 	Lifecycle *lifecycle.Service
 	Live      *live.Hub
 	// Ops is the operator's console; Operators says who may open it.

@@ -14,6 +14,7 @@ import (
 
 	"sandman/apperr"
 	"sandman/projects"
+	"sandman/versions"
 	"sandman/views"
 )
 
@@ -25,12 +26,12 @@ const (
 
 type upload struct {
 	fields map[string]string
-	files  []projects.File
-	errs   []projects.FileError
+	files  []versions.File
+	errs   []versions.FileError
 }
 
 // readUpload streams a multipart upload: every file, and every file inside a zip, is charged to
-// one budget for the whole request (projects.Budget) as it is read, and the first overrun
+// one budget for the whole request (versions.Budget) as it is read, and the first overrun
 // refuses the upload. It reads each part's filename itself because mime/multipart keeps only
 // the base name, and a folder upload's relative paths matter.
 func readUpload(c echo.Context) (*upload, error) {
@@ -39,7 +40,7 @@ func readUpload(c echo.Context) (*upload, error) {
 		return nil, echo.NewHTTPError(http.StatusBadRequest, "Send the upload as multipart/form-data.")
 	}
 	up := &upload{fields: map[string]string{}}
-	budget := projects.NewBudget()
+	budget := versions.NewBudget()
 	for {
 		part, err := mr.NextRawPart()
 		if errors.Is(err, io.EOF) {
@@ -81,12 +82,12 @@ func readUpload(c echo.Context) (*upload, error) {
 }
 
 // readFile takes one file part: a zip archive's files, or the file itself.
-func (up *upload) readFile(part io.Reader, filename string, budget *projects.Budget) error {
+func (up *upload) readFile(part io.Reader, filename string, budget *versions.Budget) error {
 	if filename == "" {
 		// The browser sends an empty, nameless part when no file was chosen.
 		var one [1]byte
 		if n, _ := io.ReadFull(part, one[:]); n > 0 {
-			up.errs = append(up.errs, projects.FileError{Message: "A file was sent without a name."})
+			up.errs = append(up.errs, versions.FileError{Message: "A file was sent without a name."})
 		}
 		return nil
 	}
@@ -108,7 +109,7 @@ func (up *upload) readFile(part io.Reader, filename string, budget *projects.Bud
 	if err != nil {
 		return err
 	}
-	up.files = append(up.files, projects.File{Path: filename, Content: content})
+	up.files = append(up.files, versions.File{Path: filename, Content: content})
 	return nil
 }
 
@@ -132,7 +133,7 @@ func partNames(p *multipart.Part) (name, filename string, hasFile bool) {
 
 // stripCommonFolder drops the top folder a browser's folder upload puts before every path, so
 // "myapp/package.json" is stored as "package.json".
-func stripCommonFolder(files []projects.File) []projects.File {
+func stripCommonFolder(files []versions.File) []versions.File {
 	if len(files) == 0 {
 		return files
 	}
@@ -145,9 +146,9 @@ func stripCommonFolder(files []projects.File) []projects.File {
 			return files
 		}
 	}
-	out := make([]projects.File, len(files))
+	out := make([]versions.File, len(files))
 	for i, f := range files {
-		out[i] = projects.File{Path: strings.TrimPrefix(f.Path, top+"/"), Content: f.Content}
+		out[i] = versions.File{Path: strings.TrimPrefix(f.Path, top+"/"), Content: f.Content}
 	}
 	return out
 }

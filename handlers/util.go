@@ -1,8 +1,10 @@
 package handlers
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"mime"
 	"net/http"
 	"strconv"
@@ -39,7 +41,17 @@ func bindJSON(c echo.Context, v any) error {
 	if mt != "application/json" {
 		return echo.NewHTTPError(http.StatusUnsupportedMediaType, "Send the body as application/json.")
 	}
-	dec := json.NewDecoder(c.Request().Body)
+	body, err := io.ReadAll(c.Request().Body) // within its limit already (limitBody)
+	if err != nil {
+		return err
+	}
+	return decodeJSON(body, v)
+}
+
+// decodeJSON decodes a whole body strictly: a malformed body, an unknown field or anything after
+// the value is a clear 400.
+func decodeJSON(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
 	if err == nil && dec.More() {

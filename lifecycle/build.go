@@ -145,17 +145,24 @@ func (s *Service) runBuild(ctx context.Context, sb db.Sandbox, build db.Build, p
 	if err := stage(StageUploading); err != nil {
 		return err
 	}
-	files, err := s.q.ListBuildFiles(ctx, build.ID)
+	w, err := s.versionFiles(ctx, build.FilesVersionID)
+	if err != nil {
+		return err
+	}
+	files, err := s.contents(ctx, sb.OwnerID, w, nil)
 	if err != nil {
 		return err
 	}
 	uctx, cancel := context.WithTimeout(ctx, s.cfg.UploadTimeout)
 	err = s.providerUpload(uctx, handle, files)
+	if x := w.executables(nil); err == nil && len(x) > 0 {
+		err = s.providerRemove(uctx, handle, nil, x)
+	}
 	if err == nil {
-		// The integrity check of a build: every stored file arrived whole (docs/states.md,
-		// "Integrity"); what did not is uploaded again.
+		// The integrity check of a build: every file of its version arrived whole
+		// (docs/states.md, "Integrity"); what did not is uploaded again.
 		var restored []string
-		if restored, err = s.healUpload(uctx, handle, sb); err == nil && len(restored) > 0 {
+		if restored, err = s.healUpload(uctx, handle, sb, w); err == nil && len(restored) > 0 {
 			err = s.recordBuildRestored(ctx, sb.ID, restored)
 		}
 	}
@@ -314,7 +321,7 @@ func (s *Service) finishBuild(ctx context.Context, sandboxID uuid.UUID) error {
 		if err != nil {
 			return err
 		}
-		return s.schedulePause(ctx, tx, sb, true)
+		return s.nowRunning(ctx, tx, sb, true)
 	})
 }
 

@@ -59,7 +59,11 @@ func runningSandbox(t *testing.T, b *testBundle, owner, project uuid.UUID, provi
 	t.Helper()
 	ctx := context.Background()
 	q := db.New(b.pool)
-	build, err := q.InsertBuild(ctx, db.InsertBuildParams{ProjectID: project, Kind: db.BuildKindInitial})
+	v, err := q.GetCurrentVersion(ctx, project)
+	if err != nil {
+		t.Fatal(err)
+	}
+	build, err := q.InsertBuild(ctx, db.InsertBuildParams{ProjectID: project, Kind: db.BuildKindInitial, FilesVersionID: v.ID})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"sandman/lifecycle"
 	"sandman/projects"
 	"sandman/sandboxd/sandboxdtest"
+	"sandman/versions"
 )
 
 // fastConfig is the tests' lifecycle configuration with an idle pause within seconds and
@@ -248,9 +249,9 @@ func TestIdleTimeoutCountsFromReadiness(t *testing.T) {
 	cfg.IdleTimeout = 3 * time.Second
 	b := setupWith(t, host, cfg, true)
 	u, _ := founder(t, b.pool, 5)
-	var files []projects.File
+	var files []versions.File
 	for path, content := range healApp {
-		files = append(files, projects.File{Path: path, Content: []byte(content)})
+		files = append(files, versions.File{Path: path, Content: []byte(content)})
 	}
 	p, err := projects.New(b.pool).CreateFromFiles(context.Background(), u.ID, projects.Settings{Name: "Slow install",
 		InstallCommand: "sleep 5", StartCommand: "node server.js", Port: 3000, PauseKind: db.PauseKindMemory}, files, nil)

@@ -42,8 +42,11 @@ func (s *Service) History(ctx context.Context, owner, projectID uuid.UUID, upTo 
 
 func (s *Service) entry(ev db.SandboxEvent, kind db.BuildKind) HistoryEntry {
 	text := describe(factsOf(ev, kind), s.cfg.IdleTimeout)
-	if ev.Reason == reasonRestored {
+	switch ev.Reason {
+	case reasonRestored:
 		text = restoredText(len(ev.Files)) // it counts the files the event names
+	case reasonVersionLive, reasonVersionFailed, reasonWokeWithVersion:
+		text = versionText(ev)
 	}
 	return HistoryEntry{EventID: ev.ID, At: ev.CreatedAt, Text: text, Files: ev.Files}
 }
@@ -67,7 +70,12 @@ const (
 	reasonLost     = db.EventReasonLost
 	// A visitor of the share link woke the preview (VisitorWake), or found it gone: a note, not
 	// a move (from and to are its state then).
-	reasonVisitorWake      = db.EventReasonVisitorWake
+	reasonVisitorWake = db.EventReasonVisitorWake
+	// A version was applied to a running preview (lifecycle/deploy.go) and its dev server
+	// answered, or did not start on it; a resume applied the version made while it slept.
+	reasonVersionLive      = db.EventReasonVersionLive
+	reasonVersionFailed    = db.EventReasonVersionFailed
+	reasonWokeWithVersion  = db.EventReasonWokeWithVersion
 	reasonVisitorFoundGone = db.EventReasonVisitorFoundGone
 )
 
@@ -220,4 +228,32 @@ func DurationText(d time.Duration) string {
 		return fmt.Sprintf("%d s", d/time.Second)
 	}
 	return fmt.Sprintf("%d min %d s", d/time.Minute, d%time.Minute/time.Second)
+}
+
+// versionText is a version's history sentence: "Version 8 is live (3 files changed, 0.4 s)",
+// "Version 8 didn't start: {what it printed}", "Woke with version 8 (3 files changed since it
+// slept)".
+func versionText(ev db.SandboxEvent) string {
+	n := 0
+	if ev.VersionNumber != nil {
+		n = int(*ev.VersionNumber)
+	}
+	switch ev.Reason {
+	case reasonVersionFailed:
+		return fmt.Sprintf("Version %d didn't start: %s", n, ev.Output)
+	case reasonWokeWithVersion:
+		return fmt.Sprintf("Woke with version %d (%s changed since it slept)", n, filesText(len(ev.Files)))
+	}
+	took := 0.0
+	if ev.DurationMs != nil {
+		took = float64(*ev.DurationMs) / 1000
+	}
+	return fmt.Sprintf("Version %d is live (%s changed, %.1f s)", n, filesText(len(ev.Files)), took)
+}
+
+func filesText(n int) string {
+	if n == 1 {
+		return "1 file"
+	}
+	return fmt.Sprintf("%d files", n)
 }

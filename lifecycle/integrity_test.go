@@ -22,6 +22,7 @@ import (
 	"sandman/projects"
 	"sandman/sandboxd"
 	"sandman/sandboxd/sandboxdtest"
+	"sandman/versions"
 )
 
 // healApp is a small app whose pages are its stored files, read from disk at every request, so
@@ -56,9 +57,9 @@ http.createServer((req, res) => {
 // files (config.json), as installers do; pauseKind is memory or filesystem.
 func healProject(t testing.TB, b *testBundle, owner uuid.UUID, pauseKind db.PauseKind, start string) db.Project {
 	t.Helper()
-	var files []projects.File
+	var files []versions.File
 	for path, content := range healApp {
-		files = append(files, projects.File{Path: path, Content: []byte(content)})
+		files = append(files, versions.File{Path: path, Content: []byte(content)})
 	}
 	if start == "" {
 		start = "node server.js"

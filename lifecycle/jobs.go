@@ -80,6 +80,19 @@ func (ResumeArgs) Kind() string { return "resume" }
 // InsertOpts: the worker makes its own two attempts; River retries only after a crash.
 func (ResumeArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 2} }
 
+// DeployArgs applies the project's current version to a running sandbox (lifecycle/deploy.go).
+// Any number may be queued for one sandbox: the first to claim it applies the newest version,
+// and the others find it claimed or current.
+type DeployArgs struct {
+	SandboxID uuid.UUID `json:"sandbox_id"`
+}
+
+// Kind implements river.JobArgs.
+func (DeployArgs) Kind() string { return "deploy" }
+
+// InsertOpts: a provider's failure is tried again; the files converge from wherever they are.
+func (DeployArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 3} }
+
 // KillArgs kills a provider sandbox Sandman no longer wants (a replaced or failed build).
 type KillArgs struct {
 	ProviderID string `json:"provider_id"`

@@ -166,7 +166,7 @@ func (s *Service) transition(ctx context.Context, id uuid.UUID, decide func(db.T
 			return err
 		}
 		if c.To == Running {
-			return s.schedulePause(ctx, tx, out, false)
+			return s.nowRunning(ctx, tx, out, false)
 		}
 		return nil
 	})

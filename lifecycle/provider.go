@@ -73,12 +73,13 @@ func (s *Service) previewURL(p providerSandbox, port int32) string {
 	return s.provider.PreviewURL(e2b.Sandbox{ID: p.ID, Domain: p.Domain}, int(port))
 }
 
-func (s *Service) providerUpload(ctx context.Context, h sandboxHandle, files []db.ListBuildFilesRow) error {
-	up := make([]e2b.File, len(files))
-	for i, f := range files {
-		up[i] = e2b.File{Path: appDir + "/" + f.Path, Content: f.Content}
-	}
-	return s.provider.UploadFiles(ctx, h, up)
+func (s *Service) providerUpload(ctx context.Context, h sandboxHandle, files []e2b.File) error {
+	return s.provider.UploadFiles(ctx, h, files)
+}
+
+// providerRemove removes paths of the app directory and marks executable ones, in one command.
+func (s *Service) providerRemove(ctx context.Context, h sandboxHandle, paths, executable []string) error {
+	return s.provider.RemoveFiles(ctx, h, appDir, paths, executable)
 }
 
 // providerDigest reports the size and SHA-256 of each path of the app directory, in one envd
@@ -310,8 +311,10 @@ func (s *Service) answers(ctx context.Context, url string) bool {
 		res.StatusCode != http.StatusGatewayTimeout
 }
 
-// waitReady polls the preview until it answers or ctx ends.
+// waitReady polls the preview until it answers or ctx ends: often at first (a dev server
+// restarted on a new version is up within tens of milliseconds), then every 150 ms.
 func (s *Service) waitReady(ctx context.Context, url string) error {
+	wait := 20 * time.Millisecond
 	for {
 		if s.answers(ctx, url) {
 			return nil
@@ -319,7 +322,8 @@ func (s *Service) waitReady(ctx context.Context, url string) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(150 * time.Millisecond):
+		case <-time.After(wait):
 		}
+		wait = min(2*wait, 150*time.Millisecond)
 	}
 }

@@ -24,6 +24,22 @@ type ProjectView struct {
 	SleepsAt time.Time
 	// Shared: the project's share link is on (the card says so).
 	Shared bool
+	// CurrentVersion is the project's newest version's number; DeployedVersion the one its
+	// sandbox's files are, and DeployingVersion the one being applied to it now (0: none).
+	// A current version newer than the deployed one is waiting (docs/states.md, "Versions").
+	CurrentVersion, DeployedVersion, DeployingVersion int32
+	// FailedVersion is the version whose dev server did not start, when that is the newest
+	// change (the pane offers RestoreTo, the version before it); 0 otherwise.
+	FailedVersion, RestoreTo int32
+}
+
+// Waiting is the version that goes live when the preview runs again (or in a moment, when it
+// runs), 0 when none is.
+func (v ProjectView) Waiting() int32 {
+	if v.Sandbox == nil || v.CurrentVersion == v.DeployedVersion {
+		return 0
+	}
+	return v.CurrentVersion
 }
 
 // withSandbox completes the view with its current sandbox, build, newest change (why it is in
@@ -54,9 +70,10 @@ func (s *Service) Projects(ctx context.Context, owner uuid.UUID) ([]ProjectView,
 	}
 	out := make([]ProjectView, len(projects))
 	for i, p := range projects {
-		out[i] = ProjectView{Project: p.Project, FileCount: int(p.FileCount), Shared: p.Shared}
+		out[i] = ProjectView{Project: p.Project, FileCount: int(p.FileCount), Shared: p.Shared, CurrentVersion: p.CurrentVersion}
 		if c, ok := byProject[p.Project.ID]; ok {
 			s.withSandbox(&out[i], c.Sandbox, c.Build, c.SandboxEvent, c.LatestEventID)
+			out[i].DeployedVersion, out[i].DeployingVersion = c.DeployedNumber, c.DeployingNumber
 		}
 	}
 	return out, nil
@@ -77,11 +94,11 @@ func (s *Service) Project(ctx context.Context, owner, projectID uuid.UUID) (Proj
 // projectView completes a project with its current state.
 func (s *Service) projectView(ctx context.Context, p db.Project) (ProjectView, error) {
 	v := ProjectView{Project: p}
-	files, err := s.q.ListProjectFiles(ctx, p.ID)
+	cur, err := s.q.GetCurrentVersion(ctx, p.ID)
 	if err != nil {
 		return v, err
 	}
-	v.FileCount = len(files)
+	v.FileCount, v.CurrentVersion = int(cur.FileCount), cur.Number
 	if v.Shared, err = s.q.IsProjectShared(ctx, p.ID); err != nil {
 		return v, err
 	}
@@ -107,6 +124,20 @@ func (s *Service) projectView(ctx context.Context, p db.Project) (ProjectView, e
 		}
 	}
 	s.withSandbox(&v, sb, b, change, last.ID)
+	nums, err := s.q.GetSandboxVersionNumbers(ctx, sb.ID)
+	if err != nil {
+		return v, err
+	}
+	v.DeployedVersion, v.DeployingVersion = nums.DeployedNumber, nums.DeployingNumber
+	if change.Reason == reasonVersionFailed && change.VersionNumber != nil {
+		v.FailedVersion = *change.VersionNumber
+		failed, err := s.q.GetVersionByNumber(ctx, db.GetVersionByNumberParams{ProjectID: p.ID, Number: v.FailedVersion})
+		if err == nil && failed.ParentNumber != nil {
+			v.RestoreTo = *failed.ParentNumber
+		} else if err != nil && !db.IsNotFound(err) {
+			return v, err
+		}
+	}
 	return v, nil
 }
 

@@ -52,10 +52,11 @@ func BenchmarkReconcile10k(b *testing.B) {
 	}
 	_, err := tb.pool.Exec(ctx, `
 		WITH b AS (
-			INSERT INTO builds (project_id, version, kind, status)
-			SELECT $1, g, 'initial', 'ready' FROM generate_series(1, $3::int) g RETURNING id, version)
-		INSERT INTO sandboxes (provider_id, owner_id, project_id, build_id, status, end_at)
-		SELECT ids.id, $2, $1, b.id, 'running', now() + interval '1 hour'
+			INSERT INTO builds (project_id, version, kind, status, files_version_id)
+			SELECT $1, g, 'initial', 'ready', (SELECT id FROM versions WHERE project_id = $1 AND number = 1)
+			FROM generate_series(1, $3::int) g RETURNING id, version, files_version_id)
+		INSERT INTO sandboxes (provider_id, owner_id, project_id, build_id, status, end_at, deployed_version_id)
+		SELECT ids.id, $2, $1, b.id, 'running', now() + interval '1 hour', b.files_version_id
 		FROM unnest($4::text[]) WITH ORDINALITY AS ids(id, n) JOIN b ON b.version = ids.n`,
 		p.ID, u.ID, n, ids)
 	if err != nil {

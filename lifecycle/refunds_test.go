@@ -20,6 +20,7 @@ import (
 	"sandman/projects"
 	"sandman/sandboxd"
 	"sandman/sandboxd/sandboxdtest"
+	"sandman/versions"
 )
 
 // An idempotency key belongs to one project and one kind of request: reused on another project,
@@ -72,7 +73,7 @@ func projectWith(t testing.TB, b *testBundle, owner uuid.UUID, install, start st
 	t.Helper()
 	p, err := projects.New(b.pool).CreateFromFiles(context.Background(), owner,
 		projects.Settings{Name: "Custom", InstallCommand: install, StartCommand: start, Port: 3000},
-		[]projects.File{{Path: "index.js", Content: []byte("// nothing")}}, nil)
+		[]versions.File{{Path: "index.js", Content: []byte("// nothing")}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -83,9 +84,9 @@ func (w *resumeWorker) Work(ctx context.Context, job *river.Job[ResumeArgs]) err
 	// Every change of this resume is recorded as the one's who asked for it: the founder, or a
 	// visitor of the share link.
 	source := job.Args.source()
-	// Files an attempt uploaded again stay restored for the next one, which must still
-	// restart the dev server on them and record them.
-	var restored []string
+	// Files an attempt wrote stay written for the next one, which must still restart the dev
+	// server on them and record them.
+	var earlier convergence
 	var lastErr error
 	for attempt := 1; attempt <= 2; attempt++ {
 		if attempt == 2 {
@@ -96,8 +97,8 @@ func (w *resumeWorker) Work(ctx context.Context, job *river.Job[ResumeArgs]) err
 			}
 		}
 		actx, cancel := context.WithTimeout(ctx, s.cfg.ResumeTimeout)
-		res, err := s.resumeOnce(actx, sb, project, restored)
-		restored = res.restored
+		res, err := s.resumeOnce(actx, sb, project, earlier)
+		earlier = res.conv
 		cancel()
 		if err == nil {
 			changed := false
@@ -105,10 +106,8 @@ func (w *resumeWorker) Work(ctx context.Context, job *river.Job[ResumeArgs]) err
 				if cur.Status != Resuming {
 					return nil, nil
 				}
-				if len(res.restored) > 0 {
-					if err := recordRestored(ctx, tx, cur, source, res.restored); err != nil {
-						return nil, err
-					}
+				if err := s.recordWoke(ctx, tx, cur, source, res); err != nil {
+					return nil, err
 				}
 				changed = true
 				return &Change{To: Running, Source: source, Reason: db.EventReasonResumed, PreviewURL: &res.preview,
@@ -161,11 +160,47 @@ func isFilesLost(err error) bool {
 
 // resumed is what one successful resume attempt found.
 type resumed struct {
-	preview   string
-	endAt     time.Time
-	restored  []string // files the integrity check uploaded again
-	checked   bool     // the sandbox had slept, so its files were checked
-	unchecked bool     // … but the check itself could not be made
+	preview string
+	endAt   time.Time
+	// conv is what the integrity check did: the version it woke with and what it wrote (with
+	// what earlier attempts wrote).
+	conv      convergence
+	checked   bool // the sandbox had slept, so its files were checked
+	unchecked bool // … but the check itself could not be made
+	// failed is, when the version the preview woke with changed its files and its dev server
+	// did not start on them, what the server printed: the founder's code, not lost files.
+	failed string
+}
+
+// recordWoke records, in the resume's transaction, what its check did: the version it applied
+// ("Woke with version 8 (3 files changed since it slept)"), the files it restored, and the
+// version's failure to start; and that the sandbox's files are now that version's.
+func (s *Service) recordWoke(ctx context.Context, tx db.Tx, sb db.Sandbox, source db.EventSource, r resumed) error {
+	c := r.conv
+	if c.to.version.ID == uuid.Nil {
+		return nil // not checked: nothing slept
+	}
+	if len(c.restored) > 0 {
+		if err := recordRestored(ctx, tx, sb, source, c.restored); err != nil {
+			return err
+		}
+	}
+	if c.to.version.ID == sb.DeployedVersionID {
+		return nil
+	}
+	if err := tx.SetSandboxDeployed(ctx, db.SetSandboxDeployedParams{ID: sb.ID, VersionID: c.to.version.ID}); err != nil {
+		return err
+	}
+	n := c.to.version.Number
+	if err := record(ctx, tx, db.InsertSandboxEventParams{SandboxID: sb.ID, FromStatus: sb.Status, ToStatus: sb.Status,
+		Source: source, Reason: reasonWokeWithVersion, Files: nonNilStrings(c.changes.Paths()), VersionNumber: &n}, sb.OwnerID); err != nil {
+		return err
+	}
+	if r.failed == "" {
+		return nil
+	}
+	return record(ctx, tx, db.InsertSandboxEventParams{SandboxID: sb.ID, FromStatus: sb.Status, ToStatus: sb.Status,
+		Source: source, Reason: reasonVersionFailed, VersionNumber: &n, Output: &r.failed}, sb.OwnerID)
 }
 
 // countIntegrity counts a resume that reached running by what its integrity check found.
@@ -175,21 +210,23 @@ func (s *Service) countIntegrity(r resumed) {
 		return // it was running all along: nothing slept, nothing to prove
 	case r.unchecked:
 		s.metrics.resumeIntegrity.WithLabelValues(integrityUnchecked).Inc()
-	case len(r.restored) > 0:
+	case len(r.conv.restored) > 0:
 		s.metrics.resumeIntegrity.WithLabelValues(integrityHealed).Inc()
-		s.metrics.filesRestored.WithLabelValues("resume").Add(float64(len(r.restored)))
+		s.metrics.filesRestored.WithLabelValues("resume").Add(float64(len(r.conv.restored)))
 	default:
 		s.metrics.resumeIntegrity.WithLabelValues(integrityIntact).Inc()
 	}
 }
 
 // resumeOnce connects (which resumes a paused sandbox with a fresh lifetime), sets the timeout
-// again, proves the app's files whole (restoring what the provider lost, docs/states.md,
-// "Integrity"), makes sure the dev server answers (started again on restored files) and returns
-// the fresh preview URL and end time. earlier are the files an earlier attempt restored; the
-// answer's restored holds them too, on failure as on success.
-func (s *Service) resumeOnce(ctx context.Context, sb db.Sandbox, project db.Project, earlier []string) (resumed, error) {
-	fail := func(err error) (resumed, error) { return resumed{restored: earlier}, err }
+// again, proves the app's files whole and of the current version (restoring what the provider
+// lost and applying a version made while it slept, docs/states.md, "Integrity" and "Versions"),
+// runs the install command when the version changed the dependencies, makes sure the dev server
+// answers (started again on written files) and returns the fresh preview URL and end time.
+// earlier is what an earlier attempt wrote; the answer's conv holds it too, on failure as on
+// success.
+func (s *Service) resumeOnce(ctx context.Context, sb db.Sandbox, project db.Project, earlier convergence) (resumed, error) {
+	fail := func(err error) (resumed, error) { return resumed{conv: earlier}, err }
 	connected, fromSnapshot, err := s.providerConnect(ctx, *sb.ProviderID)
 	if err != nil {
 		return fail(fmt.Errorf("connect: %w", err))
@@ -203,28 +240,37 @@ func (s *Service) resumeOnce(ctx context.Context, sb db.Sandbox, project db.Proj
 	// The handle comes from this connect's answer: the provider upgrades envd at resume
 	// (envdVersion may change), so nothing learnt of envd before the pause is carried over.
 	h := s.handleOf(withProvider(sb, connected))
-	r := resumed{preview: s.previewURL(connected, project.Port)}
+	r := resumed{preview: s.previewURL(connected, project.Port), conv: earlier}
 	// Checked when it slept: this connect woke it, or the row says it was paused (an earlier
 	// attempt, or a job cut short, may have woken it already). A sandbox that was running all
 	// along (a resume from a connection issue) had nothing snapshotted to lose, and the app may
-	// have changed its files since Sandman's last look.
+	// have changed its files since Sandman's last look; a newer version reaches it once it runs.
 	if fromSnapshot || sb.SnapshotKind != nil {
 		r.checked = true
 		now, err := s.ensureIntact(ctx, h, sb)
-		earlier = union(earlier, now)
+		r.conv = merge(earlier, now)
 		switch {
 		case errors.Is(err, errUnchecked):
 			// Not the files' fault: resume as before the check existed, and say so.
 			s.log.Error("resume: the integrity check could not be made, resuming unchecked", "sandbox_id", sb.ID, "err", err)
-			r.unchecked = true
+			r.unchecked, r.conv = true, earlier
 		case err != nil:
-			return fail(err)
+			return resumed{conv: r.conv}, err
 		}
 	}
-	r.restored = earlier
-	restart := len(r.restored) > 0
+	fail = func(err error) (resumed, error) { return resumed{conv: r.conv}, err }
+	c := r.conv
+	restart := c.touched()
 	// After a filesystem-only snapshot nothing runs: always start the dev server again.
 	coldBoot := sb.SnapshotKind != nil && *sb.SnapshotKind == db.PauseKindFilesystem
+	newVersion := !c.changes.Empty()
+	if newVersion && c.dependencies() && strings.TrimSpace(project.InstallCommand) != "" {
+		if out, err := s.install(ctx, h, project); err != nil {
+			return fail(err)
+		} else if out != "" {
+			r.failed = out
+		}
+	}
 	if restart && !coldBoot {
 		// The running server may hold the lost files' old contents, or have failed on them.
 		if err := s.providerStopDevServer(ctx, h, project.Port); err != nil {
@@ -240,14 +286,37 @@ func (s *Service) resumeOnce(ctx context.Context, sb db.Sandbox, project db.Proj
 		}
 		return fail(err)
 	}
-	if err := s.waitReady(ctx, r.preview); err != nil {
-		if restart {
-			return fail(&filesLost{why: fmt.Sprintf("the dev server did not answer on the %d restored files: %v", len(r.restored), err)})
+	rctx, cancel := ctx, context.CancelFunc(func() {})
+	if newVersion {
+		// The version's own server may never start: it has a build's time to, and the resume
+		// still ends in time to say so.
+		rctx, cancel = context.WithTimeout(ctx, s.cfg.ReadyTimeout)
+	}
+	err = s.waitReady(rctx, r.preview)
+	cancel()
+	if err != nil {
+		switch {
+		case newVersion || r.failed != "":
+			// The version's own code did not start: the sandbox is up and running it, and the
+			// founder is told why, with the previous version one click away.
+			if r.failed == "" {
+				r.failed = s.devServerOutput(context.WithoutCancel(ctx), h)
+			}
+		case restart:
+			return fail(&filesLost{why: fmt.Sprintf("the dev server did not answer on the %d restored files: %v", len(c.restored), err)})
+		default:
+			return fail(fmt.Errorf("dev server did not answer: %w", err))
 		}
-		return fail(fmt.Errorf("dev server did not answer: %w", err))
 	}
 	r.endAt = s.cfg.lifetimeEnd(time.Now())
 	return r, nil
+}
+
+// merge is what two attempts wrote: the later one's version and changes, both's files.
+func merge(earlier, now convergence) convergence {
+	now.written = union(earlier.written, now.written)
+	now.restored = union(earlier.restored, now.restored)
+	return now
 }
 
 func withProvider(sb db.Sandbox, p providerSandbox) db.Sandbox {

@@ -68,9 +68,8 @@ type Actor struct {
 	Token   string
 }
 
-// StartBuild charges one credit and starts a build of the project: the first build from the
-// project's files, or a rebuild from the last good build's files that replaces the current
-// sandbox. The debit, the new build and the old sandbox's end happen in one transaction keyed
+// StartBuild charges one credit and starts a build of the project's current version: the first
+// build, or a rebuild that replaces the current sandbox. The debit, the new build and the old sandbox's end happen in one transaction keyed
 // by key, so repeating the request (a double click, a retry) charges once.
 func (s *Service) StartBuild(ctx context.Context, by Actor, projectID uuid.UUID, key string, rebuild bool) (BuildResult, error) {
 	owner := by.Founder
@@ -118,29 +117,19 @@ func (s *Service) StartBuild(ctx context.Context, by Actor, projectID uuid.UUID,
 		if rebuild {
 			kind = db.BuildKindRebuild
 		}
-		build, err := tx.InsertBuild(ctx, db.InsertBuildParams{ProjectID: project.ID, Kind: kind})
+		// Every build, the first and each rebuild, builds the project's current version.
+		cur, err := tx.GetCurrentVersion(ctx, project.ID)
+		if err != nil {
+			return err
+		}
+		build, err := tx.InsertBuild(ctx, db.InsertBuildParams{ProjectID: project.ID, Kind: kind, FilesVersionID: cur.ID})
 		if err != nil {
 			return err
 		}
 		if rebuild {
-			source, err := tx.GetLastGoodBuild(ctx, project.ID)
-			if err != nil && !db.IsNotFound(err) {
-				return err
-			}
-			if err == nil {
-				_, err = tx.CopyBuildFiles(ctx, db.CopyBuildFilesParams{ToBuildID: build.ID, FromBuildID: source.ID})
-			} else {
-				// No build ever reached Ready: start again from the project's files.
-				_, err = tx.CopyProjectFilesToBuild(ctx, db.CopyProjectFilesToBuildParams{BuildID: build.ID, ProjectID: project.ID})
-			}
-			if err != nil {
-				return err
-			}
 			if err := s.replaceCurrent(ctx, tx, project.ID); err != nil {
 				return err
 			}
-		} else if _, err := tx.CopyProjectFilesToBuild(ctx, db.CopyProjectFilesToBuildParams{BuildID: build.ID, ProjectID: project.ID}); err != nil {
-			return err
 		}
 		if err := tx.SetCreditLedgerBuild(ctx, db.SetCreditLedgerBuildParams{ID: ledgerID, BuildID: &build.ID}); err != nil {
 			return err

@@ -104,9 +104,11 @@ func BenchmarkResumeMemoryFiles(b *testing.B) {
 			tb := setupWith(b, host, fastConfig(), true)
 			ctx := context.Background()
 			u, p := founder(b, tb.pool, 5)
-			if _, err := tb.pool.Exec(ctx, `INSERT INTO project_files (project_id, path, content, sha256)
-				SELECT $1, format('src/dir%s/file-%s.js', i % 20, i), c, sha256(c)
-				FROM generate_series(1, $2) i, (SELECT convert_to(repeat('x', 2048), 'UTF8') c) content`, p.ID, n); err != nil {
+			if _, err := tb.pool.Exec(ctx, `WITH c AS (SELECT convert_to(repeat('x', 2048), 'UTF8') AS c),
+				blob AS (INSERT INTO blobs (owner_id, sha256, content) SELECT $3, sha256(c), c FROM c ON CONFLICT DO NOTHING)
+				INSERT INTO version_files (project_id, path, from_number, size, sha256)
+				SELECT $1, format('src/dir%s/file-%s.js', i % 20, i), 1, 2048, sha256(c.c)
+				FROM c, generate_series(1, $2) i`, p.ID, n, u.ID); err != nil {
 				b.Fatal(err)
 			}
 			res, err := tb.svc.StartBuild(ctx, lifecycle.Actor{Founder: u.ID}, p.ID, "bench", false)

@@ -77,6 +77,7 @@ func New(opts Options) (*Service, error) {
 		river.AddWorker(workers, &buildWorker{s: s})
 		river.AddWorker(workers, &pauseWorker{s: s})
 		river.AddWorker(workers, &resumeWorker{s: s})
+		river.AddWorker(workers, &deployWorker{s: s})
 		river.AddWorker(workers, &killWorker{s: s})
 		river.AddWorker(workers, &verifyWorker{s: s})
 		river.AddWorker(workers, &reconcileWorker{s: s})

@@ -29,9 +29,11 @@ func seedSandboxes(t *testing.T, pool *pgxpool.Pool, statuses ...string) []db.Sa
 	rows, err := pool.Query(ctx, `
 		WITH u AS (INSERT INTO users (email, password_hash, credits) VALUES ($1, 'x', 1) RETURNING id),
 		     p AS (INSERT INTO projects (owner_id, name, start_command, port) SELECT id, 'Demo app', 'node server.js', 3000 FROM u RETURNING id, owner_id),
-		     b AS (INSERT INTO builds (project_id, version, kind) SELECT p.id, g, 'initial' FROM p, generate_series(1, cardinality($2::text[])) g RETURNING id, version)
-		INSERT INTO sandboxes (owner_id, project_id, build_id, status)
-		SELECT p.owner_id, p.id, b.id, ($2::text[])[b.version]::sandbox_status FROM p, b ORDER BY b.version
+		     v AS (INSERT INTO versions (project_id, number, source, file_count, total_bytes) SELECT id, 1, 'created', 0, 0 FROM p RETURNING id),
+		     b AS (INSERT INTO builds (project_id, version, kind, files_version_id) SELECT p.id, g, 'initial', v.id FROM p, v,
+		           generate_series(1, cardinality($2::text[])) g RETURNING id, version, files_version_id)
+		INSERT INTO sandboxes (owner_id, project_id, build_id, deployed_version_id, status)
+		SELECT p.owner_id, p.id, b.id, b.files_version_id, ($2::text[])[b.version]::sandbox_status FROM p, b ORDER BY b.version
 		RETURNING id`, "f-"+uuid.NewString()[:8]+"@example.com", statuses)
 	if err != nil {
 		t.Fatal(err)

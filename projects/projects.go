@@ -1,9 +1,9 @@
-// Package projects owns founders' projects: the bundled starters, uploaded files and their rules.
+// Package projects owns founders' projects: their settings, the bundled starters and reading
+// uploaded zip archives. A project's files are its versions' (package versions).
 package projects
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -13,6 +13,7 @@ import (
 
 	"sandman/apperr"
 	"sandman/db"
+	"sandman/versions"
 )
 
 // Service creates and reads projects. Every read takes the owner, so another founder's project
@@ -32,6 +33,9 @@ type Settings struct {
 	StartCommand   string
 	Port           int32
 	PauseKind      db.PauseKind
+	// ReloadsItself: the dev server reloads changed files itself, so a new version is not
+	// restarted (docs/states.md, "Versions").
+	ReloadsItself bool
 }
 
 // Validate returns a message per field that breaks a rule.
@@ -76,51 +80,31 @@ func (s *Service) CreateFromStarter(ctx context.Context, owner uuid.UUID, name, 
 	if err != nil {
 		return db.Project{}, err
 	}
-	set := Settings{Name: name, InstallCommand: st.InstallCommand, StartCommand: st.StartCommand, Port: st.Port}
+	set := Settings{Name: name, InstallCommand: st.InstallCommand, StartCommand: st.StartCommand, Port: st.Port, ReloadsItself: st.ReloadsItself}
 	return s.create(ctx, owner, &st.Name, set, files, nil)
 }
 
 // CreateFromFiles stores uploaded files as a new project. Errors found while reading the
 // upload (readErrs) are reported with the rule checks, and nothing is stored if there are any.
-func (s *Service) CreateFromFiles(ctx context.Context, owner uuid.UUID, set Settings, files []File, readErrs []FileError) (db.Project, error) {
+func (s *Service) CreateFromFiles(ctx context.Context, owner uuid.UUID, set Settings, files []versions.File, readErrs []versions.FileError) (db.Project, error) {
 	return s.create(ctx, owner, nil, set, files, readErrs)
 }
 
-func (s *Service) create(ctx context.Context, owner uuid.UUID, starter *string, set Settings, files []File, readErrs []FileError) (db.Project, error) {
-	errs := set.Validate()
-	fileErrs := append(readErrs, CheckFiles(files)...)
-	if len(fileErrs) > 0 {
-		errs["files"] = fmt.Sprintf("%d problem(s) with the upload; nothing was stored.", len(fileErrs))
-		for _, fe := range fileErrs {
-			key := "file:" + fe.Path
-			if prev, ok := errs[key]; ok {
-				errs[key] = prev + " " + fe.Message
-			} else {
-				errs[key] = fe.Message
-			}
-		}
-	}
-	if len(errs) > 0 {
-		return db.Project{}, apperr.Invalid(errs)
+func (s *Service) create(ctx context.Context, owner uuid.UUID, starter *string, set Settings, files []versions.File, readErrs []versions.FileError) (db.Project, error) {
+	if err := versions.InvalidFiles(set.Validate(), append(readErrs, versions.CheckFiles(files)...)); err != nil {
+		return db.Project{}, err
 	}
 	var p db.Project
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		var err error
 		p, err = tx.InsertProject(ctx, db.InsertProjectParams{
 			OwnerID: owner, Name: set.Name, Starter: starter, InstallCommand: set.InstallCommand,
-			StartCommand: set.StartCommand, Port: set.Port, PauseKind: set.PauseKind,
+			StartCommand: set.StartCommand, Port: set.Port, PauseKind: set.PauseKind, ReloadsItself: set.ReloadsItself,
 		})
 		if err != nil {
 			return err
 		}
-		rows := make([]db.InsertProjectFilesParams, len(files))
-		for i, f := range files {
-			// Digested once, here: every build copies it, and the integrity check compares the
-			// sandbox's files with it (docs/states.md, "Integrity").
-			sum := sha256.Sum256(f.Content)
-			rows[i] = db.InsertProjectFilesParams{ProjectID: p.ID, Path: f.Path, Content: f.Content, Sha256: sum[:]}
-		}
-		_, err = tx.InsertProjectFiles(ctx, rows)
+		_, err = versions.CreateFirst(ctx, tx, owner, p.ID, files)
 		return err
 	})
 	return p, err
@@ -143,12 +127,14 @@ func (s *Service) List(ctx context.Context, owner uuid.UUID) ([]db.ListProjectsB
 	return s.q.ListProjectsByOwner(ctx, owner)
 }
 
-// Files lists a project's file paths and sizes.
-func (s *Service) Files(ctx context.Context, owner, id uuid.UUID) ([]db.ListProjectFilesRow, error) {
-	if _, err := s.Get(ctx, owner, id); err != nil {
-		return nil, err
+// SetReloadsItself records the project's reload choice: whether its dev server reloads changed
+// files itself, or is restarted on each new version.
+func (s *Service) SetReloadsItself(ctx context.Context, owner, id uuid.UUID, reloads bool) (db.Project, error) {
+	p, err := s.q.SetProjectReloadsItself(ctx, db.SetProjectReloadsItselfParams{ID: id, OwnerID: owner, ReloadsItself: reloads})
+	if db.IsNotFound(err) {
+		return p, apperr.NotFound("Project")
 	}
-	return s.q.ListProjectFiles(ctx, id)
+	return p, err
 }
 
 // EnsureStarterProjects gives a founder one project per starter they do not have yet; `make run`

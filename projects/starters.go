@@ -4,6 +4,8 @@ import (
 	"embed"
 	"io/fs"
 	"sort"
+
+	"sandman/versions"
 )
 
 //go:embed all:starters
@@ -17,6 +19,8 @@ type Starter struct {
 	InstallCommand string
 	StartCommand   string
 	Port           int32
+	// ReloadsItself: its dev server serves changed files without a restart.
+	ReloadsItself bool
 }
 
 var starters = []Starter{
@@ -29,11 +33,12 @@ var starters = []Starter{
 		Port:           3000,
 	},
 	{
-		Name:         "static",
-		Title:        "Static site",
-		Description:  "A small landing page served by a dev server on port 5173.",
-		StartCommand: "node dev-server.js",
-		Port:         5173,
+		Name:          "static",
+		Title:         "Static site",
+		Description:   "A small landing page served by a dev server on port 5173.",
+		StartCommand:  "node dev-server.js",
+		Port:          5173,
+		ReloadsItself: true,
 	},
 }
 
@@ -51,12 +56,12 @@ func StarterByName(name string) (Starter, bool) {
 }
 
 // StarterFiles returns a starter's files sorted by path.
-func StarterFiles(name string) ([]File, error) {
+func StarterFiles(name string) ([]versions.File, error) {
 	root, err := fs.Sub(starterFiles, "starters/"+name)
 	if err != nil {
 		return nil, err
 	}
-	var files []File
+	var files []versions.File
 	err = fs.WalkDir(root, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
@@ -65,7 +70,7 @@ func StarterFiles(name string) ([]File, error) {
 		if err != nil {
 			return err
 		}
-		files = append(files, File{Path: p, Content: b})
+		files = append(files, versions.File{Path: p, Content: b})
 		return nil
 	})
 	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })

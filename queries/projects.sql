@@ -1,6 +1,6 @@
 -- name: InsertProject :one
-INSERT INTO projects (owner_id, name, starter, install_command, start_command, port, pause_kind)
-VALUES (@owner_id, @name, sqlc.narg('starter'), @install_command, @start_command, @port, @pause_kind)
+INSERT INTO projects (owner_id, name, starter, install_command, start_command, port, pause_kind, reloads_itself)
+VALUES (@owner_id, @name, sqlc.narg('starter'), @install_command, @start_command, @port, @pause_kind, @reloads_itself)
 RETURNING *;
 
 -- name: GetProjectByOwner :one
@@ -9,9 +9,12 @@ SELECT * FROM projects WHERE id = @id AND owner_id = @owner_id;
 
 -- name: ListProjectsByOwner :many
 SELECT sqlc.embed(projects),
-       (SELECT count(*) FROM project_files f WHERE f.project_id = projects.id)::integer AS file_count,
+       coalesce(cur.file_count, 0)::integer AS file_count, coalesce(cur.number, 0)::integer AS current_version,
        EXISTS (SELECT 1 FROM share_links l WHERE l.project_id = projects.id)::boolean AS shared
-FROM projects WHERE owner_id = @owner_id ORDER BY created_at DESC, id;
+FROM projects
+LEFT JOIN LATERAL (SELECT v.number, v.file_count FROM versions v WHERE v.project_id = projects.id
+    ORDER BY v.number DESC LIMIT 1) cur ON true
+WHERE owner_id = @owner_id ORDER BY created_at DESC, id;
 
 -- name: IsProjectShared :one
 -- Whether the project has a share link on.
@@ -21,18 +24,13 @@ SELECT EXISTS (SELECT 1 FROM share_links WHERE project_id = @project_id)::boolea
 -- A project by id alone: for a visitor of its share link, whose link names the project.
 SELECT * FROM projects WHERE id = @id;
 
--- name: InsertProjectFiles :copyfrom
--- sha256 is the content's, computed once by the caller as the files are stored.
-INSERT INTO project_files (project_id, path, content, sha256) VALUES (@project_id, @path, @content, @sha256);
-
--- name: ListProjectFiles :many
--- Paths and sizes only: the project page lists files without loading them.
-SELECT path, length(content)::integer AS size
-FROM project_files WHERE project_id = @project_id ORDER BY path;
-
 -- name: CountProjectsByOwnerAndStarter :one
 SELECT count(*) FROM projects WHERE owner_id = @owner_id AND starter = @starter;
 
 -- name: LockProjectByOwner :one
 -- Serialises builds of one project: concurrent build and rebuild requests queue here.
 SELECT * FROM projects WHERE id = @id AND owner_id = @owner_id FOR UPDATE;
+
+-- name: SetProjectReloadsItself :one
+-- The project's reload choice (docs/states.md, "Versions").
+UPDATE projects SET reloads_itself = @reloads_itself WHERE id = @id AND owner_id = @owner_id RETURNING *;

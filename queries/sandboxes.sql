@@ -1,6 +1,7 @@
 -- name: InsertSandbox :one
-INSERT INTO sandboxes (owner_id, project_id, build_id, recreated, vcpus, memory_mib, lifetime_seconds)
-VALUES (@owner_id, @project_id, @build_id, @recreated, @vcpus, @memory_mib, @lifetime_seconds)
+INSERT INTO sandboxes (owner_id, project_id, build_id, recreated, deployed_version_id, vcpus, memory_mib, lifetime_seconds)
+VALUES (@owner_id, @project_id, @build_id, @recreated, (SELECT files_version_id FROM builds WHERE id = @build_id), @vcpus, @memory_mib,
+    @lifetime_seconds)
 RETURNING *;
 
 -- name: GetSandbox :one
@@ -40,7 +41,9 @@ ORDER BY s.created_at DESC LIMIT 1;
 -- live updates: a visitor's note that it found the preview gone is newer than the change), for
 -- the dashboard and the JSON API.
 SELECT DISTINCT ON (s.project_id) sqlc.embed(s), sqlc.embed(b), sqlc.embed(e),
-    (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id
+    (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id,
+    (SELECT v.number FROM versions v WHERE v.id = s.deployed_version_id)::integer AS deployed_number,
+    coalesce((SELECT v.number FROM versions v WHERE v.id = s.deploying_version_id), 0)::integer AS deploying_number
 FROM sandboxes s JOIN builds b ON b.id = s.build_id
 JOIN sandbox_events e ON e.id = (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id
     AND NOT (ev.source = 'visitor' AND ev.from_status = ev.to_status))
@@ -151,3 +154,31 @@ RETURNING missing_since::timestamptz;
 -- Sandman looked at the build's files in the sandbox (once the build was ready, before a pause
 -- it asked for): the stored files the app changed or removed by then are the app's from now on.
 UPDATE sandboxes SET app_changed_files = @app_changed_files::text[], files_seen_at = now() WHERE id = @id;
+
+-- name: ClaimSandboxDeploy :one
+-- An apply claims the sandbox for a version: zero rows while another apply, claimed less than
+-- stale_secs ago, still runs (it applies the newest version before it lets go).
+UPDATE sandboxes SET deploying_version_id = @version_id, deploying_since = now(), deploying_job = @job_id
+WHERE id = @id AND (deploying_version_id IS NULL OR deploying_job = @job_id
+    OR deploying_since < now() - make_interval(secs => @stale_secs::float8))
+RETURNING *;
+
+-- name: SetSandboxDeploying :exec
+-- The version the claiming apply moves on to.
+UPDATE sandboxes SET deploying_version_id = @version_id WHERE id = @id;
+
+-- name: EndSandboxDeploy :exec
+-- The apply lets go; version_id, when set, is what the sandbox's files are now.
+UPDATE sandboxes SET deploying_version_id = NULL, deploying_since = NULL, deploying_job = NULL,
+    deployed_version_id = coalesce(sqlc.narg('version_id'), deployed_version_id)
+WHERE id = @id;
+
+-- name: SetSandboxDeployed :exec
+-- The sandbox's files are this version's now (a resume's check applied it).
+UPDATE sandboxes SET deployed_version_id = @version_id WHERE id = @id;
+
+-- name: GetSandboxVersionNumbers :one
+-- The numbers of the version a sandbox runs and of the one being applied to it (0: none).
+SELECT (SELECT v.number FROM versions v WHERE v.id = s.deployed_version_id)::integer AS deployed_number,
+    coalesce((SELECT v.number FROM versions v WHERE v.id = s.deploying_version_id), 0)::integer AS deploying_number
+FROM sandboxes s WHERE s.id = @id;

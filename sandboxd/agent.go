@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +29,14 @@ import (
 
 const agentArg = "sandboxd-agent"
 
+// agentConfined is the agent's second argument once it has confined
+// itself (confineAgent) and executed itself again.
+const agentConfined = "confined"
+
+// maxPtys caps the pseudo-terminals one sandbox may hold: the kernel's pool
+// (kernel.pty.max, 4096) is shared by every sandbox and the host.
+const maxPtys = 64
+
 // Descriptors the agent inherits from bubblewrap.
 const (
 	agentCtrlFD = 3 // its end of the control socketpair
@@ -39,9 +48,79 @@ const (
 // Checking the pid too means running the binary by hand with that argument
 // does nothing special.
 func init() {
-	if len(os.Args) == 2 && os.Args[1] == agentArg && os.Getpid() == 1 {
+	if len(os.Args) < 2 || os.Args[1] != agentArg || os.Getpid() != 1 {
+		return
+	}
+	if len(os.Args) == 3 && os.Args[2] == agentConfined {
 		os.Exit(runAgent())
 	}
+	os.Exit(confineAgent(os.Args[2:]))
+}
+
+// confineAgent is the agent's first step, the only code of a sandbox that
+// holds a capability (CAP_SYS_ADMIN in the sandbox's own user namespace,
+// which bubblewrap's --cap-add leaves it): it gives the sandbox what
+// bubblewrap cannot, drops that capability and every other, puts itself
+// under the system-call filter, and executes the agent proper. Everything
+// here changes the calling thread (credentials, keyrings, filters are per
+// thread), and that thread is the one the execve carries on, so the Go
+// runtime's other threads, which die at the execve, never matter. masks
+// are the system directories' special files to hide (maskSpecialFiles).
+func confineAgent(masks []string) int {
+	runtime.LockOSThread()
+	fail := func(what string, err error) int {
+		agentLog("%s: %v", what, err)
+		return 1
+	}
+	// No core dumps, and none can be turned back on: where core_pattern
+	// pipes to a program, the kernel runs it as root on the host.
+	if err := unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{}); err != nil {
+		return fail("RLIMIT_CORE", err)
+	}
+	// A fresh anonymous session keyring: the one inherited from sandboxd
+	// (and, as root, from whoever started it) stays out of reach.
+	if _, _, errno := unix.RawSyscall(unix.SYS_KEYCTL, unix.KEYCTL_JOIN_SESSION_KEYRING, 0, 0); errno != 0 && errno != unix.ENOSYS {
+		return fail("new session keyring", errno)
+	}
+	// bubblewrap's mounts belong to its outer user namespace; a mount
+	// namespace of this one's own can take a devpts with a cap on its ptys.
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		return fail("mount namespace", err)
+	}
+	if err := unix.Mount("devpts", "/dev/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC,
+		"newinstance,ptmxmode=0666,mode=0620,max="+strconv.Itoa(maxPtys)); err != nil {
+		return fail("mount /dev/pts", err)
+	}
+	if err := maskSpecialFiles(masks); err != nil {
+		return fail("hide the host's special files", err)
+	}
+	if err := dropCapabilities(); err != nil {
+		return fail("drop capabilities", err)
+	}
+	if err := installSeccomp(); err != nil {
+		return fail("system-call filter", err)
+	}
+	exe := "/proc/self/fd/" + strconv.Itoa(agentExeFD)
+	err := syscall.Exec(exe, []string{exe, agentArg, agentConfined}, []string{})
+	return fail("execute the agent", err)
+}
+
+// dropCapabilities empties the calling thread's bounding, ambient,
+// inheritable, permitted and effective sets.
+func dropCapabilities() error {
+	for c := 0; c <= 63; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil {
+			if errors.Is(err, unix.EINVAL) {
+				break // past the kernel's last capability
+			}
+			return err
+		}
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return err
+	}
+	var data [2]unix.CapUserData
+	return unix.Capset(&unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}, &data[0])
 }
 
 type agent struct {
@@ -86,11 +165,13 @@ func runAgent() int {
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	unix.Umask(0o022)
 	closeStrayFDs()
-	// PID 1 gets only the signals it handles. Handling these (and dropping
-	// them) keeps "kill -TERM 1" from inside from ending the sandbox, while
-	// the commands it starts still get default dispositions.
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP,
-		syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU)
+	// PID 1 gets only the signals it handles, and the Go runtime handles
+	// them all: one it was not asked for either ends the program (SIGTERM)
+	// or crashes it with every goroutine's stack (SIGSYS, SIGABRT, SIGILL,
+	// SIGTRAP, SIGSEGV sent with kill). Asking for every signal, and
+	// dropping them, keeps "kill -SYS 1" from inside from ending the
+	// sandbox, while the commands it starts still get default dispositions.
+	signal.Notify(make(chan os.Signal, 1))
 
 	a := &agent{
 		waiters: map[int]chan syscall.WaitStatus{},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"fmt"
+	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
@@ -16,6 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"sandman/sandboxd"
 	"sandman/sandboxd/sandboxdtest"
@@ -43,6 +46,8 @@ type attackTarget struct {
 	enforced []string
 	// hostUID checks the host uid a sandbox's processes run as.
 	hostUID func(uid int) error
+	// logs is what sandboxd has logged so far.
+	logs *syncLog
 }
 
 // randomMarker is prefix and twelve random digits: unique on the host, and
@@ -68,6 +73,10 @@ func runAttacks(t *testing.T, tg attackTarget) {
 		if !on && r.Off[l] == "" {
 			t.Fatalf("limit %s is off without a reason: %+v", l, r)
 		}
+	}
+	// The I/O weight depends on the host's disks: in force, or off with why.
+	if r.Limits["io"] == "" && r.Off["io"] == "" {
+		t.Fatalf("the I/O weight is neither in force nor off with a reason: %+v", r)
 	}
 	// limit runs a limit's attack where it is in force.
 	limit := func(t *testing.T, name string) bool {
@@ -324,6 +333,102 @@ unshare -Ur true; echo "userns=$?"`, marker))
 		}
 	})
 
+	t.Run("system-call filter", func(t *testing.T) {
+		t.Parallel()
+		c := c.forTest(t)
+		sb := c.create(nil)
+		c.uploadProbe(sb)
+		res := c.run(sb, `grep -h '^Seccomp:' /proc/self/status /proc/1/status; ./probe syscalls`)
+		if !strings.HasPrefix(res.stdout, "Seccomp:\t2\nSeccomp:\t2\n") {
+			t.Errorf("the sandbox's processes, the agent among them, are not under a filter: %q %q", res.stdout, res.stderr)
+		}
+		got := map[string]string{}
+		for _, l := range strings.Split(strings.TrimSpace(res.stdout), "\n") {
+			if name, answer, ok := strings.Cut(l, " "); ok && !strings.HasPrefix(l, "Seccomp:") {
+				got[name] = answer
+			}
+		}
+		for name, want := range probeWants() {
+			if got[name] != want {
+				t.Errorf("%s from inside the sandbox: %q, want %s", name, got[name], want)
+			}
+		}
+		// The filter is reported as it is enforced.
+		if f := r.Syscalls; f == nil || f.Denied["keyctl"] == "" || f.Denied["io_uring_setup"] == "" || f.Restricted["socket"] == "" {
+			t.Errorf("GET /_sandboxd/isolation does not report the filter: %+v", f)
+		}
+	})
+
+	t.Run("node, npm, python, git and bash run under the filter", func(t *testing.T) {
+		t.Parallel()
+		c := c.forTest(t)
+		sb := c.create(nil)
+		// A worker thread: glibc's pthread_create tries clone3 first.
+		res := c.run(sb, `node -e 'const {Worker} = require("worker_threads"); new Worker("require(\"worker_threads\").parentPort.postMessage(6 * 7)", {eval: true}).on("message", m => console.log("node", m))'
+npm --version >/dev/null && echo npm
+python3 -c 'import threading; t = threading.Thread(target=print, args=("python",)); t.start(); t.join()'
+cd /tmp && git init -q repo && cd repo && git -c user.email=a@example.com -c user.name=a commit -q --allow-empty -m first && echo "git $(git log --oneline | wc -l)"
+bash -l -c 'echo bash'`)
+		if want := "node 42\nnpm\npython\ngit 1\nbash\n"; res.stdout != want || res.exitCode != 0 {
+			t.Errorf("programs under the filter: %q (exit %d), want %q; stderr %q", res.stdout, res.exitCode, want, res.stderr)
+		}
+	})
+
+	t.Run("kernel keyrings", func(t *testing.T) {
+		t.Parallel()
+		c := c.forTest(t)
+		// A key in the session keyring sandboxd was started with (this
+		// test's): a sandbox that kept that keyring could read it.
+		secret := randomMarker("key-")
+		id, err := unix.AddKey("user", randomMarker("sandboxd-attack-"), []byte(secret), unix.KEY_SPEC_SESSION_KEYRING)
+		if err != nil {
+			t.Fatalf("add a host key: %v", err)
+		}
+		t.Cleanup(func() { _, _ = unix.KeyctlInt(unix.KEYCTL_INVALIDATE, id, 0, 0, 0) })
+		a, b := c.create(nil), c.create(nil)
+		for _, sb := range []sandboxBody{a, b} {
+			c.uploadProbe(sb)
+		}
+		// a tries to add a key of its own; b tries to read the host's.
+		resA := c.run(a, `./probe syscalls | grep -E '^(add_key|keyctl) '`)
+		resB := c.run(b, fmt.Sprintf(`wc -c < /proc/keys; wc -c < /proc/key-users; ./probe readkey %d`, id))
+		if resA.stdout != "keyctl EPERM\nadd_key EPERM\n" {
+			t.Errorf("sandbox a's keyring calls: %q %q", resA.stdout, resA.stderr)
+		}
+		if resB.stdout != "0\n0\nreadkey EPERM\n" || strings.Contains(resB.stdout+resB.stderr, secret) {
+			t.Errorf("sandbox b on the host's key %d: %q %q", id, resB.stdout, resB.stderr)
+		}
+	})
+
+	t.Run("signals to the agent", func(t *testing.T) {
+		t.Parallel()
+		c := c.forTest(t)
+		sb := c.create(nil)
+		res := c.run(sb, `for s in SYS ABRT ILL TRAP SEGV BUS FPE TERM QUIT HUP INT USR1 USR2 PIPE ALRM; do kill -$s 1 || echo "kill -$s failed"; done; sleep 0.5; echo sent`)
+		if res.stdout != "sent\n" {
+			t.Errorf("signalling PID 1: %q %q", res.stdout, res.stderr)
+		}
+		if res := c.run(sb, "echo alive"); res.stdout != "alive\n" {
+			t.Errorf("the sandbox after signals to its agent: %+v", res)
+		}
+		for _, l := range strings.Split(tg.logs.String(), "\n") {
+			if strings.Contains(l, sb.SandboxID) && strings.Contains(l, "sandbox runtime") {
+				t.Errorf("sandboxd logged the agent's output: %s", l)
+			}
+		}
+	})
+
+	t.Run("core dumps and ptys", func(t *testing.T) {
+		t.Parallel()
+		c := c.forTest(t)
+		sb := c.create(nil)
+		c.uploadProbe(sb)
+		res := c.run(sb, `ulimit -c; ulimit -Hc; (ulimit -c unlimited) 2>/dev/null && echo raised || echo refused; ./probe ptys 200 | cut -d' ' -f1-2`)
+		if want := fmt.Sprintf("0\n0\nrefused\nptys %s\n", r.Limits["ptys"]); r.Limits["ptys"] == "" || res.stdout != want {
+			t.Errorf("core limit and ptys: %q, want %q (%q)", res.stdout, want, res.stderr)
+		}
+	})
+
 	t.Run("disk fill", func(t *testing.T) {
 		t.Parallel()
 		c := c.forTest(t)
@@ -431,17 +536,20 @@ func TestAttacksAsRoot(t *testing.T) {
 	t.Parallel()
 	needs(t, os.Geteuid() == 0, "root (CI runs as root)")
 	rcv := newReceiver(t, randomMarker("secret-"))
+	logs := &syncLog{}
 	c := newClient(t, sandboxdtest.WithConfig(func(cfg *sandboxd.Config) {
 		cfg.Limits = attackLimits
 		cfg.WebhookURL, cfg.WebhookSecret = rcv.srv.URL, rcv.secret
+		cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	}))
 	needs(t, c.h.Server.Isolation() == sandboxd.IsolationBwrap, "isolation (%v)", c.report())
+	uids := c.report().HostUIDs
 	runAttacks(t, attackTarget{
 		c: c, apiKey: c.h.APIKey, webhookSecret: rcv.secret, hostBinary: os.Args[0],
-		enforced: []string{"memory", "pids", "cpu", "disk"},
+		enforced: []string{"memory", "pids", "cpu", "disk"}, logs: logs,
 		hostUID: func(uid int) error {
-			if uid <= sandboxd.DefaultUIDBase {
-				return fmt.Errorf("want a uid above %d, one per sandbox", sandboxd.DefaultUIDBase)
+			if len(uids) != 2 || uid < uids[0] || uid > uids[1] {
+				return fmt.Errorf("want a uid of sandboxd's range %v, one per sandbox", uids)
 			}
 			return nil
 		},
@@ -464,7 +572,7 @@ func attackUnprivileged(t *testing.T, delegated bool) {
 	p := startProc(t, opts)
 	runAttacks(t, attackTarget{
 		c: p.client(t), apiKey: p.opts.apiKey, webhookSecret: rcv.secret, hostBinary: sandboxdBinary(t),
-		sandboxdPid: p.sandboxdPid(), enforced: enforced,
+		sandboxdPid: p.sandboxdPid(), enforced: enforced, logs: p.logs,
 		hostUID: func(got int) error {
 			if got != uid {
 				return fmt.Errorf("want sandboxd's own uid %d", uid)
@@ -520,7 +628,7 @@ func TestCrashKeepsEverySandboxsFiles(t *testing.T) {
 	p.crash()
 	waitFor(t, "the running sandbox to die with sandboxd", 10*time.Second, func() bool { return len(pidsRunning(markers[0])) == 0 })
 
-	p2 := startProc(t, procOptions{stateDir: p.opts.stateDir, apiKey: p.opts.apiKey})
+	p2 := startProc(t, procOptions{stateDir: p.opts.stateDir, apiKey: p.opts.apiKey, uidBase: p.opts.uidBase})
 	c = p2.client(t)
 	// The frozen sandbox's processes are cleared by the next start.
 	waitFor(t, "the frozen sandbox's processes to go", 10*time.Second, func() bool { return len(pidsRunning(markers[1])) == 0 })

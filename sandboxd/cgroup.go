@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Limits are what one sandbox may use (docs/sandboxd.md, "Limits"). In
@@ -29,6 +31,10 @@ type Limits struct {
 	CPUWeight int
 	// Disk caps the sandbox's writable files (home and /tmp) in bytes.
 	Disk int64
+	// IOWeight is the sandbox's share of disk time against the other
+	// sandboxes, on cgroup v2's io.weight scale (1-10000, default 100); it
+	// needs an I/O scheduler with weights (BFQ).
+	IOWeight int
 }
 
 // cgroupController is where one controller lives: a directory under which
@@ -41,7 +47,9 @@ type cgroupController struct {
 // cgroups places sandboxes in control groups under sandboxd's own: one
 // directory "sandboxd-<instance>" per hierarchy, one group per sandbox in it.
 type cgroups struct {
-	memory, pids, cpu, freezer *cgroupController
+	memory, pids, cpu, freezer, io *cgroupController
+	// ioWeight is the weight file the I/O controller has here.
+	ioWeight string
 	// off says, per limit that cannot be enforced here, why.
 	off map[string]string
 }
@@ -66,7 +74,7 @@ func setupCgroups(instance string) *cgroups {
 		own, err = readOwnCgroups()
 	}
 	if err != nil {
-		for _, c := range []string{"memory", "pids", "cpu", "freezer"} {
+		for _, c := range []string{"memory", "pids", "cpu", "freezer", "io"} {
 			cg.off[c] = "cannot read this process's cgroups: " + err.Error()
 		}
 		return cg
@@ -86,6 +94,9 @@ func setupCgroups(instance string) *cgroups {
 		}
 	}
 	v1For := func(controller string) string {
+		if controller == "io" {
+			controller = "blkio" // v1's name for it
+		}
 		for _, m := range mounts {
 			if !m.v2 && slices.Contains(m.controllers, controller) {
 				for key, p := range own {
@@ -99,7 +110,7 @@ func setupCgroups(instance string) *cgroups {
 	}
 
 	var v2Want []string
-	for _, c := range []string{"memory", "pids", "cpu"} {
+	for _, c := range []string{"memory", "pids", "cpu", "io"} {
 		if slices.Contains(v2Controllers, c) {
 			v2Want = append(v2Want, c)
 		}
@@ -137,7 +148,26 @@ func setupCgroups(instance string) *cgroups {
 		delete(cg.off, controller)
 		return &cgroupController{dir: dir}
 	}
-	cg.memory, cg.pids, cg.cpu = pick("memory"), pick("pids"), pick("cpu")
+	cg.memory, cg.pids, cg.cpu, cg.io = pick("memory"), pick("pids"), pick("cpu"), pick("io")
+	if c := cg.io; c != nil {
+		files := []string{"blkio.weight", "blkio.bfq.weight"}
+		if c.v2 {
+			files = []string{"io.weight", "io.bfq.weight"}
+		}
+		for _, f := range files {
+			if _, err := os.Stat(filepath.Join(c.dir, f)); err == nil {
+				cg.ioWeight = f
+				break
+			}
+		}
+		if cg.ioWeight == "" {
+			cg.off["io"] = fmt.Sprintf("the I/O controller has no weights here (no %s or %s: the host's disks need the BFQ scheduler)", files[0], files[1])
+			if !c.v2 {
+				_ = syscall.Rmdir(c.dir)
+			}
+			cg.io = nil
+		}
+	}
 	switch {
 	case v1For("freezer") != "":
 		cg.freezer = pick("freezer")
@@ -234,7 +264,8 @@ func prepareDir(dir string) error {
 
 // sandboxCgroup is one sandbox's group in each hierarchy in use.
 type sandboxCgroup struct {
-	memory, pids, cpu, freezer *cgroupController // dir is the sandbox's group
+	memory, pids, cpu, freezer, io *cgroupController // dir is the sandbox's group
+	ioWeight                       string
 }
 
 func (cg *cgroups) enforced(controller string) bool {
@@ -280,6 +311,12 @@ func (cg *cgroups) create(id string, l Limits) (*sandboxCgroup, error) {
 			return fail(err)
 		}
 	}
+	if l.IOWeight > 0 {
+		if sc.io, err = sub(cg.io); err != nil {
+			return fail(err)
+		}
+		sc.ioWeight = cg.ioWeight
+	}
 	if sc.freezer, err = sub(cg.freezer); err != nil {
 		return fail(err)
 	}
@@ -315,17 +352,70 @@ func (sc *sandboxCgroup) setLimits(l Limits) error {
 		}
 	}
 	if c := sc.cpu; c != nil {
+		var err error
 		if c.v2 {
-			return writeCgroupFile(c.dir, "cpu.weight", strconv.Itoa(l.CPUWeight))
+			err = writeCgroupFile(c.dir, "cpu.weight", strconv.Itoa(l.CPUWeight))
+		} else {
+			err = writeCgroupFile(c.dir, "cpu.shares", strconv.Itoa(max(2, l.CPUWeight*1024/100)))
 		}
-		return writeCgroupFile(c.dir, "cpu.shares", strconv.Itoa(max(2, l.CPUWeight*1024/100)))
+		if err != nil {
+			return err
+		}
+	}
+	if c := sc.io; c != nil {
+		return writeCgroupFile(c.dir, sc.ioWeight, strconv.Itoa(ioWeightValue(sc.ioWeight, l.IOWeight)))
 	}
 	return nil
 }
 
+// ioWeightsIgnored says why BFQ's weights (file) would do nothing for the
+// disk dir is on: that disk's scheduler is another one. "" when they count.
+func ioWeightsIgnored(file, dir string) string {
+	if !strings.Contains(file, "bfq") {
+		return ""
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err != nil {
+		return "cannot find the state directory's disk: " + err.Error()
+	}
+	dev := filepath.Join("/sys/dev/block", fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev)))
+	b, err := os.ReadFile(filepath.Join(dev, "queue", "scheduler"))
+	if err != nil {
+		// A partition: its disk's queue is one level up.
+		b, err = os.ReadFile(filepath.Join(dev, "..", "queue", "scheduler"))
+	}
+	if err != nil {
+		return "the state directory is not on a block device with an I/O scheduler (" + dev + ")"
+	}
+	sched := string(b)
+	if i, j := strings.Index(sched, "["), strings.Index(sched, "]"); i >= 0 && j > i {
+		sched = sched[i+1 : j]
+	}
+	if sched == "bfq" {
+		return ""
+	}
+	name, _ := filepath.EvalSymlinks(dev)
+	disk := filepath.Base(name)
+	return fmt.Sprintf("the state directory's disk (%s) uses the %q I/O scheduler, which ignores %s; BFQ honours it (echo bfq > /sys/block/%s/queue/scheduler)",
+		disk, strings.TrimSpace(sched), file, disk)
+}
+
+// ioWeightValue converts a weight on io.weight's scale (default 100) to the
+// scale of file: blkio.weight's default is 500 (10-1000), the BFQ files'
+// 100 (1-1000).
+func ioWeightValue(file string, w int) int {
+	switch file {
+	case "blkio.weight":
+		return min(max(w*5, 10), 1000)
+	case "io.bfq.weight", "blkio.bfq.weight":
+		return min(max(w, 1), 1000)
+	}
+	return w
+}
+
 func (sc *sandboxCgroup) dirs() []string {
 	var out []string
-	for _, c := range []*cgroupController{sc.memory, sc.pids, sc.cpu, sc.freezer} {
+	for _, c := range []*cgroupController{sc.memory, sc.pids, sc.cpu, sc.freezer, sc.io} {
 		if c != nil && !slices.Contains(out, c.dir) {
 			out = append(out, c.dir)
 		}
@@ -442,7 +532,7 @@ func waitCgroupFile(dir, name, want string) error {
 // removeInstance removes the instance directories at shutdown.
 func (cg *cgroups) removeInstance() {
 	seen := map[string]bool{}
-	for _, c := range []*cgroupController{cg.memory, cg.pids, cg.cpu, cg.freezer} {
+	for _, c := range []*cgroupController{cg.memory, cg.pids, cg.cpu, cg.freezer, cg.io} {
 		if c != nil && !seen[c.dir] {
 			seen[c.dir] = true
 			_ = syscall.Rmdir(c.dir)

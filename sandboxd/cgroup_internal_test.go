@@ -129,3 +129,24 @@ func TestCgroupPaths(t *testing.T) {
 		t.Errorf("unescape: %q", got)
 	}
 }
+
+func TestIOWeightKeepsItsMeaningOnEveryScale(t *testing.T) {
+	for _, tt := range []struct {
+		file   string
+		weight int
+		want   int
+	}{
+		{"io.weight", 100, 100},
+		{"io.weight", 10000, 10000},
+		{"blkio.weight", 100, 500}, // v1's default
+		{"blkio.weight", 1, 10},
+		{"blkio.weight", 10000, 1000},
+		{"blkio.bfq.weight", 100, 100},
+		{"io.bfq.weight", 10000, 1000},
+		{"io.bfq.weight", 1, 1},
+	} {
+		if got := ioWeightValue(tt.file, tt.weight); got != tt.want {
+			t.Errorf("weight %d in %s: %d, want %d", tt.weight, tt.file, got, tt.want)
+		}
+	}
+}

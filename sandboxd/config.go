@@ -26,11 +26,16 @@ const (
 )
 
 // DefaultLimits are the per-sandbox limits when Config leaves them zero.
-var DefaultLimits = Limits{Memory: 2 << 30, Pids: 1024, CPUWeight: 100, Disk: 5 << 30}
+var DefaultLimits = Limits{Memory: 2 << 30, Pids: 1024, CPUWeight: 100, Disk: 5 << 30, IOWeight: 100}
 
 const (
 	// DefaultMaxSandboxes caps running sandboxes when Config leaves it zero.
 	DefaultMaxSandboxes = 100
+	// DefaultMaxStored caps kept sandboxes when Config leaves it zero.
+	DefaultMaxStored = 500
+	// UIDRangeSize is how many host uids one root sandboxd uses, from
+	// its base: the base for its start-up probe, the rest for sandboxes.
+	UIDRangeSize = 1 << 16
 	// DefaultUIDBase is where root sandboxd starts the host uids of
 	// sandboxes (DefaultUIDBase+1 on; the base itself is for the start-up
 	// probe), far above the ranges of users and of subordinate ids.
@@ -84,8 +89,22 @@ type Config struct {
 	// negative: no cap). One more create or resume answers the provider's
 	// 429.
 	MaxSandboxes int
+	// ShareOpt shows sandboxes the host's /opt, read-only (off by default:
+	// only /usr, the /bin and /lib beside it and a list of /etc entries are
+	// shared, docs/sandboxd.md).
+	ShareOpt bool
+	// MaxStored caps the sandboxes sandboxd keeps, running and paused (a
+	// paused one holds its disk image): one more create answers 429
+	// (default DefaultMaxStored; negative: no cap).
+	MaxStored int
+	// DiskReserve is the free space on the state directory's file system
+	// that sandboxes' disk images may never take: a create or resume whose
+	// image, with what the running sandboxes' images may still grow by,
+	// would eat into it answers 507 (default 1 GiB; negative: no check).
+	DiskReserve int64
 	// UIDBase is the first host uid root sandboxd gives sandboxes (default
-	// DefaultUIDBase). Unused when sandboxd is not root.
+	// DefaultUIDBase); its range is UIDBase to UIDBase+UIDRangeSize-1, locked
+	// for this sandboxd while it runs. Unused when sandboxd is not root.
 	UIDBase int
 	// EnvdVersion is the envd version sandboxes report (default
 	// DefaultEnvdVersion). A sandbox takes the version in force when it
@@ -152,9 +171,13 @@ func (c *Config) setDefaults() error {
 		Pids:      orDefault(c.Limits.Pids, DefaultLimits.Pids),
 		CPUWeight: orDefault(c.Limits.CPUWeight, DefaultLimits.CPUWeight),
 		Disk:      orDefault(c.Limits.Disk, DefaultLimits.Disk),
+		IOWeight:  orDefault(c.Limits.IOWeight, DefaultLimits.IOWeight),
 	}
 	if c.Limits.CPUWeight > 10000 {
 		return errors.New("sandboxd: the CPU weight must be between 1 and 10000")
+	}
+	if c.Limits.IOWeight > 10000 {
+		return errors.New("sandboxd: the I/O weight must be between 1 and 10000")
 	}
 	if c.Limits.Pids > 0 && c.Limits.Pids < 16 {
 		return errors.New("sandboxd: a sandbox needs at least 16 processes")
@@ -166,6 +189,10 @@ func (c *Config) setDefaults() error {
 		return errors.New("sandboxd: a sandbox's disk needs at least 16 MiB")
 	}
 	c.MaxSandboxes = max(orDefault(c.MaxSandboxes, DefaultMaxSandboxes), 0)
+	c.MaxStored = max(orDefault(c.MaxStored, DefaultMaxStored), 0)
+	if c.DiskReserve == 0 {
+		c.DiskReserve = 1 << 30
+	}
 	if c.UIDBase == 0 {
 		c.UIDBase = DefaultUIDBase
 	}

@@ -86,14 +86,16 @@ func createImage(img string, size int64, uid, gid int) error {
 	return nil
 }
 
-// mountImage mounts img on dir. util-linux's mount reuses the loop device
+// mountImage mounts img on dir, with discard: a file deleted inside frees
+// its blocks in the image on the host too (the loop device punches holes).
+// util-linux's mount reuses the loop device
 // of an image that is still attached rather than attaching a second one,
 // so one image never has two live filesystems on it.
 func mountImage(img, dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	if err := runTool("mount", "-t", "ext4", "-o", "loop,nosuid,nodev,noinit_itable", img, dir); err != nil {
+	if err := runTool("mount", "-t", "ext4", "-o", "loop,nosuid,nodev,noinit_itable,discard", img, dir); err != nil {
 		return fmt.Errorf("mount disk image: %w", err)
 	}
 	return nil
@@ -134,14 +136,19 @@ func mountsUnder(dir string) ([]string, error) {
 	return out, nil
 }
 
-// formatBytes formats a byte count for logs and errors.
+// formatBytes formats a byte count for logs and errors: exactly when it is
+// whole GiB or MiB, else to a tenth.
 func formatBytes(n int64) string {
 	const gib, mib = 1 << 30, 1 << 20
 	switch {
-	case n%gib == 0:
+	case n != 0 && n%gib == 0:
 		return strconv.FormatInt(n/gib, 10) + " GiB"
-	case n%mib == 0:
+	case n >= gib:
+		return strconv.FormatFloat(float64(n)/gib, 'f', 1, 64) + " GiB"
+	case n != 0 && n%mib == 0:
 		return strconv.FormatInt(n/mib, 10) + " MiB"
+	case n >= mib:
+		return strconv.FormatFloat(float64(n)/mib, 'f', 1, 64) + " MiB"
 	}
 	return strconv.FormatInt(n, 10) + " B"
 }

@@ -12,8 +12,8 @@
 //
 // Sandboxes run untrusted code. Each runs in its own user, PID, mount,
 // network, IPC and UTS namespaces (bubblewrap), as an unprivileged user
-// with no capabilities, under cgroup limits, with its files in a disk image
-// of its own; an agent that is the sandbox's PID 1 does everything sandboxd
+// with no capabilities, under a system-call filter and cgroup limits, with
+// its files in a disk image of its own; an agent that is the sandbox's PID 1 does everything sandboxd
 // needs inside it. docs/sandboxd.md explains how, and what it does not
 // protect against. Without isolation (IsolationNone, for trusted code only)
 // commands run in the sandbox directory on the host. Fault injection for

@@ -32,6 +32,16 @@ type isolation struct {
 	cg     *cgroups
 	// pause is how a memory pause stops a sandbox.
 	pause string
+	// system is what of the host's system directories sandboxes see.
+	system hostSystem
+	// uidLock holds this root sandboxd's uid range (uidlock.go).
+	uidLock *os.File
+}
+
+// release gives up what detectIsolation claimed.
+func (iso *isolation) release() {
+	unlockUIDRange(iso.uidLock)
+	iso.uidLock = nil
 }
 
 // IsolationReport is the isolation and limits in force, as sandboxd logs
@@ -41,6 +51,8 @@ type IsolationReport struct {
 	Reason string    `json:"reason"`
 	// User says who a sandbox's processes are, inside and on the host.
 	User string `json:"user"`
+	// HostUIDs is the first and last host uid of root sandboxd's range.
+	HostUIDs []int `json:"hostUIDs,omitempty"`
 	// Limits maps each limit in force to its value.
 	Limits map[string]string `json:"limits"`
 	// Off maps each limit not in force to the reason.
@@ -49,6 +61,20 @@ type IsolationReport struct {
 	Pause string `json:"pause"`
 	// MaxSandboxes is the cap on running sandboxes (0: none).
 	MaxSandboxes int `json:"maxSandboxes"`
+	// MaxStored is the cap on sandboxes kept, running and paused (0: none).
+	MaxStored int `json:"maxStored"`
+	// DiskReserve is the free space disk images may never take ("" when
+	// the disk budget is not checked).
+	DiskReserve string `json:"diskReserve,omitempty"`
+	// Syscalls is the system-call filter every sandbox process runs under.
+	Syscalls *SyscallFilter `json:"syscalls,omitempty"`
+	// HostPaths are the host's paths a sandbox sees, read-only.
+	HostPaths []string `json:"hostPaths,omitempty"`
+	// Masked are the host's sockets, FIFOs and devices under HostPaths,
+	// which sandboxes see as /dev/null.
+	Masked []string `json:"masked,omitempty"`
+	// Confinement lists what else holds every sandbox process.
+	Confinement []string `json:"confinement,omitempty"`
 }
 
 // errNoIsolation is wrapped by New's error when sandboxes cannot be
@@ -59,11 +85,11 @@ var errNoIsolation = errors.New("cannot isolate sandboxes here")
 // unavailable (and --isolation=none is the way to start anyway).
 func ErrNoIsolation(err error) bool { return errors.Is(err, errNoIsolation) }
 
-func detectIsolation(cfg Config) (*isolation, error) {
+func detectIsolation(cfg Config) (_ *isolation, err error) {
 	iso := &isolation{mode: cfg.Isolation, root: os.Geteuid() == 0, uidBase: cfg.UIDBase, off: map[string]string{}}
 	if cfg.Isolation == IsolationNone {
 		iso.reason = "configured: --isolation=none"
-		for _, l := range []string{"memory", "pids", "cpu", "disk"} {
+		for _, l := range []string{"memory", "pids", "cpu", "disk", "io"} {
 			iso.off[l] = "no isolation"
 		}
 		iso.pause = "SIGSTOP to the sandbox's process group"
@@ -82,8 +108,20 @@ func detectIsolation(cfg Config) (*isolation, error) {
 		if err := checkSearchable(cfg.StateDir); err != nil {
 			return nil, fmt.Errorf("sandboxd: %w", err)
 		}
+		// Before the probe, which runs as the range's first uid.
+		if iso.uidLock, err = lockUIDRange(cfg.UIDBase, cfg.StateDir); err != nil {
+			return nil, fmt.Errorf("sandboxd: %w", err)
+		}
+		defer func() {
+			if err != nil {
+				iso.release()
+			}
+		}()
 	}
-	if err := probeNamespaces(bwrap, iso.probeUID()); err != nil {
+	if iso.system, err = hostSystemDirs(cfg.ShareOpt, iso.probeUID()); err != nil {
+		return nil, fmt.Errorf("sandboxd: %w", err)
+	}
+	if err := probeNamespaces(bwrap, iso.probeUID(), iso.system); err != nil {
 		return fail(err)
 	}
 	iso.mode = IsolationBwrap
@@ -110,6 +148,13 @@ func detectIsolation(cfg Config) (*isolation, error) {
 	}
 	if check("cpu", "cpu", want.CPUWeight > 0) {
 		iso.limits.CPUWeight = want.CPUWeight
+	}
+	if check("io", "io", want.IOWeight > 0) {
+		if why := ioWeightsIgnored(iso.cg.ioWeight, cfg.StateDir); why != "" {
+			iso.off["io"] = why
+		} else {
+			iso.limits.IOWeight = want.IOWeight
+		}
 	}
 	switch {
 	case want.Disk <= 0:
@@ -178,20 +223,21 @@ var (
 )
 
 // probeNamespaces boots one throwaway sandbox with its agent and asks it
-// one question: the whole path sandboxd relies on, checked once per process.
-func probeNamespaces(bwrap string, uid int) error {
-	key := bwrap + "/" + strconv.Itoa(uid)
+// one question: the whole path sandboxd relies on, its confinement
+// included, checked once per process.
+func probeNamespaces(bwrap string, uid int, system hostSystem) error {
+	key := bwrap + "/" + strconv.Itoa(uid) + "/" + fmt.Sprint(system.entries)
 	probeMu.Lock()
 	defer probeMu.Unlock()
 	if err, ok := probes[key]; ok {
 		return err
 	}
-	err := probeOnce(bwrap, uid)
+	err := probeOnce(bwrap, uid, system)
 	probes[key] = err
 	return err
 }
 
-func probeOnce(bwrap string, uid int) error {
+func probeOnce(bwrap string, uid int, system hostSystem) error {
 	dir, err := os.MkdirTemp("", "sandboxd-probe-")
 	if err != nil {
 		return err
@@ -202,7 +248,7 @@ func probeOnce(bwrap string, uid int) error {
 	}
 	b, err := bootNS(nsConfig{
 		id: "probe", dir: filepath.Join(dir, "sandbox"), hostUID: uid, hostGID: uid, bwrap: bwrap,
-		log: slog.New(slog.DiscardHandler),
+		system: system, log: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		return err
@@ -220,13 +266,36 @@ func probeOnce(bwrap string, uid int) error {
 	return nil
 }
 
-func (iso *isolation) report(maxSandboxes int) IsolationReport {
-	r := IsolationReport{Mode: iso.mode, Reason: iso.reason, Limits: map[string]string{}, Off: iso.off, Pause: iso.pause, MaxSandboxes: maxSandboxes}
+func (iso *isolation) report(cfg Config) IsolationReport {
+	r := IsolationReport{Mode: iso.mode, Reason: iso.reason, Limits: map[string]string{}, Off: iso.off, Pause: iso.pause,
+		MaxSandboxes: cfg.MaxSandboxes, MaxStored: cfg.MaxStored}
+	if iso.mode == IsolationBwrap {
+		r.Syscalls = syscallFilterReport()
+		for _, e := range iso.system.entries {
+			r.HostPaths = append(r.HostPaths, e.path)
+		}
+		etc, masks := etcEntries(iso.probeUID())
+		for _, e := range etc {
+			r.HostPaths = append(r.HostPaths, e.path)
+		}
+		r.Masked = append(masks, iso.system.masks...)
+		r.Confinement = []string{
+			"a fresh, empty session keyring; /proc/keys and /proc/key-users read empty",
+			"RLIMIT_CORE 0, soft and hard: no core dumps",
+			fmt.Sprintf("at most %d pseudo-terminals (its own devpts)", maxPtys),
+			"the agent, PID 1, drops every signal sent to it",
+		}
+		r.Limits["ptys"] = strconv.Itoa(maxPtys)
+		if iso.limits.Disk > 0 && cfg.DiskReserve >= 0 {
+			r.DiskReserve = formatBytes(cfg.DiskReserve)
+		}
+	}
 	switch {
 	case iso.mode == IsolationNone:
 		r.User = fmt.Sprintf("sandboxd's own user (uid %d) on the host, with its rights", os.Geteuid())
 	case iso.root:
 		r.User = fmt.Sprintf("uid %d (%s) in the sandbox's user namespace, host uid %d+ (one per sandbox), no capabilities", sandboxUID, sandboxUser, iso.uidBase+1)
+		r.HostUIDs = []int{iso.uidBase + 1, iso.uidBase + UIDRangeSize - 1}
 	default:
 		r.User = fmt.Sprintf("uid %d (%s) in the sandbox's user namespace, host uid %d (sandboxd's own), no capabilities", sandboxUID, sandboxUser, os.Geteuid())
 	}
@@ -242,6 +311,9 @@ func (iso *isolation) report(maxSandboxes int) IsolationReport {
 	}
 	if l.Disk > 0 {
 		r.Limits["disk"] = formatBytes(l.Disk)
+	}
+	if l.IOWeight > 0 {
+		r.Limits["io"] = "weight " + strconv.Itoa(l.IOWeight)
 	}
 	return r
 }
@@ -292,5 +364,17 @@ func logReport(log *slog.Logger, r IsolationReport) {
 		log.Info("sandbox limit", "limit", "running sandboxes", "value", r.MaxSandboxes)
 	} else {
 		log.Warn("sandbox limit off", "limit", "running sandboxes", "reason", "turned off by configuration")
+	}
+	if r.MaxStored > 0 {
+		log.Info("sandbox limit", "limit", "stored sandboxes", "value", r.MaxStored)
+	}
+	if r.DiskReserve != "" {
+		log.Info("sandbox limit", "limit", "disk budget", "value", "the host's free space less "+r.DiskReserve)
+	}
+	if r.Syscalls != nil {
+		log.Info("sandbox system calls", "denied", deniedNames(), "refusal", r.Syscalls.Refusal)
+	}
+	for _, m := range r.Masked {
+		log.Warn("masking a socket, FIFO or device the sandboxes would see", "path", m)
 	}
 }

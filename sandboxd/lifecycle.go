@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // opError is a lifecycle failure the API shows with its status.
@@ -115,28 +117,84 @@ func (s *Server) maxSandboxesError() *opError {
 }
 
 // reserve takes a place under the running cap for a sandbox about to
-// start (sb is nil for a new one, which also gets a host uid when root
-// sandboxd isolates). The caller must unreserve.
+// start (sb is nil for a new one, which also counts against the stored cap
+// and gets a host uid when root sandboxd isolates), after checking that the
+// host's disk can hold what the running sandboxes may still write. The
+// caller must unreserve.
 func (s *Server) reserve(sb *sandbox) (hostUID int, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cfg.MaxSandboxes > 0 {
-		running := s.starting
-		for _, other := range s.sandboxes {
-			if other != sb && !other.gone && other.rec.State == stateRunning {
-				running++
-			}
+	running, stored := s.starting, s.starting
+	for _, other := range s.sandboxes {
+		if other == sb || other.gone {
+			continue
 		}
-		if running >= s.cfg.MaxSandboxes {
-			return 0, s.maxSandboxesError()
+		stored++
+		if other.rec.State == stateRunning {
+			running++
 		}
 	}
-	s.starting++
+	if s.cfg.MaxSandboxes > 0 && running >= s.cfg.MaxSandboxes {
+		return 0, s.maxSandboxesError()
+	}
+	if sb == nil && s.cfg.MaxStored > 0 && stored >= s.cfg.MaxStored {
+		return 0, &opError{http.StatusTooManyRequests, fmt.Sprintf("sandboxd already keeps %d sandboxes, running and paused, its limit "+
+			"(--max-stored-sandboxes): kill the ones you no longer need to create more", s.cfg.MaxStored)}
+	}
+	if err := s.checkDiskBudgetLocked(sb); err != nil {
+		return 0, err
+	}
 	if sb == nil && s.iso.root && s.iso.mode == IsolationBwrap {
-		hostUID = s.allocUIDLocked()
+		if hostUID, err = s.allocUIDLocked(); err != nil {
+			return 0, err
+		}
 		s.startingUIDs[hostUID] = true
 	}
+	s.starting++
 	return hostUID, nil
+}
+
+// checkDiskBudgetLocked refuses a sandbox start when the host's free space
+// does not cover what the running sandboxes' disk images may still grow
+// by, this one's included, beyond the reserve kept for the host: images
+// are sparse, so --disk-limit alone promises space the disk may not have.
+// sb is the sandbox being resumed, nil for a new one (a whole image).
+func (s *Server) checkDiskBudgetLocked(sb *sandbox) error {
+	limit := s.iso.limits.Disk
+	if limit <= 0 || s.cfg.DiskReserve < 0 {
+		return nil
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(s.sandboxesDir(), &st); err != nil {
+		return internalError(fmt.Errorf("free disk space: %w", err))
+	}
+	free := int64(st.Bavail) * st.Bsize
+	others := int64(s.starting) * limit
+	for _, other := range s.sandboxes {
+		if other != sb && !other.gone && other.rec.State == stateRunning {
+			others += imageGrowth(s.imagePath(other.id), limit)
+		}
+	}
+	this := limit
+	if sb != nil {
+		this = imageGrowth(s.imagePath(sb.id), limit)
+	}
+	if others+this+s.cfg.DiskReserve <= free {
+		return nil
+	}
+	return &opError{http.StatusInsufficientStorage, fmt.Sprintf("not enough disk space on the sandbox host: the running sandboxes may still write %s "+
+		"and this one %s, but %s is free on %s beyond the %s kept for the host; pause or kill sandboxes, free space or lower --disk-limit",
+		formatBytes(others), formatBytes(this), formatBytes(max(free-s.cfg.DiskReserve, 0)), s.cfg.StateDir, formatBytes(s.cfg.DiskReserve))}
+}
+
+// imageGrowth is how much a disk image may still take on the host: its
+// size (the limit) less what it already holds.
+func imageGrowth(img string, limit int64) int64 {
+	var st unix.Stat_t
+	if err := unix.Stat(img, &st); err != nil {
+		return 0 // no image: the sandbox has no disk limit
+	}
+	return max(limit-st.Blocks*512, 0)
 }
 
 func (s *Server) unreserve(hostUID int) {
@@ -146,18 +204,20 @@ func (s *Server) unreserve(hostUID int) {
 	s.mu.Unlock()
 }
 
-// allocUIDLocked finds the lowest host uid above the base that no sandbox
-// has: a paused sandbox keeps its uid, since its files belong to it.
-func (s *Server) allocUIDLocked() int {
+// allocUIDLocked finds the lowest host uid of the range above the base
+// that no sandbox has: a paused sandbox keeps its uid, since its files
+// belong to it.
+func (s *Server) allocUIDLocked() (int, error) {
 	used := map[int]bool{}
 	for _, sb := range s.sandboxes {
 		used[sb.rec.HostUID] = true
 	}
-	for uid := s.iso.uidBase + 1; ; uid++ {
+	for uid := s.iso.uidBase + 1; uid < s.iso.uidBase+UIDRangeSize; uid++ {
 		if !used[uid] && !s.startingUIDs[uid] {
-			return uid
+			return uid, nil
 		}
 	}
+	return 0, &opError{http.StatusTooManyRequests, fmt.Sprintf("sandboxd has given out every host uid of its range (%d sandboxes): kill the sandboxes you no longer need", UIDRangeSize-1)}
 }
 
 // acquire locks a sandbox for a transition; the caller must sb.op.Unlock().
@@ -496,7 +556,7 @@ func (s *Server) nsConfig(sb *sandbox) nsConfig {
 	s.mu.Unlock()
 	cfg := nsConfig{
 		id: sb.id, dir: sb.dir, hostUID: -1, hostGID: -1, bwrap: s.iso.bwrap,
-		cgroups: s.iso.cg, limits: s.iso.limits, log: s.log,
+		cgroups: s.iso.cg, limits: s.iso.limits, system: s.iso.system, log: s.log,
 	}
 	if s.iso.root {
 		cfg.hostUID, cfg.hostGID = hostUID, hostUID

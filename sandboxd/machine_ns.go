@@ -52,7 +52,9 @@ type nsConfig struct {
 	bwrap            string
 	cgroups          *cgroups // nil: no limits
 	limits           Limits
-	log              *slog.Logger
+	// system is what of /usr, /bin, /lib... and /opt the sandbox sees.
+	system hostSystem
+	log    *slog.Logger
 }
 
 // nsBackend runs a sandbox in its own user, PID, mount, network, IPC, UTS
@@ -146,7 +148,8 @@ func bootNS(cfg nsConfig) (_ *nsBackend, err error) {
 	}
 	ours, theirs = append(ours, logR), append(theirs, logW)
 
-	b.cmd = exec.Command(cfg.bwrap, bwrapArgs(cfg, etc)...)
+	etcHost, _ := etcEntries(cfg.hostUID)
+	b.cmd = exec.Command(cfg.bwrap, bwrapArgs(cfg, etcHost, etc)...)
 	// Nothing of sandboxd's environment (its API key) reaches the sandbox.
 	b.cmd.Env = []string{}
 	b.cmd.Stderr = logW
@@ -294,10 +297,10 @@ func (l *bootLog) booted() {
 	l.mu.Unlock()
 }
 
-// etcFile is a file of the sandbox's own /etc, handed to bubblewrap as
-// --ro-bind-data on descriptor fd.
+// etcFile is a file of the sandbox's own, in /etc or over a file of its
+// /proc, handed to bubblewrap as --ro-bind-data on descriptor fd.
 type etcFile struct {
-	name    string
+	path    string
 	perms   string
 	content string
 	fd      int
@@ -306,35 +309,34 @@ type etcFile struct {
 // sandboxEtc is what the sandbox sees instead of the host's account files:
 // its one user (uid 1000, "user", home /home/user) and no password hashes.
 // The sandbox user owns these copies, so it can read its own shadow file.
+// /proc/keys and /proc/key-users read empty: they would list every key the
+// sandbox's host uid may view, other sessions' keyrings among them.
 func sandboxEtc(id string) []etcFile {
 	host := sandboxHostname(id)
 	files := []etcFile{
-		{name: "passwd", perms: "0644", content: "root:x:0:0:root:/root:/bin/bash\n" +
+		{path: "/proc/keys", perms: "0444"},
+		{path: "/proc/key-users", perms: "0444"},
+		{path: "/etc/passwd", perms: "0644", content: "root:x:0:0:root:/root:/bin/bash\n" +
 			sandboxUser + ":x:1000:1000::" + homeDir + ":/bin/bash\n" +
 			"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"},
-		{name: "group", perms: "0644", content: "root:x:0:\n" + sandboxUser + ":x:1000:\nnogroup:x:65534:\n"},
-		{name: "shadow", perms: "0600", content: "root:*:19000:0:99999:7:::\n" + sandboxUser + ":*:19000:0:99999:7:::\nnobody:*:19000:0:99999:7:::\n"},
-		{name: "gshadow", perms: "0600", content: "root:*::\n" + sandboxUser + ":!::\nnogroup:*::\n"},
-		{name: "hostname", perms: "0644", content: host + "\n"},
-		{name: "hosts", perms: "0644", content: "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + host + "\n"},
+		{path: "/etc/group", perms: "0644", content: "root:x:0:\n" + sandboxUser + ":x:1000:\nnogroup:x:65534:\n"},
+		{path: "/etc/shadow", perms: "0600", content: "root:*:19000:0:99999:7:::\n" + sandboxUser + ":*:19000:0:99999:7:::\nnobody:*:19000:0:99999:7:::\n"},
+		{path: "/etc/gshadow", perms: "0600", content: "root:*::\n" + sandboxUser + ":!::\nnogroup:*::\n"},
+		{path: "/etc/hostname", perms: "0644", content: host + "\n"},
+		{path: "/etc/hosts", perms: "0644", content: "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + host + "\n"},
 	}
-	// bubblewrap binds over an existing file; it cannot create one in the
-	// read-only /etc.
-	var out []etcFile
-	for _, f := range files {
-		if _, err := os.Stat("/etc/" + f.name); err == nil {
-			out = append(out, f)
-		}
-	}
-	return out
+	return files
 }
 
 func sandboxHostname(id string) string { return "e2b-" + id }
 
 // bwrapArgs describes the sandbox's view: the host's system directories
-// read-only, its own /etc account files, /proc of its PID namespace, a
-// minimal /dev, its home and /tmp writable, nothing else of the host.
-func bwrapArgs(cfg nsConfig, etc []etcFile) []string {
+// and the shared /etc entries read-only, its own /etc account files, /proc
+// of its PID namespace without the kernel's key lists, a minimal /dev, its
+// home and /tmp writable, nothing else of the host. The agent's arguments
+// are the system directories' special files, which it masks (with /etc's,
+// which it finds itself).
+func bwrapArgs(cfg nsConfig, etcHost []hostEntry, etc []etcFile) []string {
 	args := []string{
 		"--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		// The sandbox cannot make user namespaces of its own, where it would
@@ -343,28 +345,25 @@ func bwrapArgs(cfg nsConfig, etc []etcFile) []string {
 		"--uid", strconv.Itoa(sandboxUID), "--gid", strconv.Itoa(sandboxUID),
 		"--hostname", sandboxHostname(cfg.id),
 		"--die-with-parent", "--new-session", "--as-pid-1",
-		"--ro-bind", "/usr", "/usr",
-		"--ro-bind-try", "/opt", "/opt",
-		"--ro-bind", "/etc", "/etc",
+		// For the agent's first step only (confineAgent), in the sandbox's
+		// own user namespace; dropped before anything else runs.
+		"--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP",
 	}
-	for _, d := range []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {
-		fi, err := os.Lstat(d)
-		switch {
-		case err != nil:
-		case fi.Mode()&os.ModeSymlink != 0:
-			if target, err := os.Readlink(d); err == nil {
-				args = append(args, "--symlink", target, d)
+	args = append(args, bindArgs(cfg.system.entries)...)
+	args = append(args, "--perms", "0755", "--dir", "/etc")
+	args = append(args, bindArgs(etcHost)...)
+	ownFiles := func(dir string) {
+		for _, f := range etc {
+			if strings.HasPrefix(f.path, dir) {
+				args = append(args, "--perms", f.perms, "--ro-bind-data", strconv.Itoa(f.fd), f.path)
 			}
-		case fi.IsDir():
-			args = append(args, "--ro-bind", d, d)
 		}
 	}
-	for _, f := range etc {
-		args = append(args, "--perms", f.perms, "--ro-bind-data", strconv.Itoa(f.fd), "/etc/"+f.name)
-	}
+	ownFiles("/etc/")
 	home, tmp := filepath.Join(cfg.dir, "home"), filepath.Join(cfg.dir, "tmp")
-	return append(args,
-		"--proc", "/proc",
+	args = append(args, "--proc", "/proc")
+	ownFiles("/proc/")
+	args = append(args,
 		"--dev", "/dev",
 		"--tmpfs", "/run",
 		"--perms", "0755", "--dir", "/home",
@@ -372,6 +371,8 @@ func bwrapArgs(cfg nsConfig, etc []etcFile) []string {
 		"--bind", home, homeDir,
 		"--bind", tmp, "/tmp",
 		"--bind", tmp, "/var/tmp",
+	)
+	return append(append(args,
 		"--chdir", homeDir,
 		// The root itself (a tmpfs bubblewrap made) stays read-only.
 		"--remount-ro", "/",
@@ -380,7 +381,7 @@ func bwrapArgs(cfg nsConfig, etc []etcFile) []string {
 		// descriptor: its path on the host need not be visible, or even
 		// reachable, from the sandbox.
 		"--", "/proc/self/fd/"+strconv.Itoa(agentExeFD), agentArg,
-	)
+	), cfg.system.masks...)
 }
 
 // prepareTree makes the sandbox's directory, home and /tmp, owned by the

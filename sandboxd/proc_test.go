@@ -93,7 +93,10 @@ type procOptions struct {
 	apiKey   string
 	// webhookURL and webhookSecret configure the static webhook.
 	webhookURL, webhookSecret string
-	args                      []string
+	// uidBase is a root sandboxd's --uid-base (0: one picked at random);
+	// a restart on the same state directory must pass the same.
+	uidBase int
+	args    []string
 }
 
 // proc is a sandboxd running as a subprocess, with the secrets it was
@@ -109,6 +112,14 @@ type proc struct {
 type syncLog struct {
 	mu    sync.Mutex
 	lines []string
+}
+
+// Write takes log output line by line (an slog handler's sink).
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, strings.Split(strings.TrimRight(string(p), "\n"), "\n")...)
+	return len(p), nil
 }
 
 func (l *syncLog) String() string {
@@ -138,8 +149,12 @@ func startProc(t *testing.T, opts procOptions) *proc {
 			}
 		}
 	}
+	if opts.uidBase == 0 {
+		opts.uidBase = sandboxdtest.UIDBase()
+	}
 	args := append([]string{"--api-addr", "127.0.0.1:0", "--sandbox-addr", "127.0.0.1:0",
-		"--state-dir", opts.stateDir, "--log-format", "text", "--log-level", "debug"}, opts.args...)
+		"--state-dir", opts.stateDir, "--log-format", "text", "--log-level", "debug",
+		"--uid-base", strconv.Itoa(opts.uidBase)}, opts.args...)
 	if opts.webhookURL != "" {
 		args = append(args, "--webhook-url", opts.webhookURL)
 	}

@@ -52,8 +52,11 @@ type process struct {
 
 	mu   sync.Mutex
 	subs map[*subscriber]struct{}
-	end  *procEnd
-	wmu  sync.Mutex // serialises stdin writes and close
+	// joined is closed (and replaced) when a stream subscribes, waking the
+	// readers that idle while nobody follows.
+	joined chan struct{}
+	end    *procEnd
+	wmu    sync.Mutex // serialises stdin writes and close
 }
 
 // subscriber is one stream (Start or Connect) following a process. Sends
@@ -72,6 +75,10 @@ func (p *process) subscribe() *subscriber {
 		return nil
 	}
 	p.subs[s] = struct{}{}
+	if p.joined != nil {
+		close(p.joined)
+		p.joined = nil
+	}
 	return s
 }
 
@@ -82,7 +89,8 @@ func (p *process) unsubscribe(s *subscriber) {
 	close(s.gone)
 }
 
-func (p *process) publish(ev procEvent) {
+// publish hands ev to every subscriber and reports whether there was one.
+func (p *process) publish(ev procEvent) bool {
 	p.mu.Lock()
 	subs := make([]*subscriber, 0, len(p.subs))
 	for s := range p.subs {
@@ -94,6 +102,34 @@ func (p *process) publish(ev procEvent) {
 		case s.ch <- ev:
 		case <-s.gone:
 		}
+	}
+	return len(subs) > 0
+}
+
+// idleOutputRate is how fast sandboxd reads, and drops, a process's output
+// while no stream follows it: past it the pipe fills and the process waits
+// in its write, inside its own cgroup, instead of costing sandboxd a core
+// (a "yes" with nobody watching). A dev server's log stays far below it.
+const idleOutputRate = 256 << 10 // bytes per second
+
+// idle waits as long as n dropped bytes take at idleOutputRate, or until a
+// stream subscribes.
+func (p *process) idle(n int) {
+	p.mu.Lock()
+	if len(p.subs) > 0 {
+		p.mu.Unlock()
+		return
+	}
+	if p.joined == nil {
+		p.joined = make(chan struct{})
+	}
+	joined := p.joined
+	p.mu.Unlock()
+	t := time.NewTimer(time.Duration(n) * time.Second / idleOutputRate)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-joined:
 	}
 }
 
@@ -110,10 +146,12 @@ func (p *process) run(outR, errR *os.File, wait func() exitInfo, timeout time.Du
 				n, err := r.f.Read(buf)
 				if n > 0 {
 					chunk := append([]byte(nil), buf[:n]...)
+					ev := procEvent{Data: &procData{Stdout: chunk}}
 					if r.stderr {
-						p.publish(procEvent{Data: &procData{Stderr: chunk}})
-					} else {
-						p.publish(procEvent{Data: &procData{Stdout: chunk}})
+						ev = procEvent{Data: &procData{Stderr: chunk}}
+					}
+					if !p.publish(ev) {
+						p.idle(n)
 					}
 				}
 				if err != nil {

@@ -52,7 +52,7 @@ type Server struct {
 // force, and reads the state directory, turning what a previous run left
 // running into filesystem snapshots (docs/sandboxd.md, "Restarts"). It
 // does not listen yet.
-func New(cfg Config) (*Server, error) {
+func New(cfg Config) (_ *Server, err error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
@@ -69,6 +69,11 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			iso.release()
+		}
+	}()
 	s.iso = iso
 	if iso.root && iso.mode == IsolationBwrap {
 		// Sandbox users reach their own directories through these two.
@@ -78,7 +83,7 @@ func New(cfg Config) (*Server, error) {
 			}
 		}
 	}
-	logReport(s.log, iso.report(cfg.MaxSandboxes))
+	logReport(s.log, iso.report(cfg))
 
 	if s.events, err = openEventStore(cfg.StateDir, cfg.EventRetention); err != nil {
 		return nil, fmt.Errorf("sandboxd: events: %w", err)
@@ -142,7 +147,9 @@ func (s *Server) recover() error {
 			r.Snapshot = snapshotFilesystem
 		}
 		if r.HostUID == 0 && s.iso.root && s.iso.mode == IsolationBwrap {
-			r.HostUID = s.allocUIDLocked()
+			if r.HostUID, err = s.allocUIDLocked(); err != nil {
+				return err
+			}
 		}
 		if err := s.saveRecord(r); err != nil {
 			return fmt.Errorf("sandboxd: save sandbox %s: %w", r.ID, err)
@@ -250,7 +257,7 @@ func (s *Server) SandboxURL() string {
 func (s *Server) Isolation() Isolation { return s.iso.mode }
 
 // IsolationReport reports the isolation and the limits in force.
-func (s *Server) IsolationReport() IsolationReport { return s.iso.report(s.cfg.MaxSandboxes) }
+func (s *Server) IsolationReport() IsolationReport { return s.iso.report(s.cfg) }
 
 // Shutdown stops serving, stops every sandbox process, delivers the webhooks
 // that are due until ctx ends and saves the rest, and closes the event log.
@@ -300,6 +307,7 @@ func (s *Server) shutdown(ctx context.Context) error {
 	if s.iso.cg != nil {
 		s.iso.cg.removeInstance()
 	}
+	s.iso.release()
 	if err := s.deliver.shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("save pending deliveries: %w", err))
 	}

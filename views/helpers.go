@@ -3,6 +3,7 @@ package views
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/a-h/templ"
 )
@@ -47,4 +48,21 @@ func pauseKindText(k string) string {
 		return "Files only (the dev server restarts on resume)"
 	}
 	return "Memory snapshot"
+}
+
+func itoa32(n int32) string { return strconv.Itoa(int(n)) }
+
+// versionPath is a version's page on the build page's side (its changes; /restore restores it).
+func versionPath(projectID string, n int32) string {
+	return "/projects/" + projectID + "/versions/" + itoa32(n)
+}
+
+// archivePath is a version's zip.
+func archivePath(projectID string, n int32) string {
+	return "/api/projects/" + projectID + "/versions/" + itoa32(n) + "/archive"
+}
+
+// changeCounts is "+2 ~1 −0".
+func changeCounts(r VersionRow) string {
+	return "+" + itoa32(r.Added) + " ~" + itoa32(r.Changed) + " −" + itoa32(r.Removed)
 }

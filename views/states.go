@@ -2,6 +2,7 @@ package views
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -39,6 +40,18 @@ type Preview struct {
 	CSRF string
 	// Shared: the project's share link is on (the card says so).
 	Shared bool
+	// Version is the project's version the preview runs, Waiting a newer one not yet applied
+	// (0: none), Applying the one being applied now (0: none). FailedVersion is a version whose
+	// dev server did not start (its Why says what it printed), RestoreTo the one before it.
+	Version, Waiting, Applying, FailedVersion, RestoreTo int32
+}
+
+// versionTag is the card's "v8".
+func (p Preview) versionTag() string {
+	if p.Version == 0 {
+		return ""
+	}
+	return "v" + strconv.Itoa(int(p.Version))
 }
 
 // Fragment names one of the two places a project's preview is shown.

@@ -48,7 +48,64 @@ type ProjectPage struct {
 	StartCommand   string
 	Port           int32
 	PauseKind      string
-	Files          []File
+	// ReloadsItself is the reload choice: the dev server reloads changed files itself, or is
+	// restarted on each new version.
+	ReloadsItself bool
+	Files         []File
+	Versions      Versions
+}
+
+// Versions is the build page's Versions section: newest first.
+type Versions struct {
+	ProjectID string
+	CSRF      string
+	Now       time.Time
+	// Live is the version the preview runs (0 without a preview), Current the newest.
+	Live, Current int32
+	Rows          []VersionRow
+	// More: older versions exist than the rows shown.
+	More bool
+}
+
+// VersionRow is one version as the founder reads it.
+type VersionRow struct {
+	Number                  int32
+	At                      time.Time
+	Source                  string // "Created", "Uploaded by you", "From the API", "Restored from version 3"
+	Message                 string
+	Added, Changed, Removed int32
+}
+
+// VersionPage is a version's changes against its parent, file by file.
+type VersionPage struct {
+	Layout
+	ProjectID, ProjectName string
+	Version                VersionRow
+	Current                int32
+	Files                  []FileChange
+}
+
+// FileChange is one file a version changed: its unified diff for text, or Binary.
+type FileChange struct {
+	Path   string
+	Kind   string // added, changed, removed
+	Binary bool
+	Lines  []DiffLine
+}
+
+// DiffLine is one line of a unified diff: Kind is add, del, hunk or ctx.
+type DiffLine struct {
+	Kind, Text string
+}
+
+// UploadVersionPage is the form that makes a version from the browser, and its errors.
+type UploadVersionPage struct {
+	Layout
+	ProjectID, ProjectName string
+	Current                int32
+	Message                string
+	Errors                 map[string]string
+	FileErrors             []FileError
 }
 
 // File is one stored file of a project.

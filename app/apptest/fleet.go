@@ -26,13 +26,14 @@ func SeedFleet(t testing.TB, pool *pgxpool.Pool, sandboxes, events int) {
 	}{
 		{`INSERT INTO users (email, password_hash, credits) SELECT 'fleet-' || g || '@example.com', 'x', 10 FROM generate_series(1, $1) g`, []any{founders}},
 		{`INSERT INTO projects (owner_id, name, start_command, port) SELECT id, 'Fleet app', 'node server.js', 3000 FROM users WHERE email LIKE 'fleet-%'`, nil},
-		{`INSERT INTO builds (project_id, version, kind, status)
-			SELECT p.id, g, CASE WHEN g = 1 THEN 'initial' ELSE 'rebuild' END::build_kind, 'ready'
-			FROM projects p JOIN users u ON u.id = p.owner_id AND u.email LIKE 'fleet-%', generate_series(1, $1) g`, []any{perProject}},
+		{`INSERT INTO versions (project_id, number, source, file_count, total_bytes) SELECT id, 1, 'created', 0, 0 FROM projects WHERE name = 'Fleet app'`, nil},
+		{`INSERT INTO builds (project_id, version, kind, status, files_version_id)
+			SELECT p.id, g, CASE WHEN g = 1 THEN 'initial' ELSE 'rebuild' END::build_kind, 'ready', v.id
+			FROM projects p JOIN versions v ON v.project_id = p.id, generate_series(1, $1) g WHERE p.name = 'Fleet app'`, []any{perProject}},
 		// The current sandbox (the newest build) by the project's number; the older ones replaced.
-		{`INSERT INTO sandboxes (owner_id, project_id, build_id, status, snapshot_kind, provider_id, state_changed_at, created_at,
+		{`INSERT INTO sandboxes (owner_id, project_id, build_id, deployed_version_id, status, snapshot_kind, provider_id, state_changed_at, created_at,
 				killed_at, killed_reason, end_at)
-			SELECT p.owner_id, p.id, b.id, s.status, CASE WHEN s.status = 'paused' THEN 'memory'::pause_kind END, 'fleet-' || b.id,
+			SELECT p.owner_id, p.id, b.id, b.files_version_id, s.status, CASE WHEN s.status = 'paused' THEN 'memory'::pause_kind END, 'fleet-' || b.id,
 				now() - (($1 - b.version) * interval '7 hours') - interval '5 minutes', now() - (($1 - b.version) * interval '7 hours') - interval '1 hour',
 				CASE WHEN b.version < $1 THEN now() - (($1 - b.version) * interval '7 hours') END,
 				CASE WHEN b.version < $1 THEN 'replaced'::event_reason END, now() + interval '30 minutes'

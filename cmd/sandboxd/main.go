@@ -129,7 +129,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		logLevel             string
 		urlSafe              bool
 		memory, disk         = sandboxd.DefaultLimits.Memory, sandboxd.DefaultLimits.Disk
+		diskReserve          = int64(1 << 30)
 		pids, cpu, sandboxes int
+		ioWeight, stored     int
 	)
 	fs.StringVar(&cfg.APIAddr, "api-addr", "127.0.0.1:49982", "control-plane API address (E2B_API_URL)")
 	fs.StringVar(&cfg.SandboxAddr, "sandbox-addr", "127.0.0.1:49983", "sandbox traffic address: envd and sandbox ports")
@@ -148,8 +150,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	fs.IntVar(&pids, "pids-limit", sandboxd.DefaultLimits.Pids, "processes and threads per sandbox (0: off)")
 	fs.IntVar(&cpu, "cpu-weight", sandboxd.DefaultLimits.CPUWeight, "CPU share per sandbox against the others, 1-10000 (0: off)")
 	fs.Var(byteSize{&disk}, "disk-limit", "writable disk per sandbox, home and /tmp (0: off)")
+	fs.IntVar(&ioWeight, "io-weight", sandboxd.DefaultLimits.IOWeight, "disk time share per sandbox against the others, 1-10000, where the I/O scheduler has weights (0: off)")
+	fs.Var(byteSize{&diskReserve}, "disk-reserve", "free space on the state directory's disk that sandboxes' images may never take: a create or resume that could eat into it is refused with 507 (0: no check)")
 	fs.IntVar(&sandboxes, "max-sandboxes", sandboxd.DefaultMaxSandboxes, "running sandboxes at once; one more is refused with 429 (0: no cap)")
-	fs.IntVar(&cfg.UIDBase, "uid-base", sandboxd.DefaultUIDBase, "as root: sandboxes run as host uids from uid-base+1 up")
+	fs.IntVar(&stored, "max-stored-sandboxes", sandboxd.DefaultMaxStored, "sandboxes kept, running and paused; one more create is refused with 429 (0: no cap)")
+	fs.BoolVar(&cfg.ShareOpt, "share-opt", false, "show sandboxes the host's /opt, read-only")
+	fs.IntVar(&cfg.UIDBase, "uid-base", sandboxd.DefaultUIDBase, fmt.Sprintf("as root: sandboxes run as host uids from uid-base+1 to uid-base+%d; locked while sandboxd runs", sandboxd.UIDRangeSize-1))
 	fs.StringVar(&logFormat, "log-format", "text", "text or json")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -179,8 +185,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	cfg.WebhookURLSafeSignature = urlSafe
 	cfg.Isolation = sandboxd.Isolation(isolation)
-	cfg.Limits = sandboxd.Limits{Memory: offIfZero(memory), Pids: offIfZero(pids), CPUWeight: offIfZero(cpu), Disk: offIfZero(disk)}
+	cfg.Limits = sandboxd.Limits{Memory: offIfZero(memory), Pids: offIfZero(pids), CPUWeight: offIfZero(cpu), Disk: offIfZero(disk), IOWeight: offIfZero(ioWeight)}
 	cfg.MaxSandboxes = offIfZero(sandboxes)
+	cfg.MaxStored = offIfZero(stored)
+	cfg.DiskReserve = offIfZero(diskReserve)
 
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(logLevel)); err != nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,8 @@ func env(vars map[string]string) func(string) string {
 // serve runs sandboxd until the test ends and returns its API URL.
 func serve(t *testing.T, args []string, getenv func(string) string) (string, *testkit.SyncBuffer) {
 	t.Helper()
+	// A uid range of its own: other sandboxd instances may run meanwhile.
+	args = append(args, "--uid-base", strconv.Itoa(sandboxdtest.UIDBase()))
 	ctx, cancel := context.WithCancel(context.Background())
 	logs := &testkit.SyncBuffer{}
 	done := make(chan error, 1)

@@ -35,6 +35,9 @@ CREATE TYPE event_reason AS ENUM (
     'lost',                  -- found missing with no event within the catch-up window
     'visitor_wake',          -- a visitor of the share link woke it
     'visitor_found_gone',    -- a visitor of the share link found it gone (a note)
+    'version_live',          -- a version was applied to a running preview and its dev server answered
+    'version_failed',        -- a version's dev server did not start on it (detail: its output)
+    'woke_with_version',     -- a resume applied the version made while the preview slept
     'other'                  -- a row written before these codes, its text in detail
 );
 
@@ -47,7 +50,7 @@ UPDATE sandbox_events SET detail = reason WHERE reason NOT LIKE 'cannot verify: 
     'paused after the build (SANDMAN_PAUSE_AFTER_READY=immediate)', 'resume failed: not found', 'resume failed: unreachable',
     'resume timed out', 'resume failed: files lost', 'restored files', 'synced with provider', 'paused by the provider',
     'resumed by the provider', 'timeout', 'request', 'missing after its end time', 'missing after Sandman''s kill',
-    'lost by the provider', 'visitor wake', 'visitor found it gone');
+    'lost by the provider', 'visitor wake', 'visitor found it gone', 'version live', 'version failed', 'woke with version');
 ALTER TABLE sandbox_events ALTER COLUMN reason DROP DEFAULT;
 ALTER TABLE sandbox_events ALTER COLUMN reason TYPE event_reason USING (CASE
     WHEN reason IN ('created', 'ready', 'build_failed', 'replaced', 'idle', 'requested', 'resume', 'resumed') THEN reason
@@ -69,6 +72,9 @@ ALTER TABLE sandbox_events ALTER COLUMN reason TYPE event_reason USING (CASE
     WHEN reason = 'lost by the provider' THEN 'lost'
     WHEN reason = 'visitor wake' THEN 'visitor_wake'
     WHEN reason = 'visitor found it gone' THEN 'visitor_found_gone'
+    WHEN reason = 'version live' THEN 'version_live'
+    WHEN reason = 'version failed' THEN 'version_failed'
+    WHEN reason = 'woke with version' THEN 'woke_with_version'
     -- A killed event carried the provider's own kill_reason, whatever it was.
     WHEN to_status IN ('killed', 'expired', 'terminated') AND from_status <> to_status THEN 'provider_other'
     ELSE 'other'

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -39,6 +40,17 @@ type Host struct {
 	Server   *sandboxd.Server
 
 	cfg sandboxd.Config
+	// pickUIDBase: the uid base was chosen here, and may be chosen again
+	// until a first start succeeds.
+	pickUIDBase bool
+}
+
+// UIDBase picks a random uid range for a root sandboxd under test, away
+// from the default (a sandboxd of `make run`) and from the uids tests run
+// unprivileged sandboxd as: every root sandboxd must have a range of its
+// own (sandboxd refuses to start on one in use).
+func UIDBase() int {
+	return 1_000_000_000 + mrand.IntN(12_000)*sandboxd.UIDRangeSize
 }
 
 // Option configures Start.
@@ -85,7 +97,16 @@ func Start(t testing.TB, opts ...Option) *Host {
 	if cfg.StateDir == "" {
 		cfg.StateDir = StateDir(t)
 	}
-	h := &Host{cfg: cfg}
+	// Many hosts run at once in a test run: smaller disk images keep their
+	// sum within the disk budget of a developer's machine.
+	if cfg.Limits.Disk == 0 {
+		cfg.Limits.Disk = 1 << 30
+	}
+	pickUIDBase := cfg.UIDBase == 0
+	if pickUIDBase {
+		cfg.UIDBase = UIDBase()
+	}
+	h := &Host{cfg: cfg, pickUIDBase: pickUIDBase}
 	h.start(t)
 	t.Cleanup(func() { h.stop(t) })
 	return h
@@ -94,6 +115,12 @@ func Start(t testing.TB, opts ...Option) *Host {
 func (h *Host) start(t testing.TB) {
 	t.Helper()
 	srv, err := sandboxd.New(h.cfg)
+	// Another test's sandboxd (in this process or another) may hold the
+	// uid range picked at random: pick again, before any sandbox has a uid.
+	for try := 0; sandboxd.ErrUIDRangeTaken(err) && h.pickUIDBase && try < 20; try++ {
+		h.cfg.UIDBase = UIDBase()
+		srv, err = sandboxd.New(h.cfg)
+	}
 	if sandboxd.ErrNoIsolation(err) && h.cfg.Isolation == "" && os.Getenv("CI") != "true" {
 		// A developer's machine without bubblewrap or user namespaces still
 		// runs the suite, without isolation, and says so; CI must isolate.
@@ -110,6 +137,7 @@ func (h *Host) start(t testing.TB) {
 	h.Server = srv
 	h.APIURL, h.SandboxURL, h.Domain = srv.APIURL(), srv.SandboxURL(), srv.SandboxDomain()
 	h.APIKey, h.StateDir = h.cfg.APIKey, h.cfg.StateDir
+	h.pickUIDBase = false // its sandboxes' records now hold uids of this range
 	// A restart comes back on the same addresses, as a restarted host does: clients configured
 	// with them (a Sandman instance) keep working.
 	h.cfg.APIAddr = strings.TrimPrefix(h.APIURL, "http://")

@@ -6,99 +6,13 @@ import (
 	"compress/flate"
 	"hash/crc32"
 	"os"
-	"path"
 	"strconv"
 	"strings"
 	"testing"
 
 	"sandman/apperr"
+	"sandman/versions"
 )
-
-func TestCheckPath(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		path string
-		ok   bool
-	}{
-		{"package.json", true},
-		{"src/app/index.js", true},
-		{".env.example", true},
-		{"dir with space/file name.txt", true},
-		{"", false},
-		{"/etc/passwd", false},
-		{"../secret", false},
-		{"a/../../b", false},
-		{"a/..", false},
-		{"./a", false},
-		{"a//b", false},
-		{"a/", false},
-		{".", false},
-		{`a\b`, false},
-		{"a\x00b", false},
-		{"a\nb", false},
-		{"\xff", false},
-		{strings.Repeat("a", MaxPathLength+1), false},
-	}
-	for _, tt := range tests {
-		err := CheckPath(tt.path)
-		if (err == nil) != tt.ok {
-			t.Errorf("CheckPath(%q) = %v, want ok=%v", tt.path, err, tt.ok)
-		}
-	}
-}
-
-func FuzzCheckPath(f *testing.F) {
-	for _, s := range []string{"a", "a/b", "../x", "/x", "a/./b", "é/ü", "a\\b", ""} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, p string) {
-		if CheckPath(p) != nil {
-			return
-		}
-		// Whatever passes is stored as given and must stay inside the project root when joined.
-		const root = "/home/user/project"
-		if joined := path.Join(root, p); !strings.HasPrefix(joined, root+"/") || joined != root+"/"+p {
-			t.Fatalf("%q escapes or is rewritten under the root: %q", p, joined)
-		}
-	})
-}
-
-func TestCheckFiles(t *testing.T) {
-	t.Parallel()
-	file := func(p string, n int) File { return File{Path: p, Content: bytes.Repeat([]byte("x"), n)} }
-	many := make([]File, MaxFiles+1)
-	for i := range many {
-		many[i] = file("f/"+strconv.Itoa(i), 1)
-	}
-	tests := []struct {
-		name     string
-		files    []File
-		wantErrs []string // substrings, one per expected error, in order
-	}{
-		{"ok", []File{file("a.js", 10), file("src/b.js", 10)}, nil},
-		{"empty upload", nil, []string{"Choose at least one file"}},
-		{"traversal", []File{file("../evil", 1), file("ok.txt", 1)}, []string{`".." is not allowed`}},
-		{"absolute", []File{file("/abs", 1)}, []string{"Absolute paths"}},
-		{"duplicate", []File{file("a", 1), file("a", 1)}, []string{"appears twice"}},
-		{"file and folder", []File{file("a", 1), file("a/b", 1)}, []string{"both a file and a folder"}},
-		{"file too large", []File{file("big.bin", MaxFileBytes+1)}, []string{"the limit is 5.0 MiB"}},
-		{"total too large", []File{file("a", MaxFileBytes), file("b", MaxFileBytes), file("c", MaxFileBytes), file("d", MaxFileBytes), file("e", 1)}, []string{"limit is 20.0 MiB in all"}},
-		{"too many files", many, []string{"at most 500 files"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			errs := CheckFiles(tt.files)
-			if len(errs) != len(tt.wantErrs) {
-				t.Fatalf("got %d errors %v, want %d", len(errs), errs, len(tt.wantErrs))
-			}
-			for i, want := range tt.wantErrs {
-				if !strings.Contains(errs[i].Message, want) {
-					t.Errorf("error %d = %q, want %q", i, errs[i].Message, want)
-				}
-			}
-		})
-	}
-}
 
 // zipEntry is one entry of an archive a test builds.
 type zipEntry struct {
@@ -152,7 +66,7 @@ func TestReadZip(t *testing.T) {
 		zipEntry{name: "app/empty-dir/", mode: os.ModeDir | 0o755},
 		zipEntry{name: "app/link", content: []byte("/etc/passwd"), mode: os.ModeSymlink | 0o777},
 	)
-	files, errs, err := ReadZip(data, NewBudget())
+	files, errs, err := ReadZip(data, versions.NewBudget())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +76,7 @@ func TestReadZip(t *testing.T) {
 	if len(errs) != 1 || errs[0].Path != "app/link" || !strings.Contains(errs[0].Message, "Links are not allowed") {
 		t.Fatalf("errs = %+v", errs)
 	}
-	if _, errs, err := ReadZip([]byte("not a zip"), NewBudget()); len(errs) != 1 || err != nil {
+	if _, errs, err := ReadZip([]byte("not a zip"), versions.NewBudget()); len(errs) != 1 || err != nil {
 		t.Fatalf("garbage accepted: %+v %v", errs, err)
 	}
 }
@@ -173,12 +87,12 @@ func TestReadZip(t *testing.T) {
 func TestUploadBudget(t *testing.T) {
 	t.Parallel()
 	zeros := func(n int) []byte { return make([]byte, n) }
-	fiveMiB := zipOf(t, zipEntry{name: "big.bin", content: zeros(MaxFileBytes)})
+	fiveMiB := zipOf(t, zipEntry{name: "big.bin", content: zeros(versions.MaxFileBytes)})
 	manyDirs := make([]zipEntry, maxZipEntries+1)
 	for i := range manyDirs {
 		manyDirs[i] = zipEntry{name: "d" + strconv.Itoa(i) + "/", mode: os.ModeDir | 0o755}
 	}
-	manyFiles := make([]zipEntry, MaxFiles+1)
+	manyFiles := make([]zipEntry, versions.MaxFiles+1)
 	for i := range manyFiles {
 		manyFiles[i] = zipEntry{name: "f" + strconv.Itoa(i), content: []byte("x")}
 	}
@@ -187,27 +101,27 @@ func TestUploadBudget(t *testing.T) {
 		// archives are read one after another with one budget, as the parts of one request.
 		archives [][]byte
 		want     error  // the overrun, or nil
-		wantErr  string // else: a FileError containing this ("" for none)
+		wantErr  string // else: a versions.FileError containing this ("" for none)
 	}{
 		{name: "four 5 MiB files fit", archives: [][]byte{fiveMiB, fiveMiB, fiveMiB, fiveMiB}},
-		{name: "a fifth archive overruns the shared budget", archives: [][]byte{fiveMiB, fiveMiB, fiveMiB, fiveMiB, fiveMiB}, want: ErrTooManyBytes},
-		{name: "one archive of 100 MiB of zeros (a zip bomb)", want: ErrTooManyBytes, archives: [][]byte{zipOf(t,
+		{name: "a fifth archive overruns the shared budget", archives: [][]byte{fiveMiB, fiveMiB, fiveMiB, fiveMiB, fiveMiB}, want: versions.ErrTooManyBytes},
+		{name: "one archive of 100 MiB of zeros (a zip bomb)", want: versions.ErrTooManyBytes, archives: [][]byte{zipOf(t,
 			zipEntry{name: "a", content: zeros(25 << 20)}, zipEntry{name: "b", content: zeros(25 << 20)},
 			zipEntry{name: "c", content: zeros(25 << 20)}, zipEntry{name: "d", content: zeros(25 << 20)})}},
 		{name: "a header that claims 1 byte for 30 MiB", archives: [][]byte{zipOf(t, zipEntry{name: "liar", content: zeros(30 << 20), declared: 1})},
 			wantErr: "cannot be read"},
 		{name: "a header that claims 1 TiB for 1 byte", archives: [][]byte{zipOf(t, zipEntry{name: "boast", content: []byte("x"), declared: 1 << 40})},
 			wantErr: "cannot be read"},
-		{name: "more files than an upload holds", archives: [][]byte{zipOf(t, manyFiles...)}, want: ErrTooManyFiles},
-		{name: "files counted across archives", archives: [][]byte{zipOf(t, manyFiles[:300]...), zipOf(t, manyFiles[300:]...)}, want: ErrTooManyFiles},
+		{name: "more files than an upload holds", archives: [][]byte{zipOf(t, manyFiles...)}, want: versions.ErrTooManyFiles},
+		{name: "files counted across archives", archives: [][]byte{zipOf(t, manyFiles[:300]...), zipOf(t, manyFiles[300:]...)}, want: versions.ErrTooManyFiles},
 		{name: "a directory of more entries than any upload", archives: [][]byte{zipOf(t, manyDirs...)}, want: ErrTooManyEntries},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			b := NewBudget()
+			b := versions.NewBudget()
 			var got error
-			var fileErrs []FileError
+			var fileErrs []versions.FileError
 			held := 0
 			for _, a := range tt.archives {
 				files, errs, err := ReadZip(a, b)
@@ -228,8 +142,8 @@ func TestUploadBudget(t *testing.T) {
 					t.Fatalf("the overrun %v must be a 413 naming its limit", got)
 				}
 			}
-			if held > MaxTotalBytes+len(tt.archives) {
-				t.Fatalf("%d bytes held, over the budget of %d", held, MaxTotalBytes)
+			if held > versions.MaxTotalBytes+len(tt.archives) {
+				t.Fatalf("%d bytes held, over the budget of %d", held, versions.MaxTotalBytes)
 			}
 			switch {
 			case tt.wantErr == "" && len(fileErrs) > 0:
@@ -253,7 +167,7 @@ func FuzzReadZip(f *testing.F) {
 	f.Add(zipOf(f, zipEntry{name: "liar", content: make([]byte, 1<<16), declared: 3}))
 	f.Add([]byte("PK\x05\x06"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		b := NewBudget()
+		b := versions.NewBudget()
 		files, errs, err := ReadZip(data, b)
 		if err != nil {
 			if ae, ok := apperr.As(err); !ok || ae.Kind != apperr.KindTooLarge || files != nil || errs != nil {
@@ -264,15 +178,15 @@ func FuzzReadZip(f *testing.F) {
 		held := 0
 		for _, f := range files {
 			held += len(f.Content)
-			if len(f.Content) > MaxFileBytes+1 {
+			if len(f.Content) > versions.MaxFileBytes+1 {
 				t.Fatalf("%s holds %d bytes, past the per-file read limit", f.Path, len(f.Content))
 			}
 		}
-		if held > MaxTotalBytes || len(files) > MaxFiles {
+		if held > versions.MaxTotalBytes || len(files) > versions.MaxFiles {
 			t.Fatalf("%d files of %d bytes escaped the budget", len(files), held)
 		}
 		// Whatever was taken is checked like any upload; it must not panic either.
-		_ = CheckFiles(files)
+		_ = versions.CheckFiles(files)
 	})
 }
 
@@ -283,7 +197,7 @@ func TestStarterFiles(t *testing.T) {
 		if err != nil || len(files) == 0 {
 			t.Fatalf("%s: %v (%d files)", s.Name, err, len(files))
 		}
-		if errs := CheckFiles(files); errs != nil {
+		if errs := versions.CheckFiles(files); errs != nil {
 			t.Fatalf("%s breaks the upload rules: %+v", s.Name, errs)
 		}
 	}

@@ -1,0 +1,298 @@
+package lifecycle_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"sandman/db"
+	"sandman/internal/testkit"
+	"sandman/lifecycle"
+	"sandman/projects"
+	"sandman/sandboxd"
+	"sandman/sandboxd/sandboxdtest"
+	"sandman/versions"
+)
+
+// versioned is an instance with the versions service production wires to it.
+type versioned struct {
+	*testBundle
+	host *sandboxdtest.Host
+	v    *versions.Service
+}
+
+func setupVersions(t testing.TB) versioned {
+	t.Helper()
+	host := sandboxdtest.Start(t)
+	cfg := fastConfig()
+	cfg.IdleTimeout = time.Hour // the tests pause when they mean to
+	b := setupWith(t, host, cfg, true)
+	return versioned{testBundle: b, host: host, v: versions.New(b.pool, b.svc.VersionMade)}
+}
+
+// change makes a version of the project from files written over the current one (and deleted
+// paths), failing the test on any error.
+func (v versioned) change(t testing.TB, owner, project uuid.UUID, files map[string]string, del ...string) db.Version {
+	t.Helper()
+	c := versions.Change{Source: versions.SourceAPI, Delete: del}
+	for p, content := range files {
+		c.Files = append(c.Files, versions.File{Path: p, Content: []byte(content)})
+	}
+	res, err := v.v.Create(context.Background(), owner, project, c)
+	if err != nil || res.Unchanged {
+		t.Fatalf("make a version: %v (unchanged %v)", err, res.Unchanged)
+	}
+	return res.Version
+}
+
+// waitHistory waits until the project's history has an entry starting with prefix.
+func (v versioned) waitHistory(t testing.TB, owner, project uuid.UUID, prefix string) string {
+	t.Helper()
+	var found string
+	testkit.Eventually(t, time.Minute, "the history to say "+prefix, func() error {
+		texts, _ := historyTexts(t, v.testBundle, owner, project)
+		for _, s := range texts {
+			if strings.HasPrefix(s, prefix) {
+				found = s
+				return nil
+			}
+		}
+		return fmt.Errorf("it says %q", texts)
+	})
+	return found
+}
+
+func (v versioned) credits(t testing.TB, owner uuid.UUID) int32 {
+	t.Helper()
+	n, err := v.svc.Credits(context.Background(), owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// A running Counter shows version 2's change in its preview, restarted in place: it never
+// leaves running, no credit is spent, and its history says the version is live.
+func TestRunningPreviewTakesANewVersionInPlace(t *testing.T) {
+	t.Parallel()
+	v := setupVersions(t)
+	u, p := founder(t, v.pool, 5)
+	sb := v.buildRunning(t, u.ID, p.ID)
+	credits := v.credits(t, u.ID)
+	files, err := projects.StarterFiles("counter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var server string
+	for _, f := range files {
+		if f.Path == "server.js" {
+			server = strings.Replace(string(f.Content), "Counted in memory", "Version two counts in memory", 1)
+		}
+	}
+	v2 := v.change(t, u.ID, p.ID, map[string]string{"server.js": server})
+	text := v.waitHistory(t, u.ID, p.ID, "Version 2 is live")
+	if !strings.HasPrefix(text, "Version 2 is live (1 file changed, ") {
+		t.Fatalf("history %q", text)
+	}
+	_, body := get(t, v.host, sb.PreviewURL, "/")
+	if !strings.Contains(body, "Version two counts in memory") {
+		t.Fatalf("the preview shows %q, not version 2", body)
+	}
+	now := v.get(t, sb.ID)
+	if now.Status != lifecycle.Running || now.DeployedVersionID != v2.ID || now.DeployingVersionID != nil {
+		t.Fatalf("after the apply: %s, runs %v (want %v), applying %v", now.Status, now.DeployedVersionID, v2.ID, now.DeployingVersionID)
+	}
+	if evs := v.eventsOf(t, sb.ID); len(transitionsTo(evs, lifecycle.Running)) != 1 || slices.ContainsFunc(evs, func(e db.SandboxEvent) bool {
+		return e.FromStatus == lifecycle.Running && e.ToStatus != lifecycle.Running
+	}) {
+		t.Fatalf("the preview left running: %s", history(evs))
+	}
+	if got := v.credits(t, u.ID); got != credits {
+		t.Fatalf("credits %d after the version, %d before: a version is free", got, credits)
+	}
+}
+
+// A paused preview stays paused when a version is made, and wakes with it: the check applies
+// it, the preview serves it, and the history says so.
+func TestPausedPreviewWakesWithTheNewestVersion(t *testing.T) {
+	t.Parallel()
+	v := setupVersions(t)
+	ctx := context.Background()
+	u, _ := founder(t, v.pool, 5)
+	p := healProject(t, v.testBundle, u.ID, db.PauseKindMemory, "")
+	sb := v.buildRunning(t, u.ID, p.ID)
+	if _, err := v.svc.RequestPause(ctx, u.ID, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	sb = v.waitStatus(t, sb.ID, lifecycle.Paused, 30*time.Second)
+	eventsBefore := len(v.eventsOf(t, sb.ID))
+	v.change(t, u.ID, p.ID, map[string]string{"page.html": "<h1>Version two</h1>\n"})
+	v3 := v.change(t, u.ID, p.ID, map[string]string{"page.html": "<h1>Version three</h1>\n", "lib/new.txt": "new\n"}, "lib/data.txt")
+	var jobs int
+	if err := v.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'deploy'`).Scan(&jobs); err != nil || jobs != 0 {
+		t.Fatalf("%d apply jobs for a paused preview (%v), want none", jobs, err)
+	}
+	if now := v.get(t, sb.ID); now.Status != lifecycle.Paused || len(v.eventsOf(t, sb.ID)) != eventsBefore {
+		t.Fatalf("a version woke the paused preview: %s, %s", now.Status, history(v.eventsOf(t, sb.ID)[eventsBefore:]))
+	}
+	pv, err := v.svc.Project(ctx, u.ID, p.ID)
+	if err != nil || pv.Waiting() != 3 || pv.DeployedVersion != 1 {
+		t.Fatalf("the page's view: waiting %d, runs %d (%v); want version 3 waiting on version 1", pv.Waiting(), pv.DeployedVersion, err)
+	}
+	if _, err := v.svc.Resume(ctx, u.ID, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	sb = v.waitStatus(t, sb.ID, lifecycle.Running, time.Minute)
+	serves(t, v.host, sb.PreviewURL, "/", "<h1>Version three</h1>\n")
+	serves(t, v.host, sb.PreviewURL, "/lib/new.txt", "new\n")
+	if status, _ := get(t, v.host, sb.PreviewURL, "/lib/data.txt"); status != http.StatusNotFound {
+		t.Fatalf("a file version 3 removed answers %d, want it gone (404)", status)
+	}
+	if sb.DeployedVersionID != v3.ID {
+		t.Fatalf("it runs %v, want version 3 (%v)", sb.DeployedVersionID, v3.ID)
+	}
+	v.waitHistory(t, u.ID, p.ID, "Woke with version 3 (3 files changed since it slept)")
+}
+
+// A file deleted behind Sandman's back comes back with the current version's content, not the
+// content of the version the preview was built from.
+func TestLostFileComesBackAsTheCurrentVersion(t *testing.T) {
+	t.Parallel()
+	v := setupVersions(t)
+	ctx := context.Background()
+	u, _ := founder(t, v.pool, 5)
+	p := healProject(t, v.testBundle, u.ID, db.PauseKindMemory, "")
+	sb := v.buildRunning(t, u.ID, p.ID)
+	v.change(t, u.ID, p.ID, map[string]string{"page.html": "<h1>Version two</h1>\n"})
+	v.waitHistory(t, u.ID, p.ID, "Version 2 is live")
+	if _, err := v.svc.RequestPause(ctx, u.ID, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	sb = v.waitStatus(t, sb.ID, lifecycle.Paused, 30*time.Second)
+	v.host.DamageAtResume(t, *sb.ProviderID, sandboxd.DamageDelete, "app/page.html")
+	if _, err := v.svc.Resume(ctx, u.ID, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	sb = v.waitStatus(t, sb.ID, lifecycle.Running, time.Minute)
+	serves(t, v.host, sb.PreviewURL, "/", "<h1>Version two</h1>\n")
+}
+
+// A version that changes package.json runs the install command before the server restarts.
+func TestVersionChangingDependenciesRunsTheInstall(t *testing.T) {
+	t.Parallel()
+	v := setupVersions(t)
+	ctx := context.Background()
+	u, _ := founder(t, v.pool, 5)
+	files := []versions.File{{Path: "server.js", Content: []byte(healApp["server.js"])}, {Path: "package.json", Content: []byte(`{"name":"a"}`)}}
+	p, err := projects.New(v.pool).CreateFromFiles(ctx, u.ID, projects.Settings{Name: "Installs",
+		InstallCommand: "echo installed >> installs.txt", StartCommand: "node server.js", Port: 3000}, files, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := v.buildRunning(t, u.ID, p.ID)
+	serves(t, v.host, sb.PreviewURL, "/installs.txt", "installed\n")
+	v.change(t, u.ID, p.ID, map[string]string{"notes.txt": "no dependency changed"})
+	v.waitHistory(t, u.ID, p.ID, "Version 2 is live")
+	serves(t, v.host, sb.PreviewURL, "/installs.txt", "installed\n")
+	v.change(t, u.ID, p.ID, map[string]string{"package.json": `{"name":"a","dependencies":{}}`})
+	v.waitHistory(t, u.ID, p.ID, "Version 3 is live")
+	serves(t, v.host, sb.PreviewURL, "/installs.txt", "installed\ninstalled\n")
+}
+
+// A version whose server cannot start says so with what the server printed, the preview stays
+// running, and restoring the version before it brings the preview back.
+func TestVersionThatDoesNotStartIsUndoneByARestore(t *testing.T) {
+	t.Parallel()
+	v := setupVersions(t)
+	ctx := context.Background()
+	u, _ := founder(t, v.pool, 5)
+	p := healProject(t, v.testBundle, u.ID, db.PauseKindMemory, "")
+	sb := v.buildRunning(t, u.ID, p.ID)
+	v.change(t, u.ID, p.ID, map[string]string{"server.js": `throw new Error("broken on purpose in version 2")`})
+	text := v.waitHistory(t, u.ID, p.ID, "Version 2 didn't start: ")
+	if !strings.Contains(text, "broken on purpose in version 2") {
+		t.Fatalf("the failure %q does not show what the server printed", text)
+	}
+	if now := v.get(t, sb.ID); now.Status != lifecycle.Running {
+		t.Fatalf("the preview is %s after its version failed, want still running", now.Status)
+	}
+	res, err := v.v.Restore(ctx, u.ID, p.ID, 1, nil)
+	if err != nil || res.Version.Number != 3 {
+		t.Fatalf("restore version 1: %+v, %v", res.Version, err)
+	}
+	v.waitHistory(t, u.ID, p.ID, "Version 3 is live")
+	serves(t, v.host, sb.PreviewURL, "/", healApp["page.html"])
+}
+
+// A rebuild builds the project's current version.
+func TestRebuildBuildsTheCurrentVersion(t *testing.T) {
+	t.Parallel()
+	v := setupVersions(t)
+	ctx := context.Background()
+	u, _ := founder(t, v.pool, 5)
+	p := healProject(t, v.testBundle, u.ID, db.PauseKindMemory, "")
+	sb := v.buildRunning(t, u.ID, p.ID)
+	if _, err := v.svc.RequestPause(ctx, u.ID, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	v.waitStatus(t, sb.ID, lifecycle.Paused, 30*time.Second)
+	v2 := v.change(t, u.ID, p.ID, map[string]string{"page.html": "<h1>Rebuilt on version two</h1>\n"})
+	res, err := v.svc.StartBuild(ctx, lifecycle.Actor{Founder: u.ID}, p.ID, "rebuild-"+uuid.NewString(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Build.FilesVersionID != v2.ID {
+		t.Fatalf("the rebuild builds %v, want version 2 (%v)", res.Build.FilesVersionID, v2.ID)
+	}
+	nsb := v.waitStatus(t, res.Sandbox.ID, lifecycle.Running, time.Minute)
+	serves(t, v.host, nsb.PreviewURL, "/", "<h1>Rebuilt on version two</h1>\n")
+}
+
+// Ten writers at once on a running preview: every version is numbered once, and the preview
+// ends on the newest, each applied at most once.
+func TestPreviewEndsOnTheNewestOfManyVersions(t *testing.T) {
+	t.Parallel()
+	v := setupVersions(t)
+	u, _ := founder(t, v.pool, 5)
+	p := healProject(t, v.testBundle, u.ID, db.PauseKindMemory, "")
+	sb := v.buildRunning(t, u.ID, p.ID)
+	var wg sync.WaitGroup
+	for i := range 10 {
+		wg.Go(func() { v.change(t, u.ID, p.ID, map[string]string{fmt.Sprintf("w%d.txt", i): "x"}) })
+	}
+	wg.Wait()
+	cur, err := db.New(v.pool).GetCurrentVersion(context.Background(), p.ID)
+	if err != nil || cur.Number != 11 {
+		t.Fatalf("current version %d (%v), want 11", cur.Number, err)
+	}
+	testkit.Eventually(t, time.Minute, "the preview to run version 11", func() error {
+		if now := v.get(t, sb.ID); now.DeployedVersionID != cur.ID || now.DeployingVersionID != nil {
+			return fmt.Errorf("it runs %v, applying %v", now.DeployedVersionID, now.DeployingVersionID)
+		}
+		return nil
+	})
+	for i := range 10 {
+		serves(t, v.host, sb.PreviewURL, fmt.Sprintf("/w%d.txt", i), "x")
+	}
+	live := map[int32]int{}
+	for _, e := range v.eventsOf(t, sb.ID) {
+		if e.Reason == db.EventReasonVersionLive {
+			live[*e.VersionNumber]++
+		}
+	}
+	for n, times := range live {
+		if times > 1 {
+			t.Fatalf("version %d applied %d times: %v", n, times, live)
+		}
+	}
+	if live[11] != 1 {
+		t.Fatalf("the newest version was not applied: %v", live)
+	}
+}

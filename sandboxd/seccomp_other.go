@@ -1,0 +1,13 @@
+//go:build !amd64 && !arm64
+
+package sandboxd
+
+// No filter is built for other architectures: sandboxd refuses to isolate
+// there rather than run sandboxes without one.
+const (
+	nativeAuditArch   = 0
+	foreignSyscallBit = 0
+	cloneFlagsOffset  = seccompArg0
+)
+
+var archDenied []deniedSyscall
