@@ -247,6 +247,7 @@ func TestCodesMigrationMapsOldStrings(t *testing.T) {
 		{"running", "killed", "lost by the provider", "lost", ""},
 		{"running", "expired", "missing after its end time", "missing_past_end", ""},
 		{"paused", "running", "synced with provider", "synced", ""},
+		{"running", "running", "version live", "version_live", ""},
 		{"running", "paused", "test", "other", "test"},
 	}
 	var sandboxID string
