@@ -355,20 +355,23 @@ func (q *Queries) ListStuckWithOwners(ctx context.Context, arg ListStuckWithOwne
 	return items, nil
 }
 
-const setSandboxSize = `-- name: SetSandboxSize :exec
-UPDATE sandboxes SET vcpus = $1, memory_mib = $2
-WHERE provider_id = $3 AND (vcpus <> $1 OR memory_mib <> $2)
+const setSandboxSizes = `-- name: SetSandboxSizes :exec
+UPDATE sandboxes s SET vcpus = v.vcpus, memory_mib = v.memory_mib
+FROM (SELECT unnest($1::text[]) AS provider_id, unnest($2::integer[]) AS vcpus,
+    unnest($3::integer[]) AS memory_mib) v
+WHERE s.provider_id = v.provider_id AND (s.vcpus <> v.vcpus OR s.memory_mib <> v.memory_mib)
 `
 
-type SetSandboxSizeParams struct {
-	Vcpus      int32
-	MemoryMib  int32
-	ProviderID *string
+type SetSandboxSizesParams struct {
+	ProviderIds []string
+	Vcpus       []int32
+	MemoryMib   []int32
 }
 
-// The provider reported the sandbox's size (its list's cpuCount and memoryMB).
-func (q *Queries) SetSandboxSize(ctx context.Context, arg SetSandboxSizeParams) error {
-	_, err := q.db.Exec(ctx, setSandboxSize, arg.Vcpus, arg.MemoryMib, arg.ProviderID)
+// The provider reported these sandboxes' sizes (its list's cpuCount and memoryMB): one statement
+// for the whole reconcile, as the verification of rows that agree.
+func (q *Queries) SetSandboxSizes(ctx context.Context, arg SetSandboxSizesParams) error {
+	_, err := q.db.Exec(ctx, setSandboxSizes, arg.ProviderIds, arg.Vcpus, arg.MemoryMib)
 	return err
 }
 

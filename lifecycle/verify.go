@@ -231,13 +231,14 @@ func (s *Service) Reconcile(ctx context.Context) error {
 	// of them, not a transaction each (10,000 sandboxes must reconcile in seconds).
 	var agreeIDs []uuid.UUID
 	var agreeStatuses []string
+	// The sizes the provider reports, where they differ from the rows': what a sandbox costs
+	// awake from its next start on (docs/operations.md).
+	var sizes db.SetSandboxSizesParams
 	for _, sb := range rows {
 		ps, ok := listed[*sb.ProviderID]
 		if ok && ps.VCPUs > 0 && ps.MemoryMiB > 0 && (ps.VCPUs != sb.Vcpus || ps.MemoryMiB != sb.MemoryMib) {
-			// What it costs awake from its next start on (docs/operations.md).
-			if err := s.q.SetSandboxSize(ctx, db.SetSandboxSizeParams{ProviderID: sb.ProviderID, Vcpus: ps.VCPUs, MemoryMib: ps.MemoryMiB}); err != nil {
-				return err
-			}
+			sizes.ProviderIds = append(sizes.ProviderIds, *sb.ProviderID)
+			sizes.Vcpus, sizes.MemoryMib = append(sizes.Vcpus, ps.VCPUs), append(sizes.MemoryMib, ps.MemoryMiB)
 		}
 		if ok && ps.State == sb.Status {
 			agreeIDs, agreeStatuses = append(agreeIDs, sb.ID), append(agreeStatuses, string(sb.Status))
@@ -258,6 +259,11 @@ func (s *Service) Reconcile(ctx context.Context) error {
 	}
 	if err := s.q.MarkSandboxesVerified(ctx, db.MarkSandboxesVerifiedParams{Ids: agreeIDs, Statuses: agreeStatuses}); err != nil {
 		return err
+	}
+	if len(sizes.ProviderIds) > 0 {
+		if err := s.q.SetSandboxSizes(ctx, sizes); err != nil {
+			return err
+		}
 	}
 	return s.killOrphans(ctx, listed)
 }

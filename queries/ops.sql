@@ -64,7 +64,10 @@ SELECT sqlc.embed(s), p.name AS project_name, u.email AS founder
 FROM sandboxes s JOIN projects p ON p.id = s.project_id JOIN users u ON u.id = s.owner_id
 WHERE s.id = @id;
 
--- name: SetSandboxSize :exec
--- The provider reported the sandbox's size (its list's cpuCount and memoryMB).
-UPDATE sandboxes SET vcpus = @vcpus, memory_mib = @memory_mib
-WHERE provider_id = @provider_id AND (vcpus <> @vcpus OR memory_mib <> @memory_mib);
+-- name: SetSandboxSizes :exec
+-- The provider reported these sandboxes' sizes (its list's cpuCount and memoryMB): one statement
+-- for the whole reconcile, as the verification of rows that agree.
+UPDATE sandboxes s SET vcpus = v.vcpus, memory_mib = v.memory_mib
+FROM (SELECT unnest(@provider_ids::text[]) AS provider_id, unnest(@vcpus::integer[]) AS vcpus,
+    unnest(@memory_mib::integer[]) AS memory_mib) v
+WHERE s.provider_id = v.provider_id AND (s.vcpus <> v.vcpus OR s.memory_mib <> v.memory_mib);
