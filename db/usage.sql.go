@@ -250,14 +250,14 @@ func (q *Queries) SumAwakeNow(ctx context.Context) (SumAwakeNowRow, error) {
 }
 
 const sumOpenUsage = `-- name: SumOpenUsage :many
-SELECT p.since::timestamptz AS since, u.kind,
+SELECT p.i::integer AS i, u.kind,
     coalesce(sum(u.vcpus * s.seconds), 0)::float8 AS vcpu_seconds,
     coalesce(sum(u.memory_mib / 1024.0 * s.seconds), 0)::float8 AS gib_seconds
-FROM unnest($1::timestamptz[]) AS p(since)
+FROM unnest($1::timestamptz[]) WITH ORDINALITY AS p(since, i)
 JOIN usage_intervals u ON u.ended_at IS NULL
 CROSS JOIN LATERAL (SELECT greatest(0, extract(epoch FROM least($2::timestamptz, coalesce(u.counts_until, $2::timestamptz))
     - greatest(u.started_at, p.since)))::float8 AS seconds) s
-GROUP BY p.since, u.kind
+GROUP BY p.i, u.kind
 `
 
 type SumOpenUsageParams struct {
@@ -266,14 +266,14 @@ type SumOpenUsageParams struct {
 }
 
 type SumOpenUsageRow struct {
-	Since       time.Time
+	I           int32
 	Kind        UsageKind
 	VcpuSeconds float64
 	GibSeconds  float64
 }
 
 // Open stretches' totals since each of the given instants until now (a sleep until its
-// counts_until at most), by kind.
+// counts_until at most), by kind, each row named by its instant's place in the list.
 func (q *Queries) SumOpenUsage(ctx context.Context, arg SumOpenUsageParams) ([]SumOpenUsageRow, error) {
 	rows, err := q.db.Query(ctx, sumOpenUsage, arg.Since, arg.Now)
 	if err != nil {
@@ -284,7 +284,7 @@ func (q *Queries) SumOpenUsage(ctx context.Context, arg SumOpenUsageParams) ([]S
 	for rows.Next() {
 		var i SumOpenUsageRow
 		if err := rows.Scan(
-			&i.Since,
+			&i.I,
 			&i.Kind,
 			&i.VcpuSeconds,
 			&i.GibSeconds,
@@ -300,28 +300,29 @@ func (q *Queries) SumOpenUsage(ctx context.Context, arg SumOpenUsageParams) ([]S
 }
 
 const sumUsageHours = `-- name: SumUsageHours :many
-SELECT p.since::timestamptz AS since,
+SELECT p.i::integer AS i,
     coalesce(sum(h.awake_vcpu_seconds * w.w), 0)::float8 AS awake_vcpu_seconds,
     coalesce(sum(h.awake_gib_seconds * w.w), 0)::float8 AS awake_gib_seconds,
     coalesce(sum(h.saved_vcpu_seconds * w.w), 0)::float8 AS saved_vcpu_seconds,
     coalesce(sum(h.saved_gib_seconds * w.w), 0)::float8 AS saved_gib_seconds
-FROM unnest($1::timestamptz[]) AS p(since)
+FROM unnest($1::timestamptz[]) WITH ORDINALITY AS p(since, i)
 LEFT JOIN usage_hours h ON h.hour > p.since - interval '1 hour'
 CROSS JOIN LATERAL (SELECT CASE WHEN h.hour < p.since
     THEN extract(epoch FROM h.hour + interval '1 hour' - p.since)::float8 / 3600 ELSE 1 END AS w) w
-GROUP BY p.since
+GROUP BY p.i
 `
 
 type SumUsageHoursRow struct {
-	Since            time.Time
+	I                int32
 	AwakeVcpuSeconds float64
 	AwakeGibSeconds  float64
 	SavedVcpuSeconds float64
 	SavedGibSeconds  float64
 }
 
-// Closed stretches' totals since each of the given instants, from the hourly rollup. The hour
-// that holds an instant counts for the share of it after the instant (ops.Period's rule).
+// Closed stretches' totals since each of the given instants, from the hourly rollup, each row
+// named by its instant's place in the list (1 for the first). The hour that holds an instant
+// counts for the share of it after the instant.
 func (q *Queries) SumUsageHours(ctx context.Context, since []time.Time) ([]SumUsageHoursRow, error) {
 	rows, err := q.db.Query(ctx, sumUsageHours, since)
 	if err != nil {
@@ -332,7 +333,7 @@ func (q *Queries) SumUsageHours(ctx context.Context, since []time.Time) ([]SumUs
 	for rows.Next() {
 		var i SumUsageHoursRow
 		if err := rows.Scan(
-			&i.Since,
+			&i.I,
 			&i.AwakeVcpuSeconds,
 			&i.AwakeGibSeconds,
 			&i.SavedVcpuSeconds,

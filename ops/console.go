@@ -2,7 +2,6 @@ package ops
 
 import (
 	"context"
-	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -151,33 +150,34 @@ func (s *Service) Figures(ctx context.Context, now time.Time) (Figures, error) {
 
 // usageSince is the fleet's usage from each instant until now.
 func (s *Service) usageSince(ctx context.Context, since []time.Time, now time.Time) ([]Usage, error) {
+	// Rows name their instant by its place in the list (from 1): the database keeps
+	// microseconds, so an instant read back is not always the one sent.
 	out := make([]Usage, len(since))
-	index := func(t time.Time) int {
-		return slices.IndexFunc(since, func(x time.Time) bool { return x.Equal(t) })
+	at := func(i int32) *Usage {
+		if i < 1 || int(i) > len(out) {
+			return &Usage{}
+		}
+		return &out[i-1]
 	}
 	closed, err := s.q.SumUsageHours(ctx, since)
 	if err != nil {
 		return nil, err
 	}
 	for _, c := range closed {
-		if i := index(c.Since); i >= 0 {
-			out[i] = out[i].Add(Usage{AwakeVCPUSeconds: c.AwakeVcpuSeconds, AwakeGiBSeconds: c.AwakeGibSeconds,
-				SavedVCPUSeconds: c.SavedVcpuSeconds, SavedGiBSeconds: c.SavedGibSeconds})
-		}
+		u := at(c.I)
+		*u = u.Add(Usage{AwakeVCPUSeconds: c.AwakeVcpuSeconds, AwakeGiBSeconds: c.AwakeGibSeconds,
+			SavedVCPUSeconds: c.SavedVcpuSeconds, SavedGiBSeconds: c.SavedGibSeconds})
 	}
 	open, err := s.q.SumOpenUsage(ctx, db.SumOpenUsageParams{Since: since, Now: now})
 	if err != nil {
 		return nil, err
 	}
 	for _, o := range open {
-		i := index(o.Since)
-		if i < 0 {
-			continue
-		}
+		u := at(o.I)
 		if o.Kind == db.UsageKindAwake {
-			out[i] = out[i].Add(Usage{AwakeVCPUSeconds: o.VcpuSeconds, AwakeGiBSeconds: o.GibSeconds})
+			*u = u.Add(Usage{AwakeVCPUSeconds: o.VcpuSeconds, AwakeGiBSeconds: o.GibSeconds})
 		} else {
-			out[i] = out[i].Add(Usage{SavedVCPUSeconds: o.VcpuSeconds, SavedGiBSeconds: o.GibSeconds})
+			*u = u.Add(Usage{SavedVCPUSeconds: o.VcpuSeconds, SavedGiBSeconds: o.GibSeconds})
 		}
 	}
 	return out, nil

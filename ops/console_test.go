@@ -81,7 +81,8 @@ func TestFiguresFollowTheRecordedStretches(t *testing.T) {
 	ctx := context.Background()
 	sbs := seedSandboxes(t, pool, "running", "paused")
 	a, b := &sbs[0], &sbs[1]
-	now := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
+	// A clock finer than the database's (Go's nanoseconds, PostgreSQL's microseconds), as in production.
+	now := time.Date(2026, 1, 2, 12, 0, 0, 789, time.UTC)
 	at := func(h, m int) time.Time { return time.Date(2026, 1, 2, h, m, 0, 0, time.UTC) }
 	end := func(h, m int) *time.Time { e := at(h, m); return &e }
 

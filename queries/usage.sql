@@ -26,30 +26,31 @@ ON CONFLICT (hour, shard) DO UPDATE SET
 SELECT * FROM usage_intervals WHERE sandbox_id = @sandbox_id ORDER BY started_at, id;
 
 -- name: SumUsageHours :many
--- Closed stretches' totals since each of the given instants, from the hourly rollup. The hour
--- that holds an instant counts for the share of it after the instant (ops.Period's rule).
-SELECT p.since::timestamptz AS since,
+-- Closed stretches' totals since each of the given instants, from the hourly rollup, each row
+-- named by its instant's place in the list (1 for the first). The hour that holds an instant
+-- counts for the share of it after the instant.
+SELECT p.i::integer AS i,
     coalesce(sum(h.awake_vcpu_seconds * w.w), 0)::float8 AS awake_vcpu_seconds,
     coalesce(sum(h.awake_gib_seconds * w.w), 0)::float8 AS awake_gib_seconds,
     coalesce(sum(h.saved_vcpu_seconds * w.w), 0)::float8 AS saved_vcpu_seconds,
     coalesce(sum(h.saved_gib_seconds * w.w), 0)::float8 AS saved_gib_seconds
-FROM unnest(@since::timestamptz[]) AS p(since)
+FROM unnest(@since::timestamptz[]) WITH ORDINALITY AS p(since, i)
 LEFT JOIN usage_hours h ON h.hour > p.since - interval '1 hour'
 CROSS JOIN LATERAL (SELECT CASE WHEN h.hour < p.since
     THEN extract(epoch FROM h.hour + interval '1 hour' - p.since)::float8 / 3600 ELSE 1 END AS w) w
-GROUP BY p.since;
+GROUP BY p.i;
 
 -- name: SumOpenUsage :many
 -- Open stretches' totals since each of the given instants until now (a sleep until its
--- counts_until at most), by kind.
-SELECT p.since::timestamptz AS since, u.kind,
+-- counts_until at most), by kind, each row named by its instant's place in the list.
+SELECT p.i::integer AS i, u.kind,
     coalesce(sum(u.vcpus * s.seconds), 0)::float8 AS vcpu_seconds,
     coalesce(sum(u.memory_mib / 1024.0 * s.seconds), 0)::float8 AS gib_seconds
-FROM unnest(@since::timestamptz[]) AS p(since)
+FROM unnest(@since::timestamptz[]) WITH ORDINALITY AS p(since, i)
 JOIN usage_intervals u ON u.ended_at IS NULL
 CROSS JOIN LATERAL (SELECT greatest(0, extract(epoch FROM least(@now::timestamptz, coalesce(u.counts_until, @now::timestamptz))
     - greatest(u.started_at, p.since)))::float8 AS seconds) s
-GROUP BY p.since, u.kind;
+GROUP BY p.i, u.kind;
 
 -- name: SumAwakeNow :one
 -- What is awake right now (the provider bills it): how many, and their size.
