@@ -7,10 +7,11 @@ package db
 
 import (
 	"context"
+	"time"
 )
 
 const getWebhookDelivery = `-- name: GetWebhookDelivery :one
-SELECT id, event_id, delivery_id, event_type, headers, body, outcome, received_at, processed_at FROM webhook_deliveries WHERE id = $1
+SELECT id, event_id, delivery_id, event_type, headers, body, outcome, received_at, processed_at, detail, event_at FROM webhook_deliveries WHERE id = $1
 `
 
 func (q *Queries) GetWebhookDelivery(ctx context.Context, id int64) (WebhookDelivery, error) {
@@ -26,13 +27,15 @@ func (q *Queries) GetWebhookDelivery(ctx context.Context, id int64) (WebhookDeli
 		&i.Outcome,
 		&i.ReceivedAt,
 		&i.ProcessedAt,
+		&i.Detail,
+		&i.EventAt,
 	)
 	return i, err
 }
 
 const insertWebhookDelivery = `-- name: InsertWebhookDelivery :one
-INSERT INTO webhook_deliveries (event_id, delivery_id, event_type, headers, body)
-VALUES ($1, $2, $3, $4, $5)
+INSERT INTO webhook_deliveries (event_id, delivery_id, event_type, headers, body, event_at)
+VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (event_id) DO NOTHING
 RETURNING id
 `
@@ -43,6 +46,7 @@ type InsertWebhookDeliveryParams struct {
 	EventType  string
 	Headers    []byte
 	Body       []byte
+	EventAt    *time.Time
 }
 
 // A repeated event id (the provider's retry, with a new delivery id) inserts nothing.
@@ -53,6 +57,7 @@ func (q *Queries) InsertWebhookDelivery(ctx context.Context, arg InsertWebhookDe
 		arg.EventType,
 		arg.Headers,
 		arg.Body,
+		arg.EventAt,
 	)
 	var id int64
 	err := row.Scan(&id)
@@ -64,7 +69,7 @@ UPDATE webhook_deliveries SET outcome = $1, processed_at = now() WHERE id = $2
 `
 
 type SetWebhookDeliveryOutcomeParams struct {
-	Outcome string
+	Outcome WebhookOutcome
 	ID      int64
 }
 

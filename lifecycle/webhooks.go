@@ -39,6 +39,10 @@ type WebhookResult struct {
 // no effect at all.
 func (s *Service) ReceiveWebhook(ctx context.Context, header http.Header, body []byte) (WebhookResult, error) {
 	if s.cfg.WebhookSecret == "" || !e2b.VerifyWebhookSignature(s.cfg.WebhookSecret, body, header.Get("e2b-signature")) {
+		// Counted per minute for the console (one row a minute however many are forged).
+		if err := s.q.CountWebhookRejection(ctx); err != nil {
+			s.log.Warn("count a refused webhook", "err", err)
+		}
 		return WebhookResult{}, &apperr.Error{Kind: apperr.KindUnauthorized, Code: "bad_signature",
 			Message: "The webhook signature is missing or does not match."}
 	}
@@ -61,6 +65,7 @@ func (s *Service) ReceiveWebhook(ctx context.Context, header http.Header, body [
 	err = db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		id, err := tx.InsertWebhookDelivery(ctx, db.InsertWebhookDeliveryParams{
 			EventID: ev.ID, DeliveryID: storableHeader(header.Get("e2b-delivery-id")), EventType: ev.Type, Headers: headers, Body: body,
+			EventAt: eventTime(ev.Timestamp),
 		})
 		if db.IsNotFound(err) {
 			res.Duplicate = true
@@ -97,9 +102,9 @@ func (w *webhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 	}
 	ev, err := e2b.ParseWebhook(d.Body)
 	if err != nil {
-		return s.q.SetWebhookDeliveryOutcome(ctx, db.SetWebhookDeliveryOutcomeParams{ID: d.ID, Outcome: "unparseable"})
+		return s.q.SetWebhookDeliveryOutcome(ctx, db.SetWebhookDeliveryOutcomeParams{ID: d.ID, Outcome: db.WebhookOutcomeUnparseable})
 	}
-	outcome := "ignored"
+	outcome := db.WebhookOutcomeIgnored
 	switch ev.Type {
 	case EventCreated, EventPaused, EventResumed, EventUpdated, EventKilled:
 		changed, err := s.ApplyProviderEvent(ctx, ToProviderEvent(ev), db.EventSourceWebhook)
@@ -107,10 +112,18 @@ func (w *webhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 			return err
 		}
 		if changed {
-			outcome = "applied"
+			outcome = db.WebhookOutcomeApplied
 		}
 	default:
-		outcome = "unknown_type"
+		outcome = db.WebhookOutcomeUnknownType
 	}
 	return s.q.SetWebhookDeliveryOutcome(ctx, db.SetWebhookDeliveryOutcomeParams{ID: d.ID, Outcome: outcome})
+}
+
+// eventTime is a delivery's provider time, when it has one.
+func eventTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }

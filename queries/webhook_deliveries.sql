@@ -1,7 +1,7 @@
 -- name: InsertWebhookDelivery :one
 -- A repeated event id (the provider's retry, with a new delivery id) inserts nothing.
-INSERT INTO webhook_deliveries (event_id, delivery_id, event_type, headers, body)
-VALUES (@event_id, @delivery_id, @event_type, @headers, @body)
+INSERT INTO webhook_deliveries (event_id, delivery_id, event_type, headers, body, event_at)
+VALUES (@event_id, @delivery_id, @event_type, @headers, @body, sqlc.narg('event_at'))
 ON CONFLICT (event_id) DO NOTHING
 RETURNING id;
 
