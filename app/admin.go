@@ -7,6 +7,7 @@ import (
 	"sandman/accounts"
 	"sandman/db"
 	"sandman/lifecycle"
+	"sandman/ops"
 	"sandman/projects"
 )
 
@@ -59,4 +60,23 @@ func DemoFounder(ctx context.Context, cfg Config, email, password string) error 
 		}
 	}
 	return nil
+}
+
+// Operator lets the founder's account with this email open the operator's console (add), or
+// stops it (remove), recorded with who did it (actor): `sandman operator add|remove EMAIL`. It
+// answers what happened; the account must exist.
+func Operator(ctx context.Context, cfg Config, add bool, email, actor string) (string, error) {
+	pool, err := db.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return "", err
+	}
+	defer pool.Close()
+	if err := db.Migrate(ctx, pool); err != nil {
+		return "", err
+	}
+	o := ops.NewOperators(pool)
+	if add {
+		return o.Grant(ctx, email, actor)
+	}
+	return o.Revoke(ctx, email, actor)
 }

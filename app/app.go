@@ -29,6 +29,7 @@ import (
 	"sandman/handlers"
 	"sandman/lifecycle"
 	"sandman/live"
+	"sandman/ops"
 	"sandman/projects"
 	"sandman/shares"
 	"sandman/versions"
@@ -95,6 +96,10 @@ type Config struct {
 
 	Provider  e2b.Config       // E2B_API_URL, E2B_API_KEY, E2B_DOMAIN, E2B_SANDBOX_URL
 	Lifecycle lifecycle.Config // timings and choices of the sandbox lifecycle
+	// Ops is the operator's console's rates and sandbox size (SANDMAN_RATE_VCPU_HOUR,
+	// SANDMAN_RATE_GIB_HOUR, SANDMAN_SANDBOX_VCPUS, SANDMAN_SANDBOX_MEMORY); its size is also
+	// what a new sandbox is recorded with until the provider reports its own.
+	Ops ops.Config
 	// WebhookURL is Sandman's public …/webhooks/e2b (E2B_WEBHOOK_URL): instances that run jobs
 	// register it with the provider at start, signed with Lifecycle.WebhookSecret.
 	WebhookURL string
@@ -111,6 +116,7 @@ func DefaultConfig() Config {
 		ReadTimeout:     30 * time.Second,
 		ShutdownWait:    15 * time.Second,
 		Lifecycle:       lifecycle.DefaultConfig(),
+		Ops:             ops.DefaultConfig(),
 	}
 }
 
@@ -124,6 +130,8 @@ type App struct {
 	registry  *prometheus.Registry
 	provider  *e2b.Client
 	lifecycle *lifecycle.Service
+	ops       *ops.Service
+	operators *ops.Operators
 	accounts  *accounts.Service
 	shares    *shares.Service
 	hub       *live.Hub      // nil for RoleWorker
@@ -173,11 +181,19 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 	if a.provider, err = e2b.New(pc); err != nil {
 		return nil, err
 	}
-	a.lifecycle, err = lifecycle.New(lifecycle.Options{Pool: pool, Provider: a.provider, Config: cfg.Lifecycle,
+	lc := cfg.Lifecycle
+	lc.Size = cfg.Ops.Size
+	a.lifecycle, err = lifecycle.New(lifecycle.Options{Pool: pool, Provider: a.provider, Config: lc,
 		Logger: logger, Registerer: a.registry, Work: cfg.Role.works()})
 	if err != nil {
 		return nil, err
 	}
+	a.ops = ops.New(ops.Options{Pool: pool, Config: cfg.Ops, Describe: a.lifecycle.Sentence, StuckAfter: a.lifecycle.StuckAfter,
+		Provider: func() ops.ProviderClient {
+			return ops.ProviderClient{Circuit: a.provider.CircuitState(), Errors: a.provider.CallErrors()}
+		}})
+	a.operators = ops.NewOperators(pool)
+	a.registry.MustRegister(ops.NewCollector(a.ops, logger))
 	a.accounts = accounts.New(pool, accounts.Options{StartCredits: cfg.StartCredits, BcryptCost: cfg.BcryptCost,
 		SignUpsPerHour: cfg.SignUpsPerHour, TokenLimit: cfg.TokenLimit, BearerFailureLimit: cfg.BearerFailureLimit})
 	metrics := handlers.MetricsHandler(a.registry, cfg.MetricsToken)
@@ -205,7 +221,7 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 
 	a.hub = live.New(live.Options{Render: handlers.RenderSandbox(a.lifecycle), Snapshot: handlers.RenderSnapshot(a.lifecycle),
 		RenderShare: handlers.RenderShare(a.lifecycle), ShareSnapshot: handlers.RenderShareSnapshot(a.lifecycle),
-		ShareEnded: handlers.ShareEnded(), Logger: logger, Registerer: a.registry})
+		ShareEnded: handlers.ShareEnded(), RenderOps: handlers.RenderOps(a.ops), Logger: logger, Registerer: a.registry})
 	var metricsOnMain http.Handler
 	if cfg.MetricsAddr == "" && cfg.MetricsToken != "" {
 		metricsOnMain = metrics
@@ -213,7 +229,7 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 	a.handler = handlers.New(handlers.Deps{
 		Pool: pool, Sessions: sessions, Accounts: a.accounts, Projects: projects.New(pool), Shares: a.shares,
 		Versions: versions.New(pool, a.lifecycle.VersionMade), Lifecycle: a.lifecycle,
-		Live: a.hub, Logger: logger, Registry: a.registry, Metrics: metricsOnMain, TrustProxy: cfg.TrustProxy, HSTS: cfg.CookieSecure,
+		Live: a.hub, Ops: a.ops, Operators: a.operators, Logger: logger, Registry: a.registry, Metrics: metricsOnMain, TrustProxy: cfg.TrustProxy, HSTS: cfg.CookieSecure,
 		FrameOrigins: []string{frameOrigin(a.provider)},
 	})
 	// ReadTimeout bounds a slow sender (routes with their own deadline move it: an upload gets

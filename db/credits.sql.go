@@ -34,7 +34,7 @@ func (q *Queries) DebitUserCredit(ctx context.Context, id uuid.UUID) (int64, err
 }
 
 const getCreditLedgerByKey = `-- name: GetCreditLedgerByKey :one
-SELECT id, user_id, delta, reason, build_id, idempotency_key, created_at FROM credit_ledger WHERE idempotency_key = $1
+SELECT id, user_id, delta, reason, build_id, idempotency_key, created_at, detail FROM credit_ledger WHERE idempotency_key = $1
 `
 
 func (q *Queries) GetCreditLedgerByKey(ctx context.Context, idempotencyKey *string) (CreditLedger, error) {
@@ -48,6 +48,7 @@ func (q *Queries) GetCreditLedgerByKey(ctx context.Context, idempotencyKey *stri
 		&i.BuildID,
 		&i.IdempotencyKey,
 		&i.CreatedAt,
+		&i.Detail,
 	)
 	return i, err
 }
@@ -61,7 +62,7 @@ RETURNING id
 
 type InsertCreditDebitParams struct {
 	UserID         uuid.UUID
-	Reason         string
+	Reason         LedgerReason
 	IdempotencyKey *string
 }
 
@@ -74,29 +75,29 @@ func (q *Queries) InsertCreditDebit(ctx context.Context, arg InsertCreditDebitPa
 }
 
 const insertCreditRefund = `-- name: InsertCreditRefund :one
-INSERT INTO credit_ledger (user_id, delta, reason, build_id)
-VALUES ($1, 1, $2, $3::uuid)
+INSERT INTO credit_ledger (user_id, delta, reason, detail, build_id)
+VALUES ($1, 1, 'refund', $2, $3::uuid)
 ON CONFLICT (build_id) WHERE delta > 0 DO NOTHING
 RETURNING id
 `
 
 type InsertCreditRefundParams struct {
 	UserID  uuid.UUID
-	Reason  string
+	Detail  string
 	BuildID uuid.UUID
 }
 
 // Gives a failed build's credit back, once (credit_ledger_refund_once); a second refund of the
 // same build inserts nothing and returns no row.
 func (q *Queries) InsertCreditRefund(ctx context.Context, arg InsertCreditRefundParams) (int64, error) {
-	row := q.db.QueryRow(ctx, insertCreditRefund, arg.UserID, arg.Reason, arg.BuildID)
+	row := q.db.QueryRow(ctx, insertCreditRefund, arg.UserID, arg.Detail, arg.BuildID)
 	var id int64
 	err := row.Scan(&id)
 	return id, err
 }
 
 const listCreditLedger = `-- name: ListCreditLedger :many
-SELECT id, user_id, delta, reason, build_id, idempotency_key, created_at FROM credit_ledger WHERE user_id = $1 ORDER BY id
+SELECT id, user_id, delta, reason, build_id, idempotency_key, created_at, detail FROM credit_ledger WHERE user_id = $1 ORDER BY id
 `
 
 // A founder's ledger, oldest first.
@@ -117,6 +118,7 @@ func (q *Queries) ListCreditLedger(ctx context.Context, userID uuid.UUID) ([]Cre
 			&i.BuildID,
 			&i.IdempotencyKey,
 			&i.CreatedAt,
+			&i.Detail,
 		); err != nil {
 			return nil, err
 		}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 
@@ -225,4 +227,111 @@ func TestVersionsMigrationMakesStoredFilesVersionOne(t *testing.T) {
 			t.Fatalf("%s still exists (%v): the copies must go", table, err)
 		}
 	}
+}
+
+// TestCodesMigrationMapsOldStrings applies the migrations up to the one before the codes,
+// stores what Sandman wrote then (sentences and free text as keys), and migrates on: every
+// known string becomes its code, its free-form part the row's detail; an unknown one becomes
+// the catch-all code with its text kept.
+func TestCodesMigrationMapsOldStrings(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := migratedUpTo(t, 6)
+	events := []struct{ from, to, old, code, detail string }{
+		{"starting", "starting", "created", "created", ""},
+		{"running", "paused", "paused after the build (SANDMAN_PAUSE_AFTER_READY=immediate)", "after_build", ""},
+		{"running", "unknown", "cannot verify: dial tcp: refused", "cannot_verify", "dial tcp: refused"},
+		{"resuming", "resume_failed", "resume failed: files lost", "resume_files_lost", ""},
+		{"starting", "terminated", "build_failed: refunded", "build_failed_refunded", ""},
+		{"running", "killed", "admin", "provider_other", "admin"},
+		{"running", "killed", "lost by the provider", "lost", ""},
+		{"running", "expired", "missing after its end time", "missing_past_end", ""},
+		{"paused", "running", "synced with provider", "synced", ""},
+		{"running", "running", "version live", "version_live", ""},
+		{"running", "paused", "test", "other", "test"},
+	}
+	var sandboxID string
+	err := pool.QueryRow(ctx, `
+		WITH u AS (INSERT INTO users (email, password_hash, credits) VALUES ('c@example.com', 'x', 1) RETURNING id),
+		     p AS (INSERT INTO projects (owner_id, name, start_command, port) SELECT id, 'p', 'node server.js', 3000 FROM u RETURNING id, owner_id),
+		     b AS (INSERT INTO builds (project_id, version, kind) SELECT id, 1, 'initial' FROM p RETURNING id)
+		INSERT INTO sandboxes (owner_id, project_id, build_id, status, killed_reason, failure_cause)
+		SELECT p.owner_id, p.id, b.id, 'resume_failed', 'timeout', 'The preview''s files were lost by the provider and couldn''t be restored. Rebuild it from your saved files.'
+		FROM p, b RETURNING id`).Scan(&sandboxID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events {
+		if _, err := pool.Exec(ctx, `INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason) VALUES ($1, $2, $3, 'reconciler', $4)`,
+			sandboxID, e.from, e.to, e.old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, q := range []string{
+		`INSERT INTO webhook_deliveries (event_id, headers, body, outcome) VALUES ('e1', '{}', '', 'applied'), ('e2', '{}', '', 'exploded')`,
+		`INSERT INTO credit_ledger (user_id, delta, reason) SELECT id, -1, 'rebuild' FROM users`,
+		`INSERT INTO credit_ledger (user_id, delta, reason) SELECT id, 1, 'refund: the provider failed after retries: 502' FROM users`,
+		`INSERT INTO credit_ledger (user_id, delta, reason) SELECT id, -1, 'gift' FROM users`,
+	} {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := pool.Query(ctx, `SELECT reason::text, detail FROM sandbox_events ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct{ Code, Detail string }])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range events {
+		if got[i].Code != e.code || got[i].Detail != e.detail {
+			t.Errorf("event reason %q became %q (detail %q), want %q (%q)", e.old, got[i].Code, got[i].Detail, e.code, e.detail)
+		}
+	}
+	var killed, cause string
+	if err := pool.QueryRow(ctx, `SELECT killed_reason::text, failure_cause::text FROM sandboxes`).Scan(&killed, &cause); err != nil {
+		t.Fatal(err)
+	}
+	if killed != "provider_timeout" || cause != "files_lost" {
+		t.Errorf("sandbox: killed_reason %q, failure_cause %q; want provider_timeout, files_lost", killed, cause)
+	}
+	for q, want := range map[string]string{
+		`SELECT string_agg(outcome::text || ':' || detail, ',' ORDER BY id) FROM webhook_deliveries`: "applied:,other:exploded",
+		`SELECT string_agg(reason::text || ':' || detail, ',' ORDER BY id) FROM credit_ledger`:       "rebuild:,refund:the provider failed after retries: 502,other:gift",
+	} {
+		var s string
+		if err := pool.QueryRow(ctx, q).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		if s != want {
+			t.Errorf("%s: %q, want %q", q, s, want)
+		}
+	}
+}
+
+// migratedUpTo is a pool on a new database migrated up to the version only, for a test of a
+// later migration on the rows Sandman stored before it; closed when t ends.
+func migratedUpTo(t *testing.T, version int64) *pgxpool.Pool {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := db.Open(ctx, dbtest.EmptyDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	sqlDB := stdlib.OpenDBFromPool(pool)
+	defer sqlDB.Close()
+	p, err := goose.NewProvider(goose.DialectPostgres, sqlDB, db.Migrations())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, version); err != nil {
+		t.Fatal(err)
+	}
+	return pool
 }

@@ -134,6 +134,151 @@ func AllBuildStatusValues() []BuildStatus {
 	}
 }
 
+type EventReason string
+
+const (
+	EventReasonCreated             EventReason = "created"
+	EventReasonReady               EventReason = "ready"
+	EventReasonBuildFailed         EventReason = "build_failed"
+	EventReasonBuildFailedRefunded EventReason = "build_failed_refunded"
+	EventReasonReplaced            EventReason = "replaced"
+	EventReasonIdle                EventReason = "idle"
+	EventReasonAfterBuild          EventReason = "after_build"
+	EventReasonRequested           EventReason = "requested"
+	EventReasonResume              EventReason = "resume"
+	EventReasonResumed             EventReason = "resumed"
+	EventReasonResumeNotFound      EventReason = "resume_not_found"
+	EventReasonResumeUnreachable   EventReason = "resume_unreachable"
+	EventReasonResumeTimedOut      EventReason = "resume_timed_out"
+	EventReasonResumeFilesLost     EventReason = "resume_files_lost"
+	EventReasonRestored            EventReason = "restored"
+	EventReasonSynced              EventReason = "synced"
+	EventReasonCannotVerify        EventReason = "cannot_verify"
+	EventReasonProviderPaused      EventReason = "provider_paused"
+	EventReasonProviderResumed     EventReason = "provider_resumed"
+	EventReasonProviderTimeout     EventReason = "provider_timeout"
+	EventReasonProviderRequest     EventReason = "provider_request"
+	EventReasonProviderOther       EventReason = "provider_other"
+	EventReasonMissingPastEnd      EventReason = "missing_past_end"
+	EventReasonMissingAfterKill    EventReason = "missing_after_kill"
+	EventReasonLost                EventReason = "lost"
+	EventReasonVisitorWake         EventReason = "visitor_wake"
+	EventReasonVisitorFoundGone    EventReason = "visitor_found_gone"
+	EventReasonVersionLive         EventReason = "version_live"
+	EventReasonVersionFailed       EventReason = "version_failed"
+	EventReasonWokeWithVersion     EventReason = "woke_with_version"
+	EventReasonOther               EventReason = "other"
+)
+
+func (e *EventReason) Scan(src interface{}) error {
+	switch s := src.(type) {
+	case []byte:
+		*e = EventReason(s)
+	case string:
+		*e = EventReason(s)
+	default:
+		return fmt.Errorf("unsupported scan type for EventReason: %T", src)
+	}
+	return nil
+}
+
+type NullEventReason struct {
+	EventReason EventReason
+	Valid       bool // Valid is true if EventReason is not NULL
+}
+
+// Scan implements the Scanner interface.
+func (ns *NullEventReason) Scan(value interface{}) error {
+	if value == nil {
+		ns.EventReason, ns.Valid = "", false
+		return nil
+	}
+	ns.Valid = true
+	return ns.EventReason.Scan(value)
+}
+
+// Value implements the driver Valuer interface.
+func (ns NullEventReason) Value() (driver.Value, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	return string(ns.EventReason), nil
+}
+
+func (e EventReason) Valid() bool {
+	switch e {
+	case EventReasonCreated,
+		EventReasonReady,
+		EventReasonBuildFailed,
+		EventReasonBuildFailedRefunded,
+		EventReasonReplaced,
+		EventReasonIdle,
+		EventReasonAfterBuild,
+		EventReasonRequested,
+		EventReasonResume,
+		EventReasonResumed,
+		EventReasonResumeNotFound,
+		EventReasonResumeUnreachable,
+		EventReasonResumeTimedOut,
+		EventReasonResumeFilesLost,
+		EventReasonRestored,
+		EventReasonSynced,
+		EventReasonCannotVerify,
+		EventReasonProviderPaused,
+		EventReasonProviderResumed,
+		EventReasonProviderTimeout,
+		EventReasonProviderRequest,
+		EventReasonProviderOther,
+		EventReasonMissingPastEnd,
+		EventReasonMissingAfterKill,
+		EventReasonLost,
+		EventReasonVisitorWake,
+		EventReasonVisitorFoundGone,
+		EventReasonVersionLive,
+		EventReasonVersionFailed,
+		EventReasonWokeWithVersion,
+		EventReasonOther:
+		return true
+	}
+	return false
+}
+
+func AllEventReasonValues() []EventReason {
+	return []EventReason{
+		EventReasonCreated,
+		EventReasonReady,
+		EventReasonBuildFailed,
+		EventReasonBuildFailedRefunded,
+		EventReasonReplaced,
+		EventReasonIdle,
+		EventReasonAfterBuild,
+		EventReasonRequested,
+		EventReasonResume,
+		EventReasonResumed,
+		EventReasonResumeNotFound,
+		EventReasonResumeUnreachable,
+		EventReasonResumeTimedOut,
+		EventReasonResumeFilesLost,
+		EventReasonRestored,
+		EventReasonSynced,
+		EventReasonCannotVerify,
+		EventReasonProviderPaused,
+		EventReasonProviderResumed,
+		EventReasonProviderTimeout,
+		EventReasonProviderRequest,
+		EventReasonProviderOther,
+		EventReasonMissingPastEnd,
+		EventReasonMissingAfterKill,
+		EventReasonLost,
+		EventReasonVisitorWake,
+		EventReasonVisitorFoundGone,
+		EventReasonVersionLive,
+		EventReasonVersionFailed,
+		EventReasonWokeWithVersion,
+		EventReasonOther,
+	}
+}
+
 type EventSource string
 
 const (
@@ -144,6 +289,7 @@ const (
 	EventSourceBuild      EventSource = "build"
 	EventSourceEventsAPI  EventSource = "events_api"
 	EventSourceVisitor    EventSource = "visitor"
+	EventSourceOperator   EventSource = "operator"
 )
 
 func (e *EventSource) Scan(src interface{}) error {
@@ -189,7 +335,8 @@ func (e EventSource) Valid() bool {
 		EventSourceScheduler,
 		EventSourceBuild,
 		EventSourceEventsAPI,
-		EventSourceVisitor:
+		EventSourceVisitor,
+		EventSourceOperator:
 		return true
 	}
 	return false
@@ -204,6 +351,199 @@ func AllEventSourceValues() []EventSource {
 		EventSourceBuild,
 		EventSourceEventsAPI,
 		EventSourceVisitor,
+		EventSourceOperator,
+	}
+}
+
+type FailureCause string
+
+const (
+	FailureCauseNotFound    FailureCause = "not_found"
+	FailureCauseUnreachable FailureCause = "unreachable"
+	FailureCauseFilesLost   FailureCause = "files_lost"
+	FailureCauseOther       FailureCause = "other"
+)
+
+func (e *FailureCause) Scan(src interface{}) error {
+	switch s := src.(type) {
+	case []byte:
+		*e = FailureCause(s)
+	case string:
+		*e = FailureCause(s)
+	default:
+		return fmt.Errorf("unsupported scan type for FailureCause: %T", src)
+	}
+	return nil
+}
+
+type NullFailureCause struct {
+	FailureCause FailureCause
+	Valid        bool // Valid is true if FailureCause is not NULL
+}
+
+// Scan implements the Scanner interface.
+func (ns *NullFailureCause) Scan(value interface{}) error {
+	if value == nil {
+		ns.FailureCause, ns.Valid = "", false
+		return nil
+	}
+	ns.Valid = true
+	return ns.FailureCause.Scan(value)
+}
+
+// Value implements the driver Valuer interface.
+func (ns NullFailureCause) Value() (driver.Value, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	return string(ns.FailureCause), nil
+}
+
+func (e FailureCause) Valid() bool {
+	switch e {
+	case FailureCauseNotFound,
+		FailureCauseUnreachable,
+		FailureCauseFilesLost,
+		FailureCauseOther:
+		return true
+	}
+	return false
+}
+
+func AllFailureCauseValues() []FailureCause {
+	return []FailureCause{
+		FailureCauseNotFound,
+		FailureCauseUnreachable,
+		FailureCauseFilesLost,
+		FailureCauseOther,
+	}
+}
+
+type LedgerReason string
+
+const (
+	LedgerReasonBuild   LedgerReason = "build"
+	LedgerReasonRebuild LedgerReason = "rebuild"
+	LedgerReasonRefund  LedgerReason = "refund"
+	LedgerReasonOther   LedgerReason = "other"
+)
+
+func (e *LedgerReason) Scan(src interface{}) error {
+	switch s := src.(type) {
+	case []byte:
+		*e = LedgerReason(s)
+	case string:
+		*e = LedgerReason(s)
+	default:
+		return fmt.Errorf("unsupported scan type for LedgerReason: %T", src)
+	}
+	return nil
+}
+
+type NullLedgerReason struct {
+	LedgerReason LedgerReason
+	Valid        bool // Valid is true if LedgerReason is not NULL
+}
+
+// Scan implements the Scanner interface.
+func (ns *NullLedgerReason) Scan(value interface{}) error {
+	if value == nil {
+		ns.LedgerReason, ns.Valid = "", false
+		return nil
+	}
+	ns.Valid = true
+	return ns.LedgerReason.Scan(value)
+}
+
+// Value implements the driver Valuer interface.
+func (ns NullLedgerReason) Value() (driver.Value, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	return string(ns.LedgerReason), nil
+}
+
+func (e LedgerReason) Valid() bool {
+	switch e {
+	case LedgerReasonBuild,
+		LedgerReasonRebuild,
+		LedgerReasonRefund,
+		LedgerReasonOther:
+		return true
+	}
+	return false
+}
+
+func AllLedgerReasonValues() []LedgerReason {
+	return []LedgerReason{
+		LedgerReasonBuild,
+		LedgerReasonRebuild,
+		LedgerReasonRefund,
+		LedgerReasonOther,
+	}
+}
+
+type OperatorAction string
+
+const (
+	OperatorActionGrant  OperatorAction = "grant"
+	OperatorActionRevoke OperatorAction = "revoke"
+	OperatorActionPause  OperatorAction = "pause"
+	OperatorActionKill   OperatorAction = "kill"
+)
+
+func (e *OperatorAction) Scan(src interface{}) error {
+	switch s := src.(type) {
+	case []byte:
+		*e = OperatorAction(s)
+	case string:
+		*e = OperatorAction(s)
+	default:
+		return fmt.Errorf("unsupported scan type for OperatorAction: %T", src)
+	}
+	return nil
+}
+
+type NullOperatorAction struct {
+	OperatorAction OperatorAction
+	Valid          bool // Valid is true if OperatorAction is not NULL
+}
+
+// Scan implements the Scanner interface.
+func (ns *NullOperatorAction) Scan(value interface{}) error {
+	if value == nil {
+		ns.OperatorAction, ns.Valid = "", false
+		return nil
+	}
+	ns.Valid = true
+	return ns.OperatorAction.Scan(value)
+}
+
+// Value implements the driver Valuer interface.
+func (ns NullOperatorAction) Value() (driver.Value, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	return string(ns.OperatorAction), nil
+}
+
+func (e OperatorAction) Valid() bool {
+	switch e {
+	case OperatorActionGrant,
+		OperatorActionRevoke,
+		OperatorActionPause,
+		OperatorActionKill:
+		return true
+	}
+	return false
+}
+
+func AllOperatorActionValues() []OperatorAction {
+	return []OperatorAction{
+		OperatorActionGrant,
+		OperatorActionRevoke,
+		OperatorActionPause,
+		OperatorActionKill,
 	}
 }
 
@@ -344,6 +684,134 @@ func AllSandboxStatusValues() []SandboxStatus {
 	}
 }
 
+type UsageKind string
+
+const (
+	UsageKindAwake  UsageKind = "awake"
+	UsageKindAsleep UsageKind = "asleep"
+)
+
+func (e *UsageKind) Scan(src interface{}) error {
+	switch s := src.(type) {
+	case []byte:
+		*e = UsageKind(s)
+	case string:
+		*e = UsageKind(s)
+	default:
+		return fmt.Errorf("unsupported scan type for UsageKind: %T", src)
+	}
+	return nil
+}
+
+type NullUsageKind struct {
+	UsageKind UsageKind
+	Valid     bool // Valid is true if UsageKind is not NULL
+}
+
+// Scan implements the Scanner interface.
+func (ns *NullUsageKind) Scan(value interface{}) error {
+	if value == nil {
+		ns.UsageKind, ns.Valid = "", false
+		return nil
+	}
+	ns.Valid = true
+	return ns.UsageKind.Scan(value)
+}
+
+// Value implements the driver Valuer interface.
+func (ns NullUsageKind) Value() (driver.Value, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	return string(ns.UsageKind), nil
+}
+
+func (e UsageKind) Valid() bool {
+	switch e {
+	case UsageKindAwake,
+		UsageKindAsleep:
+		return true
+	}
+	return false
+}
+
+func AllUsageKindValues() []UsageKind {
+	return []UsageKind{
+		UsageKindAwake,
+		UsageKindAsleep,
+	}
+}
+
+type WebhookOutcome string
+
+const (
+	WebhookOutcomePending     WebhookOutcome = "pending"
+	WebhookOutcomeApplied     WebhookOutcome = "applied"
+	WebhookOutcomeIgnored     WebhookOutcome = "ignored"
+	WebhookOutcomeUnknownType WebhookOutcome = "unknown_type"
+	WebhookOutcomeUnparseable WebhookOutcome = "unparseable"
+	WebhookOutcomeOther       WebhookOutcome = "other"
+)
+
+func (e *WebhookOutcome) Scan(src interface{}) error {
+	switch s := src.(type) {
+	case []byte:
+		*e = WebhookOutcome(s)
+	case string:
+		*e = WebhookOutcome(s)
+	default:
+		return fmt.Errorf("unsupported scan type for WebhookOutcome: %T", src)
+	}
+	return nil
+}
+
+type NullWebhookOutcome struct {
+	WebhookOutcome WebhookOutcome
+	Valid          bool // Valid is true if WebhookOutcome is not NULL
+}
+
+// Scan implements the Scanner interface.
+func (ns *NullWebhookOutcome) Scan(value interface{}) error {
+	if value == nil {
+		ns.WebhookOutcome, ns.Valid = "", false
+		return nil
+	}
+	ns.Valid = true
+	return ns.WebhookOutcome.Scan(value)
+}
+
+// Value implements the driver Valuer interface.
+func (ns NullWebhookOutcome) Value() (driver.Value, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	return string(ns.WebhookOutcome), nil
+}
+
+func (e WebhookOutcome) Valid() bool {
+	switch e {
+	case WebhookOutcomePending,
+		WebhookOutcomeApplied,
+		WebhookOutcomeIgnored,
+		WebhookOutcomeUnknownType,
+		WebhookOutcomeUnparseable,
+		WebhookOutcomeOther:
+		return true
+	}
+	return false
+}
+
+func AllWebhookOutcomeValues() []WebhookOutcome {
+	return []WebhookOutcome{
+		WebhookOutcomePending,
+		WebhookOutcomeApplied,
+		WebhookOutcomeIgnored,
+		WebhookOutcomeUnknownType,
+		WebhookOutcomeUnparseable,
+		WebhookOutcomeOther,
+	}
+}
+
 type APIToken struct {
 	ID           uuid.UUID
 	OwnerID      uuid.UUID
@@ -375,10 +843,28 @@ type CreditLedger struct {
 	ID             int64
 	UserID         uuid.UUID
 	Delta          int32
-	Reason         string
+	Reason         LedgerReason
 	BuildID        *uuid.UUID
 	IdempotencyKey *string
 	CreatedAt      time.Time
+	Detail         string
+}
+
+type OperatorLog struct {
+	ID        int64
+	Action    OperatorAction
+	ActorID   *uuid.UUID
+	Actor     string
+	UserID    *uuid.UUID
+	SandboxID *uuid.UUID
+	CreatedAt time.Time
+}
+
+type OrphanKill struct {
+	ID         int64
+	ProviderID string
+	StartedAt  *time.Time
+	CreatedAt  time.Time
 }
 
 type Project struct {
@@ -412,8 +898,8 @@ type Sandbox struct {
 	LastEventAt          *time.Time
 	EndAt                *time.Time
 	KilledAt             *time.Time
-	KilledReason         string
-	FailureCause         string
+	KilledReason         *EventReason
+	FailureCause         *FailureCause
 	Recreated            bool
 	KillRequested        bool
 	Version              int64
@@ -426,6 +912,11 @@ type Sandbox struct {
 	DeployingVersionID   *uuid.UUID
 	DeployingSince       *time.Time
 	DeployingJob         *int64
+	KilledDetail         string
+	FailureDetail        string
+	Vcpus                int32
+	MemoryMib            int32
+	LifetimeSeconds      int32
 }
 
 type SandboxEvent struct {
@@ -434,7 +925,7 @@ type SandboxEvent struct {
 	FromStatus        SandboxStatus
 	ToStatus          SandboxStatus
 	Source            EventSource
-	Reason            string
+	Reason            EventReason
 	ProviderEventID   *string
 	ProviderTimestamp *time.Time
 	CreatedAt         time.Time
@@ -443,6 +934,7 @@ type SandboxEvent struct {
 	DurationMs        *int32
 	Output            string
 	ViaToken          *string
+	Detail            string
 }
 
 type ShareLink struct {
@@ -451,6 +943,17 @@ type ShareLink struct {
 	Nonce     []byte
 	TokenHash []byte
 	CreatedAt time.Time
+}
+
+type UsageInterval struct {
+	ID          int64
+	SandboxID   uuid.UUID
+	Kind        UsageKind
+	StartedAt   time.Time
+	EndedAt     *time.Time
+	CountsUntil *time.Time
+	Vcpus       int32
+	MemoryMib   int32
 }
 
 type User struct {
@@ -494,7 +997,9 @@ type WebhookDelivery struct {
 	EventType   string
 	Headers     []byte
 	Body        []byte
-	Outcome     string
+	Outcome     WebhookOutcome
 	ReceivedAt  time.Time
 	ProcessedAt *time.Time
+	Detail      string
+	EventAt     *time.Time
 }

@@ -28,7 +28,7 @@ func (q *Queries) CountFailedResumesSinceRunning(ctx context.Context, sandboxID 
 }
 
 const getLatestSandboxEvent = `-- name: GetLatestSandboxEvent :one
-SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, version_number, duration_ms, output, via_token FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id DESC LIMIT 1
+SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, version_number, duration_ms, output, via_token, detail FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id DESC LIMIT 1
 `
 
 // The sandbox's newest event: its state's version for live updates.
@@ -50,6 +50,7 @@ func (q *Queries) GetLatestSandboxEvent(ctx context.Context, sandboxID uuid.UUID
 		&i.DurationMs,
 		&i.Output,
 		&i.ViaToken,
+		&i.Detail,
 	)
 	return i, err
 }
@@ -61,7 +62,7 @@ SELECT EXISTS (SELECT 1 FROM sandbox_events WHERE sandbox_id = $1 AND source = '
 
 type HasVisitorNoteParams struct {
 	SandboxID uuid.UUID
-	Reason    string
+	Reason    EventReason
 }
 
 // Whether a visitor's note with this reason was recorded for the sandbox (it is recorded once).
@@ -73,12 +74,12 @@ func (q *Queries) HasVisitorNote(ctx context.Context, arg HasVisitorNoteParams) 
 }
 
 const insertSandboxEvent = `-- name: InsertSandboxEvent :one
-INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, files,
+INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason, detail, provider_event_id, provider_timestamp, files,
     via_token, version_number, duration_ms, output)
-VALUES ($1, $2, $3, $4, $5, $6, $7,
-    coalesce($8::text[], '{}'), $9, $10, $11,
-    coalesce($12::text, ''))
-RETURNING id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, version_number, duration_ms, output, via_token
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
+    coalesce($9::text[], '{}'), $10, $11, $12,
+    coalesce($13::text, ''))
+RETURNING id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, version_number, duration_ms, output, via_token, detail
 `
 
 type InsertSandboxEventParams struct {
@@ -86,7 +87,8 @@ type InsertSandboxEventParams struct {
 	FromStatus        SandboxStatus
 	ToStatus          SandboxStatus
 	Source            EventSource
-	Reason            string
+	Reason            EventReason
+	Detail            string
 	ProviderEventID   *string
 	ProviderTimestamp *time.Time
 	Files             []string
@@ -103,6 +105,7 @@ func (q *Queries) InsertSandboxEvent(ctx context.Context, arg InsertSandboxEvent
 		arg.ToStatus,
 		arg.Source,
 		arg.Reason,
+		arg.Detail,
 		arg.ProviderEventID,
 		arg.ProviderTimestamp,
 		arg.Files,
@@ -127,6 +130,7 @@ func (q *Queries) InsertSandboxEvent(ctx context.Context, arg InsertSandboxEvent
 		&i.DurationMs,
 		&i.Output,
 		&i.ViaToken,
+		&i.Detail,
 	)
 	return i, err
 }
@@ -144,7 +148,7 @@ func (q *Queries) LatestSandboxEventFromProvider(ctx context.Context, sandboxID 
 }
 
 const listProjectHistory = `-- name: ListProjectHistory :many
-SELECT e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, b.kind AS build_kind
+SELECT e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail, b.kind AS build_kind
 FROM sandbox_events e
 JOIN sandboxes s ON s.id = e.sandbox_id
 JOIN builds b ON b.id = s.build_id
@@ -196,6 +200,7 @@ func (q *Queries) ListProjectHistory(ctx context.Context, arg ListProjectHistory
 			&i.SandboxEvent.DurationMs,
 			&i.SandboxEvent.Output,
 			&i.SandboxEvent.ViaToken,
+			&i.SandboxEvent.Detail,
 			&i.BuildKind,
 		); err != nil {
 			return nil, err
@@ -209,7 +214,7 @@ func (q *Queries) ListProjectHistory(ctx context.Context, arg ListProjectHistory
 }
 
 const listSandboxEvents = `-- name: ListSandboxEvents :many
-SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, version_number, duration_ms, output, via_token FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id
+SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, version_number, duration_ms, output, via_token, detail FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id
 `
 
 func (q *Queries) ListSandboxEvents(ctx context.Context, sandboxID uuid.UUID) ([]SandboxEvent, error) {
@@ -236,6 +241,7 @@ func (q *Queries) ListSandboxEvents(ctx context.Context, sandboxID uuid.UUID) ([
 			&i.DurationMs,
 			&i.Output,
 			&i.ViaToken,
+			&i.Detail,
 		); err != nil {
 			return nil, err
 		}

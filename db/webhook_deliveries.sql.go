@@ -7,10 +7,11 @@ package db
 
 import (
 	"context"
+	"time"
 )
 
 const getWebhookDelivery = `-- name: GetWebhookDelivery :one
-SELECT id, event_id, delivery_id, event_type, headers, body, outcome, received_at, processed_at FROM webhook_deliveries WHERE id = $1
+SELECT id, event_id, delivery_id, event_type, headers, body, outcome, received_at, processed_at, detail, event_at FROM webhook_deliveries WHERE id = $1
 `
 
 func (q *Queries) GetWebhookDelivery(ctx context.Context, id int64) (WebhookDelivery, error) {
@@ -26,14 +27,16 @@ func (q *Queries) GetWebhookDelivery(ctx context.Context, id int64) (WebhookDeli
 		&i.Outcome,
 		&i.ReceivedAt,
 		&i.ProcessedAt,
+		&i.Detail,
+		&i.EventAt,
 	)
 	return i, err
 }
 
 const insertWebhookDeliveries = `-- name: InsertWebhookDeliveries :many
-INSERT INTO webhook_deliveries (event_id, delivery_id, event_type, headers, body)
+INSERT INTO webhook_deliveries (event_id, delivery_id, event_type, headers, body, event_at)
 SELECT unnest($1::text[]), unnest($2::text[]), unnest($3::text[]), unnest($4::jsonb[]),
-    unnest($5::bytea[])
+    unnest($5::bytea[]), nullif(unnest($6::timestamptz[]), '0001-01-01 00:00:00+00')
 ON CONFLICT (event_id) DO NOTHING
 RETURNING id, event_id
 `
@@ -44,6 +47,7 @@ type InsertWebhookDeliveriesParams struct {
 	EventTypes  []string
 	Headers     [][]byte
 	Bodies      [][]byte
+	EventAts    []time.Time
 }
 
 type InsertWebhookDeliveriesRow struct {
@@ -52,7 +56,7 @@ type InsertWebhookDeliveriesRow struct {
 }
 
 // A group of deliveries (lifecycle's group commit) in one statement, each event id once: the
-// ids of the events not stored before.
+// ids of the events not stored before. An event without a time has the zero time, stored NULL.
 func (q *Queries) InsertWebhookDeliveries(ctx context.Context, arg InsertWebhookDeliveriesParams) ([]InsertWebhookDeliveriesRow, error) {
 	rows, err := q.db.Query(ctx, insertWebhookDeliveries,
 		arg.EventIds,
@@ -60,6 +64,7 @@ func (q *Queries) InsertWebhookDeliveries(ctx context.Context, arg InsertWebhook
 		arg.EventTypes,
 		arg.Headers,
 		arg.Bodies,
+		arg.EventAts,
 	)
 	if err != nil {
 		return nil, err
@@ -80,8 +85,8 @@ func (q *Queries) InsertWebhookDeliveries(ctx context.Context, arg InsertWebhook
 }
 
 const insertWebhookDelivery = `-- name: InsertWebhookDelivery :one
-INSERT INTO webhook_deliveries (event_id, delivery_id, event_type, headers, body)
-VALUES ($1, $2, $3, $4, $5)
+INSERT INTO webhook_deliveries (event_id, delivery_id, event_type, headers, body, event_at)
+VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (event_id) DO NOTHING
 RETURNING id
 `
@@ -92,6 +97,7 @@ type InsertWebhookDeliveryParams struct {
 	EventType  string
 	Headers    []byte
 	Body       []byte
+	EventAt    *time.Time
 }
 
 // A repeated event id (the provider's retry, with a new delivery id) inserts nothing.
@@ -102,6 +108,7 @@ func (q *Queries) InsertWebhookDelivery(ctx context.Context, arg InsertWebhookDe
 		arg.EventType,
 		arg.Headers,
 		arg.Body,
+		arg.EventAt,
 	)
 	var id int64
 	err := row.Scan(&id)
@@ -113,7 +120,7 @@ UPDATE webhook_deliveries SET outcome = $1, processed_at = now() WHERE id = $2
 `
 
 type SetWebhookDeliveryOutcomeParams struct {
-	Outcome string
+	Outcome WebhookOutcome
 	ID      int64
 }
 
@@ -123,7 +130,7 @@ func (q *Queries) SetWebhookDeliveryOutcome(ctx context.Context, arg SetWebhookD
 }
 
 const setWebhookDeliveryOutcomes = `-- name: SetWebhookDeliveryOutcomes :exec
-UPDATE webhook_deliveries d SET outcome = o.outcome, processed_at = now()
+UPDATE webhook_deliveries d SET outcome = o.outcome::webhook_outcome, processed_at = now()
 FROM (SELECT unnest($1::bigint[]) AS id, unnest($2::text[]) AS outcome) o
 WHERE d.id = o.id
 `

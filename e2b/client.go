@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -69,6 +70,15 @@ func (c *Client) Config() Config { return c.cfg }
 
 // CircuitState is the breaker's state: "closed", "half-open" or "open".
 func (c *Client) CircuitState() string { return c.breaker.State().String() }
+
+// CallErrors counts this client's failed calls by operation since it was made: the provider
+// did not answer, answered 5xx, refused the key, the request, or the rate, or the breaker was
+// open (a 404 or 409 is an answer, not a failure).
+func (c *Client) CallErrors() map[string]int64 {
+	c.metrics.mu.Lock()
+	defer c.metrics.mu.Unlock()
+	return maps.Clone(c.metrics.failed)
+}
 
 // NewHTTPTransport returns a copy of http.DefaultTransport that resolves *.localhost names to
 // loopback, as browsers do (RFC 6761). Go's resolver does not, and the local sandbox host

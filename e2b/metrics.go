@@ -2,6 +2,7 @@ package e2b
 
 import (
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,10 +13,16 @@ type metrics struct {
 	calls    *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	retries  *prometheus.CounterVec
+
+	// failed counts this client's failed calls by operation (CallErrors), apart from the
+	// shared registry's counters, which another client may feed too.
+	mu     sync.Mutex
+	failed map[string]int64
 }
 
 func newMetrics(reg prometheus.Registerer, breakerState func() gobreaker.State) *metrics {
 	m := &metrics{
+		failed: map[string]int64{},
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sandman_e2b_calls_total",
 			Help: "Calls to the sandbox provider (API and envd) by operation and outcome, retries included in one call.",
@@ -61,6 +68,15 @@ func registerOrReuse[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 }
 
 func (m *metrics) observe(op string, err error, took time.Duration) {
-	m.calls.WithLabelValues(op, outcome(err)).Inc()
+	o := outcome(err)
+	m.calls.WithLabelValues(op, o).Inc()
+	switch o {
+	case "ok", "not_found", "conflict", "canceled":
+		// Answers of a healthy provider, or a caller that gave up.
+	default:
+		m.mu.Lock()
+		m.failed[op]++
+		m.mu.Unlock()
+	}
 	m.duration.WithLabelValues(op).Observe(took.Seconds())
 }

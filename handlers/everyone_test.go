@@ -41,12 +41,12 @@ var forcedStates = []forced{
 	{name: "sleeping-memory", status: "paused", build: "ready", snapshot: "memory", from: "running", source: "scheduler", reason: "idle"},
 	{name: "sleeping-files", status: "paused", build: "ready", snapshot: "filesystem", from: "running", source: "user", reason: "requested"},
 	{name: "resuming", status: "resuming", build: "ready", from: "paused", source: "user", reason: "resume"},
-	{name: "resume-failed", status: "resume_failed", build: "ready", cause: lifecycle.CauseNotFound, from: "resuming", source: "user", reason: "resume failed: not found"},
-	{name: "files-lost", status: "resume_failed", build: "ready", cause: lifecycle.CauseFilesLost, from: "resuming", source: "user", reason: "resume failed: files lost"},
-	{name: "gone-killed", status: "killed", build: "ready", from: "running", source: "webhook", reason: "request"},
-	{name: "gone-expired", status: "expired", build: "ready", from: "running", source: "webhook", reason: "timeout"},
-	{name: "gone-stopped", status: "terminated", build: "ready", from: "paused", source: "webhook", reason: "request"},
-	{name: "unknown", status: "unknown", build: "ready", from: "running", source: "reconciler", reason: "cannot verify: breaker open"},
+	{name: "resume-failed", status: "resume_failed", build: "ready", cause: string(lifecycle.CauseNotFound), from: "resuming", source: "user", reason: "resume_not_found"},
+	{name: "files-lost", status: "resume_failed", build: "ready", cause: string(lifecycle.CauseFilesLost), from: "resuming", source: "user", reason: "resume_files_lost"},
+	{name: "gone-killed", status: "killed", build: "ready", from: "running", source: "webhook", reason: "provider_request"},
+	{name: "gone-expired", status: "expired", build: "ready", from: "running", source: "webhook", reason: "provider_timeout"},
+	{name: "gone-stopped", status: "terminated", build: "ready", from: "paused", source: "webhook", reason: "provider_request"},
+	{name: "unknown", status: "unknown", build: "ready", from: "running", source: "reconciler", reason: "cannot_verify"},
 	{name: "build-failed", status: "terminated", build: "failed", buildError: "npm install exited with status 1:\n…npm ERR! 404 Not Found - GET https://registry.npmjs.org/left-padd", from: "starting", source: "build", reason: "build_failed"},
 }
 
@@ -71,7 +71,7 @@ func (s *stack) forceState(t *testing.T, c *apptest.Client, projectID string, f 
 	}{
 		{"UPDATE builds SET status = $2, stage = $3, error = $4 WHERE id = (SELECT build_id FROM sandboxes WHERE id = $1)",
 			[]any{res.Sandbox.ID, f.build, f.stage, f.buildError}},
-		{"UPDATE sandboxes SET status = $2, snapshot_kind = $3, failure_cause = $4, preview_url = $5, last_active_at = now() WHERE id = $1",
+		{"UPDATE sandboxes SET status = $2, snapshot_kind = $3, failure_cause = nullif($4, '')::failure_cause, preview_url = $5, last_active_at = now() WHERE id = $1",
 			[]any{res.Sandbox.ID, f.status, snapshot, f.cause, preview}},
 		{"INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason) VALUES ($1, $2, $3, $4, $5)",
 			[]any{res.Sandbox.ID, f.from, f.status, f.source, f.reason}},

@@ -76,12 +76,13 @@ func TestBrowserHealedResume(t *testing.T) {
 	page.WaitFor(t, "the pane paused again", statusIs(views.Pane, projectID, "paused"))
 	click(t, page, "#"+views.DOMID(views.Pane, projectID)+" [data-testid=resume]")
 	failed := c.WaitSandbox(sandboxID, "resume_failed", time.Minute)
-	if failed.FailureCause != lifecycle.CauseFilesLost {
+	filesLost := lifecycle.CauseText(new(lifecycle.CauseFilesLost), "")
+	if failed.FailureCause != filesLost {
 		t.Fatalf("failure cause %q", failed.FailureCause)
 	}
 	page.WaitFor(t, "the pane failed", statusIs(views.Pane, projectID, "resume_failed"))
 	pane := "#" + views.DOMID(views.Pane, projectID)
-	page.WaitFor(t, "the cause and Rebuild", `document.querySelector(`+jsString(pane)+`).textContent.includes(`+jsString(lifecycle.CauseFilesLost)+`) && `+
+	page.WaitFor(t, "the cause and Rebuild", `document.querySelector(`+jsString(pane)+`).textContent.includes(`+jsString(filesLost)+`) && `+
 		`!!document.querySelector(`+jsString(pane+" [data-testid=rebuild]")+`)`)
 	page.WaitFor(t, "the failure in the history", historyTop("Resume failed: the provider lost its files and they couldn't be restored"))
 	if text := apptest.Eval[string](t, page, `document.querySelector(`+jsString(pane)+`).textContent`); strings.Contains(text, "Live preview ready") {

@@ -18,7 +18,12 @@ import (
 // does: at its expiry, or when it logs out on any instance (logOut).
 func (h *Handlers) events(c echo.Context) error {
 	ctx := c.Request().Context()
-	err := h.Live.Serve(c.Response(), c.Request(), live.Stream{Owner: principal(c).Founder.ID,
+	founder := principal(c).Founder.ID
+	operator, err := h.Operators.IsOperator(ctx, founder)
+	if err != nil {
+		return err
+	}
+	err = h.Live.Serve(c.Response(), c.Request(), live.Stream{Owner: founder, Operator: operator,
 		Session: h.sessionKey(ctx), Ends: h.Sessions.Deadline(ctx)})
 	switch {
 	case errors.Is(err, live.ErrTooManyStreams):

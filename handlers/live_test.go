@@ -170,7 +170,7 @@ func TestFeedResyncsAfterItsConnectionIsKilled(t *testing.T) {
 	// written without one, so only a resync can bring it to the client.
 	if _, err := s.Pool().Exec(context.Background(), `WITH u AS (
 			UPDATE sandboxes SET status = 'paused', version = version + 1, state_changed_at = now() WHERE id = $1 RETURNING id)
-		INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason) SELECT id, 'running', 'paused', 'user', 'test' FROM u`,
+		INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason) SELECT id, 'running', 'paused', 'user', 'requested' FROM u`,
 		sandboxID); err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ func previewVM(l *lifecycle.Service, v lifecycle.ProjectView, now time.Time, csr
 	if v.Sandbox != nil {
 		sb := v.Sandbox
 		p.SandboxID, p.Status, p.PreviewURL = sb.ID.String(), string(sb.Status), sb.PreviewURL
-		p.FailureCause, p.Recreated = sb.FailureCause, sb.Recreated
+		p.FailureCause, p.Recreated = lifecycle.CauseText(sb.FailureCause, sb.FailureDetail), sb.Recreated
 		if sb.SnapshotKind != nil {
 			p.SnapshotKind = string(*sb.SnapshotKind)
 		}
@@ -235,7 +235,7 @@ type sandboxJSON struct {
 func (h *Handlers) toSandboxJSON(sb db.Sandbox) sandboxJSON {
 	out := sandboxJSON{ID: sb.ID.String(), ProviderID: sb.ProviderID, Status: string(sb.Status), PreviewURL: sb.PreviewURL,
 		LastActiveAt: sb.LastActiveAt, LastVerifiedAt: sb.LastVerifiedAt, IdleTimeoutMs: h.Lifecycle.IdleTimeout(),
-		LifecycleTimeoutMs: h.Lifecycle.SandboxTimeout(), Recreated: sb.Recreated, FailureCause: sb.FailureCause}
+		LifecycleTimeoutMs: h.Lifecycle.SandboxTimeout(), Recreated: sb.Recreated, FailureCause: lifecycle.CauseText(sb.FailureCause, sb.FailureDetail)}
 	if sb.SnapshotKind != nil {
 		k := string(*sb.SnapshotKind)
 		out.SnapshotKind = &k

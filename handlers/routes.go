@@ -6,6 +6,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
+	"sandman/lifecycle"
 	"sandman/static"
 )
 
@@ -61,6 +62,15 @@ func (h *Handlers) routes(e *echo.Echo) {
 	// The founder's event stream: refused (401), not sent to the log-in page, without a session.
 	s.GET("/events", h.events, requirePrincipal)
 
+	// The operator's console (docs/operations.md): operators only, and a page that does not
+	// exist for anyone else, so the operator check comes before the session token's.
+	o := e.Group(opsPrefix, h.limitBody, h.session, h.requireOperator, h.csrf)
+	o.GET("", h.opsPage)
+	o.GET("/sandboxes/:id", h.opsSandbox(false))
+	o.GET("/sandboxes/:id/kill", h.opsSandbox(true))
+	o.POST("/sandboxes/:id/pause", h.opsAction((*lifecycle.Service).OperatorPause))
+	o.POST("/sandboxes/:id/kill", h.opsAction((*lifecycle.Service).OperatorKill))
+
 	app := s.Group("", requireUser)
 	app.GET("/", h.dashboard)
 	app.GET("/projects/new", h.newProjectPage)
@@ -98,6 +108,11 @@ func (h *Handlers) routes(e *echo.Echo) {
 	own.POST("/tokens", h.apiCreateToken)
 	own.GET("/tokens", h.apiListTokens)
 	own.DELETE("/tokens/:id", h.apiRevokeToken)
+	// The operator's console's figures: authenticated as the API's routes below (a session and
+	// its CSRF token, or an API token), for operators only: to anyone else, anonymous included,
+	// a route that does not exist (requireOperator instead of requirePrincipal's 401).
+	opsAPI := jsonAPI.Group(opsPrefix, h.sessionOrToken, h.requireOperator)
+	opsAPI.GET("/summary", h.opsSummary)
 	// Everything else, and every route added to the API from now on: a browser's session and
 	// its CSRF token, or an API token. (Registered last, this group also answers the API's
 	// unknown routes.)

@@ -15,6 +15,7 @@ import (
 	"sandman/accounts"
 	"sandman/lifecycle"
 	"sandman/live"
+	"sandman/ops"
 	"sandman/projects"
 	"sandman/shares"
 	"sandman/versions"
@@ -30,6 +31,9 @@ type Deps struct {
 	Versions  *versions.Service
 	Lifecycle *lifecycle.Service
 	Live      *live.Hub
+	// Ops is the operator's console; Operators says who may open it.
+	Ops       *ops.Service
+	Operators *ops.Operators
 	Logger    *slog.Logger
 	// Registry receives the request metrics; nil: the default Prometheus registry.
 	Registry *prometheus.Registry

@@ -87,7 +87,7 @@ func TestBrowserShareLink(t *testing.T) {
 		visitorShows("live")+` && document.querySelector("[data-testid=share-frame]").id !== `+jsString(frame))
 	tab.FrameText(t, c.WaitSandbox(sandboxID, "running", time.Second).PreviewURL, "Visits")
 	events := s.events(t, sandboxID)
-	if !containsInOrder(events, "running→paused user requested", "paused→resuming visitor visitor wake", "resuming→running visitor resumed") {
+	if !containsInOrder(events, "running→paused user requested", "paused→resuming visitor visitor_wake", "resuming→running visitor resumed") {
 		t.Fatalf("the visitor's page did not wake the founder's pause: %q", events)
 	}
 	founder.WaitFor(t, "the founder's history", historyTop("Woken by a visitor of your share link"))

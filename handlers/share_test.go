@@ -419,8 +419,8 @@ func TestShareLinkPagesOfEveryState(t *testing.T) {
 		ctx := context.Background()
 		for range failures {
 			for _, q := range []string{
-				`INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason) VALUES ($1, 'paused', 'resuming', 'visitor', 'visitor wake')`,
-				`INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason) VALUES ($1, 'resuming', 'resume_failed', 'visitor', 'resume failed: unreachable')`,
+				`INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason) VALUES ($1, 'paused', 'resuming', 'visitor', 'visitor_wake')`,
+				`INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason) VALUES ($1, 'resuming', 'resume_failed', 'visitor', 'resume_unreachable')`,
 			} {
 				if _, err := s.Pool().Exec(ctx, q, sandboxID); err != nil {
 					t.Fatal(err)
@@ -428,7 +428,7 @@ func TestShareLinkPagesOfEveryState(t *testing.T) {
 			}
 		}
 		if _, err := s.Pool().Exec(ctx, `UPDATE sandboxes SET status = 'resume_failed', failure_cause = $2 WHERE id = $1`, sandboxID,
-			"The sandbox couldn't be reached. It may be corrupted."); err != nil {
+			"unreachable"); err != nil {
 			t.Fatal(err)
 		}
 		want := map[int]string{1: "sleeping", 2: "trouble"}[failures]
@@ -665,7 +665,7 @@ func TestConcurrentVisitorsWakeOnce(t *testing.T) {
 			resumes = append(resumes, e)
 		}
 	}
-	if len(resumes) != 2 || resumes[0] != "paused→resuming visitor visitor wake" || resumes[1] != "resuming→running visitor resumed" {
+	if len(resumes) != 2 || resumes[0] != "paused→resuming visitor visitor_wake" || resumes[1] != "resuming→running visitor resumed" {
 		t.Fatalf("%d visitors at once: %q, want one wake-up and one resume, the visitor's", visitors, resumes)
 	}
 	if n := s.count(t, "SELECT count(*) FROM river_job WHERE kind = 'resume' AND (args->>'visitor')::boolean"); n != 1 {

@@ -114,6 +114,11 @@ var public = map[string]bool{
 	"POST /webhooks/e2b": true, "GET /metrics": true,
 }
 
+// opsRoute reports whether the route is the operator's console's (or its JSON).
+func opsRoute(r route) bool {
+	return strings.HasPrefix(r.pattern, "/ops") || strings.HasPrefix(r.pattern, "/api/ops/")
+}
+
 // visitorRoutes are a share link's routes, for its visitors, who have no account and no session
 // (handlers/routes.go). They are public, and their POSTs carry no CSRF token, by design: there is
 // no session whose token a cross-site page could ride on (they read and set no cookie), and the
@@ -185,6 +190,8 @@ func newSweepFixture(t *testing.T, opts apptest.Options) *sweepFixture {
 	owner, other := s.NewClient(t), s.NewClient(t)
 	owner.SignUp("owner-sweep@example.com")
 	other.SignUp("other-sweep@example.com")
+	// The owner runs the console too, so its routes are swept with a session that may use them.
+	s.makeOperator(t, "owner-sweep@example.com")
 	var p struct{ ID string }
 	apptest.RequireStatus(t, owner.API(http.MethodPost, "/api/projects", map[string]string{"starter": "counter"}, &p), http.StatusCreated)
 	var built struct {
@@ -259,6 +266,9 @@ func sweepBearer(t *testing.T, f *sweepFixture, r route) {
 		check("the owner's token", res, res.Status == http.StatusForbidden && strings.Contains(res.Body, `"session_only"`), "403 session_only")
 	case r.pattern == "/events":
 		check("the owner's token", res, res.Status == http.StatusUnauthorized, "401: a token never opens the event stream")
+	case opsRoute(r):
+		// A token never opens a page, and the console is missing to anyone without an operator's session.
+		check("the owner's token", res, res.Status == http.StatusNotFound, "404: the console without an operator's session")
 	case r.stateChanging():
 		check("the owner's token", res, res.Status == http.StatusForbidden, "403: a page's form needs its session's token")
 	default:
@@ -362,6 +372,10 @@ func TestSecuritySweep(t *testing.T) {
 			securityHeaders(t, "anonymous "+r.String(), anon.Header)
 			ok := anon.Status == http.StatusUnauthorized || anon.Status == http.StatusForbidden ||
 				anon.Status == http.StatusSeeOther && anon.Header.Get("Location") == "/login"
+			if opsRoute(r) {
+				// The console is a page that does not exist for anyone but operators.
+				ok = anon.Status == http.StatusNotFound
+			}
 			if !ok {
 				t.Errorf("anonymous %s answered %d: a route that is not public must need a session", r, anon.Status)
 			}
@@ -456,10 +470,10 @@ func TestSecuritySweep(t *testing.T) {
 		Result:   "404 on every route; nothing changed"})
 	testkit.Record(t, testkit.Scenario{ID: "sweep-anonymous", Times: 1,
 		Injected: "per route that is not public: a request without a session",
-		Result:   "303 to /login, 401 or 403 on every route; nothing changed"})
+		Result:   "303 to /login, 401 or 403 on every route (404 on the operator's console's); nothing changed"})
 	testkit.Record(t, testkit.Scenario{ID: "sweep-bearer", Times: 3,
 		Injected: "per route of the route table: the owner's API token with no cookie nor CSRF token, another founder's token, the owner's revoked token",
-		Result:   "the JSON API but its token and session routes passes with the owner's token and no CSRF token; token and session routes 403; pages 303 to /login (forms 403), the event stream 401; another founder's token 404; the revoked one 401 invalid_token; no API answer sets a cookie; nothing changed"})
+		Result:   "the JSON API but its token and session routes passes with the owner's token and no CSRF token; token and session routes 403; pages 303 to /login (forms 403; the operator's console 404), the event stream 401; another founder's token 404; the revoked one 401 invalid_token; no API answer sets a cookie; nothing changed"})
 	testkit.Record(t, testkit.Scenario{ID: "sweep-headers", Times: 1,
 		Injected: "per answer of this sweep (refusals, the owner's pages, a static file, an unknown page)",
 		Result:   "X-Content-Type-Options, X-Frame-Options DENY, Referrer-Policy and the Content-Security-Policy on every answer"})

@@ -393,7 +393,7 @@ func TestPaneSaysWhichVersionRunsAndWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := s.Pool().Exec(t.Context(), `INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason, version_number, output)
-		SELECT id, 'running', 'running', 'user', 'version failed', 2, 'Error: broken on purpose' FROM sandboxes WHERE project_id = $1`, pid); err != nil {
+		SELECT id, 'running', 'running', 'user', 'version_failed', 2, 'Error: broken on purpose' FROM sandboxes WHERE project_id = $1`, pid); err != nil {
 		t.Fatal(err)
 	}
 	page = c.Get("/projects/" + pid)

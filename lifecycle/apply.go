@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"sandman/db"
+	"sandman/ops"
 )
 
 // ErrStale means the sandbox changed since it was read (another worker or instance won).
@@ -22,7 +23,10 @@ var ErrNotAllowed = errors.New("transition not allowed")
 type Change struct {
 	To     db.SandboxStatus
 	Source db.EventSource
-	Reason string
+	Reason db.EventReason
+	// Detail is the free-form part of why (an error's text, the provider's own kill reason):
+	// kept for people, read by no rule (docs/architecture.md, "Codes, not copy").
+	Detail string
 
 	ProviderEventID   string
 	ProviderTimestamp *time.Time
@@ -31,10 +35,13 @@ type Change struct {
 	SnapshotKind *db.PauseKind // set when pausing; cleared (nil with ClearSnapshot) on resume
 	ClearSnap    bool
 	EndAt        *time.Time
-	KilledReason *string
-	FailureCause string
+	KilledReason *db.EventReason  // its detail is Detail
+	FailureCause *db.FailureCause // its detail is Detail
 	Verified     bool
 }
+
+// maxDetail caps a change's free-form detail (an error's text can be long).
+const maxDetail = 500
 
 // apply is the one function that changes a sandbox's status (docs/states.md). Inside the
 // caller's transaction it checks the state machine, updates the row only if its version is
@@ -52,6 +59,11 @@ func apply(ctx context.Context, tx db.Tx, sb db.Sandbox, c Change) (db.Sandbox, 
 		PreviewURL: c.PreviewURL, EndAt: c.EndAt, KilledReason: c.KilledReason,
 		FailureCause: c.FailureCause, EventAt: c.ProviderTimestamp,
 	}
+	c.Detail = truncate(c.Detail, maxDetail)
+	p.KilledDetail = c.Detail
+	if c.FailureCause != nil {
+		p.FailureDetail = c.Detail
+	}
 	if c.SnapshotKind != nil || c.ClearSnap {
 		p.SetSnapshotKind, p.SnapshotKind = true, c.SnapshotKind
 	}
@@ -68,16 +80,20 @@ func apply(ctx context.Context, tx db.Tx, sb db.Sandbox, c Change) (db.Sandbox, 
 		}
 		return sb, err
 	}
+	// What it costs and what its sleep saves follow its state (docs/operations.md).
+	if err := ops.Record(ctx, tx, &sb, updated, now); err != nil {
+		return sb, err
+	}
 	return updated, record(ctx, tx, db.InsertSandboxEventParams{
 		SandboxID: sb.ID, FromStatus: sb.Status, ToStatus: c.To, Source: c.Source, Reason: c.Reason,
-		ProviderEventID: nonEmpty(c.ProviderEventID), ProviderTimestamp: c.ProviderTimestamp,
+		Detail: c.Detail, ProviderEventID: nonEmpty(c.ProviderEventID), ProviderTimestamp: c.ProviderTimestamp,
 	}, sb.OwnerID)
 }
 
 // announce records an event that is no move, so pages learn of it like of any change: a new
 // sandbox row's first (from starting to starting), or a visitor's note (noteFoundGone). via is
 // the name of the API token the founder came through ("" for none).
-func announce(ctx context.Context, tx db.Tx, sb db.Sandbox, source db.EventSource, reason, via string) error {
+func announce(ctx context.Context, tx db.Tx, sb db.Sandbox, source db.EventSource, reason db.EventReason, via string) error {
 	return record(ctx, tx, db.InsertSandboxEventParams{SandboxID: sb.ID, FromStatus: sb.Status, ToStatus: sb.Status,
 		Source: source, Reason: reason, ViaToken: nonEmpty(via)}, sb.OwnerID)
 }

@@ -29,7 +29,7 @@ const appDir = "/home/user/app"
 // failure was the platform's and not the founder's code, the credit refunded with its cause.
 type buildFailure struct {
 	msg string
-	// refund gives the build's credit back (a ledger row with cause as its reason), in the
+	// refund gives the build's credit back (a refund's ledger row with cause as its detail), in the
 	// transaction that marks the build failed.
 	refund bool
 	cause  string
@@ -317,7 +317,7 @@ func (s *Service) finishBuild(ctx context.Context, sandboxID uuid.UUID) error {
 		if err := tx.TouchActivity(ctx, sb.ID); err != nil {
 			return err
 		}
-		sb, err = apply(ctx, tx, sb, Change{To: Running, Source: db.EventSourceBuild, Reason: "ready", Verified: true})
+		sb, err = apply(ctx, tx, sb, Change{To: Running, Source: db.EventSourceBuild, Reason: db.EventReasonReady, Verified: true})
 		if err != nil {
 			return err
 		}
@@ -369,7 +369,7 @@ func (s *Service) finishFailed(ctx context.Context, tx db.Tx, sb db.Sandbox, f *
 		return err
 	}
 	_, err = tx.InsertCreditRefund(ctx, db.InsertCreditRefundParams{UserID: sb.OwnerID, BuildID: sb.BuildID,
-		Reason: truncate("refund: "+f.cause, 500)})
+		Detail: truncate(f.cause, maxDetail)})
 	if db.IsNotFound(err) {
 		return nil // refunded before
 	}

@@ -101,8 +101,8 @@ func TestCrashedWorkerNeverStrandsASandbox(t *testing.T) {
 					return
 				}
 				if build.Status != db.BuildStatusFailed || !strings.Contains(build.Error, "stopped before it finished") ||
-					sb.KilledReason != "build_failed" {
-					t.Fatalf("build %s %q, killed_reason %q: want a failed build with a readable reason", build.Status, build.Error, sb.KilledReason)
+					killedReason(sb) != db.EventReasonBuildFailed {
+					t.Fatalf("build %s %q, killed_reason %q: want a failed build with a readable reason", build.Status, build.Error, killedReason(sb))
 				}
 				// A worker that went away is Sandman's failure: the credit came back.
 				if got := credits(t, b.pool, sb.OwnerID); got != 5 || !strings.Contains(build.Error, "Your credit was refunded") {
@@ -136,8 +136,8 @@ func TestCrashedWorkerNeverStrandsASandbox(t *testing.T) {
 					visits(t, host, sb.PreviewURL)
 					return
 				}
-				if sb.FailureCause != lifecycle.CauseUnreachable {
-					t.Fatalf("failure cause %q", sb.FailureCause)
+				if sb.FailureCause == nil || *sb.FailureCause != lifecycle.CauseUnreachable {
+					t.Fatalf("failure cause %v", sb.FailureCause)
 				}
 			},
 		},

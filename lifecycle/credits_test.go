@@ -82,7 +82,7 @@ func TestConcurrentRebuildsWithOneKeyChargeOnce(t *testing.T) {
 	}
 	// The first sandbox was replaced in the same transaction.
 	sandboxes := b.sandboxesOf(t, p.ID)
-	if len(sandboxes) != 2 || sandboxes[1].Status != lifecycle.Terminated || sandboxes[1].KilledReason != "replaced" {
+	if len(sandboxes) != 2 || sandboxes[1].Status != lifecycle.Terminated || killedReason(sandboxes[1]) != db.EventReasonReplaced {
 		t.Fatalf("sandboxes after rebuild: %+v", sandboxes)
 	}
 }

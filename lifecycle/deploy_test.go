@@ -283,7 +283,7 @@ func TestPreviewEndsOnTheNewestOfManyVersions(t *testing.T) {
 	}
 	live := map[int32]int{}
 	for _, e := range v.eventsOf(t, sb.ID) {
-		if e.Reason == "version live" {
+		if e.Reason == db.EventReasonVersionLive {
 			live[*e.VersionNumber]++
 		}
 	}

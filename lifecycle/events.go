@@ -85,11 +85,11 @@ func (s *Service) applyProviderEvent(ctx context.Context, tx db.Tx, ev ProviderE
 			if IsGone(cur.Status) {
 				return seen()
 			}
-			c.To, c.Reason = goneStatus(cur, ev.KillReason, ev.Timestamp)
+			c.To, c.Reason, c.Detail = goneStatus(cur, ev.KillReason, ev.Timestamp)
 			c.KilledReason = &c.Reason
 			if cur.Status == Starting {
 				// Lost mid-build: the build fails, and its credit is refunded, with this change.
-				if err := s.finishFailed(ctx, tx, cur, providerFailure("the sandbox was lost mid-build: killed ("+c.Reason+")")); err != nil {
+				if err := s.finishFailed(ctx, tx, cur, providerFailure("the sandbox was lost mid-build: killed ("+deref(ev.KillReason)+")")); err != nil {
 					return nil, err
 				}
 			}
@@ -98,7 +98,7 @@ func (s *Service) applyProviderEvent(ctx context.Context, tx db.Tx, ev ProviderE
 			if cur.Status != Running && cur.Status != Unknown || pauseInFlight(cur, time.Now()) {
 				return seen() // or Sandman's own pause, which its job records with its cause
 			}
-			c.To, c.Reason = Paused, "paused by the provider"
+			c.To, c.Reason = Paused, db.EventReasonProviderPaused
 			kind, err := snapshotKindOf(ctx, tx, cur)
 			if err != nil {
 				return nil, err
@@ -109,7 +109,7 @@ func (s *Service) applyProviderEvent(ctx context.Context, tx db.Tx, ev ProviderE
 			if cur.Status != Paused && cur.Status != Unknown && cur.Status != ResumeFailed {
 				return seen()
 			}
-			c.To, c.Reason = Running, "resumed by the provider"
+			c.To, c.Reason = Running, db.EventReasonProviderResumed
 			c.ClearSnap = true
 		case EventUpdated:
 			if ev.SetTimeout != nil {

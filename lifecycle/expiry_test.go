@@ -34,7 +34,7 @@ func TestWhyASandboxIsGone(t *testing.T) {
 		// end makes the provider sandbox go away.
 		end        func(t *testing.T, host *sandboxdtest.Host, client *e2b.Client, providerID string)
 		want       db.SandboxStatus
-		wantReason string
+		wantReason db.EventReason
 	}{
 		{
 			name: "its lifetime ends",
@@ -43,14 +43,14 @@ func TestWhyASandboxIsGone(t *testing.T) {
 					t.Fatal(err)
 				}
 			},
-			want: lifecycle.Expired, wantReason: "timeout",
+			want: lifecycle.Expired, wantReason: db.EventReasonProviderTimeout,
 		},
 		{
 			name: "killed from the provider's dashboard before its end",
 			end: func(t *testing.T, host *sandboxdtest.Host, _ *e2b.Client, providerID string) {
 				host.KillFromDashboard(t, providerID)
 			},
-			want: lifecycle.Killed, wantReason: "request",
+			want: lifecycle.Killed, wantReason: db.EventReasonProviderRequest,
 		},
 	}
 	for _, tt := range tests {
@@ -66,8 +66,8 @@ func TestWhyASandboxIsGone(t *testing.T) {
 
 			tt.end(t, host, providerFor(t, host), *sb.ProviderID)
 			sb = b.waitStatus(t, sb.ID, tt.want, 30*time.Second)
-			if sb.KilledReason != tt.wantReason || sb.KilledAt == nil {
-				t.Fatalf("killed_reason %q (killed_at %v), want %q", sb.KilledReason, sb.KilledAt, tt.wantReason)
+			if killedReason(sb) != tt.wantReason || sb.KilledAt == nil {
+				t.Fatalf("killed_reason %q (killed_at %v), want %q", killedReason(sb), sb.KilledAt, tt.wantReason)
 			}
 			// Both watchers keep running: give them time to see the end again, then check that
 			// it was recorded once and never overwritten.
@@ -86,8 +86,8 @@ func TestWhyASandboxIsGone(t *testing.T) {
 			if last := evs[len(evs)-1]; last.ToStatus != tt.want {
 				t.Fatalf("the end was followed by more changes: %s", history(evs))
 			}
-			if got := b.get(t, sb.ID); got.Status != tt.want || got.KilledReason != tt.wantReason {
-				t.Fatalf("later sweeps changed the row to %s (%q)", got.Status, got.KilledReason)
+			if got := b.get(t, sb.ID); got.Status != tt.want || killedReason(got) != tt.wantReason {
+				t.Fatalf("later sweeps changed the row to %s (%q)", got.Status, killedReason(got))
 			}
 		})
 	}
@@ -109,8 +109,8 @@ func TestSandmansOwnKillStaysTerminated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := b.get(t, old.ID); got.Status != lifecycle.Terminated || got.KilledReason != "replaced" || !got.KillRequested {
-		t.Fatalf("the replaced sandbox is %s (%q, kill requested %v), want terminated at once", got.Status, got.KilledReason, got.KillRequested)
+	if got := b.get(t, old.ID); got.Status != lifecycle.Terminated || killedReason(got) != db.EventReasonReplaced || !got.KillRequested {
+		t.Fatalf("the replaced sandbox is %s (%q, kill requested %v), want terminated at once", got.Status, killedReason(got), got.KillRequested)
 	}
 	// The kill job reaches the provider, which then reports the kill as an event.
 	var killedAt time.Time
@@ -144,10 +144,10 @@ func TestSandmansOwnKillStaysTerminated(t *testing.T) {
 
 	got := b.get(t, old.ID)
 	evs := b.eventsOf(t, old.ID)
-	if got.Status != lifecycle.Terminated || got.KilledReason != "replaced" {
-		t.Fatalf("the replaced sandbox became %s (%q): %s", got.Status, got.KilledReason, history(evs))
+	if got.Status != lifecycle.Terminated || killedReason(got) != db.EventReasonReplaced {
+		t.Fatalf("the replaced sandbox became %s (%q): %s", got.Status, killedReason(got), history(evs))
 	}
-	if ends := transitionsTo(evs, lifecycle.Terminated); len(ends) != 1 || ends[0].Source != db.EventSourceUser || ends[0].Reason != "replaced" {
+	if ends := transitionsTo(evs, lifecycle.Terminated); len(ends) != 1 || ends[0].Source != db.EventSourceUser || ends[0].Reason != db.EventReasonReplaced {
 		t.Fatalf("want one terminated event from the founder's rebuild: %s", history(evs))
 	}
 	if last := evs[len(evs)-1]; last.ToStatus != lifecycle.Terminated {

@@ -278,7 +278,7 @@ func TestIdleTimeoutCountsFromReadiness(t *testing.T) {
 	if took := ready.CreatedAt.Sub(created.CreatedAt); took <= cfg.IdleTimeout {
 		t.Fatalf("the build took %v, not longer than the idle timeout %v: the test proves nothing", took, cfg.IdleTimeout)
 	}
-	if paused.Reason != "idle" {
+	if paused.Reason != db.EventReasonIdle {
 		t.Fatalf("the first pause was %q, want the idle one", paused.Reason)
 	}
 	if awake := paused.CreatedAt.Sub(ready.CreatedAt); awake < cfg.IdleTimeout {

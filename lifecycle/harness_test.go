@@ -63,7 +63,7 @@ func transitionsTo(evs []db.SandboxEvent, to db.SandboxStatus) []db.SandboxEvent
 func history(evs []db.SandboxEvent) string {
 	s := ""
 	for _, e := range evs {
-		s += string(e.FromStatus) + "→" + string(e.ToStatus) + " (" + string(e.Source) + ": " + e.Reason + "); "
+		s += string(e.FromStatus) + "→" + string(e.ToStatus) + " (" + string(e.Source) + ": " + string(e.Reason) + "); "
 	}
 	return s
 }
@@ -118,4 +118,20 @@ func providerCalls(tb testing.TB, reg *prometheus.Registry, op string) float64 {
 		labels["op"] = op
 	}
 	return testkit.MetricValue(tb, reg, "sandman_e2b_calls_total", labels)
+}
+
+// killedReason is the code a gone sandbox was ended with ("" while it is not gone).
+func killedReason(sb db.Sandbox) db.EventReason {
+	if sb.KilledReason == nil {
+		return ""
+	}
+	return *sb.KilledReason
+}
+
+// failureCause is why the sandbox's resume failed ("" for none).
+func failureCause(sb db.Sandbox) db.FailureCause {
+	if sb.FailureCause == nil {
+		return ""
+	}
+	return *sb.FailureCause
 }

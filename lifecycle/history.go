@@ -51,38 +51,39 @@ func (s *Service) entry(ev db.SandboxEvent, kind db.BuildKind) HistoryEntry {
 	return HistoryEntry{EventID: ev.ID, At: ev.CreatedAt, Text: text, Files: ev.Files}
 }
 
-// Reasons the writers record and describe reads (a pause's are its pauseCause).
+// Reasons the writers record and describe reads: codes (the enum event_reason), never the
+// sentences, which are made from them here only (a pause's are its pauseCause).
 const (
-	reasonCreated     = "created"      // createSandboxRow: a build or rebuild made the sandbox
-	reasonBuildFailed = "build_failed" // failBuild: the founder's code failed, the credit is spent
+	reasonCreated     = db.EventReasonCreated     // createSandboxRow: a build or rebuild made the sandbox
+	reasonBuildFailed = db.EventReasonBuildFailed // failBuild: the founder's code failed, the credit is spent
 	// failBuild: the platform failed the build and its credit was given back.
-	reasonBuildFailedRefunded = "build_failed: refunded"
-	reasonReplaced            = "replaced" // replaceCurrent: a rebuild ended this sandbox
+	reasonBuildFailedRefunded = db.EventReasonBuildFailedRefunded
+	reasonReplaced            = db.EventReasonReplaced // replaceCurrent: a rebuild ended this sandbox
 	// A failed resume's reason names its cause; the sweep's names a resume that never ended.
-	reasonResumeNotFound    = "resume failed: not found"
-	reasonResumeUnreachable = "resume failed: unreachable"
-	reasonResumeTimedOut    = "resume timed out"
-	reasonResumeFilesLost   = "resume failed: files lost"
+	reasonResumeNotFound    = db.EventReasonResumeNotFound
+	reasonResumeUnreachable = db.EventReasonResumeUnreachable
+	reasonResumeTimedOut    = db.EventReasonResumeTimedOut
+	reasonResumeFilesLost   = db.EventReasonResumeFilesLost
 	// An integrity check restored files (the event names them); a sandbox the provider no
 	// longer has, with no event saying why after the catch-up window, was lost by it.
-	reasonRestored = "restored files"
-	reasonLost     = "lost by the provider"
+	reasonRestored = db.EventReasonRestored
+	reasonLost     = db.EventReasonLost
 	// A visitor of the share link woke the preview (VisitorWake), or found it gone: a note, not
 	// a move (from and to are its state then).
-	reasonVisitorWake = "visitor wake"
+	reasonVisitorWake = db.EventReasonVisitorWake
 	// A version was applied to a running preview (lifecycle/deploy.go) and its dev server
 	// answered, or did not start on it; a resume applied the version made while it slept.
-	reasonVersionLive      = "version live"
-	reasonVersionFailed    = "version failed"
-	reasonWokeWithVersion  = "woke with version"
-	reasonVisitorFoundGone = "visitor found it gone"
+	reasonVersionLive      = db.EventReasonVersionLive
+	reasonVersionFailed    = db.EventReasonVersionFailed
+	reasonWokeWithVersion  = db.EventReasonWokeWithVersion
+	reasonVisitorFoundGone = db.EventReasonVisitorFoundGone
 )
 
 // eventFacts are what a sentence is chosen from: the move, who made it and why.
 type eventFacts struct {
 	from, to db.SandboxStatus
 	source   db.EventSource
-	reason   string
+	reason   db.EventReason
 	rebuild  bool // the sandbox runs a rebuild (its creation cost a rebuild's credit)
 	// viaToken names the API token the founder came through ("" for their browser).
 	viaToken string
@@ -144,6 +145,8 @@ func describe(f eventFacts, idle time.Duration) string {
 			return "Paused after " + DurationText(idle) + " without activity"
 		case f.source == pauseAfterBuild.source && f.reason == pauseAfterBuild.reason:
 			return "Paused as soon as it was ready, to save resources"
+		case f.source == pauseByOperator.source:
+			return "Paused by an operator"
 		case f.source == pauseRequested.source:
 			return "Paused by you"
 		default:
@@ -179,6 +182,9 @@ func describe(f eventFacts, idle time.Duration) string {
 	case Expired:
 		return "Expired: its time ran out"
 	case Terminated:
+		if f.source == db.EventSourceOperator {
+			return "Stopped by an operator"
+		}
 		switch f.reason {
 		case reasonReplaced:
 			return "Replaced by a rebuild"

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"sandman/app/apptest"
+	"sandman/db"
 	"sandman/internal/testkit"
 	"sandman/lifecycle"
 	"sandman/sandboxd/sandboxdtest"
@@ -126,8 +127,8 @@ func TestTwoInstancesNeverApplyATransitionTwice(t *testing.T) {
 	})
 	race(2, func(inst *testBundle, _ int) error { return inst.svc.Verify(ctx, u1.ID, killed.ID) })
 	sb := a.waitStatus(t, killed.ID, lifecycle.Killed, 30*time.Second)
-	if sb.KilledReason != "request" {
-		t.Fatalf("killed_reason %q", sb.KilledReason)
+	if killedReason(sb) != db.EventReasonProviderRequest {
+		t.Fatalf("killed_reason %q", killedReason(sb))
 	}
 	if evs := a.eventsOf(t, killed.ID); len(transitionsTo(evs, lifecycle.Killed)) != 1 {
 		t.Fatalf("one kill recorded more than once: %s", history(evs))

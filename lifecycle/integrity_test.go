@@ -266,12 +266,12 @@ func TestResumeFailsWhenFilesCannotBeRestored(t *testing.T) {
 		{id: "resume-app-dir-gone", name: "the app directory is gone",
 			damage:   []string{"app"},
 			injected: "the app's whole directory deleted while it slept (sandboxd's files fault at resume)",
-			result:   "resume_failed after one attempt, with the cause \"" + lifecycle.CauseFilesLost + "\""},
+			result:   "resume_failed after one attempt, with the cause \"" + lifecycle.CauseText(new(lifecycle.CauseFilesLost), "") + "\""},
 		{id: "resume-server-not-back", name: "the dev server does not come back on the restored files",
 			start:    "sh -c 'test ! -e ../started && touch ../started && exec node server.js'",
 			damage:   []string{"app/page.html"},
 			injected: "a stored file deleted while it slept, and a dev server that cannot start a second time",
-			result:   "the file restored, the server stopped and not answering again: resume_failed after one attempt, with the cause \"" + lifecycle.CauseFilesLost + "\""},
+			result:   "the file restored, the server stopped and not answering again: resume_failed after one attempt, with the cause \"" + lifecycle.CauseText(new(lifecycle.CauseFilesLost), "") + "\""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -295,8 +295,8 @@ func TestResumeFailsWhenFilesCannotBeRestored(t *testing.T) {
 				t.Fatal(err)
 			}
 			sb = b.waitStatus(t, sb.ID, lifecycle.ResumeFailed, time.Minute)
-			if sb.FailureCause != lifecycle.CauseFilesLost {
-				t.Fatalf("failure cause %q, want %q", sb.FailureCause, lifecycle.CauseFilesLost)
+			if sb.FailureCause == nil || *sb.FailureCause != lifecycle.CauseFilesLost {
+				t.Fatalf("failure cause %v, want %q", sb.FailureCause, lifecycle.CauseFilesLost)
 			}
 			if n := providerCalls(t, b.Registry(), "connect") - connects; n != 1 {
 				t.Fatalf("%v connects: lost files must not be tried a second time", n)
@@ -347,8 +347,8 @@ func TestSandboxLostWithoutAnEvent(t *testing.T) {
 	}
 	for _, sb := range []db.Sandbox{running, paused} {
 		sb = b.waitStatus(t, sb.ID, lifecycle.Killed, time.Minute)
-		if sb.KilledReason != "lost by the provider" {
-			t.Fatalf("killed with reason %q, want \"lost by the provider\"", sb.KilledReason)
+		if killedReason(sb) != db.EventReasonLost {
+			t.Fatalf("killed with reason %q, want lost", killedReason(sb))
 		}
 		if sb.KilledAt == nil || sb.KilledAt.Sub(lost) < window {
 			t.Fatalf("declared lost at %v, %v after it went: within the catch-up window (%v) a killed event could still have come", sb.KilledAt, sb.KilledAt.Sub(lost), window)

@@ -35,6 +35,8 @@ type PauseArgs struct {
 	Idle bool `json:"idle" river:"unique"`
 	// Ready is the pause SANDMAN_PAUSE_AFTER_READY=immediate asks for when a build is ready.
 	Ready bool `json:"ready,omitempty" river:"unique"`
+	// Operator is a pause an operator asked for on the console (recorded "by an operator").
+	Operator bool `json:"operator,omitempty" river:"unique"`
 }
 
 // Kind implements river.JobArgs.

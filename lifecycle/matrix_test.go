@@ -193,9 +193,9 @@ func TestSandboxdRestartMidResume(t *testing.T) {
 	switch sb.Status {
 	case lifecycle.Running:
 	case lifecycle.ResumeFailed:
-		t.Logf("the restart outlasted the resume's two attempts: resume_failed (%s); resuming again", sb.FailureCause)
-		if sb.FailureCause != lifecycle.CauseUnreachable {
-			t.Fatalf("failure cause %q", sb.FailureCause)
+		t.Logf("the restart outlasted the resume's two attempts: resume_failed (%s); resuming again", failureCause(sb))
+		if sb.FailureCause == nil || *sb.FailureCause != lifecycle.CauseUnreachable {
+			t.Fatalf("failure cause %v", sb.FailureCause)
 		}
 		if _, err := b.svc.Resume(ctx, u.ID, sb.ID); err != nil {
 			t.Fatal(err)

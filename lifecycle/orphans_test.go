@@ -17,8 +17,9 @@ import (
 
 // TestReconcileKillsOrphans: a provider sandbox with Sandman's metadata that no row wants (made
 // just before a crash, before its row learnt its id; or one whose row ended without the kill
-// reaching the provider) is killed by the reconcile once it is older than OrphanAge, counted and
-// logged. Younger ones, other applications' sandboxes and the founders' own are left alone.
+// reaching the provider) is killed by the reconcile once it is older than OrphanAge, counted,
+// logged and recorded for the operator's console. The reconcile keeps the size the provider
+// reports on the rows it wants. Younger ones, other applications' sandboxes and the founders' own are left alone.
 func TestReconcileKillsOrphans(t *testing.T) {
 	t.Parallel()
 	host := sandboxdtest.Start(t)
@@ -71,6 +72,19 @@ func TestReconcileKillsOrphans(t *testing.T) {
 	}
 	if recs := logs.Records("killed an orphaned sandbox: the provider had it, no sandbox row wanted it"); len(recs) != 1 || recs[0]["provider_id"] != orphan {
 		t.Fatalf("log records %v, want one naming %s", recs, orphan)
+	}
+	// Every instance's console sees it.
+	var recorded int
+	if err := b.pool.QueryRow(ctx, "SELECT count(*) FROM orphan_kills WHERE provider_id = $1", orphan).Scan(&recorded); err != nil || recorded != 1 {
+		t.Fatalf("%d orphan_kills rows for the orphan (%v), want 1", recorded, err)
+	}
+	// The reconcile also keeps the size the provider reports on the founder's row, what it costs awake.
+	listed, err := provider.GetSandbox(ctx, *founders.ProviderID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := b.get(t, founders.ID); listed.CPUCount == 0 || int(got.Vcpus) != listed.CPUCount || int(got.MemoryMib) != listed.MemoryMB {
+		t.Fatalf("the row's size is %d vCPUs and %d MiB, the provider reports %d and %d", got.Vcpus, got.MemoryMib, listed.CPUCount, listed.MemoryMB)
 	}
 	if !alive(stranger) {
 		t.Fatal("another application's sandbox was killed")

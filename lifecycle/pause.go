@@ -29,13 +29,14 @@ func (s *Service) schedulePause(ctx context.Context, tx db.Tx, sb db.Sandbox, bu
 // neither is guessed from the other.
 type pauseCause struct {
 	source db.EventSource
-	reason string
+	reason db.EventReason
 }
 
 var (
-	pauseIdle       = pauseCause{db.EventSourceScheduler, "idle"}
-	pauseAfterBuild = pauseCause{db.EventSourceScheduler, "paused after the build (SANDMAN_PAUSE_AFTER_READY=immediate)"}
-	pauseRequested  = pauseCause{db.EventSourceUser, "requested"}
+	pauseIdle       = pauseCause{db.EventSourceScheduler, db.EventReasonIdle}
+	pauseAfterBuild = pauseCause{db.EventSourceScheduler, db.EventReasonAfterBuild}
+	pauseRequested  = pauseCause{db.EventSourceUser, db.EventReasonRequested}
+	pauseByOperator = pauseCause{db.EventSourceOperator, db.EventReasonRequested}
 )
 
 // cause is why the job pauses its sandbox.
@@ -45,6 +46,8 @@ func (a PauseArgs) cause() pauseCause {
 		return pauseIdle
 	case a.Ready:
 		return pauseAfterBuild
+	case a.Operator:
+		return pauseByOperator
 	}
 	return pauseRequested
 }

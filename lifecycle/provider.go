@@ -262,7 +262,8 @@ func (s *Service) providerList(ctx context.Context) (map[string]ProviderState, e
 	}
 	out := make(map[string]ProviderState, len(all))
 	for _, l := range all {
-		out[l.ID] = ProviderState{Found: true, State: stateOf(l.State), EndAt: l.EndAt, StartedAt: l.StartedAt}
+		out[l.ID] = ProviderState{Found: true, State: stateOf(l.State), EndAt: l.EndAt, StartedAt: l.StartedAt,
+			VCPUs: int32(l.CPUCount), MemoryMiB: int32(l.MemoryMB)}
 	}
 	return out, nil
 }

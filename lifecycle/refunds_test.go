@@ -197,10 +197,10 @@ func TestBuildFailuresRefundOnlyThePlatformsFaults(t *testing.T) {
 			want := int32(4)
 			if tt.refund {
 				want = 5
-				if len(refunds) != 1 || refunds[0].BuildID == nil || *refunds[0].BuildID != res.Build.ID || !strings.HasPrefix(refunds[0].Reason, "refund: ") {
+				if len(refunds) != 1 || refunds[0].BuildID == nil || *refunds[0].BuildID != res.Build.ID || refunds[0].Reason != db.LedgerReasonRefund || refunds[0].Detail == "" {
 					t.Fatalf("ledger %+v: want one refund of this build, with its reason", ledger)
 				}
-				t.Logf("refund reason: %s", refunds[0].Reason)
+				t.Logf("refund: %s", refunds[0].Detail)
 			} else if len(refunds) != 0 {
 				t.Fatalf("the founder's own failure was refunded: %+v", ledger)
 			}

@@ -44,7 +44,7 @@ func (s *Service) Resume(ctx context.Context, owner, sandboxID uuid.UUID) (db.Sa
 // resume job, in the caller's transaction: the one way a resume starts, for the founder
 // (Resume) and for a visitor of the share link (VisitorWake) alike.
 func (s *Service) startResume(ctx context.Context, tx db.Tx, sb db.Sandbox, args ResumeArgs) (db.Sandbox, error) {
-	reason := "resume"
+	reason := db.EventReasonResume
 	if args.Visitor {
 		reason = reasonVisitorWake
 	}
@@ -110,7 +110,7 @@ func (w *resumeWorker) Work(ctx context.Context, job *river.Job[ResumeArgs]) err
 					return nil, err
 				}
 				changed = true
-				return &Change{To: Running, Source: source, Reason: "resumed", PreviewURL: &res.preview,
+				return &Change{To: Running, Source: source, Reason: db.EventReasonResumed, PreviewURL: &res.preview,
 					EndAt: &res.endAt, ClearSnap: true, Verified: true}, nil
 			})
 			if err == nil && changed {
@@ -136,7 +136,7 @@ func (w *resumeWorker) Work(ctx context.Context, job *river.Job[ResumeArgs]) err
 		if cur.Status != Resuming {
 			return nil, nil
 		}
-		return &Change{To: ResumeFailed, Source: source, Reason: reason, FailureCause: cause}, nil
+		return &Change{To: ResumeFailed, Source: source, Reason: reason, Detail: lastErr.Error(), FailureCause: &cause}, nil
 	})
 	return err
 }

@@ -33,7 +33,7 @@ func TestResumeFailsAfterTwoAttempts(t *testing.T) {
 		killed bool
 		tweak  func(*e2b.Config)
 		want   db.SandboxStatus
-		cause  string
+		cause  db.FailureCause
 		// minCalls..maxCalls is how many connects must have reached the provider.
 		minCalls, maxCalls int
 	}{
@@ -102,8 +102,8 @@ func TestResumeFailsAfterTwoAttempts(t *testing.T) {
 				t.Fatalf("resume: %s %v", got.Status, err)
 			}
 			sb = b.waitStatus(t, sb.ID, tt.want, time.Minute)
-			if sb.FailureCause != tt.cause {
-				t.Fatalf("failure cause %q, want %q", sb.FailureCause, tt.cause)
+			if failureCause(sb) != tt.cause {
+				t.Fatalf("failure cause %q, want %q", failureCause(sb), tt.cause)
 			}
 			if calls := counted.Count - remainingUses(t, host, connectRoute); calls < tt.minCalls || calls > tt.maxCalls {
 				t.Fatalf("%d connects reached the provider, want %d..%d", calls, tt.minCalls, tt.maxCalls)
@@ -123,7 +123,7 @@ func TestResumeFailsAfterTwoAttempts(t *testing.T) {
 				visits(t, host, sb.PreviewURL)
 			}
 			audit := apptest.AuditDB(t, b.pool)
-			injected, times, result := "the sandbox killed at the provider, then resumed", 1, "resume_failed at once (no second attempt), cause: "+tt.cause
+			injected, times, result := "the sandbox killed at the provider, then resumed", 1, "resume_failed at once (no second attempt), cause: "+lifecycle.CauseText(&tt.cause, "")
 			if tt.fault != nil {
 				// Every call of the two attempts, retries included, meets the fault (the test
 				// checks how many reached the provider).
@@ -132,7 +132,7 @@ func TestResumeFailsAfterTwoAttempts(t *testing.T) {
 				if tt.fault.Status == 0 {
 					injected = fmt.Sprintf("the provider's connect hanging %d s on every call, past the attempt timeout (1 s)", tt.fault.LatencyMs/1000)
 				}
-				result = "two attempts, then resume_failed, cause: " + tt.cause
+				result = "two attempts, then resume_failed, cause: " + lifecycle.CauseText(&tt.cause, "")
 				if tt.want == lifecycle.Running {
 					injected = fmt.Sprintf("the provider's connect answering %d for one whole attempt (%d calls, retries included)", tt.fault.Status, tt.fault.Count)
 					result = "the second attempt resumes it: running, no failure recorded"

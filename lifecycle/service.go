@@ -14,6 +14,7 @@ import (
 	"sandman/apperr"
 	"sandman/db"
 	"sandman/e2b"
+	"sandman/ops"
 )
 
 // Config holds the lifecycle's timings and choices (README lists their variables).
@@ -35,6 +36,9 @@ type Config struct {
 	CreateTimeout, UploadTimeout, InstallTimeout, ReadyTimeout, ResumeTimeout time.Duration
 	// HTTPClient checks previews for readiness.
 	HTTPClient *http.Client
+	// Size is a new sandbox's size (SANDMAN_SANDBOX_VCPUS, SANDMAN_SANDBOX_MEMORY) until the
+	// provider reports its own; zero: ops.DefaultConfig's.
+	Size ops.Size
 }
 
 // Service is the lifecycle's entry point for handlers and workers.
@@ -151,11 +155,11 @@ var errKeyUsed = apperr.New(apperr.KindConflict, "key_used",
 	"This idempotency key was already used for another build (of another project, or a build instead of a rebuild). "+
 		"Nothing was charged: send a new key for this request.")
 
-func buildReason(rebuild bool) string {
+func buildReason(rebuild bool) db.LedgerReason {
 	if rebuild {
-		return "rebuild"
+		return db.LedgerReasonRebuild
 	}
-	return "build"
+	return db.LedgerReasonBuild
 }
 
 // replay answers a repeated idempotency key with what the first request started. A key belongs
@@ -217,10 +221,14 @@ func (s *Service) replaceCurrent(ctx context.Context, tx db.Tx, projectID uuid.U
 }
 
 // createSandboxRow inserts the new sandbox in `starting` with its creation event, which names
-// the API token the founder came through, if any.
+// the API token the founder came through, if any, and opens its first stretch awake.
 func (s *Service) createSandboxRow(ctx context.Context, tx db.Tx, by Actor, projectID, buildID uuid.UUID, recreated bool) (db.Sandbox, error) {
-	sb, err := tx.InsertSandbox(ctx, db.InsertSandboxParams{OwnerID: by.Founder, ProjectID: projectID, BuildID: buildID, Recreated: recreated})
+	sb, err := tx.InsertSandbox(ctx, db.InsertSandboxParams{OwnerID: by.Founder, ProjectID: projectID, BuildID: buildID, Recreated: recreated,
+		Vcpus: s.cfg.Size.VCPUs, MemoryMib: s.cfg.Size.MemoryMiB, LifetimeSeconds: int32(s.cfg.SandboxTimeout / time.Second)})
 	if err != nil {
+		return sb, err
+	}
+	if err := ops.Record(ctx, tx, nil, sb, time.Now()); err != nil {
 		return sb, err
 	}
 	return sb, announce(ctx, tx, sb, db.EventSourceUser, reasonCreated, by.Token)

@@ -60,13 +60,36 @@ func keepsRecreated(to db.SandboxStatus) bool {
 	return false
 }
 
-// Failure causes shown under "Resume failed" (docs/states.md, exact copy).
+// Why a resume failed: stored as a code (sandboxes.failure_cause), which rules read; the
+// founder reads its sentence, CauseText.
 const (
-	CauseNotFound    = "This preview was cleaned up and can't be recovered. Rebuild it from your saved files."
-	CauseUnreachable = "The sandbox couldn't be reached. It may be corrupted."
-	CauseFilesLost   = "The preview's files were lost by the provider and couldn't be restored. Rebuild it from your saved files."
+	CauseNotFound    = db.FailureCauseNotFound
+	CauseUnreachable = db.FailureCauseUnreachable
+	CauseFilesLost   = db.FailureCauseFilesLost
 )
+
+// CauseText is the sentence shown under "Resume failed" for a cause (docs/states.md, exact
+// copy), "" for none. A cause recorded before the codes existed (other) keeps its old sentence,
+// stored as its detail.
+func CauseText(cause *db.FailureCause, detail string) string {
+	if cause == nil {
+		return ""
+	}
+	switch *cause {
+	case CauseNotFound:
+		return "This preview was cleaned up and can't be recovered. Rebuild it from your saved files."
+	case CauseFilesLost:
+		return "The preview's files were lost by the provider and couldn't be restored. Rebuild it from your saved files."
+	case db.FailureCauseOther:
+		if detail != "" {
+			return detail
+		}
+	}
+	return "The sandbox couldn't be reached. It may be corrupted."
+}
 
 // onlyRebuildFixes reports whether a failed resume's cause is one no further resume can mend:
 // the provider no longer has the sandbox, or its files are lost for good.
-func onlyRebuildFixes(cause string) bool { return cause == CauseNotFound || cause == CauseFilesLost }
+func onlyRebuildFixes(cause *db.FailureCause) bool {
+	return cause != nil && (*cause == CauseNotFound || *cause == CauseFilesLost)
+}

@@ -65,7 +65,7 @@ func TestGoneStatus(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got, _ := goneStatus(tt.sb, tt.reason, now); got != tt.want {
+			if got, _, _ := goneStatus(tt.sb, tt.reason, now); got != tt.want {
 				t.Fatalf("got %s, want %s", got, tt.want)
 			}
 		})

@@ -52,7 +52,7 @@ func (s *Service) Sweep(ctx context.Context) error {
 				if cur.Status != Resuming {
 					return nil, nil
 				}
-				return &Change{To: ResumeFailed, Source: db.EventSourceScheduler, Reason: reasonResumeTimedOut, FailureCause: CauseUnreachable}, nil
+				return &Change{To: ResumeFailed, Source: db.EventSourceScheduler, Reason: reasonResumeTimedOut, FailureCause: ptr(CauseUnreachable)}, nil
 			}); err != nil {
 				return err
 			}

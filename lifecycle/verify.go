@@ -20,6 +20,8 @@ type ProviderState struct {
 	StartedAt time.Time
 	// KillReason is the provider's kill_reason for a sandbox it no longer has, when known.
 	KillReason *string
+	// VCPUs and MemoryMiB are its size (cpuCount, memoryMB), when the list reports them.
+	VCPUs, MemoryMiB int32
 }
 
 // goneStatus classifies a sandbox the provider no longer has (docs/states.md, "Why a sandbox is
@@ -27,28 +29,29 @@ type ProviderState struct {
 // sandbox was simply found missing: then it expired (a running one past its end time), was
 // Sandman's own kill, or else the provider lost it (reasonLost), which goneChange declares only
 // after the catch-up window.
-func goneStatus(sb db.Sandbox, killReason *string, now time.Time) (db.SandboxStatus, string) {
+// detail is the provider's own kill reason when no code names it.
+func goneStatus(sb db.Sandbox, killReason *string, now time.Time) (to db.SandboxStatus, reason db.EventReason, detail string) {
 	if killReason != nil {
 		switch *killReason {
 		case "timeout":
-			return Expired, "timeout"
+			return Expired, db.EventReasonProviderTimeout, ""
 		case "request":
 			if sb.KillRequested {
-				return Terminated, "request"
+				return Terminated, db.EventReasonProviderRequest, ""
 			}
-			return Killed, "request"
+			return Killed, db.EventReasonProviderRequest, ""
 		default:
-			return Killed, *killReason
+			return Killed, db.EventReasonProviderOther, *killReason
 		}
 	}
 	// A paused sandbox's end time is its pause time, not an expiry: pastExpiry never reads it.
 	if sb.Status == Running && pastExpiry(sb, now) {
-		return Expired, "missing after its end time"
+		return Expired, db.EventReasonMissingPastEnd, ""
 	}
 	if sb.KillRequested {
-		return Terminated, "missing after Sandman's kill"
+		return Terminated, db.EventReasonMissingAfterKill, ""
 	}
-	return Killed, reasonLost
+	return Killed, reasonLost, ""
 }
 
 // goneChange is the change for a sandbox the provider no longer has, in the transaction that
@@ -58,7 +61,7 @@ func goneStatus(sb db.Sandbox, killReason *string, now time.Time) (db.SandboxSta
 // killed event in the meantime is applied by its webhook or the events reader with its reason.
 func (s *Service) goneChange(ctx context.Context, tx db.Tx, cur db.Sandbox, killReason *string, source db.EventSource) (*Change, error) {
 	now := time.Now()
-	to, reason := goneStatus(cur, killReason, now)
+	to, reason, detail := goneStatus(cur, killReason, now)
 	if reason == reasonLost {
 		since, err := tx.SetSandboxMissing(ctx, cur.ID)
 		if err != nil {
@@ -70,7 +73,7 @@ func (s *Service) goneChange(ctx context.Context, tx db.Tx, cur db.Sandbox, kill
 		s.log.Warn("the provider lost a sandbox: gone with no event", "sandbox_id", cur.ID, "provider_id", deref(cur.ProviderID),
 			"missing_since", since, "status", cur.Status)
 	}
-	return &Change{To: to, Source: source, Reason: reason, KilledReason: &reason, Verified: true}, nil
+	return &Change{To: to, Source: source, Reason: reason, Detail: detail, KilledReason: &reason, Verified: true}, nil
 }
 
 // markGone records that the provider no longer has the sandbox (see goneChange).
@@ -101,7 +104,7 @@ func (s *Service) syncTo(ctx context.Context, id uuid.UUID, ps ProviderState, so
 		if ps.State == Paused && pauseInFlight(cur, time.Now()) {
 			return nil, nil // Sandman's own pause: its job records it, with its cause
 		}
-		c := &Change{To: ps.State, Source: source, Reason: "synced with provider", Verified: true}
+		c := &Change{To: ps.State, Source: source, Reason: db.EventReasonSynced, Verified: true}
 		if ps.State == Running && !ps.EndAt.IsZero() {
 			c.EndAt = &ps.EndAt
 		}
@@ -134,7 +137,7 @@ func (s *Service) markUnknown(ctx context.Context, id uuid.UUID, cause error) er
 		if cur.Status != Running && cur.Status != Paused {
 			return nil, nil
 		}
-		return &Change{To: Unknown, Source: db.EventSourceReconciler, Reason: "cannot verify: " + cause.Error()}, nil
+		return &Change{To: Unknown, Source: db.EventSourceReconciler, Reason: db.EventReasonCannotVerify, Detail: cause.Error()}, nil
 	})
 	return err
 }
@@ -228,8 +231,15 @@ func (s *Service) Reconcile(ctx context.Context) error {
 	// of them, not a transaction each (10,000 sandboxes must reconcile in seconds).
 	var agreeIDs []uuid.UUID
 	var agreeStatuses []string
+	// The sizes the provider reports, where they differ from the rows': what a sandbox costs
+	// awake from its next start on (docs/operations.md).
+	var sizes db.SetSandboxSizesParams
 	for _, sb := range rows {
 		ps, ok := listed[*sb.ProviderID]
+		if ok && ps.VCPUs > 0 && ps.MemoryMiB > 0 && (ps.VCPUs != sb.Vcpus || ps.MemoryMiB != sb.MemoryMib) {
+			sizes.ProviderIds = append(sizes.ProviderIds, *sb.ProviderID)
+			sizes.Vcpus, sizes.MemoryMib = append(sizes.Vcpus, ps.VCPUs), append(sizes.MemoryMib, ps.MemoryMiB)
+		}
 		if ok && ps.State == sb.Status {
 			agreeIDs, agreeStatuses = append(agreeIDs, sb.ID), append(agreeStatuses, string(sb.Status))
 			continue
@@ -249,6 +259,11 @@ func (s *Service) Reconcile(ctx context.Context) error {
 	}
 	if err := s.q.MarkSandboxesVerified(ctx, db.MarkSandboxesVerifiedParams{Ids: agreeIDs, Statuses: agreeStatuses}); err != nil {
 		return err
+	}
+	if len(sizes.ProviderIds) > 0 {
+		if err := s.q.SetSandboxSizes(ctx, sizes); err != nil {
+			return err
+		}
 	}
 	return s.killOrphans(ctx, listed)
 }
@@ -281,6 +296,14 @@ func (s *Service) killOrphans(ctx context.Context, listed map[string]ProviderSta
 			continue // the next reconcile tries again
 		}
 		s.metrics.orphansKilled.Inc()
+		// Recorded for the console of every instance (the counter is this instance's).
+		var started *time.Time
+		if !ps.StartedAt.IsZero() {
+			started = &ps.StartedAt
+		}
+		if err := s.q.InsertOrphanKill(ctx, db.InsertOrphanKillParams{ProviderID: id, StartedAt: started}); err != nil {
+			return err
+		}
 		s.log.Warn("killed an orphaned sandbox: the provider had it, no sandbox row wanted it",
 			"provider_id", id, "started_at", ps.StartedAt, "state", ps.State)
 	}

@@ -50,6 +50,10 @@ type WebhookResult struct {
 // worker applies as it does a web-only instance's deliveries (RoleWeb changes nothing itself).
 func (s *Service) ReceiveWebhook(ctx context.Context, header http.Header, body []byte) (WebhookResult, error) {
 	if s.cfg.WebhookSecret == "" || !e2b.VerifyWebhookSignature(s.cfg.WebhookSecret, body, header.Get("e2b-signature")) {
+		// Counted per minute for the console (one row a minute however many are forged).
+		if err := s.q.CountWebhookRejection(ctx); err != nil {
+			s.log.Warn("count a refused webhook", "err", err)
+		}
 		return WebhookResult{}, &apperr.Error{Kind: apperr.KindUnauthorized, Code: "bad_signature",
 			Message: "The webhook signature is missing or does not match."}
 	}
@@ -70,6 +74,7 @@ func (s *Service) ReceiveWebhook(ctx context.Context, header http.Header, body [
 	})
 	d := &delivery{ev: ev, row: db.InsertWebhookDeliveryParams{
 		EventID: ev.ID, DeliveryID: storableHeader(header.Get("e2b-delivery-id")), EventType: ev.Type, Headers: headers, Body: body,
+		EventAt: eventTime(ev.Timestamp),
 	}}
 	if s.work {
 		err := s.hooks.commit(ctx, s, d)
@@ -204,6 +209,7 @@ func (s *Service) storeGroup(ctx context.Context, tx db.Tx, group []*delivery) e
 		first[d.ev.ID] = true
 		p.EventIds, p.DeliveryIds = append(p.EventIds, d.row.EventID), append(p.DeliveryIds, d.row.DeliveryID)
 		p.EventTypes, p.Headers, p.Bodies = append(p.EventTypes, d.row.EventType), append(p.Headers, d.row.Headers), append(p.Bodies, d.row.Body)
+		p.EventAts = append(p.EventAts, d.ev.Timestamp) // the zero time stores NULL (eventTime)
 	}
 	rows, err := tx.InsertWebhookDeliveries(ctx, p)
 	if err != nil {
@@ -229,13 +235,13 @@ func (s *Service) storeGroup(ctx context.Context, tx db.Tx, group []*delivery) e
 	}
 	out := db.SetWebhookDeliveryOutcomesParams{Ids: make([]int64, 0, len(fresh)), Outcomes: make([]string, 0, len(fresh))}
 	for _, d := range fresh {
-		outcome := "ignored" // a newer event of its sandbox came in the same group
+		outcome := db.WebhookOutcomeIgnored // a newer event of its sandbox came in the same group
 		if newest[d.ev.SandboxID] == d || !isLifecycleEvent(d.ev.Type) {
 			if outcome, err = s.applyWebhookEvent(ctx, tx, d.ev); err != nil {
 				return err
 			}
 		}
-		out.Ids, out.Outcomes = append(out.Ids, d.id), append(out.Outcomes, outcome)
+		out.Ids, out.Outcomes = append(out.Ids, d.id), append(out.Outcomes, string(outcome))
 	}
 	return tx.SetWebhookDeliveryOutcomes(ctx, out)
 }
@@ -251,15 +257,15 @@ func isLifecycleEvent(t string) bool {
 
 // applyWebhookEvent applies a webhook's event in tx and says what became of it (its delivery's
 // outcome).
-func (s *Service) applyWebhookEvent(ctx context.Context, tx db.Tx, ev e2b.Event) (string, error) {
+func (s *Service) applyWebhookEvent(ctx context.Context, tx db.Tx, ev e2b.Event) (db.WebhookOutcome, error) {
 	if !isLifecycleEvent(ev.Type) {
-		return "unknown_type", nil
+		return db.WebhookOutcomeUnknownType, nil
 	}
 	changed, err := s.applyProviderEvent(ctx, tx, ToProviderEvent(ev), db.EventSourceWebhook)
 	if err != nil || !changed {
-		return "ignored", err
+		return db.WebhookOutcomeIgnored, err
 	}
-	return "applied", nil
+	return db.WebhookOutcomeApplied, nil
 }
 
 // storableHeader makes a header value fit a text column: HTTP lets values carry bytes that are
@@ -283,7 +289,7 @@ func (w *webhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 		if err != nil {
 			return db.MapError(err)
 		}
-		outcome := "unparseable"
+		outcome := db.WebhookOutcomeUnparseable
 		if ev, err := e2b.ParseWebhook(d.Body); err == nil {
 			if outcome, err = s.applyWebhookEvent(ctx, tx, ev); err != nil {
 				return err
@@ -291,4 +297,12 @@ func (w *webhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 		}
 		return tx.SetWebhookDeliveryOutcome(ctx, db.SetWebhookDeliveryOutcomeParams{ID: d.ID, Outcome: outcome})
 	})
+}
+
+// eventTime is a delivery's provider time, when it has one.
+func eventTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }

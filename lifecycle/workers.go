@@ -14,6 +14,7 @@ import (
 
 	"sandman/db"
 	"sandman/e2b"
+	"sandman/ops"
 )
 
 // DefaultConfig is the production configuration (README lists the variables that change it).
@@ -56,6 +57,12 @@ type Options struct {
 func New(opts Options) (*Service, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if opts.Config.Size == (ops.Size{}) {
+		opts.Config.Size = ops.DefaultConfig().Size
+	}
+	if opts.Config.SandboxTimeout <= 0 {
+		opts.Config.SandboxTimeout = time.Hour
 	}
 	if opts.Config.HTTPClient == nil {
 		// The provider transport also reaches *.localhost previews (sandboxd) on loopback.

@@ -41,6 +41,9 @@ type Fragments struct {
 	// carries); Final marks the last message of a visitor's stream (its link stopped working).
 	Share []byte
 	Final bool
+	// Ops is the operator's console (views.OpsConsoleView), the only thing of its message: an
+	// operator's stream carries it beside the founder's own states.
+	Ops []byte
 }
 
 // CreditsEvent names the stream's event that carries the founder's balance.
@@ -72,6 +75,12 @@ type Options struct {
 	ShareSnapshot func(ctx context.Context, projectID uuid.UUID) (Fragments, error)
 	// ShareEnded is the last fragment a visitor's stream carries when its link stops working.
 	ShareEnded []byte
+	// RenderOps renders the operator's console, for the operators' streams: once per change (at
+	// most once per OpsEvery), shared by every operator's stream on this instance.
+	RenderOps func(ctx context.Context) ([]byte, error)
+	// OpsEvery is the least time between two renders of the console (default 1 s): a burst of
+	// changes across the fleet costs one render per interval, the last change always included.
+	OpsEvery time.Duration
 	// MaxPerLink is how many visitors' streams one share link may have open on this instance
 	// (default 200); MaxPerAddress how many one client address may (default 20).
 	MaxPerLink, MaxPerAddress int
@@ -95,6 +104,12 @@ type Hub struct {
 	perAddr  map[string]int
 	closed   bool
 
+	// The console's renders: one pending at most, never closer than OpsEvery; operators counts
+	// the operators' streams, so a change costs nothing more while there are none.
+	opsPending bool
+	opsLast    time.Time
+	operators  int
+
 	metrics *metrics
 	// dispatch delivers what LISTEN notices, off its loop (dispatch.go).
 	dispatch *dispatcher
@@ -108,8 +123,10 @@ type conn struct {
 	owner   uuid.UUID
 	session string // Stream.Session
 	share   *Share // a visitor's stream: the link it follows; nil for a founder's
-	hub     *Hub
-	rc      *http.ResponseController
+	// operator: the founder is an operator: the stream carries the console too.
+	operator bool
+	hub      *Hub
+	rc       *http.ResponseController
 	// ctx is the stream's request context; cancel ends the stream (see end).
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -144,6 +161,9 @@ func New(opts Options) *Hub {
 	}
 	if opts.MaxPerFounder == 0 {
 		opts.MaxPerFounder = 20
+	}
+	if opts.OpsEvery == 0 {
+		opts.OpsEvery = time.Second
 	}
 	if opts.MaxPerLink == 0 {
 		opts.MaxPerLink = 200
@@ -181,6 +201,8 @@ type Stream struct {
 	// visitor's page of the link's project (Owner is the project's owner), and ends when the
 	// link stops working (EndShare).
 	Share *Share
+	// Operator makes the founder's stream carry the operator's console as well.
+	Operator bool
 }
 
 // Share is the link a visitor's stream follows.
@@ -205,7 +227,7 @@ var (
 func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, s Stream) error {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	c := &conn{id: newID(), owner: s.Owner, session: s.Session, share: s.Share, hub: h, rc: http.NewResponseController(w),
+	c := &conn{id: newID(), owner: s.Owner, session: s.Session, share: s.Share, operator: s.Operator && s.Share == nil, hub: h, rc: http.NewResponseController(w),
 		ctx: ctx, cancel: cancel, sent: map[string]int64{}}
 	if err := h.add(c); err != nil {
 		return err
@@ -256,6 +278,9 @@ func (h *Hub) add(c *conn) error {
 	}
 	m[c.id] = c
 	h.byID[c.id] = c
+	if c.operator {
+		h.operators++
+	}
 	h.metrics.clients.Inc()
 	return nil
 }
@@ -280,6 +305,9 @@ func (h *Hub) remove(c *conn) {
 	h.mu.Lock()
 	if _, ok := h.byID[c.id]; ok {
 		delete(h.byID, c.id)
+		if c.operator {
+			h.operators--
+		}
 		h.metrics.clients.Dec()
 		if c.share != nil {
 			if h.perLink[c.share.Link]--; h.perLink[c.share.Link] == 0 {
@@ -333,7 +361,12 @@ func (h *Hub) onSubscribe(streamID string, _ *sse.Subscriber) {
 // page of its link's project.
 func (h *Hub) snapshot(ctx context.Context, c *conn) ([]Fragments, error) {
 	if c.share == nil {
-		return h.opts.Snapshot(ctx, c.owner)
+		frags, err := h.opts.Snapshot(ctx, c.owner)
+		if err != nil || !c.operator || h.opts.RenderOps == nil {
+			return frags, err
+		}
+		f, err := h.renderOps(ctx)
+		return append(frags, f), err
 	}
 	f, err := h.opts.ShareSnapshot(ctx, c.share.Project)
 	if err != nil {
@@ -346,6 +379,7 @@ func (h *Hub) snapshot(ctx context.Context, c *conn) ([]Fragments, error) {
 // once more, as its visitors see it, to the visitors' streams of its project. It never waits for
 // a client.
 func (h *Hub) Deliver(ctx context.Context, owner, sandboxID uuid.UUID, eventID int64) {
+	h.opsChanged()
 	if conns := h.conns(h.byOwner, owner); len(conns) > 0 {
 		start := time.Now()
 		f, err := h.opts.Render(ctx, owner, sandboxID)
@@ -378,6 +412,61 @@ func (h *Hub) Deliver(ctx context.Context, owner, sandboxID uuid.UUID, eventID i
 	}
 }
 
+// opsKey is the mailbox key of the console's fragment.
+const opsKey = "ops"
+
+// opsChanged schedules the console's render for the operators' streams here, unless one is
+// pending: at once when the last was more than OpsEvery ago, else when it will be.
+func (h *Hub) opsChanged() {
+	if h.opts.RenderOps == nil {
+		return
+	}
+	h.mu.Lock()
+	if h.opsPending || h.closed || h.operators == 0 {
+		h.mu.Unlock()
+		return
+	}
+	h.opsPending = true
+	wait := h.opts.OpsEvery - time.Since(h.opsLast)
+	h.mu.Unlock()
+	time.AfterFunc(max(wait, 0), h.deliverOps)
+}
+
+// deliverOps renders the console once and posts it to every operator's stream here.
+func (h *Hub) deliverOps() {
+	h.mu.Lock()
+	h.opsPending, h.opsLast = false, time.Now()
+	var conns []*conn
+	for _, c := range h.byID {
+		if c.operator {
+			conns = append(conns, c)
+		}
+	}
+	h.mu.Unlock()
+	if len(conns) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	f, err := h.renderOps(ctx)
+	if err != nil {
+		h.opts.Logger.Warn("live: render of the operator's console failed", "err", err)
+		return
+	}
+	m := mail{frags: []Fragments{f}}
+	for _, c := range conns {
+		c.post(m)
+	}
+}
+
+// renderOps renders the console as a message; its version is the render's time, so a newer
+// render always replaces an older one.
+func (h *Hub) renderOps(ctx context.Context) (Fragments, error) {
+	version := time.Now().UnixMilli()
+	b, err := h.opts.RenderOps(ctx)
+	return Fragments{EventID: version, ProjectID: opsKey, Ops: b}, err
+}
+
 // EndShare ends this instance's visitors' streams of a share link that stopped working (turned
 // off or replaced, on any instance): each gets the ShareEnded page as its last message, which
 // asks the browser to close the stream, and nothing after it. The stream is closed here too
@@ -405,6 +494,7 @@ func (h *Hub) EndShare(link uuid.UUID) {
 // Resync posts every connected founder's current state (after the feed was interrupted, when
 // changes may have been missed). Each connection takes it at its own pace.
 func (h *Hub) Resync(ctx context.Context) {
+	h.opsChanged()
 	h.mu.Lock()
 	owners := make([]uuid.UUID, 0, len(h.byOwner))
 	for o := range h.byOwner {
@@ -610,6 +700,9 @@ func (c *conn) publish(ev *sse.Event) (taken, ok bool) {
 // visitor the page, and after its last one the event that closes the stream.
 func fragmentEvents(f Fragments, visitor bool) []*sse.Event {
 	id := []byte(strconv.FormatInt(f.EventID, 10))
+	if f.Ops != nil {
+		return []*sse.Event{{ID: id, Event: []byte(views.OpsConsoleID), Data: f.Ops}}
+	}
 	if visitor {
 		evs := []*sse.Event{{ID: id, Event: []byte(views.ShareStateID), Data: f.Share}}
 		if f.Final {

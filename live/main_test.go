@@ -105,7 +105,7 @@ func newHubServer(t testing.TB, size int, tweak func(*live.Options)) *hubServer 
 	hub := live.New(opts)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
-		s := live.Stream{Owner: uuid.MustParse(q.Get("owner")), Session: q.Get("session")}
+		s := live.Stream{Owner: uuid.MustParse(q.Get("owner")), Session: q.Get("session"), Operator: q.Get("operator") == "1"}
 		if link := q.Get("link"); link != "" {
 			s.Share = &live.Share{Link: uuid.MustParse(link), Project: uuid.MustParse(q.Get("project")), Addr: q.Get("addr")}
 		}

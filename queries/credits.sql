@@ -18,8 +18,8 @@ UPDATE users SET credits = credits - 1 WHERE id = @id AND credits >= 1;
 -- name: InsertCreditRefund :one
 -- Gives a failed build's credit back, once (credit_ledger_refund_once); a second refund of the
 -- same build inserts nothing and returns no row.
-INSERT INTO credit_ledger (user_id, delta, reason, build_id)
-VALUES (@user_id, 1, @reason, @build_id::uuid)
+INSERT INTO credit_ledger (user_id, delta, reason, detail, build_id)
+VALUES (@user_id, 1, 'refund', @detail, @build_id::uuid)
 ON CONFLICT (build_id) WHERE delta > 0 DO NOTHING
 RETURNING id;
 

@@ -1,7 +1,7 @@
 -- name: InsertSandboxEvent :one
-INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, files,
+INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason, detail, provider_event_id, provider_timestamp, files,
     via_token, version_number, duration_ms, output)
-VALUES (@sandbox_id, @from_status, @to_status, @source, @reason, sqlc.narg('provider_event_id'), sqlc.narg('provider_timestamp'),
+VALUES (@sandbox_id, @from_status, @to_status, @source, @reason, @detail, sqlc.narg('provider_event_id'), sqlc.narg('provider_timestamp'),
     coalesce(sqlc.narg('files')::text[], '{}'), sqlc.narg('via_token'), sqlc.narg('version_number'), sqlc.narg('duration_ms'),
     coalesce(sqlc.narg('output')::text, ''))
 RETURNING *;

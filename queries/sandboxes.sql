@@ -1,6 +1,7 @@
 -- name: InsertSandbox :one
-INSERT INTO sandboxes (owner_id, project_id, build_id, recreated, deployed_version_id)
-VALUES (@owner_id, @project_id, @build_id, @recreated, (SELECT files_version_id FROM builds WHERE id = @build_id))
+INSERT INTO sandboxes (owner_id, project_id, build_id, recreated, deployed_version_id, vcpus, memory_mib, lifetime_seconds)
+VALUES (@owner_id, @project_id, @build_id, @recreated, (SELECT files_version_id FROM builds WHERE id = @build_id), @vcpus, @memory_mib,
+    @lifetime_seconds)
 RETURNING *;
 
 -- name: GetSandbox :one
@@ -77,7 +78,9 @@ UPDATE sandboxes SET
     end_at           = coalesce(sqlc.narg('end_at'), end_at),
     killed_at        = coalesce(sqlc.narg('killed_at'), killed_at),
     killed_reason    = coalesce(sqlc.narg('killed_reason'), killed_reason),
-    failure_cause    = @failure_cause,
+    killed_detail    = CASE WHEN sqlc.narg('killed_reason')::event_reason IS NULL THEN killed_detail ELSE @killed_detail END,
+    failure_cause    = sqlc.narg('failure_cause'),
+    failure_detail   = @failure_detail,
     last_event_at    = greatest(last_event_at, sqlc.narg('event_at')),
     last_verified_at = coalesce(sqlc.narg('verified_at'), last_verified_at),
     verification_failures = CASE WHEN sqlc.narg('verified_at')::timestamptz IS NULL THEN verification_failures ELSE 0 END,

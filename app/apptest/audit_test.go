@@ -22,11 +22,13 @@ func TestAuditDBCountsWhatWasLeftBehind(t *testing.T) {
 	const settled = `
 		INSERT INTO users (id, email, password_hash, credits) VALUES ('00000000-0000-0000-0000-00000000000a', 'a@example.com', 'x', 4);
 		INSERT INTO projects (id, owner_id, name, start_command, port) VALUES ('00000000-0000-0000-0000-00000000000b', '00000000-0000-0000-0000-00000000000a', 'p', 'node index.js', 3000);
-		INSERT INTO builds (id, project_id, version, kind, status) VALUES ('00000000-0000-0000-0000-00000000000c', '00000000-0000-0000-0000-00000000000b', 1, 'initial', 'ready');
+		INSERT INTO versions (id, project_id, number, source, file_count, total_bytes) VALUES ('00000000-0000-0000-0000-00000000000e', '00000000-0000-0000-0000-00000000000b', 1, 'created', 0, 0);
+		INSERT INTO builds (id, project_id, version, kind, status, files_version_id) VALUES ('00000000-0000-0000-0000-00000000000c', '00000000-0000-0000-0000-00000000000b', 1, 'initial', 'ready', '00000000-0000-0000-0000-00000000000e');
 		INSERT INTO credit_ledger (user_id, delta, reason, build_id) VALUES ('00000000-0000-0000-0000-00000000000a', -1, 'build', '00000000-0000-0000-0000-00000000000c');
-		INSERT INTO sandboxes (id, provider_id, owner_id, project_id, build_id, status) VALUES ('00000000-0000-0000-0000-00000000000d', 'i1',
-			'00000000-0000-0000-0000-00000000000a', '00000000-0000-0000-0000-00000000000b', '00000000-0000-0000-0000-00000000000c', 'running');
-		INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source) VALUES ('00000000-0000-0000-0000-00000000000d', 'starting', 'running', 'build');
+		INSERT INTO sandboxes (id, provider_id, owner_id, project_id, build_id, status, deployed_version_id) VALUES ('00000000-0000-0000-0000-00000000000d', 'i1',
+			'00000000-0000-0000-0000-00000000000a', '00000000-0000-0000-0000-00000000000b', '00000000-0000-0000-0000-00000000000c', 'running',
+			'00000000-0000-0000-0000-00000000000e');
+		INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason) VALUES ('00000000-0000-0000-0000-00000000000d', 'starting', 'running', 'build', 'ready');
 		INSERT INTO webhook_deliveries (event_id, headers, body, outcome, processed_at) VALUES ('e1', '{}', '{}', 'applied', now());`
 	for _, tt := range []struct {
 		name, damage string
@@ -38,7 +40,7 @@ func TestAuditDBCountsWhatWasLeftBehind(t *testing.T) {
 		{name: "a change not recorded", want: testkit.Counts{Lost: 1},
 			damage: `UPDATE sandboxes SET status = 'paused'`},
 		{name: "a change recorded from a state the row was not in", want: testkit.Counts{Lost: 1},
-			damage: `INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source) VALUES ('00000000-0000-0000-0000-00000000000d', 'paused', 'running', 'user')`},
+			damage: `INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason) VALUES ('00000000-0000-0000-0000-00000000000d', 'paused', 'running', 'user', 'resumed')`},
 		{name: "a build charged twice", want: testkit.Counts{ChargedTwice: 1},
 			damage: `INSERT INTO credit_ledger (user_id, delta, reason, build_id) VALUES ('00000000-0000-0000-0000-00000000000a', -1, 'build', '00000000-0000-0000-0000-00000000000c')`},
 		{name: "a debit that started nothing", want: testkit.Counts{ChargedTwice: 1},
@@ -46,7 +48,7 @@ func TestAuditDBCountsWhatWasLeftBehind(t *testing.T) {
 		{name: "a build unfinished whose sandbox is not starting", want: testkit.Counts{Stuck: 1},
 			damage: `UPDATE builds SET status = 'building'`},
 		{name: "a sandbox resuming with no resume job", want: testkit.Counts{Stuck: 1},
-			damage: `INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source) VALUES ('00000000-0000-0000-0000-00000000000d', 'running', 'resuming', 'user');
+			damage: `INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason) VALUES ('00000000-0000-0000-0000-00000000000d', 'running', 'resuming', 'user', 'resume');
 				UPDATE sandboxes SET status = 'resuming'`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"net/url"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"sandman/app"
 	"sandman/e2b"
+	"sandman/ops"
 	"sandman/shares"
 )
 
@@ -91,10 +93,67 @@ func loadConfig(getenv func(string) string) (config, error) {
 	default:
 		errs = append(errs, fmt.Sprintf("SANDMAN_PAUSE_AFTER_READY must be idle or immediate, not %q", v))
 	}
+	errs = append(errs, loadOps(getenv, &c.Ops)...)
 	if len(errs) > 0 {
 		return c, fmt.Errorf("configuration: %s", strings.Join(errs, "; "))
 	}
 	return c, nil
+}
+
+// loadOps reads the console's rates and the sandbox size (docs/operations.md).
+func loadOps(getenv func(string) string, o *ops.Config) []string {
+	var errs []string
+	for _, r := range []struct {
+		name string
+		dst  *float64
+	}{{"SANDMAN_RATE_VCPU_HOUR", &o.Rates.VCPUHour}, {"SANDMAN_RATE_GIB_HOUR", &o.Rates.GiBHour}} {
+		if v := getenv(r.name); v != "" {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || f < 0 || math.IsInf(f, 0) || math.IsNaN(f) {
+				errs = append(errs, fmt.Sprintf("%s must be a price in US dollars ≥ 0 like 0.0504, not %q", r.name, v))
+				continue
+			}
+			*r.dst = f
+		}
+	}
+	if v := getenv("SANDMAN_SANDBOX_VCPUS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1024 {
+			errs = append(errs, fmt.Sprintf("SANDMAN_SANDBOX_VCPUS must be a whole number of vCPUs from 1 to 1024, not %q", v))
+		} else {
+			o.Size.VCPUs = int32(n)
+		}
+	}
+	if v := getenv("SANDMAN_SANDBOX_MEMORY"); v != "" {
+		mib, err := parseMiB(v)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("SANDMAN_SANDBOX_MEMORY must be a size like 512MiB or 2GiB (1 MiB to 1 TiB), not %q", v))
+		} else {
+			o.Size.MemoryMiB = mib
+		}
+	}
+	return errs
+}
+
+// parseMiB reads a memory size in MiB or GiB ("512MiB", "2GiB", "1.5GiB"; a bare number is MiB).
+func parseMiB(v string) (int32, error) {
+	s := strings.TrimSpace(v)
+	unit := 1.0
+	switch lower := strings.ToLower(s); {
+	case strings.HasSuffix(lower, "gib"):
+		unit, s = 1024, s[:len(s)-3]
+	case strings.HasSuffix(lower, "mib"):
+		s = s[:len(s)-3]
+	}
+	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil || math.IsNaN(f) {
+		return 0, fmt.Errorf("not a size: %q", v)
+	}
+	mib := math.Round(f * unit)
+	if mib < 1 || mib > 1<<20 {
+		return 0, fmt.Errorf("out of range: %q", v)
+	}
+	return int32(mib), nil
 }
 
 // checkPublicURL says what is wrong with a SANDMAN_PUBLIC_URL ("" when nothing is).

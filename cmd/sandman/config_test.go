@@ -22,7 +22,8 @@ func TestLoadConfig(t *testing.T) {
 				c.Lifecycle.SandboxTimeout != time.Hour || c.Lifecycle.Template != "base" || c.Lifecycle.PauseAfterReady != "idle" ||
 				c.Role != app.RoleAll || c.ShutdownWait != app.DefaultConfig().ShutdownWait || c.LogLevel != "info" ||
 				c.MetricsAddr != "" || c.MetricsToken != "" || c.SignUpsPerHour != 10 ||
-				c.PublicURL != "http://127.0.0.1:8080" || c.ShareKey != "" {
+				c.PublicURL != "http://127.0.0.1:8080" || c.ShareKey != "" ||
+				c.Ops.Rates.VCPUHour != 0.0504 || c.Ops.Rates.GiBHour != 0.0162 || c.Ops.Size.VCPUs != 2 || c.Ops.Size.MemoryMiB != 512 {
 				t.Fatalf("defaults: %+v", c)
 			}
 		}},
@@ -32,14 +33,16 @@ func TestLoadConfig(t *testing.T) {
 			"SANDMAN_PAUSE_AFTER_READY": "immediate", "E2B_TEMPLATE": "node", "E2B_WEBHOOK_URL": "https://x/webhooks/e2b",
 			"E2B_WEBHOOK_SECRET": "s", "SANDMAN_METRICS_ADDR": "10.0.0.5:9100", "SANDMAN_METRICS_TOKEN": "m3trics",
 			"SANDMAN_SIGNUPS_PER_HOUR": "0", "SANDMAN_PUBLIC_URL": "https://sandman.example.com/",
-			"SANDMAN_SHARE_KEY": "0123456789abcdef0123456789abcdef",
+			"SANDMAN_SHARE_KEY":      "0123456789abcdef0123456789abcdef",
+			"SANDMAN_RATE_VCPU_HOUR": "0.1", "SANDMAN_RATE_GIB_HOUR": "0.02", "SANDMAN_SANDBOX_VCPUS": "4", "SANDMAN_SANDBOX_MEMORY": "1.5GiB",
 		}, check: func(t *testing.T, c config) {
 			if c.Addr != "0.0.0.0:9000" || c.StartCredits != 3 || !c.CookieSecure || !c.TrustProxy ||
 				c.MetricsAddr != "10.0.0.5:9100" || c.MetricsToken != "m3trics" || c.SignUpsPerHour != 0 ||
 				c.Lifecycle.IdleTimeout != 90*time.Second || c.Lifecycle.SandboxTimeout != 2*time.Hour ||
 				c.Lifecycle.PauseAfterReady != "immediate" || c.Lifecycle.Template != "node" ||
 				c.WebhookURL == "" || c.Lifecycle.WebhookSecret != "s" ||
-				c.PublicURL != "https://sandman.example.com" || c.ShareKey != "0123456789abcdef0123456789abcdef" {
+				c.PublicURL != "https://sandman.example.com" || c.ShareKey != "0123456789abcdef0123456789abcdef" ||
+				c.Ops.Rates.VCPUHour != 0.1 || c.Ops.Rates.GiBHour != 0.02 || c.Ops.Size.VCPUs != 4 || c.Ops.Size.MemoryMiB != 1536 {
 				t.Fatalf("settings not taken: %+v", c)
 			}
 		}},
@@ -62,6 +65,21 @@ func TestLoadConfig(t *testing.T) {
 		{name: "public URL with a query", env: map[string]string{"SANDMAN_PUBLIC_URL": "https://sandman.example.com/?x=1"}, wantErr: "SANDMAN_PUBLIC_URL must be"},
 		{name: "public URL of another scheme", env: map[string]string{"SANDMAN_PUBLIC_URL": "ftp://sandman.example.com"}, wantErr: "SANDMAN_PUBLIC_URL must be"},
 		{name: "short share key", env: map[string]string{"SANDMAN_SHARE_KEY": "secret"}, wantErr: "SANDMAN_SHARE_KEY must be at least 32 characters"},
+		{name: "memory in MiB", env: map[string]string{"SANDMAN_SANDBOX_MEMORY": "768MiB"}, check: func(t *testing.T, c config) {
+			if c.Ops.Size.MemoryMiB != 768 {
+				t.Fatalf("SANDMAN_SANDBOX_MEMORY=768MiB read as %d MiB", c.Ops.Size.MemoryMiB)
+			}
+		}},
+		{name: "memory as a bare number of MiB", env: map[string]string{"SANDMAN_SANDBOX_MEMORY": "2048"}, check: func(t *testing.T, c config) {
+			if c.Ops.Size.MemoryMiB != 2048 {
+				t.Fatalf("SANDMAN_SANDBOX_MEMORY=2048 read as %d MiB", c.Ops.Size.MemoryMiB)
+			}
+		}},
+		{name: "memory of another unit", env: map[string]string{"SANDMAN_SANDBOX_MEMORY": "512MB!"}, wantErr: "SANDMAN_SANDBOX_MEMORY must be a size"},
+		{name: "no memory", env: map[string]string{"SANDMAN_SANDBOX_MEMORY": "0GiB"}, wantErr: "SANDMAN_SANDBOX_MEMORY must be a size"},
+		{name: "negative rate", env: map[string]string{"SANDMAN_RATE_VCPU_HOUR": "-0.05"}, wantErr: "SANDMAN_RATE_VCPU_HOUR must be a price"},
+		{name: "rate not a number", env: map[string]string{"SANDMAN_RATE_GIB_HOUR": "cheap"}, wantErr: "SANDMAN_RATE_GIB_HOUR must be a price"},
+		{name: "no vCPUs", env: map[string]string{"SANDMAN_SANDBOX_VCPUS": "0"}, wantErr: "SANDMAN_SANDBOX_VCPUS must be"},
 		{name: "no database", env: map[string]string{"DATABASE_URL": ""}, wantErr: "DATABASE_URL is not set"},
 		{name: "negative credits", env: map[string]string{"SANDMAN_START_CREDITS": "-1"}, wantErr: "SANDMAN_START_CREDITS"},
 		{name: "credits not a number", env: map[string]string{"SANDMAN_START_CREDITS": "ten"}, wantErr: "SANDMAN_START_CREDITS"},
@@ -98,4 +116,17 @@ func TestLoadConfig(t *testing.T) {
 			tt.check(t, c)
 		})
 	}
+}
+
+// FuzzParseMiB: whatever SANDMAN_SANDBOX_MEMORY holds, it is refused or read as a size in range.
+func FuzzParseMiB(f *testing.F) {
+	for _, s := range []string{"512MiB", "2GiB", "1.5gib", "2048", "0", "-1GiB", "1e30", "NaN", "Inf", " 64 MiB "} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		mib, err := parseMiB(v)
+		if err == nil && (mib < 1 || mib > 1<<20) {
+			t.Fatalf("parseMiB(%q) = %d MiB, out of range", v, mib)
+		}
+	})
 }

@@ -3,6 +3,7 @@
 //	sandman [serve] [--role=all|web|worker] run the server and/or the background workers
 //	sandman migrate                         apply database migrations and exit
 //	sandman demo-founder EMAIL PASSWORD     create a founder with the starter projects, built (idempotent)
+//	sandman operator add|remove EMAIL       let a founder's account open the operator's console, or not (idempotent)
 package main
 
 import (
@@ -62,8 +63,30 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			return errors.New("usage: sandman demo-founder EMAIL PASSWORD")
 		}
 		return app.DemoFounder(ctx, cfg.Config, args[0], args[1])
+	case "operator":
+		if len(args) != 2 || (args[0] != "add" && args[0] != "remove") {
+			return errors.New("usage: sandman operator add EMAIL, or sandman operator remove EMAIL")
+		}
+		msg, err := app.Operator(ctx, cfg.Config, args[0] == "add", args[1], cliActor(getenv))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, msg)
+		return nil
 	}
-	return fmt.Errorf("unknown command %q (want serve, migrate or demo-founder)", cmd)
+	return fmt.Errorf("unknown command %q (want serve, migrate, demo-founder or operator)", cmd)
+}
+
+// cliActor is who ran a command, as the operators' log records it.
+func cliActor(getenv func(string) string) string {
+	who := getenv("USER")
+	if who == "" {
+		who = "unknown user"
+	}
+	if host, err := os.Hostname(); err == nil {
+		who += "@" + host
+	}
+	return "command line (" + who + ")"
 }
 
 func newLogger(w io.Writer, level string) *slog.Logger {

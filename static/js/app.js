@@ -45,6 +45,16 @@ document.addEventListener("change", (ev) => {
   out.textContent = !n ? "" : folder ? files + " from the folder " + folder + "." : files + ".";
 });
 
+// A link with data-dialog asks its question in the page's dialog of that id instead of on a
+// page of its own (the operator's Kill); without JavaScript the link opens that page.
+document.addEventListener("click", (ev) => {
+  const link = ev.target.closest("a[data-dialog]");
+  const d = link && document.getElementById(link.dataset.dialog);
+  if (!d || typeof d.showModal !== "function") return;
+  ev.preventDefault();
+  d.showModal();
+});
+
 // The rebuild question. A Rebuild button fills the page's dialog (hx-get into #rebuild-dialog)
 // and it opens as a modal, which moves the focus into it; Escape and Cancel close it and send
 // nothing. Its answer closes it too, and the focus goes to the fragment the answer replaced.
