@@ -22,7 +22,7 @@ const dispatchWorkers = 4
 // dispatchWorkers founders are delivered at once.
 type dispatcher struct {
 	deliver func(ctx context.Context, owner, sandbox uuid.UUID, eventID int64) // Hub.Deliver
-	lag     func(time.Duration)                                             // noticed → delivered
+	lag     func(time.Duration)                                                // noticed → delivered
 
 	mu      sync.Mutex
 	pending map[uuid.UUID]*founderMail // by founder: noticed, not yet being delivered
