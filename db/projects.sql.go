@@ -85,12 +85,14 @@ SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects
 FROM projects
 LEFT JOIN LATERAL (SELECT v.number, v.file_count FROM versions v WHERE v.project_id = projects.id
     ORDER BY v.number DESC LIMIT 1) cur ON true
-WHERE projects.id = $1 AND projects.owner_id = $2
+WHERE projects.owner_id = $1 AND projects.id = coalesce($2::uuid,
+    (SELECT s.project_id FROM sandboxes s WHERE s.id = $3::uuid AND s.owner_id = $1))
 `
 
 type GetProjectStateParams struct {
-	ID      uuid.UUID
-	OwnerID uuid.UUID
+	OwnerID   uuid.UUID
+	ID        *uuid.UUID
+	SandboxID *uuid.UUID
 }
 
 type GetProjectStateRow struct {
@@ -101,9 +103,10 @@ type GetProjectStateRow struct {
 }
 
 // One founder's project as ListProjectsByOwner reads each (a page's, an answer's and the live
-// feed's read: one round trip, docs/architecture.md "Reads and verification").
+// feed's read: one round trip, docs/architecture.md "Reads and verification"), named by its id
+// or by one of its sandboxes' (another founder's is not found).
 func (q *Queries) GetProjectState(ctx context.Context, arg GetProjectStateParams) (GetProjectStateRow, error) {
-	row := q.db.QueryRow(ctx, getProjectState, arg.ID, arg.OwnerID)
+	row := q.db.QueryRow(ctx, getProjectState, arg.OwnerID, arg.ID, arg.SandboxID)
 	var i GetProjectStateRow
 	err := row.Scan(
 		&i.Project.ID,

@@ -83,10 +83,15 @@ func (s *Service) Projects(ctx context.Context, owner uuid.UUID) ([]ProjectView,
 // read it as Projects reads each of the list (the page, an action's answer and the live feed
 // draw it from the same read).
 func (s *Service) Project(ctx context.Context, owner, projectID uuid.UUID) (ProjectView, error) {
-	p, err := s.q.GetProjectState(ctx, db.GetProjectStateParams{ID: projectID, OwnerID: owner})
+	return s.projectState(ctx, db.GetProjectStateParams{ID: &projectID, OwnerID: owner}, "Project")
+}
+
+// projectState reads the project that params name, or says that what names it (what) is not found.
+func (s *Service) projectState(ctx context.Context, params db.GetProjectStateParams, what string) (ProjectView, error) {
+	p, err := s.q.GetProjectState(ctx, params)
 	if err != nil {
 		if db.IsNotFound(err) {
-			return ProjectView{}, apperr.NotFound("Project")
+			return ProjectView{}, apperr.NotFound(what)
 		}
 		return ProjectView{}, err
 	}
@@ -114,11 +119,7 @@ func (s *Service) Project(ctx context.Context, owner, projectID uuid.UUID) (Proj
 
 // ProjectOfSandbox returns the project view a founder's sandbox belongs to.
 func (s *Service) ProjectOfSandbox(ctx context.Context, owner, sandboxID uuid.UUID) (ProjectView, error) {
-	sb, err := s.OwnedSandbox(ctx, owner, sandboxID)
-	if err != nil {
-		return ProjectView{}, err
-	}
-	return s.Project(ctx, owner, sb.ProjectID)
+	return s.projectState(ctx, db.GetProjectStateParams{SandboxID: &sandboxID, OwnerID: owner}, "Sandbox")
 }
 
 // Credits returns the founder's current credits.
