@@ -78,6 +78,54 @@ func (q *Queries) GetProjectByOwner(ctx context.Context, arg GetProjectByOwnerPa
 	return i, err
 }
 
+const getProjectState = `-- name: GetProjectState :one
+SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself,
+       coalesce(cur.file_count, 0)::integer AS file_count, coalesce(cur.number, 0)::integer AS current_version,
+       EXISTS (SELECT 1 FROM share_links l WHERE l.project_id = projects.id)::boolean AS shared
+FROM projects
+LEFT JOIN LATERAL (SELECT v.number, v.file_count FROM versions v WHERE v.project_id = projects.id
+    ORDER BY v.number DESC LIMIT 1) cur ON true
+WHERE projects.owner_id = $1 AND projects.id = coalesce($2::uuid,
+    (SELECT s.project_id FROM sandboxes s WHERE s.id = $3::uuid AND s.owner_id = $1))
+`
+
+type GetProjectStateParams struct {
+	OwnerID   uuid.UUID
+	ID        *uuid.UUID
+	SandboxID *uuid.UUID
+}
+
+type GetProjectStateRow struct {
+	Project        Project
+	FileCount      int32
+	CurrentVersion int32
+	Shared         bool
+}
+
+// One founder's project as ListProjectsByOwner reads each (a page's, an answer's and the live
+// feed's read: one round trip, docs/architecture.md "Reads and verification"), named by its id
+// or by one of its sandboxes' (another founder's is not found).
+func (q *Queries) GetProjectState(ctx context.Context, arg GetProjectStateParams) (GetProjectStateRow, error) {
+	row := q.db.QueryRow(ctx, getProjectState, arg.OwnerID, arg.ID, arg.SandboxID)
+	var i GetProjectStateRow
+	err := row.Scan(
+		&i.Project.ID,
+		&i.Project.OwnerID,
+		&i.Project.Name,
+		&i.Project.Starter,
+		&i.Project.InstallCommand,
+		&i.Project.StartCommand,
+		&i.Project.Port,
+		&i.Project.PauseKind,
+		&i.Project.CreatedAt,
+		&i.Project.ReloadsItself,
+		&i.FileCount,
+		&i.CurrentVersion,
+		&i.Shared,
+	)
+	return i, err
+}
+
 const insertProject = `-- name: InsertProject :one
 INSERT INTO projects (owner_id, name, starter, install_command, start_command, port, pause_kind, reloads_itself)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
@@ -120,18 +168,6 @@ func (q *Queries) InsertProject(ctx context.Context, arg InsertProjectParams) (P
 		&i.ReloadsItself,
 	)
 	return i, err
-}
-
-const isProjectShared = `-- name: IsProjectShared :one
-SELECT EXISTS (SELECT 1 FROM share_links WHERE project_id = $1)::boolean
-`
-
-// Whether the project has a share link on.
-func (q *Queries) IsProjectShared(ctx context.Context, projectID uuid.UUID) (bool, error) {
-	row := q.db.QueryRow(ctx, isProjectShared, projectID)
-	var column_1 bool
-	err := row.Scan(&column_1)
-	return column_1, err
 }
 
 const listProjectsByOwner = `-- name: ListProjectsByOwner :many

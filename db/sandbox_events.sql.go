@@ -27,37 +27,6 @@ func (q *Queries) CountFailedResumesSinceRunning(ctx context.Context, sandboxID 
 	return column_1, err
 }
 
-const getLatestSandboxChange = `-- name: GetLatestSandboxChange :one
-SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, version_number, duration_ms, output, via_token, detail FROM sandbox_events WHERE sandbox_id = $1
-    AND NOT (source = 'visitor' AND from_status = to_status)
-ORDER BY id DESC LIMIT 1
-`
-
-// The sandbox's newest change: why it is in its state. A visitor's note that it found the
-// preview gone changes nothing and explains nothing of the state.
-func (q *Queries) GetLatestSandboxChange(ctx context.Context, sandboxID uuid.UUID) (SandboxEvent, error) {
-	row := q.db.QueryRow(ctx, getLatestSandboxChange, sandboxID)
-	var i SandboxEvent
-	err := row.Scan(
-		&i.ID,
-		&i.SandboxID,
-		&i.FromStatus,
-		&i.ToStatus,
-		&i.Source,
-		&i.Reason,
-		&i.ProviderEventID,
-		&i.ProviderTimestamp,
-		&i.CreatedAt,
-		&i.Files,
-		&i.VersionNumber,
-		&i.DurationMs,
-		&i.Output,
-		&i.ViaToken,
-		&i.Detail,
-	)
-	return i, err
-}
-
 const getLatestSandboxEvent = `-- name: GetLatestSandboxEvent :one
 SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, version_number, duration_ms, output, via_token, detail FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id DESC LIMIT 1
 `

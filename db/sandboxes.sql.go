@@ -193,6 +193,100 @@ func (q *Queries) GetCurrentSandboxByProjectForUpdate(ctx context.Context, proje
 	return i, err
 }
 
+const getCurrentSandboxState = `-- name: GetCurrentSandboxState :one
+SELECT s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail,
+    (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id,
+    (SELECT v.number FROM versions v WHERE v.id = s.deployed_version_id)::integer AS deployed_number,
+    coalesce((SELECT v.number FROM versions v WHERE v.id = s.deploying_version_id), 0)::integer AS deploying_number
+FROM sandboxes s JOIN builds b ON b.id = s.build_id
+JOIN sandbox_events e ON e.id = (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id
+    AND NOT (ev.source = 'visitor' AND ev.from_status = ev.to_status))
+WHERE s.project_id = $1
+ORDER BY s.created_at DESC LIMIT 1
+`
+
+type GetCurrentSandboxStateRow struct {
+	Sandbox         Sandbox
+	Build           Build
+	SandboxEvent    SandboxEvent
+	LatestEventID   int64
+	DeployedNumber  int32
+	DeployingNumber int32
+}
+
+// One project's newest sandbox as ListCurrentSandboxesByOwner reads each, in one round trip.
+func (q *Queries) GetCurrentSandboxState(ctx context.Context, projectID uuid.UUID) (GetCurrentSandboxStateRow, error) {
+	row := q.db.QueryRow(ctx, getCurrentSandboxState, projectID)
+	var i GetCurrentSandboxStateRow
+	err := row.Scan(
+		&i.Sandbox.ID,
+		&i.Sandbox.ProviderID,
+		&i.Sandbox.OwnerID,
+		&i.Sandbox.ProjectID,
+		&i.Sandbox.BuildID,
+		&i.Sandbox.Status,
+		&i.Sandbox.SnapshotKind,
+		&i.Sandbox.PreviewURL,
+		&i.Sandbox.EnvdToken,
+		&i.Sandbox.ProviderDomain,
+		&i.Sandbox.LastActiveAt,
+		&i.Sandbox.LastVerifiedAt,
+		&i.Sandbox.VerificationFailures,
+		&i.Sandbox.StateChangedAt,
+		&i.Sandbox.LastEventAt,
+		&i.Sandbox.EndAt,
+		&i.Sandbox.KilledAt,
+		&i.Sandbox.KilledReason,
+		&i.Sandbox.FailureCause,
+		&i.Sandbox.Recreated,
+		&i.Sandbox.KillRequested,
+		&i.Sandbox.Version,
+		&i.Sandbox.CreatedAt,
+		&i.Sandbox.PauseRequestedAt,
+		&i.Sandbox.AppChangedFiles,
+		&i.Sandbox.FilesSeenAt,
+		&i.Sandbox.MissingSince,
+		&i.Sandbox.DeployedVersionID,
+		&i.Sandbox.DeployingVersionID,
+		&i.Sandbox.DeployingSince,
+		&i.Sandbox.DeployingJob,
+		&i.Sandbox.KilledDetail,
+		&i.Sandbox.FailureDetail,
+		&i.Sandbox.Vcpus,
+		&i.Sandbox.MemoryMib,
+		&i.Sandbox.LifetimeSeconds,
+		&i.Build.ID,
+		&i.Build.ProjectID,
+		&i.Build.Version,
+		&i.Build.Status,
+		&i.Build.Stage,
+		&i.Build.Error,
+		&i.Build.Kind,
+		&i.Build.CreatedAt,
+		&i.Build.FinishedAt,
+		&i.Build.FilesVersionID,
+		&i.SandboxEvent.ID,
+		&i.SandboxEvent.SandboxID,
+		&i.SandboxEvent.FromStatus,
+		&i.SandboxEvent.ToStatus,
+		&i.SandboxEvent.Source,
+		&i.SandboxEvent.Reason,
+		&i.SandboxEvent.ProviderEventID,
+		&i.SandboxEvent.ProviderTimestamp,
+		&i.SandboxEvent.CreatedAt,
+		&i.SandboxEvent.Files,
+		&i.SandboxEvent.VersionNumber,
+		&i.SandboxEvent.DurationMs,
+		&i.SandboxEvent.Output,
+		&i.SandboxEvent.ViaToken,
+		&i.SandboxEvent.Detail,
+		&i.LatestEventID,
+		&i.DeployedNumber,
+		&i.DeployingNumber,
+	)
+	return i, err
+}
+
 const getSandbox = `-- name: GetSandbox :one
 SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds FROM sandboxes WHERE id = $1
 `
@@ -390,6 +484,54 @@ func (q *Queries) GetSandboxByProviderID(ctx context.Context, providerID *string
 	return i, err
 }
 
+const getSandboxByProviderIDForUpdate = `-- name: GetSandboxByProviderIDForUpdate :one
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds FROM sandboxes WHERE provider_id = $1 FOR UPDATE
+`
+
+func (q *Queries) GetSandboxByProviderIDForUpdate(ctx context.Context, providerID *string) (Sandbox, error) {
+	row := q.db.QueryRow(ctx, getSandboxByProviderIDForUpdate, providerID)
+	var i Sandbox
+	err := row.Scan(
+		&i.ID,
+		&i.ProviderID,
+		&i.OwnerID,
+		&i.ProjectID,
+		&i.BuildID,
+		&i.Status,
+		&i.SnapshotKind,
+		&i.PreviewURL,
+		&i.EnvdToken,
+		&i.ProviderDomain,
+		&i.LastActiveAt,
+		&i.LastVerifiedAt,
+		&i.VerificationFailures,
+		&i.StateChangedAt,
+		&i.LastEventAt,
+		&i.EndAt,
+		&i.KilledAt,
+		&i.KilledReason,
+		&i.FailureCause,
+		&i.Recreated,
+		&i.KillRequested,
+		&i.Version,
+		&i.CreatedAt,
+		&i.PauseRequestedAt,
+		&i.AppChangedFiles,
+		&i.FilesSeenAt,
+		&i.MissingSince,
+		&i.DeployedVersionID,
+		&i.DeployingVersionID,
+		&i.DeployingSince,
+		&i.DeployingJob,
+		&i.KilledDetail,
+		&i.FailureDetail,
+		&i.Vcpus,
+		&i.MemoryMib,
+		&i.LifetimeSeconds,
+	)
+	return i, err
+}
+
 const getSandboxForUpdate = `-- name: GetSandboxForUpdate :one
 SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds FROM sandboxes WHERE id = $1 FOR UPDATE
 `
@@ -435,25 +577,6 @@ func (q *Queries) GetSandboxForUpdate(ctx context.Context, id uuid.UUID) (Sandbo
 		&i.MemoryMib,
 		&i.LifetimeSeconds,
 	)
-	return i, err
-}
-
-const getSandboxVersionNumbers = `-- name: GetSandboxVersionNumbers :one
-SELECT (SELECT v.number FROM versions v WHERE v.id = s.deployed_version_id)::integer AS deployed_number,
-    coalesce((SELECT v.number FROM versions v WHERE v.id = s.deploying_version_id), 0)::integer AS deploying_number
-FROM sandboxes s WHERE s.id = $1
-`
-
-type GetSandboxVersionNumbersRow struct {
-	DeployedNumber  int32
-	DeployingNumber int32
-}
-
-// The numbers of the version a sandbox runs and of the one being applied to it (0: none).
-func (q *Queries) GetSandboxVersionNumbers(ctx context.Context, id uuid.UUID) (GetSandboxVersionNumbersRow, error) {
-	row := q.db.QueryRow(ctx, getSandboxVersionNumbers, id)
-	var i GetSandboxVersionNumbersRow
-	err := row.Scan(&i.DeployedNumber, &i.DeployingNumber)
 	return i, err
 }
 

@@ -33,6 +33,57 @@ func (q *Queries) GetWebhookDelivery(ctx context.Context, id int64) (WebhookDeli
 	return i, err
 }
 
+const insertWebhookDeliveries = `-- name: InsertWebhookDeliveries :many
+INSERT INTO webhook_deliveries (event_id, delivery_id, event_type, headers, body, event_at)
+SELECT unnest($1::text[]), unnest($2::text[]), unnest($3::text[]), unnest($4::jsonb[]),
+    unnest($5::bytea[]), nullif(unnest($6::timestamptz[]), '0001-01-01 00:00:00+00')
+ON CONFLICT (event_id) DO NOTHING
+RETURNING id, event_id
+`
+
+type InsertWebhookDeliveriesParams struct {
+	EventIds    []string
+	DeliveryIds []string
+	EventTypes  []string
+	Headers     [][]byte
+	Bodies      [][]byte
+	EventAts    []time.Time
+}
+
+type InsertWebhookDeliveriesRow struct {
+	ID      int64
+	EventID string
+}
+
+// A group of deliveries (lifecycle's group commit) in one statement, each event id once: the
+// ids of the events not stored before. An event without a time has the zero time, stored NULL.
+func (q *Queries) InsertWebhookDeliveries(ctx context.Context, arg InsertWebhookDeliveriesParams) ([]InsertWebhookDeliveriesRow, error) {
+	rows, err := q.db.Query(ctx, insertWebhookDeliveries,
+		arg.EventIds,
+		arg.DeliveryIds,
+		arg.EventTypes,
+		arg.Headers,
+		arg.Bodies,
+		arg.EventAts,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []InsertWebhookDeliveriesRow{}
+	for rows.Next() {
+		var i InsertWebhookDeliveriesRow
+		if err := rows.Scan(&i.ID, &i.EventID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const insertWebhookDelivery = `-- name: InsertWebhookDelivery :one
 INSERT INTO webhook_deliveries (event_id, delivery_id, event_type, headers, body, event_at)
 VALUES ($1, $2, $3, $4, $5, $6)
@@ -75,5 +126,21 @@ type SetWebhookDeliveryOutcomeParams struct {
 
 func (q *Queries) SetWebhookDeliveryOutcome(ctx context.Context, arg SetWebhookDeliveryOutcomeParams) error {
 	_, err := q.db.Exec(ctx, setWebhookDeliveryOutcome, arg.Outcome, arg.ID)
+	return err
+}
+
+const setWebhookDeliveryOutcomes = `-- name: SetWebhookDeliveryOutcomes :exec
+UPDATE webhook_deliveries d SET outcome = o.outcome::webhook_outcome, processed_at = now()
+FROM (SELECT unnest($1::bigint[]) AS id, unnest($2::text[]) AS outcome) o
+WHERE d.id = o.id
+`
+
+type SetWebhookDeliveryOutcomesParams struct {
+	Ids      []int64
+	Outcomes []string
+}
+
+func (q *Queries) SetWebhookDeliveryOutcomes(ctx context.Context, arg SetWebhookDeliveryOutcomesParams) error {
+	_, err := q.db.Exec(ctx, setWebhookDeliveryOutcomes, arg.Ids, arg.Outcomes)
 	return err
 }

@@ -15,34 +15,45 @@ func TestParseDigest(t *testing.T) {
 	sum := sha256.Sum256([]byte("hello"))
 	hash := hex.EncodeToString(sum[:])
 	rec := func(parts ...string) string { return strings.Join(parts, "\x00") + "\x00" }
-	paths := []string{"a b.txt", "gone.txt"}
-	good := rec(digestBegin, "5 ./a b.txt", digestHashes, hash+"  ./a b.txt", digestEnd)
+	const dir = "/app"
+	paths := []string{"a b.txt", "gone.txt", "sub"}
+	mark := digestDir + " " + dir
+	good := rec(mark, "5 /app/a b.txt", "D /app/sub", mark, hash+"  /app/a b.txt")
 
-	files, exists, err := parseDigest([]byte(good), paths)
-	if err != nil || !exists || len(files) != 2 {
-		t.Fatalf("parse = %+v, %v, %v", files, exists, err)
+	for name, out := range map[string]string{
+		"hashes last":         good,
+		"hashes among sizes":  rec(mark, "5 /app/a b.txt", hash+"  /app/a b.txt", "D /app/sub", mark),
+		"hashes before sizes": rec(hash+"  /app/a b.txt", mark, "5 /app/a b.txt", mark),
+	} {
+		files, exists, err := parseDigest([]byte(out), dir, paths)
+		if err != nil || !exists || len(files) != 3 {
+			t.Fatalf("%s: parse = %+v, %v, %v", name, files, exists, err)
+		}
+		if f := files[0]; f.Path != "a b.txt" || !f.Regular || f.Size != 5 || f.SHA256 != sum {
+			t.Errorf("%s: first file %+v", name, f)
+		}
+		for _, f := range files[1:] {
+			if f.Regular {
+				t.Errorf("%s: a path the command did not size: %+v, want not a regular file", name, f)
+			}
+		}
 	}
-	if f := files[0]; f.Path != "a b.txt" || !f.Regular || f.Size != 5 || f.SHA256 != sum {
-		t.Errorf("first file %+v", f)
-	}
-	if f := files[1]; f.Path != "gone.txt" || f.Regular {
-		t.Errorf("a path the command did not list: %+v, want not a regular file", f)
-	}
-	if _, exists, err := parseDigest([]byte(rec(digestNoDir)), paths); err != nil || exists {
-		t.Errorf("no directory: exists %v, %v", exists, err)
+	if _, exists, err := parseDigest(nil, dir, paths); err != nil || exists {
+		t.Errorf("no output (no directory): exists %v, %v", exists, err)
 	}
 	for name, out := range map[string]string{
-		"nothing":             "",
-		"cut short":           good[:len(good)-len(digestEnd)-2],
-		"its head cut off":    good[len(digestBegin)+1:],
-		"sized, not digested": rec(digestBegin, "5 ./a b.txt", digestHashes, digestEnd),
-		"digested, not sized": rec(digestBegin, digestHashes, hash+"  ./a b.txt", digestEnd),
-		"a path never asked":  rec(digestBegin, "5 ./other", digestHashes, hash+"  ./other", digestEnd),
-		"a bad size":          rec(digestBegin, "five ./a b.txt", digestHashes, hash+"  ./a b.txt", digestEnd),
-		"a bad digest":        rec(digestBegin, "5 ./a b.txt", digestHashes, strings.Repeat("z", 64)+"  ./a b.txt", digestEnd),
-		"an error message":    rec(digestBegin, "5 ./a b.txt", digestHashes, "sha256sum: invalid option -- 'z'", digestEnd),
+		"cut short":           rec(mark, "5 /app/a b.txt"),
+		"its head cut off":    good[len(mark)+1:],
+		"sized, not digested": rec(mark, "5 /app/a b.txt", mark),
+		"digested, not sized": rec(mark, mark, hash+"  /app/a b.txt"),
+		"sized twice":         rec(mark, "5 /app/a b.txt", "5 /app/a b.txt", mark, hash+"  /app/a b.txt"),
+		"a path never asked":  rec(mark, "5 /app/other", mark, hash+"  /app/other"),
+		"a bad size":          rec(mark, "five /app/a b.txt", mark, hash+"  /app/a b.txt"),
+		"a bad digest":        rec(mark, "5 /app/a b.txt", mark, strings.Repeat("z", 64)+"  /app/a b.txt"),
+		"an error message":    rec(mark, "5 /app/a b.txt", mark, "sha256sum: invalid option -- 'z'"),
+		"another directory":   rec("D /elsewhere", "5 /app/a b.txt", "D /elsewhere", hash+"  /app/a b.txt"),
 	} {
-		if files, _, err := parseDigest([]byte(out), paths); err == nil {
+		if files, _, err := parseDigest([]byte(out), dir, paths); err == nil {
 			t.Errorf("%s: parsed as %+v, want an error", name, files)
 		}
 	}

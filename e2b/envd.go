@@ -222,6 +222,10 @@ func (c *Client) SendSignal(ctx context.Context, sb Sandbox, pid int, sig Signal
 type ProcessParams struct {
 	// Command runs as /bin/bash -l -c Command, as the SDKs do.
 	Command string
+	// Argv, instead of Command, runs a program directly: Argv[0] (looked up in PATH) with the
+	// rest as its arguments, no shell and no login profile, so no process but the program's
+	// own starts, and no argument is ever parsed by a shell.
+	Argv []string
 	// Cwd is the working directory; empty means the user's home.
 	Cwd  string
 	Envs map[string]string
@@ -294,11 +298,15 @@ func (c *Client) StartProcess(ctx context.Context, sb Sandbox, p ProcessParams) 
 	if err := checkSandboxID(op, sb.ID); err != nil {
 		return nil, err
 	}
-	if strings.TrimSpace(p.Command) == "" {
-		return nil, fmt.Errorf("e2b %s: %w: empty command", op, ErrInvalid)
+	cfg := processConfigJSON{Cmd: "/bin/bash", Args: []string{"-l", "-c", p.Command}, Envs: p.Envs, Cwd: p.Cwd}
+	switch {
+	case len(p.Argv) > 0 && p.Command == "" && p.Argv[0] != "":
+		cfg.Cmd, cfg.Args = p.Argv[0], p.Argv[1:]
+	case len(p.Argv) > 0 || strings.TrimSpace(p.Command) == "":
+		return nil, fmt.Errorf("e2b %s: %w: a command or a program, not both nor neither", op, ErrInvalid)
 	}
 	msg, err := json.Marshal(map[string]any{
-		"process": processConfigJSON{Cmd: "/bin/bash", Args: []string{"-l", "-c", p.Command}, Envs: p.Envs, Cwd: p.Cwd},
+		"process": cfg,
 		"stdin":   false,
 		"tag":     p.Tag,
 	})

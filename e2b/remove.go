@@ -78,3 +78,9 @@ printf %s '` + x + `' | base64 -d | xargs -0 -r chmod +x -- || exit 72
 exit 0
 `
 }
+
+// shellQuote quotes s for bash: in single quotes, each single quote inside closing the quotes,
+// escaped, and opening them again.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

@@ -64,10 +64,16 @@ func TestSessionTokenRenewedOnLogInAndLogOut(t *testing.T) {
 	b := webOnly(t)
 	c := b.NewClient(t)
 	c.Get("/login")
-	before := sessionCookie(t, c)
+	if tok := sessionCookie(t, c); tok != "" {
+		t.Fatalf("the log-in page set a session cookie %q", tok)
+	}
+	// A session token planted before the log-in (session fixation) is never the founder's.
+	const before = "planted-by-someone-else-0123456789abcdef"
+	u, _ := url.Parse(c.URL("/"))
+	c.HTTP().Jar.SetCookies(u, []*http.Cookie{{Name: "sandman_session", Value: before, Path: "/"}})
 	c.SignUp("renew@example.com")
 	afterLogin := sessionCookie(t, c)
-	if before == "" || afterLogin == "" || before == afterLogin {
+	if afterLogin == "" || before == afterLogin {
 		t.Fatalf("session token not renewed at login: %q → %q", before, afterLogin)
 	}
 	r := c.API(http.MethodDelete, "/api/session", nil, nil)
@@ -104,23 +110,105 @@ func TestSessionCookieAttributes(t *testing.T) {
 					t.Fatalf("%s: Strict-Transport-Security %q with secure cookies %v", path, hsts, secure)
 				}
 			}
-			r := b.NewClient(t).Get("/login")
-			sc := r.Header.Values("Set-Cookie")
-			if len(sc) != 1 || !strings.HasPrefix(sc[0], "sandman_session=") {
-				t.Fatalf("want one sandman_session cookie, got %q", sc)
+			// The log-in page sets only the pre-login CSRF cookie (no session yet); signing up
+			// sets the session's.
+			c := b.NewClient(t)
+			preLogin := "sandman_csrf="
+			if secure {
+				preLogin = "__Host-sandman_csrf="
 			}
-			attrs := map[string]bool{}
-			for _, a := range strings.Split(sc[0], ";")[1:] {
-				attrs[strings.TrimSpace(a)] = true
-			}
-			if !attrs["HttpOnly"] || !attrs["SameSite=Lax"] || attrs["Secure"] != secure {
-				t.Fatalf("cookie %q: want HttpOnly, SameSite=Lax and Secure=%v", sc[0], secure)
-			}
+			r := c.Get("/login")
+			requireOneCookie(t, r, preLogin, secure)
+			r = c.Do(http.MethodPost, "/signup", strings.NewReader(url.Values{"email": {"cookie@example.com"}, "password": {"correct horse"},
+				"_csrf": {c.CSRF()}}.Encode()), map[string]string{"Content-Type": "application/x-www-form-urlencoded",
+				"Cookie": strings.TrimSuffix(preLogin, "=") + "=" + c.CSRF()})
+			apptest.RequireStatus(t, r, http.StatusSeeOther)
+			requireOneCookie(t, r, "sandman_session=", secure)
 		})
 	}
 	testkit.Record(t, testkit.Scenario{ID: "session-cookie", Times: 2,
 		Injected: "the production assembly with SANDMAN_COOKIE_SECURE false, then true",
-		Result:   "sandman_session is HttpOnly and SameSite=Lax, Secure exactly when configured; HSTS on every answer exactly then"})
+		Result:   "sandman_session and the pre-login CSRF cookie are HttpOnly and SameSite=Lax, Secure exactly when configured (the latter __Host- then); HSTS on every answer exactly then"})
+}
+
+// requireOneCookie checks that r sets one cookie (besides an expired one), named by prefix,
+// HttpOnly and SameSite=Lax, and Secure exactly when secure.
+func requireOneCookie(t *testing.T, r apptest.Response, prefix string, secure bool) {
+	t.Helper()
+	var sc []string
+	for _, v := range r.Header.Values("Set-Cookie") {
+		if !strings.Contains(v, "Max-Age=0") {
+			sc = append(sc, v)
+		}
+	}
+	if len(sc) != 1 || !strings.HasPrefix(sc[0], prefix) {
+		t.Fatalf("want one cookie %s…, got %q", prefix, sc)
+	}
+	attrs := map[string]bool{}
+	for _, a := range strings.Split(sc[0], ";")[1:] {
+		attrs[strings.TrimSpace(a)] = true
+	}
+	if !attrs["HttpOnly"] || !attrs["SameSite=Lax"] || attrs["Secure"] != secure {
+		t.Fatalf("cookie %q: want HttpOnly, SameSite=Lax and Secure=%v", sc[0], secure)
+	}
+}
+
+// Reading the log-in and sign-up pages writes nothing to the database (a crawler's visits
+// would otherwise each add a session row), and their forms stay protected: a post needs the
+// token of the pre-login cookie it came with, and a forged or missing one is refused.
+func TestAnonymousLogInPagesWriteNoSession(t *testing.T) {
+	t.Parallel()
+	b := webOnly(t)
+	for i := range 100 {
+		c := b.NewClient(t)
+		r := c.Get([]string{"/login", "/signup"}[i%2])
+		apptest.RequireStatus(t, r, http.StatusOK)
+		if c.CSRF() == "" {
+			t.Fatal("the page's form carries no CSRF token")
+		}
+		first := c.CSRF()
+		c.Get("/login") // the same visitor again: the same token, from its cookie
+		if c.CSRF() != first {
+			t.Fatal("a second visit changed the visitor's token")
+		}
+	}
+	if n := b.count(t, "SELECT count(*) FROM sessions"); n != 0 {
+		t.Fatalf("100 anonymous views of /login and /signup wrote %d session rows", n)
+	}
+
+	form := func(tok string) *strings.Reader {
+		return strings.NewReader(url.Values{"email": {"forged@example.com"}, "password": {"correct horse"}, "_csrf": {tok}}.Encode())
+	}
+	formType := map[string]string{"Content-Type": "application/x-www-form-urlencoded"}
+	victim := b.NewClient(t)
+	victim.Get("/signup")
+	// An attacker's own token (from their own visit) in the victim's post: refused.
+	attacker := b.NewClient(t)
+	attacker.Get("/signup")
+	for name, tok := range map[string]string{"another visitor's token": attacker.CSRF(), "no token": ""} {
+		r := victim.Do(http.MethodPost, "/signup", form(tok), formType)
+		if r.Status != http.StatusForbidden {
+			t.Fatalf("a sign-up with %s: %d, want 403", name, r.Status)
+		}
+	}
+	// A token without its cookie (a fresh browser): refused.
+	r := b.NewClient(t).Do(http.MethodPost, "/signup", form(victim.CSRF()), formType)
+	apptest.RequireStatus(t, r, http.StatusForbidden)
+	if n := b.count(t, "SELECT count(*) FROM users WHERE email = 'forged@example.com'"); n != 0 {
+		t.Fatal("a forged sign-up made an account")
+	}
+	// The visitor's own token with its cookie signs up, and the session's token takes over.
+	r = victim.Do(http.MethodPost, "/signup", form(victim.CSRF()), formType)
+	apptest.RequireStatus(t, r, http.StatusSeeOther)
+	pre := victim.CSRF()
+	r = victim.Get("/")
+	apptest.RequireStatus(t, r, http.StatusOK)
+	if victim.CSRF() == pre {
+		t.Fatal("the founder's pages still carry the pre-login token")
+	}
+	if n := b.count(t, "SELECT count(*) FROM sessions"); n != 1 {
+		t.Fatalf("%d session rows after one sign-up, want 1", n)
+	}
 }
 
 // Pages may frame the provider's previews and nothing else: the policy names the preview

@@ -29,19 +29,81 @@ const (
 	sessionCSRFKey  = "csrf"
 	ctxPrincipalKey = "sandman.principal"
 	ctxSessionKey   = "sandman.session"
+	ctxPreLoginKey  = "sandman.prelogin"
 )
 
-// csrfToken returns the session's CSRF token, creating it on first use.
+// csrfToken returns the token the request's forms carry. A founder's session holds its own,
+// made on first use. An anonymous visitor (the log-in and sign-up pages) gets one from a
+// cookie instead (preLoginToken), so that reading those pages writes no session row: every
+// crawler's visit would otherwise add one to the database.
 func (h *Handlers) csrfToken(c echo.Context) string {
 	ctx := c.Request().Context()
 	tok := h.Sessions.GetString(ctx, sessionCSRFKey)
-	if tok == "" {
-		b := make([]byte, 32)
-		_, _ = rand.Read(b)
-		tok = base64.RawURLEncoding.EncodeToString(b)
-		h.Sessions.Put(ctx, sessionCSRFKey, tok)
+	if tok != "" {
+		return tok
 	}
+	if h.Sessions.GetString(ctx, sessionUserKey) == "" {
+		return h.preLoginToken(c)
+	}
+	tok = newCSRFToken()
+	h.Sessions.Put(ctx, sessionCSRFKey, tok)
 	return tok
+}
+
+func newCSRFToken() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// wantCSRF is the token a state-changing request must carry: its session's, or for a visitor
+// with none the pre-login cookie's ("" when there is neither: every request is refused).
+func (h *Handlers) wantCSRF(c echo.Context) string {
+	ctx := c.Request().Context()
+	if tok := h.Sessions.GetString(ctx, sessionCSRFKey); tok != "" {
+		return tok
+	}
+	if h.Sessions.GetString(ctx, sessionUserKey) != "" {
+		return "" // a founder's session without its token: reload the page
+	}
+	return h.preLoginCookieValue(c)
+}
+
+// preLoginCookieValue is the request's pre-login token, "" when it has none of the right length.
+func (h *Handlers) preLoginCookieValue(c echo.Context) string {
+	if ck, err := c.Cookie(h.preLoginCookie()); err == nil && len(ck.Value) >= 32 && len(ck.Value) <= 64 {
+		return ck.Value
+	}
+	return ""
+}
+
+// preLoginToken is an anonymous visitor's CSRF token: a random value in a cookie of its own,
+// which the form repeats (a double-submit token). A cross-site page can make the browser send
+// the cookie but cannot read it to put it in the form; the __Host- prefix (with Secure
+// cookies) keeps a sibling subdomain from setting it; and the browsers' cross-origin check in
+// front of every route (routes.go) refuses such posts first. It guards only the log-in and
+// sign-up forms: logging in replaces it with the session's own token (logIn).
+func (h *Handlers) preLoginToken(c echo.Context) string {
+	if tok, ok := c.Get(ctxPreLoginKey).(string); ok {
+		return tok
+	}
+	tok := h.preLoginCookieValue(c)
+	if tok == "" {
+		tok = newCSRFToken()
+		c.SetCookie(&http.Cookie{Name: h.preLoginCookie(), Value: tok, Path: "/", HttpOnly: true,
+			Secure: h.Sessions.Cookie.Secure, SameSite: http.SameSiteLaxMode})
+	}
+	c.Set(ctxPreLoginKey, tok)
+	return tok
+}
+
+// preLoginCookie names the pre-login token's cookie: __Host- when cookies are Secure (a
+// browser accepts that prefix only then).
+func (h *Handlers) preLoginCookie() string {
+	if h.Sessions.Cookie.Secure {
+		return "__Host-sandman_csrf"
+	}
+	return "sandman_csrf"
 }
 
 // csrfUnlessJSON is the CSRF check of the routes that come before a session, and so cannot carry
@@ -67,7 +129,7 @@ func (h *Handlers) csrf(next echo.HandlerFunc) echo.HandlerFunc {
 		case http.MethodGet, http.MethodHead, http.MethodOptions:
 			return next(c)
 		}
-		want := h.Sessions.GetString(c.Request().Context(), sessionCSRFKey)
+		want := h.wantCSRF(c)
 		got := c.Request().Header.Get("X-CSRF-Token")
 		if got == "" {
 			if c.Get(ctxStreamedKey) == true {
@@ -186,6 +248,11 @@ func (h *Handlers) logIn(c echo.Context, u db.User) (string, error) {
 	}
 	h.Sessions.Put(ctx, sessionUserKey, u.ID.String())
 	h.Sessions.Remove(ctx, sessionCSRFKey)
+	if _, err := c.Cookie(h.preLoginCookie()); err == nil {
+		// Spent: from now on the session's own token guards the founder's forms.
+		c.SetCookie(&http.Cookie{Name: h.preLoginCookie(), Path: "/", MaxAge: -1, HttpOnly: true,
+			Secure: h.Sessions.Cookie.Secure, SameSite: http.SameSiteLaxMode})
+	}
 	return h.csrfToken(c), nil
 }
 

@@ -93,7 +93,8 @@ func benchIngest(b *testing.B, webOnly bool) {
 	if failed.Load() > 0 {
 		b.Fatalf("%d deliveries refused", failed.Load())
 	}
-	b.ReportMetric(float64(accepted.Load())/took.Seconds(), "deliveries/s")
+	rate := float64(accepted.Load()) / took.Seconds()
+	b.ReportMetric(rate, "deliveries/s")
 
 	// None lost: every event stored once and processed; none applied twice.
 	applyFrom := began
@@ -104,7 +105,8 @@ func benchIngest(b *testing.B, webOnly bool) {
 	testkit.Until(b, 2*time.Minute, "every delivery processed", func() bool {
 		return s.count(b, "SELECT count(*) FROM webhook_deliveries WHERE processed_at IS NULL") == 0
 	})
-	b.ReportMetric(float64(total)/time.Since(applyFrom).Seconds(), "applied-events/s")
+	applied := float64(total) / time.Since(applyFrom).Seconds()
+	b.ReportMetric(applied, "applied-events/s")
 	if n := s.count(b, "SELECT count(DISTINCT event_id) FROM webhook_deliveries"); n != total {
 		b.Fatalf("%d of %d events stored", n, total)
 	}
@@ -122,5 +124,11 @@ func benchIngest(b *testing.B, webOnly bool) {
 	}
 	if want := "running"; status != want {
 		b.Fatalf("sandbox ended %s, want %s", status, want)
+	}
+	if !webOnly {
+		// The floor: the same rows by a bare pgx INSERT loop, from as many senders, now.
+		floor := floorInserts(b, s.Pool(), 16, bodies, ids)
+		b.ReportMetric(floor, "floor-inserts/s")
+		b.ReportMetric(applied/floor, "applied/floor")
 	}
 }

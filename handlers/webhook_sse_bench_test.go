@@ -54,4 +54,8 @@ func BenchmarkWebhookToSSE(b *testing.B) {
 	}
 	b.StopTimer()
 	reportQuantiles(b, "webhook-to-sse", samples)
+	// The floor, in the same run: a loopback HTTP round trip that commits one INSERT.
+	floor := floorRoundTrip(b, s.Pool(), max(len(samples), 100))
+	reportQuantiles(b, "floor", floor)
+	b.ReportMetric(quantileMs(samples, 0.99)/quantileMs(floor, 0.99), "p99/floor-p99")
 }

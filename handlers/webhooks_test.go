@@ -260,6 +260,91 @@ func TestWebhookReplaysAndDuplicatesApplyOnce(t *testing.T) {
 	}
 }
 
+// Deliveries that arrive together are stored and applied together (lifecycle's group commit),
+// and still each one is stored before its 200, stored once however often it comes, applied at
+// most once, and each sandbox ends in its newest event's state, whichever arrived first.
+func TestWebhooksArrivingTogetherAreEachStoredBeforeTheirAnswer(t *testing.T) {
+	t.Parallel()
+	s := webhookStack(t)
+	c := s.NewClient(t)
+	c.SignUp("together@example.com")
+	_, idA := c.BuildCounter()
+	_, idB := c.BuildStarter("Second", "counter")
+	a, b := c.WaitSandbox(idA, "running", time.Second), c.WaitSandbox(idB, "running", time.Second)
+
+	type hook struct {
+		id   string
+		body []byte
+	}
+	var hooks []hook
+	now := time.Now()
+	add := func(id, typ, providerID string, at time.Duration) {
+		hooks = append(hooks, hook{id, hookBody(id, typ, providerID, now.Add(at), nil)})
+	}
+	// A: 25 events, the newest a pause; B: 10, the newest a resume (so B ends running, and
+	// an older pause of B applied after it would show).
+	for i := range 25 {
+		add(fmt.Sprintf("ev-together-a-%d", i), []string{e2b.EventPaused, e2b.EventResumed}[i%2], a.ProviderID, time.Duration(i)*time.Millisecond)
+	}
+	for i := range 10 {
+		add(fmt.Sprintf("ev-together-b-%d", i), []string{e2b.EventPaused, e2b.EventResumed}[i%2], b.ProviderID, time.Duration(i)*time.Millisecond)
+	}
+	add("ev-together-unknown", "sandbox.lifecycle.checkpointed", a.ProviderID, time.Second)
+	n := len(hooks)
+	for i := range 8 { // retries: the same events again, under new delivery ids
+		hooks = append(hooks, hooks[i*4])
+	}
+
+	start := make(chan struct{})
+	errs := make(chan error, len(hooks))
+	var wg sync.WaitGroup
+	for i, h := range hooks {
+		wg.Go(func() {
+			<-start
+			ans, err := s.tryDeliver(h.body, sign(apptest.WebhookSecret, h.body), fmt.Sprintf("d-together-%d", i))
+			if err != nil || ans.status != http.StatusOK {
+				errs <- fmt.Errorf("delivery %d (%s): status %d (%v)", i, h.id, ans.status, err)
+				return
+			}
+			// Answered 200: it is stored now.
+			var stored int
+			if err := s.Pool().QueryRow(context.Background(), "SELECT count(*) FROM webhook_deliveries WHERE event_id = $1", h.id).Scan(&stored); err != nil || stored != 1 {
+				errs <- fmt.Errorf("delivery %d (%s) answered 200 with %d rows stored (%v)", i, h.id, stored, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	testkit.Until(t, 30*time.Second, "every delivery processed", func() bool {
+		return s.count(t, "SELECT count(*) FROM webhook_deliveries WHERE event_id LIKE 'ev-together-%' AND processed_at IS NULL") == 0
+	})
+	if got := s.count(t, "SELECT count(*) FROM webhook_deliveries WHERE event_id LIKE 'ev-together-%'"); got != n {
+		t.Fatalf("%d deliveries stored for %d events", got, n)
+	}
+	if twice := s.count(t, `SELECT count(*) FROM (SELECT provider_event_id FROM sandbox_events
+		WHERE provider_event_id LIKE 'ev-together-%' GROUP BY 1 HAVING count(*) > 1) twice`); twice != 0 {
+		t.Fatalf("%d events applied twice", twice)
+	}
+	if o := s.waitOutcome(t, "ev-together-unknown"); o != "unknown_type" {
+		t.Fatalf("the unknown event's outcome %q, want unknown_type", o)
+	}
+	c.WaitSandbox(idA, "paused", 5*time.Second)
+	c.WaitSandbox(idB, "running", 5*time.Second)
+	for id, want := range map[string]string{idA: "paused", idB: "running"} {
+		var got string
+		if err := s.Pool().QueryRow(context.Background(), "SELECT status FROM sandboxes WHERE id = $1", id).Scan(&got); err != nil || got != want {
+			t.Fatalf("sandbox ended %s (%v), want %s: its newest event's state", got, err, want)
+		}
+	}
+}
+
 func TestWebhookUnknownTypeIsStoredAndIgnored(t *testing.T) {
 	t.Parallel()
 	s := webhookStack(t)

@@ -33,8 +33,17 @@ type ProviderEvent struct {
 // order: an event older than the newest one seen (or than Sandman's own last change) is
 // ignored, so a late or replayed event never overwrites newer state. Unknown sandboxes and event types
 // are ignored. It reports whether the row changed.
-func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent, source db.EventSource) (bool, error) {
-	sb, err := s.q.GetSandboxByProviderID(ctx, &ev.SandboxID)
+func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent, source db.EventSource) (changed bool, err error) {
+	err = db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		changed, err = s.applyProviderEvent(ctx, tx, ev, source)
+		return err
+	})
+	return changed, err
+}
+
+// applyProviderEvent is ApplyProviderEvent inside the caller's transaction.
+func (s *Service) applyProviderEvent(ctx context.Context, tx db.Tx, ev ProviderEvent, source db.EventSource) (bool, error) {
+	sb, err := tx.GetSandboxByProviderIDForUpdate(ctx, &ev.SandboxID)
 	if db.IsNotFound(err) {
 		return false, nil
 	}
@@ -42,7 +51,7 @@ func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent, sour
 		return false, err
 	}
 	changed := false
-	_, err = s.transition(ctx, sb.ID, func(tx db.Tx, cur db.Sandbox) (*Change, error) {
+	_, err = s.transitionLocked(ctx, tx, sb, func(tx db.Tx, cur db.Sandbox) (*Change, error) {
 		if cur.LastEventAt != nil && !ev.Timestamp.After(*cur.LastEventAt) {
 			return nil, nil
 		}

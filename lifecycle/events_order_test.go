@@ -6,12 +6,14 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
 	"sandman/db"
+	"sandman/e2b"
 	"sandman/lifecycle"
 )
 
@@ -186,6 +188,67 @@ func TestProviderEventsInAnyOrderEndInTheNewestState(t *testing.T) {
 			seen[*e.ProviderEventID] = true
 			prev = *e.ProviderTimestamp
 		}
+	}
+}
+
+// A group of deliveries that arrived together (the webhook receiver's group commit) applies,
+// per sandbox, only its newest event, whatever their order in the group: the older ones are
+// ignored as they are when the newest arrives first. Each event is stored once, a repeat in the
+// same group or of an earlier group is a duplicate, and every stored delivery gets its outcome.
+func TestWebhookGroupAppliesEachSandboxsNewestEvent(t *testing.T) {
+	t.Parallel()
+	b := setup(t, true)
+	ctx := context.Background()
+	u, p := founder(t, b.pool, 1)
+	base := time.Now().Add(-time.Hour).Truncate(time.Microsecond)
+	providerID := "group-" + uuid.NewString()[:8]
+	id := runningSandbox(t, b, u.ID, p.ID, providerID, base.Add(-time.Minute))
+	ev := func(name, typ string, at int) e2b.Event {
+		return e2b.Event{ID: providerID + "-" + name, Type: typ, SandboxID: providerID, Timestamp: base.Add(time.Duration(at) * time.Second)}
+	}
+	group := []e2b.Event{
+		ev("resumed-2", lifecycle.EventResumed, 2),
+		ev("paused-3", lifecycle.EventPaused, 3), // the newest
+		ev("paused-1", lifecycle.EventPaused, 1),
+		ev("resumed-2", lifecycle.EventResumed, 2), // again in the same group
+		ev("checkpointed", "sandbox.lifecycle.checkpointed", 4),
+	}
+	dups, err := b.svc.StoreWebhookGroup(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []bool{false, false, false, true, false}; fmt.Sprint(dups) != fmt.Sprint(want) {
+		t.Fatalf("duplicates %v, want %v", dups, want)
+	}
+	outcomes := map[string]string{}
+	rows, err := b.pool.Query(ctx, "SELECT event_id, outcome FROM webhook_deliveries WHERE event_id LIKE $1 || '%' AND processed_at IS NOT NULL", providerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var e, o string
+		if err := rows.Scan(&e, &o); err != nil {
+			t.Fatal(err)
+		}
+		outcomes[strings.TrimPrefix(e, providerID+"-")] = o
+	}
+	want := map[string]string{"resumed-2": "ignored", "paused-3": "applied", "paused-1": "ignored", "checkpointed": "unknown_type"}
+	if fmt.Sprint(outcomes) != fmt.Sprint(want) {
+		t.Fatalf("outcomes %v, want %v", outcomes, want)
+	}
+	var status string
+	var applied int
+	if err := b.pool.QueryRow(ctx, `SELECT s.status, (SELECT count(*) FROM sandbox_events e WHERE e.sandbox_id = s.id AND e.provider_event_id IS NOT NULL)
+		FROM sandboxes s WHERE s.id = $1`, id).Scan(&status, &applied); err != nil {
+		t.Fatal(err)
+	}
+	if status != string(lifecycle.Paused) || applied != 1 {
+		t.Fatalf("sandbox %s with %d provider events applied, want paused by the newest event alone", status, applied)
+	}
+	// The same events in a later group: duplicates all, nothing applied again.
+	dups, err = b.svc.StoreWebhookGroup(ctx, group[:3])
+	if err != nil || fmt.Sprint(dups) != "[true true true]" {
+		t.Fatalf("a later group of the same events: duplicates %v (%v), want all", dups, err)
 	}
 }
 

@@ -156,21 +156,27 @@ func (s *Service) transition(ctx context.Context, id uuid.UUID, decide func(db.T
 		if err != nil {
 			return db.MapError(err)
 		}
-		out = sb
-		c, err := decide(tx, sb)
-		if err != nil || c == nil {
-			return err
-		}
-		out, err = apply(ctx, tx, sb, *c)
-		if err != nil {
-			return err
-		}
-		if c.To == Running {
-			return s.nowRunning(ctx, tx, out, false)
-		}
-		return nil
+		out, err = s.transitionLocked(ctx, tx, sb, decide)
+		return err
 	})
 	return out, err
+}
+
+// transitionLocked is transition inside the caller's transaction, for a row it has read under
+// its lock (a webhook's group, which stores deliveries and applies them together).
+func (s *Service) transitionLocked(ctx context.Context, tx db.Tx, sb db.Sandbox, decide func(db.Tx, db.Sandbox) (*Change, error)) (db.Sandbox, error) {
+	c, err := decide(tx, sb)
+	if err != nil || c == nil {
+		return sb, err
+	}
+	out, err := apply(ctx, tx, sb, *c)
+	if err != nil {
+		return out, err
+	}
+	if c.To == Running {
+		return out, s.nowRunning(ctx, tx, out, false)
+	}
+	return out, nil
 }
 
 // OwnedSandbox returns the founder's sandbox, or a not-found error for anyone else's.

@@ -79,59 +79,35 @@ func (s *Service) Projects(ctx context.Context, owner uuid.UUID) ([]ProjectView,
 	return out, nil
 }
 
-// Project returns one of the founder's projects with its current state.
+// Project returns one of the founder's projects with its current state, in two queries that
+// read it as Projects reads each of the list (the page, an action's answer and the live feed
+// draw it from the same read).
 func (s *Service) Project(ctx context.Context, owner, projectID uuid.UUID) (ProjectView, error) {
-	p, err := s.q.GetProjectByOwner(ctx, db.GetProjectByOwnerParams{ID: projectID, OwnerID: owner})
+	return s.projectState(ctx, db.GetProjectStateParams{ID: &projectID, OwnerID: owner}, "Project")
+}
+
+// projectState reads the project that params name, or says that what names it (what) is not found.
+func (s *Service) projectState(ctx context.Context, params db.GetProjectStateParams, what string) (ProjectView, error) {
+	p, err := s.q.GetProjectState(ctx, params)
 	if err != nil {
 		if db.IsNotFound(err) {
-			return ProjectView{}, apperr.NotFound("Project")
+			return ProjectView{}, apperr.NotFound(what)
 		}
 		return ProjectView{}, err
 	}
-	return s.projectView(ctx, p)
-}
-
-// projectView completes a project with its current state.
-func (s *Service) projectView(ctx context.Context, p db.Project) (ProjectView, error) {
-	v := ProjectView{Project: p}
-	cur, err := s.q.GetCurrentVersion(ctx, p.ID)
-	if err != nil {
-		return v, err
-	}
-	v.FileCount, v.CurrentVersion = int(cur.FileCount), cur.Number
-	if v.Shared, err = s.q.IsProjectShared(ctx, p.ID); err != nil {
-		return v, err
-	}
-	sb, err := s.q.GetCurrentSandboxByProject(ctx, p.ID)
+	v := ProjectView{Project: p.Project, FileCount: int(p.FileCount), Shared: p.Shared, CurrentVersion: p.CurrentVersion}
+	c, err := s.q.GetCurrentSandboxState(ctx, p.Project.ID)
 	if db.IsNotFound(err) {
 		return v, nil
 	}
 	if err != nil {
 		return v, err
 	}
-	b, err := s.q.GetBuild(ctx, sb.BuildID)
-	if err != nil {
-		return v, err
-	}
-	last, err := s.q.GetLatestSandboxEvent(ctx, sb.ID)
-	if err != nil {
-		return v, err
-	}
-	change := last
-	if last.Source == db.EventSourceVisitor && last.FromStatus == last.ToStatus {
-		if change, err = s.q.GetLatestSandboxChange(ctx, sb.ID); err != nil {
-			return v, err
-		}
-	}
-	s.withSandbox(&v, sb, b, change, last.ID)
-	nums, err := s.q.GetSandboxVersionNumbers(ctx, sb.ID)
-	if err != nil {
-		return v, err
-	}
-	v.DeployedVersion, v.DeployingVersion = nums.DeployedNumber, nums.DeployingNumber
-	if change.Reason == reasonVersionFailed && change.VersionNumber != nil {
+	s.withSandbox(&v, c.Sandbox, c.Build, c.SandboxEvent, c.LatestEventID)
+	v.DeployedVersion, v.DeployingVersion = c.DeployedNumber, c.DeployingNumber
+	if change := c.SandboxEvent; change.Reason == reasonVersionFailed && change.VersionNumber != nil {
 		v.FailedVersion = *change.VersionNumber
-		failed, err := s.q.GetVersionByNumber(ctx, db.GetVersionByNumberParams{ProjectID: p.ID, Number: v.FailedVersion})
+		failed, err := s.q.GetVersionByNumber(ctx, db.GetVersionByNumberParams{ProjectID: p.Project.ID, Number: v.FailedVersion})
 		if err == nil && failed.ParentNumber != nil {
 			v.RestoreTo = *failed.ParentNumber
 		} else if err != nil && !db.IsNotFound(err) {
@@ -143,11 +119,7 @@ func (s *Service) projectView(ctx context.Context, p db.Project) (ProjectView, e
 
 // ProjectOfSandbox returns the project view a founder's sandbox belongs to.
 func (s *Service) ProjectOfSandbox(ctx context.Context, owner, sandboxID uuid.UUID) (ProjectView, error) {
-	sb, err := s.OwnedSandbox(ctx, owner, sandboxID)
-	if err != nil {
-		return ProjectView{}, err
-	}
-	return s.Project(ctx, owner, sb.ProjectID)
+	return s.projectState(ctx, db.GetProjectStateParams{SandboxID: &sandboxID, OwnerID: owner}, "Sandbox")
 }
 
 // Credits returns the founder's current credits.

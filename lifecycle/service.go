@@ -51,6 +51,8 @@ type Service struct {
 	log      *slog.Logger
 	metrics  *metrics
 	work     bool
+	// hooks commits the webhooks' deliveries in groups (lifecycle/webhooks.go).
+	hooks groupCommit
 }
 
 // BuildResult says what a build or rebuild request started.

@@ -40,12 +40,8 @@ func report(b *testing.B, name string, samples []time.Duration) {
 	if len(samples) == 0 {
 		b.Fatal("no samples")
 	}
-	slices.Sort(samples)
-	q := func(p float64) float64 {
-		return float64(samples[min(len(samples)-1, int(p*float64(len(samples))))].Microseconds()) / 1000
-	}
-	b.ReportMetric(q(0.5), name+"-p50-ms")
-	b.ReportMetric(q(0.99), name+"-p99-ms")
+	b.ReportMetric(quantile(samples, 0.5), name+"-p50-ms")
+	b.ReportMetric(quantile(samples, 0.99), name+"-p99-ms")
 	b.ReportMetric(float64(len(samples)), name+"-samples")
 }
 
@@ -92,6 +88,35 @@ func BenchmarkResumeMemory(b *testing.B) {
 		samples = append(samples, waitStatusSince(b, tb, sbs[0].ID, lifecycle.Running, 30*time.Second).Sub(start))
 	}
 	report(b, "resume", samples)
+	b.StopTimer()
+	floor := resumeFloor(b, tb, *sbs[0].ProviderID, len(samples))
+	report(b, "floor", floor)
+	b.ReportMetric(quantile(samples, 0.5)/quantile(floor, 0.5), "p50/floor-p50")
+}
+
+// resumeFloor is the resume's floor: sandboxd's resume call alone (e2b's connect to a sandbox
+// paused with its memory), n times, with the same client the instance uses.
+func resumeFloor(b *testing.B, tb *testBundle, providerID string, n int) []time.Duration {
+	b.Helper()
+	ctx := context.Background()
+	var samples []time.Duration
+	for range max(n, 5) {
+		if _, err := tb.Provider().Pause(ctx, providerID, true); err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		if _, resumed, err := tb.Provider().Connect(ctx, providerID, 300); err != nil || !resumed {
+			b.Fatalf("resume call: resumed %v, %v", resumed, err)
+		}
+		samples = append(samples, time.Since(start))
+	}
+	return samples
+}
+
+// quantile is the p quantile of samples in milliseconds (samples end sorted).
+func quantile(samples []time.Duration, p float64) float64 {
+	slices.Sort(samples)
+	return float64(samples[min(len(samples)-1, int(p*float64(len(samples))))].Microseconds()) / 1000
 }
 
 // BENCHMARKS.md: the resume figure with the integrity check, at 10, 100 and 1,000 stored files

@@ -111,6 +111,8 @@ type Hub struct {
 	operators  int
 
 	metrics *metrics
+	// dispatch delivers what LISTEN notices, off its loop (dispatch.go).
+	dispatch *dispatcher
 }
 
 // conn is one client's stream: a mailbox that Deliver, Resync and the heartbeat fill, and one
@@ -182,6 +184,7 @@ func New(opts Options) *Hub {
 	h := &Hub{opts: opts, srv: srv, byID: map[string]*conn{}, byOwner: map[uuid.UUID]map[string]*conn{},
 		visitors: map[uuid.UUID]map[string]*conn{}, perLink: map[uuid.UUID]int{}, perAddr: map[string]int{},
 		metrics: newMetrics(opts.Registerer)}
+	h.dispatch = newDispatcher(h.Deliver, func(d time.Duration) { h.metrics.notify.Observe(d.Seconds()) })
 	srv.OnSubscribe = h.onSubscribe
 	return h
 }

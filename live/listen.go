@@ -83,8 +83,7 @@ func (h *Hub) listenOnce(ctx context.Context, databaseURL string, connected func
 			h.opts.Logger.Warn("live: bad notification", "payload", n.Payload)
 			continue
 		}
-		h.Deliver(ctx, msg.OwnerID, msg.SandboxID, msg.EventID)
-		h.metrics.notify.Observe(time.Since(received).Seconds())
+		h.dispatch.post(ctx, msg.OwnerID, msg.SandboxID, msg.EventID, received)
 	}
 }
 

@@ -16,9 +16,18 @@ LEFT JOIN LATERAL (SELECT v.number, v.file_count FROM versions v WHERE v.project
     ORDER BY v.number DESC LIMIT 1) cur ON true
 WHERE owner_id = @owner_id ORDER BY created_at DESC, id;
 
--- name: IsProjectShared :one
--- Whether the project has a share link on.
-SELECT EXISTS (SELECT 1 FROM share_links WHERE project_id = @project_id)::boolean;
+-- name: GetProjectState :one
+-- One founder's project as ListProjectsByOwner reads each (a page's, an answer's and the live
+-- feed's read: one round trip, docs/architecture.md "Reads and verification"), named by its id
+-- or by one of its sandboxes' (another founder's is not found).
+SELECT sqlc.embed(projects),
+       coalesce(cur.file_count, 0)::integer AS file_count, coalesce(cur.number, 0)::integer AS current_version,
+       EXISTS (SELECT 1 FROM share_links l WHERE l.project_id = projects.id)::boolean AS shared
+FROM projects
+LEFT JOIN LATERAL (SELECT v.number, v.file_count FROM versions v WHERE v.project_id = projects.id
+    ORDER BY v.number DESC LIMIT 1) cur ON true
+WHERE projects.owner_id = @owner_id AND projects.id = coalesce(sqlc.narg('id')::uuid,
+    (SELECT s.project_id FROM sandboxes s WHERE s.id = sqlc.narg('sandbox_id')::uuid AND s.owner_id = @owner_id));
 
 -- name: GetProject :one
 -- A project by id alone: for a visitor of its share link, whose link names the project.

@@ -13,13 +13,6 @@ SELECT * FROM sandbox_events WHERE sandbox_id = @sandbox_id ORDER BY id;
 -- The sandbox's newest event: its state's version for live updates.
 SELECT * FROM sandbox_events WHERE sandbox_id = @sandbox_id ORDER BY id DESC LIMIT 1;
 
--- name: GetLatestSandboxChange :one
--- The sandbox's newest change: why it is in its state. A visitor's note that it found the
--- preview gone changes nothing and explains nothing of the state.
-SELECT * FROM sandbox_events WHERE sandbox_id = @sandbox_id
-    AND NOT (source = 'visitor' AND from_status = to_status)
-ORDER BY id DESC LIMIT 1;
-
 -- name: CountFailedResumesSinceRunning :one
 -- How many resumes in a row have failed since the sandbox last ran (a visitor's page offers to
 -- try once more after one, and says the provider is in trouble after two).

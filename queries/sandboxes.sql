@@ -13,6 +13,9 @@ SELECT * FROM sandboxes WHERE id = @id AND owner_id = @owner_id;
 -- name: GetSandboxByProviderID :one
 SELECT * FROM sandboxes WHERE provider_id = @provider_id;
 
+-- name: GetSandboxByProviderIDForUpdate :one
+SELECT * FROM sandboxes WHERE provider_id = @provider_id FOR UPDATE;
+
 -- name: GetSandboxForUpdate :one
 SELECT * FROM sandboxes WHERE id = @id FOR UPDATE;
 
@@ -49,6 +52,18 @@ JOIN sandbox_events e ON e.id = (SELECT max(ev.id) FROM sandbox_events ev WHERE 
     AND NOT (ev.source = 'visitor' AND ev.from_status = ev.to_status))
 WHERE s.owner_id = @owner_id
 ORDER BY s.project_id, s.created_at DESC;
+
+-- name: GetCurrentSandboxState :one
+-- One project's newest sandbox as ListCurrentSandboxesByOwner reads each, in one round trip.
+SELECT sqlc.embed(s), sqlc.embed(b), sqlc.embed(e),
+    (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id,
+    (SELECT v.number FROM versions v WHERE v.id = s.deployed_version_id)::integer AS deployed_number,
+    coalesce((SELECT v.number FROM versions v WHERE v.id = s.deploying_version_id), 0)::integer AS deploying_number
+FROM sandboxes s JOIN builds b ON b.id = s.build_id
+JOIN sandbox_events e ON e.id = (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id
+    AND NOT (ev.source = 'visitor' AND ev.from_status = ev.to_status))
+WHERE s.project_id = @project_id
+ORDER BY s.created_at DESC LIMIT 1;
 
 -- name: UpdateSandboxStatus :one
 -- The only statement that writes status: the lifecycle package calls it inside a transaction
@@ -176,9 +191,3 @@ WHERE id = @id;
 -- name: SetSandboxDeployed :exec
 -- The sandbox's files are this version's now (a resume's check applied it).
 UPDATE sandboxes SET deployed_version_id = @version_id WHERE id = @id;
-
--- name: GetSandboxVersionNumbers :one
--- The numbers of the version a sandbox runs and of the one being applied to it (0: none).
-SELECT (SELECT v.number FROM versions v WHERE v.id = s.deployed_version_id)::integer AS deployed_number,
-    coalesce((SELECT v.number FROM versions v WHERE v.id = s.deploying_version_id), 0)::integer AS deploying_number
-FROM sandboxes s WHERE s.id = @id;

@@ -1,0 +1,23 @@
+package lifecycle
+
+import (
+	"context"
+
+	"sandman/db"
+	"sandman/e2b"
+)
+
+// StoreWebhookGroup runs one group commit of deliveries of evs (each body its event's id), as
+// deliveries that arrived together are, and reports which were duplicates.
+func (s *Service) StoreWebhookGroup(ctx context.Context, evs []e2b.Event) ([]bool, error) {
+	group := make([]*delivery, len(evs))
+	for i, ev := range evs {
+		group[i] = &delivery{ev: ev, row: db.InsertWebhookDeliveryParams{EventID: ev.ID, EventType: ev.Type, Headers: []byte("{}"), Body: []byte(ev.ID)}}
+	}
+	err := db.InTx(ctx, s.pool, func(tx db.Tx) error { return s.storeGroup(ctx, tx, group) })
+	dups := make([]bool, len(group))
+	for i, d := range group {
+		dups[i] = d.duplicate
+	}
+	return dups, err
+}
