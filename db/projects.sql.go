@@ -222,7 +222,7 @@ func (q *Queries) ListProjectsByOwner(ctx context.Context, ownerID uuid.UUID) ([
 }
 
 const lockProjectByOwner = `-- name: LockProjectByOwner :one
-SELECT id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself FROM projects WHERE id = $1 AND owner_id = $2 FOR UPDATE
+SELECT id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself FROM projects WHERE id = $1 AND owner_id = $2 FOR NO KEY UPDATE
 `
 
 type LockProjectByOwnerParams struct {
@@ -230,7 +230,10 @@ type LockProjectByOwnerParams struct {
 	OwnerID uuid.UUID
 }
 
-// Serialises builds of one project: concurrent build and rebuild requests queue here.
+// Serialises builds and versions of one project: concurrent requests queue here. NO KEY: rows
+// that refer to the project (a sandbox written twice in one transaction checks its reference
+// again) are not held up, so a writer here can wait for a sandbox's lock without a deadlock
+// (docs/architecture.md, "Data and SQL").
 func (q *Queries) LockProjectByOwner(ctx context.Context, arg LockProjectByOwnerParams) (Project, error) {
 	row := q.db.QueryRow(ctx, lockProjectByOwner, arg.ID, arg.OwnerID)
 	var i Project

@@ -144,7 +144,7 @@ func (q *Queries) GetCurrentSandboxByProject(ctx context.Context, projectID uuid
 }
 
 const getCurrentSandboxByProjectForUpdate = `-- name: GetCurrentSandboxByProjectForUpdate :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds FROM sandboxes WHERE project_id = $1 ORDER BY created_at DESC LIMIT 1 FOR UPDATE
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds FROM sandboxes WHERE project_id = $1 ORDER BY created_at DESC LIMIT 1 FOR NO KEY UPDATE
 `
 
 // The project's current sandbox, locked: a visitor's wake decides under this lock, so of any
@@ -485,7 +485,7 @@ func (q *Queries) GetSandboxByProviderID(ctx context.Context, providerID *string
 }
 
 const getSandboxByProviderIDForUpdate = `-- name: GetSandboxByProviderIDForUpdate :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds FROM sandboxes WHERE provider_id = $1 FOR UPDATE
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds FROM sandboxes WHERE provider_id = $1 FOR NO KEY UPDATE
 `
 
 func (q *Queries) GetSandboxByProviderIDForUpdate(ctx context.Context, providerID *string) (Sandbox, error) {
@@ -533,7 +533,7 @@ func (q *Queries) GetSandboxByProviderIDForUpdate(ctx context.Context, providerI
 }
 
 const getSandboxForUpdate = `-- name: GetSandboxForUpdate :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds FROM sandboxes WHERE id = $1 FOR UPDATE
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds FROM sandboxes WHERE id = $1 FOR NO KEY UPDATE
 `
 
 func (q *Queries) GetSandboxForUpdate(ctx context.Context, id uuid.UUID) (Sandbox, error) {

@@ -296,3 +296,41 @@ func TestPreviewEndsOnTheNewestOfManyVersions(t *testing.T) {
 		t.Fatalf("the newest version was not applied: %v", live)
 	}
 }
+
+// A version's writer holds the project's lock when it takes the sandbox's; an apply recording
+// its outcome holds the sandbox's and writes its row twice, which checks the row's reference to
+// the project again. The project's lock must let that check through, or the two deadlock
+// (PostgreSQL kills one: a version the founder made fails).
+func TestProjectLockLetsAnApplyRecordItsOutcome(t *testing.T) {
+	t.Parallel()
+	v := setupVersions(t)
+	ctx := context.Background()
+	u, _ := founder(t, v.pool, 5)
+	p := healProject(t, v.testBundle, u.ID, db.PauseKindMemory, "")
+	sb := v.buildRunning(t, u.ID, p.ID)
+	writer, err := v.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Rollback(ctx) //nolint:errcheck // the test ends it either way
+	if _, err := db.New(writer).LockProjectByOwner(ctx, db.LockProjectByOwnerParams{ID: p.ID, OwnerID: u.ID}); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	err = db.InTx(rctx, v.pool, func(tx db.Tx) error {
+		if _, err := tx.GetSandboxForUpdate(rctx, sb.ID); err != nil {
+			return err
+		}
+		if err := tx.SetSandboxDeployed(rctx, db.SetSandboxDeployedParams{ID: sb.ID, VersionID: sb.DeployedVersionID}); err != nil {
+			return err
+		}
+		return tx.EndSandboxDeploy(rctx, db.EndSandboxDeployParams{ID: sb.ID})
+	})
+	if err != nil {
+		t.Fatalf("an apply recording its outcome waited on the project's lock: %v", err)
+	}
+	if _, err := db.New(writer).GetCurrentSandboxByProjectForUpdate(ctx, p.ID); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -37,8 +37,11 @@ SELECT * FROM projects WHERE id = @id;
 SELECT count(*) FROM projects WHERE owner_id = @owner_id AND starter = @starter;
 
 -- name: LockProjectByOwner :one
--- Serialises builds of one project: concurrent build and rebuild requests queue here.
-SELECT * FROM projects WHERE id = @id AND owner_id = @owner_id FOR UPDATE;
+-- Serialises builds and versions of one project: concurrent requests queue here. NO KEY: rows
+-- that refer to the project (a sandbox written twice in one transaction checks its reference
+-- again) are not held up, so a writer here can wait for a sandbox's lock without a deadlock
+-- (docs/architecture.md, "Data and SQL").
+SELECT * FROM projects WHERE id = @id AND owner_id = @owner_id FOR NO KEY UPDATE;
 
 -- name: SetProjectReloadsItself :one
 -- The project's reload choice (docs/states.md, "Versions").

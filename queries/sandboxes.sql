@@ -14,15 +14,15 @@ SELECT * FROM sandboxes WHERE id = @id AND owner_id = @owner_id;
 SELECT * FROM sandboxes WHERE provider_id = @provider_id;
 
 -- name: GetSandboxByProviderIDForUpdate :one
-SELECT * FROM sandboxes WHERE provider_id = @provider_id FOR UPDATE;
+SELECT * FROM sandboxes WHERE provider_id = @provider_id FOR NO KEY UPDATE;
 
 -- name: GetSandboxForUpdate :one
-SELECT * FROM sandboxes WHERE id = @id FOR UPDATE;
+SELECT * FROM sandboxes WHERE id = @id FOR NO KEY UPDATE;
 
 -- name: GetCurrentSandboxByProjectForUpdate :one
 -- The project's current sandbox, locked: a visitor's wake decides under this lock, so of any
 -- number of visitors at once one resumes it and the others find it resuming.
-SELECT * FROM sandboxes WHERE project_id = @project_id ORDER BY created_at DESC LIMIT 1 FOR UPDATE;
+SELECT * FROM sandboxes WHERE project_id = @project_id ORDER BY created_at DESC LIMIT 1 FOR NO KEY UPDATE;
 
 -- name: GetCurrentSandboxByProject :one
 -- The sandbox of the project's newest build.
