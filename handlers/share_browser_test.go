@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"sandman/app"
@@ -297,4 +298,43 @@ func TestBrowserSharePagesForEveryone(t *testing.T) {
 	checkForEveryone(t, founder, "dashboard-shared", `!!document.querySelector("#`+views.DOMID(views.Card, shared)+` [data-testid=shared]")`)
 	founder.Do(t, chromedp.Navigate(s.URL()+"/projects/"+shared))
 	checkForEveryone(t, founder, "build-shared", `!!document.querySelector("[data-testid=share-url]")`)
+}
+
+// wakeSentBefore makes every page of the tab remember, in window.wakes, each POST it sends and
+// whether htmx had started by then.
+const wakeSentBefore = `window.wakes = [];
+const sendFetch = window.fetch;
+window.fetch = function (url, opts) {
+	if ((opts?.method || "GET") === "POST") window.wakes.push({url: String(url), htmx: typeof window.htmx !== "undefined"});
+	return sendFetch.apply(this, arguments);
+};
+const openXHR = XMLHttpRequest.prototype.open;
+XMLHttpRequest.prototype.open = function (method, url) {
+	if (method === "POST") window.wakes.push({url: String(url), htmx: typeof window.htmx !== "undefined"});
+	return openXHR.apply(this, arguments);
+};`
+
+// A visitor waits for the resume, not for the page's scripts: the sleeping preview's wake leaves
+// as soon as the page is parsed, before htmx has started, and only once.
+func TestBrowserVisitorsPageWakesBeforeItsScriptsLoad(t *testing.T) {
+	t.Parallel()
+	s := start(t, apptest.Options{Role: app.RoleWeb}) // no worker: the preview stays waking
+	c := s.NewClient(t)
+	c.SignUp("share-early@example.com")
+	projectID, _ := s.project(t, c, "Early", "sleeping-memory")
+	link := s.URL() + "/s/" + shareToken(t, c, projectID)
+	tab := apptest.NewBrowser(t).Open(t, "about:blank")
+	tab.Do(t, chromedp.Action[chromedp.Void](func(ctx context.Context, _ *chromedp.Target) (chromedp.Void, error) {
+		_, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: wakeSentBefore})
+		return chromedp.Void{}, err
+	}))
+	tab.Do(t, chromedp.Navigate(link))
+	tab.WaitFor(t, "the waking page", visitorShows("waking")+" && "+pageSettled)
+	wakes := apptest.Eval[[]struct {
+		URL  string
+		HTMX bool
+	}](t, tab, `window.wakes.filter(w => !w.url.endsWith("/activity"))`)
+	if len(wakes) != 1 || wakes[0].HTMX || !strings.HasSuffix(link, strings.TrimPrefix(wakes[0].URL, s.URL())) {
+		t.Fatalf("the page's wakes: %+v; want one, to the link, sent before htmx started", wakes)
+	}
 }
