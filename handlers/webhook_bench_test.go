@@ -35,7 +35,6 @@ func BenchmarkWebhookIngest(b *testing.B) {
 // hookSenders is how many deliveries are in flight at once.
 const hookSenders = 64
 
-
 func benchIngest(b *testing.B, webOnly bool) {
 	quiet := func(c *app.Config) {
 		c.Lifecycle.ReconcileEvery, c.Lifecycle.EventsEvery, c.Lifecycle.SweepEvery = 0, 0, 0
