@@ -170,3 +170,32 @@ func TestListPageSurvivesRemovals(t *testing.T) {
 		}
 	}
 }
+
+// The list keeps its running count between pages of a walk (docs/sandboxd.md, "The list"): any
+// change to a sandbox must show in the next count.
+func TestListRunningCountFollowsEveryChange(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	var ids []string
+	for range 3 {
+		ids = append(ids, c.create(nil).SandboxID)
+	}
+	count := func(want string) {
+		t.Helper()
+		for _, q := range []string{"limit=1", "limit=1&order=asc"} {
+			hdr := c.must(200, "GET", "/v2/sandboxes?"+q, nil, nil)
+			if got := hdr.Get("X-Total-Running"); got != want {
+				t.Fatalf("%s: X-Total-Running %q, want %q", q, got, want)
+			}
+		}
+	}
+	count("3")
+	c.must(204, "POST", "/sandboxes/"+ids[0]+"/pause", nil, nil)
+	count("2")
+	c.must(204, "DELETE", "/sandboxes/"+ids[1], nil, nil)
+	count("1")
+	c.create(nil)
+	count("2")
+	c.must(201, "POST", "/sandboxes/"+ids[0]+"/connect", map[string]any{"timeout": 60}, nil)
+	count("3")
+}
