@@ -152,20 +152,22 @@ func TestListPageSurvivesRemovals(t *testing.T) {
 	for range 6 {
 		c.create(nil)
 	}
-	var page []listedSandbox
-	hdr := c.must(200, "GET", "/v2/sandboxes?limit=3", nil, &page)
-	// The cursor is a position, not an item: deleting the last item of the
-	// page must not break or repeat the next page.
-	c.must(204, "DELETE", "/sandboxes/"+page[2].SandboxID, nil, nil)
-	var next []listedSandbox
-	c.must(200, "GET", "/v2/sandboxes?limit=3&nextToken="+url.QueryEscape(hdr.Get("X-Next-Token")), nil, &next)
-	if len(next) != 3 {
-		t.Fatalf("next page: %d items", len(next))
-	}
-	for _, it := range next {
-		for _, p := range page {
-			if it.SandboxID == p.SandboxID {
-				t.Fatalf("%s on both pages", it.SandboxID)
+	for _, order := range []string{"desc", "asc"} {
+		var page []listedSandbox
+		hdr := c.must(200, "GET", "/v2/sandboxes?limit=2&order="+order, nil, &page)
+		// The cursor is a position, not an item: deleting the last item of the
+		// page must not break or repeat the next page.
+		c.must(204, "DELETE", "/sandboxes/"+page[1].SandboxID, nil, nil)
+		var next []listedSandbox
+		c.must(200, "GET", "/v2/sandboxes?limit=2&order="+order+"&nextToken="+url.QueryEscape(hdr.Get("X-Next-Token")), nil, &next)
+		if len(next) != 2 {
+			t.Fatalf("%s: next page: %d items", order, len(next))
+		}
+		for _, it := range next {
+			for _, p := range page {
+				if it.SandboxID == p.SandboxID {
+					t.Fatalf("%s: %s on both pages", order, it.SandboxID)
+				}
 			}
 		}
 	}
