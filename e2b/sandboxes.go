@@ -320,11 +320,11 @@ func parseListHeaders(h http.Header) (nextToken string, totalRunning int) {
 	return nextToken, totalRunning
 }
 
-// maxListPages bounds ListAllSandboxes: 100,000 sandboxes, far above Sandman's scale, and a
-// guard against a provider that never stops paging.
-const maxListPages = 1000
+// maxListPages bounds ListAllSandboxes: a million sandboxes, ten times the scale the reconcile
+// is measured at (BENCHMARKS.md), and a guard against a provider that never stops paging.
+const maxListPages = 10_000
 
-// ListAllSandboxes walks every page of the list (100 per call: 10,000 sandboxes take 100
+// ListAllSandboxes walks every page of the list (100 per call: 100,000 sandboxes take 1,000
 // calls). A sandbox that changes state during the walk can be missed, so callers must confirm
 // with GetSandbox before treating a missing one as gone.
 func (c *Client) ListAllSandboxes(ctx context.Context, p ListParams) ([]Sandbox, error) {
