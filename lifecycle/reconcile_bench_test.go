@@ -30,7 +30,7 @@ func BenchmarkReconcile(b *testing.B) {
 func benchmarkReconcile(b *testing.B, n int) {
 	host := sandboxdtest.Start(b, sandboxdtest.WithConfig(func(c *sandboxd.Config) {
 		c.Isolation = sandboxd.IsolationNone
-		c.MaxSandboxes = -1 // all running at once, far past the default cap
+		c.MaxSandboxes, c.MaxStored = -1, -1 // all running at once, far past the default caps
 	}))
 	cfg := fastConfig()
 	cfg.ReconcileEvery, cfg.SweepEvery = 0, 0
