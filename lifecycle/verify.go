@@ -213,25 +213,48 @@ func (w *reconcileWorker) Work(ctx context.Context, _ *river.Job[ReconcileArgs])
 // Reconcile lists the provider's sandboxes (a few paginated calls, not one per sandbox) and
 // corrects every row in running, paused or unknown that disagrees. A row missing from the list
 // is confirmed with one GET before it is declared gone, so a sandbox that changed state while
-// the list was paged is not misread. The rows that agree, nearly all of them, cost one
-// statement together (docs/architecture.md, "Reconcile").
+// the list was paged is not misread. The rows that agree, nearly all of them, only need their
+// verification time, written a batch at a time while the next pages are fetched: a pass costs
+// about its list walk (docs/architecture.md, "Reconcile").
 func (s *Service) Reconcile(ctx context.Context) error {
 	rows, err := s.q.ListReconcileRows(ctx)
 	if err != nil {
 		return err
 	}
-	listed, err := s.providerList(ctx)
+	byProvider := make(map[string]db.ListReconcileRowsRow, len(rows))
+	for _, sb := range rows {
+		byProvider[sb.ProviderID] = sb
+	}
+	listed := make(map[string]ProviderState, len(rows))
+	marker := s.startMarkingVerified(ctx)
+	var agree db.MarkSandboxesVerifiedParams
+	err = s.providerWalk(ctx, func(id string, ps ProviderState) {
+		listed[id] = ps
+		if sb, ok := byProvider[id]; ok && sb.Status == ps.State {
+			agree.Ids, agree.Statuses = append(agree.Ids, sb.ID), append(agree.Statuses, string(sb.Status))
+			if len(agree.Ids) == verifiedBatch {
+				marker.batches <- agree
+				agree = db.MarkSandboxesVerifiedParams{}
+			}
+		}
+	})
+	if len(agree.Ids) > 0 {
+		marker.batches <- agree
+	}
+	if merr := marker.wait(); merr != nil {
+		return merr
+	}
 	if err != nil {
 		for _, sb := range rows {
+			if sb.Status == Unknown {
+				continue // already says so; markUnknown would change nothing
+			}
 			if uerr := s.markUnknown(ctx, sb.ID, err); uerr != nil {
 				return uerr
 			}
 		}
 		return nil // the next sweep tries again; the failure is recorded as unknown states
 	}
-	// Rows the provider agrees with only need their verification time: one statement for all
-	// of them, not a transaction each (100,000 sandboxes must reconcile in seconds).
-	var agree db.MarkSandboxesVerifiedParams
 	// The sizes the provider reports, where they differ from the rows': what a sandbox costs
 	// awake from its next start on (docs/operations.md).
 	var sizes db.SetSandboxSizesParams
@@ -242,8 +265,7 @@ func (s *Service) Reconcile(ctx context.Context) error {
 			sizes.Vcpus, sizes.MemoryMib = append(sizes.Vcpus, ps.VCPUs), append(sizes.MemoryMib, ps.MemoryMiB)
 		}
 		if ok && ps.State == sb.Status {
-			agree.Ids, agree.Statuses = append(agree.Ids, sb.ID), append(agree.Statuses, string(sb.Status))
-			continue
+			continue // marked verified during the walk
 		}
 		if !ok {
 			ps, err = s.providerGet(ctx, sb.ProviderID)
@@ -258,15 +280,42 @@ func (s *Service) Reconcile(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := s.q.MarkSandboxesVerified(ctx, agree); err != nil {
-		return err
-	}
 	if len(sizes.ProviderIds) > 0 {
 		if err := s.q.SetSandboxSizes(ctx, sizes); err != nil {
 			return err
 		}
 	}
 	return s.killOrphans(ctx, listed, rows)
+}
+
+// verifiedBatch is how many agreeing rows one statement marks verified: 20 pages of the list,
+// about as long to write as those pages take to fetch.
+const verifiedBatch = 2000
+
+// verifiedMarker writes the batches of agreeing rows sent to it, one statement each, on a
+// goroutine of its own; wait ends it and answers the first error.
+type verifiedMarker struct {
+	batches chan db.MarkSandboxesVerifiedParams
+	done    chan error
+}
+
+func (s *Service) startMarkingVerified(ctx context.Context) *verifiedMarker {
+	m := &verifiedMarker{batches: make(chan db.MarkSandboxesVerifiedParams, 2), done: make(chan error, 1)}
+	go func() {
+		var err error
+		for b := range m.batches {
+			if err == nil {
+				err = s.q.MarkSandboxesVerified(ctx, b) // after an error the rest are drained, not written
+			}
+		}
+		m.done <- err
+	}()
+	return m
+}
+
+func (m *verifiedMarker) wait() error {
+	close(m.batches)
+	return <-m.done
 }
 
 // killOrphans kills the listed provider sandboxes (all carry Sandman's metadata) that no row
