@@ -77,7 +77,8 @@ func (s *Server) create(p createParams) (record, error) {
 		s.removeSandboxFiles(id)
 		return record{}, &opError{http.StatusServiceUnavailable, "sandboxd is shutting down"}
 	}
-	s.addLocked(sb)
+	s.sandboxes[id] = sb
+	s.byStart.add(sb)
 	s.scheduleLocked(sb)
 	ev := s.recordEventLocked(rec, EventCreated, nil)
 	s.mu.Unlock()

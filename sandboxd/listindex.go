@@ -46,17 +46,15 @@ func (x *sandboxIndex) search(c listCursor) (int, bool) {
 	})
 }
 
-// addLocked puts a new (or recovered) sandbox in the set and in the list's order. A new one is
-// the newest, so it joins the end.
-func (s *Server) addLocked(sb *sandbox) {
-	s.sandboxes[sb.id] = sb
-	x := &s.byStart
+// add puts a new (or recovered) sandbox in the order. A new one is the newest, so it joins the
+// end. The caller puts it in Server.sandboxes too.
+func (x *sandboxIndex) add(sb *sandbox) {
 	i, _ := x.search(positionOf(&sb.rec))
 	x.all = slices.Insert(x.all, i, sb)
 	x.count(&sb.rec, 1)
 }
 
-// remove takes a sandbox out of the order (the caller deletes it from the set).
+// remove takes a sandbox out of the order (the caller deletes it from Server.sandboxes).
 func (x *sandboxIndex) remove(sb *sandbox) {
 	if i, ok := x.search(positionOf(&sb.rec)); ok && x.all[i] == sb {
 		x.all = slices.Delete(x.all, i, i+1)

@@ -163,7 +163,9 @@ func (s *Server) recover() error {
 			s.log.Info("sandbox stopped with the previous run, kept as a filesystem snapshot", "sandbox_id", r.ID)
 			s.deliverEvent(ev)
 		}
-		s.addLocked(&sandbox{id: r.ID, dir: filepath.Join(s.sandboxesDir(), r.ID), rec: r})
+		sb := &sandbox{id: r.ID, dir: filepath.Join(s.sandboxesDir(), r.ID), rec: r}
+		s.sandboxes[r.ID] = sb
+		s.byStart.add(sb)
 	}
 	for _, id := range bad {
 		s.log.Error("unreadable sandbox record, removing it", "sandbox_id", id)
