@@ -320,44 +320,61 @@ func parseListHeaders(h http.Header) (nextToken string, totalRunning int) {
 	return nextToken, totalRunning
 }
 
-// maxListPages bounds ListAllSandboxes: 100,000 sandboxes, far above Sandman's scale, and a
-// guard against a provider that never stops paging.
-const maxListPages = 1000
+// maxListPages bounds a walk of the list: a million sandboxes, ten times the scale the reconcile
+// is measured at (BENCHMARKS.md), and a guard against a provider that never stops paging.
+const maxListPages = 10_000
 
-// ListAllSandboxes walks every page of the list (100 per call: 10,000 sandboxes take 100
+// ListAllSandboxes walks every page of the list (100 per call: 100,000 sandboxes take 1,000
 // calls). A sandbox that changes state during the walk can be missed, so callers must confirm
 // with GetSandbox before treating a missing one as gone.
 func (c *Client) ListAllSandboxes(ctx context.Context, p ListParams) ([]Sandbox, error) {
+	var all []Sandbox
+	if err := c.WalkSandboxes(ctx, p, func(page []Sandbox) error {
+		all = append(all, page...)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return all, nil
+}
+
+// WalkSandboxes is ListAllSandboxes a page at a time: visit gets each page's sandboxes not seen
+// on an earlier page, before the next page is asked for, so a caller can work on one page while
+// the walk goes on. An error from visit ends the walk with it.
+func (c *Client) WalkSandboxes(ctx context.Context, p ListParams, visit func([]Sandbox) error) error {
 	if p.Limit == 0 {
 		p.Limit = MaxListLimit
 	}
 	// One deadline for the whole walk, not one per page.
 	ctx, cancel := c.withDeadline(ctx)
 	defer cancel()
-	var all []Sandbox
 	seen := map[string]bool{}
 	tokens := map[string]bool{}
 	for range maxListPages {
 		page, err := c.ListSandboxes(ctx, p)
 		if err != nil {
-			return nil, err
+			return err
 		}
+		fresh := page.Sandboxes[:0]
 		for _, sb := range page.Sandboxes {
 			if !seen[sb.ID] {
 				seen[sb.ID] = true
-				all = append(all, sb)
+				fresh = append(fresh, sb)
 			}
 		}
+		if err := visit(fresh); err != nil {
+			return err
+		}
 		if page.NextToken == "" {
-			return all, nil
+			return nil
 		}
 		if tokens[page.NextToken] {
-			return nil, fmt.Errorf("e2b list: the provider repeated next token %q", page.NextToken)
+			return fmt.Errorf("e2b list: the provider repeated next token %q", page.NextToken)
 		}
 		tokens[page.NextToken] = true
 		p.NextToken = page.NextToken
 	}
-	return nil, fmt.Errorf("e2b list: more than %d pages", maxListPages)
+	return fmt.Errorf("e2b list: more than %d pages", maxListPages)
 }
 
 // encodeMetadataFilter builds the metadata query value as the JS SDK does: each key and value

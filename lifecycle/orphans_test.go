@@ -19,7 +19,8 @@ import (
 // just before a crash, before its row learnt its id; or one whose row ended without the kill
 // reaching the provider) is killed by the reconcile once it is older than OrphanAge, counted,
 // logged and recorded for the operator's console. The reconcile keeps the size the provider
-// reports on the rows it wants. Younger ones, other applications' sandboxes and the founders' own are left alone.
+// reports on the rows it wants. Younger ones, other applications' sandboxes and the founders' own
+// (whatever their row's state, short of ended) are left alone.
 func TestReconcileKillsOrphans(t *testing.T) {
 	t.Parallel()
 	host := sandboxdtest.Start(t)
@@ -95,4 +96,27 @@ func TestReconcileKillsOrphans(t *testing.T) {
 	testkit.Record(t, testkit.Scenario{ID: "orphan-sandbox", Times: 1, Counts: apptest.AuditDB(t, b.pool),
 		Injected: "a sandbox created at the provider with Sandman's metadata and no row (a crash between create and row), next to another application's",
 		Result:   "killed by the reconcile once older than OrphanAge (not before), counted in sandman_orphans_killed_total and logged; the other application's and the founder's left alone"})
+
+	// The reconcile reads only the rows the provider can contradict; a row in another state
+	// (a resume in flight) still wants its sandbox. Set by hand, after the audit above, as a
+	// worker would leave it.
+	if _, err := b.pool.Exec(ctx, "UPDATE sandboxes SET status = 'resuming', state_changed_at = now() WHERE id = $1", founders.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.svc.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !alive(*founders.ProviderID) {
+		t.Fatal("a sandbox whose row is resuming was killed as an orphan")
+	}
+	// A row that ended without its kill reaching the provider leaves an orphan.
+	if _, err := b.pool.Exec(ctx, "UPDATE sandboxes SET status = 'killed', killed_at = now() WHERE id = $1", founders.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.svc.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if alive(*founders.ProviderID) {
+		t.Fatal("a sandbox whose row has ended was left running at the provider")
+	}
 }

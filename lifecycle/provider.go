@@ -254,18 +254,17 @@ func stateOf(s e2b.State) db.SandboxStatus {
 	return Running
 }
 
-// providerList lists every Sandman sandbox the provider has, by provider id.
-func (s *Service) providerList(ctx context.Context) (map[string]ProviderState, error) {
-	all, err := s.provider.ListAllSandboxes(ctx, e2b.ListParams{Metadata: map[string]string{MetaApp: "sandman"}, Limit: 100})
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]ProviderState, len(all))
-	for _, l := range all {
-		out[l.ID] = ProviderState{Found: true, State: stateOf(l.State), EndAt: l.EndAt, StartedAt: l.StartedAt,
-			VCPUs: int32(l.CPUCount), MemoryMiB: int32(l.MemoryMB)}
-	}
-	return out, nil
+// providerWalk lists every Sandman sandbox the provider has, a page at a time: visit gets each
+// one's provider id and state as its page arrives.
+func (s *Service) providerWalk(ctx context.Context, visit func(id string, ps ProviderState)) error {
+	return s.provider.WalkSandboxes(ctx, e2b.ListParams{Metadata: map[string]string{MetaApp: "sandman"}, Limit: e2b.MaxListLimit},
+		func(page []e2b.Sandbox) error {
+			for _, l := range page {
+				visit(l.ID, ProviderState{Found: true, State: stateOf(l.State), EndAt: l.EndAt, StartedAt: l.StartedAt,
+					VCPUs: int32(l.CPUCount), MemoryMiB: int32(l.MemoryMB)})
+			}
+			return nil
+		})
 }
 
 // providerEventsSince returns the events at or after since, oldest first.

@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -212,40 +213,62 @@ func (w *reconcileWorker) Work(ctx context.Context, _ *river.Job[ReconcileArgs])
 // Reconcile lists the provider's sandboxes (a few paginated calls, not one per sandbox) and
 // corrects every row in running, paused or unknown that disagrees. A row missing from the list
 // is confirmed with one GET before it is declared gone, so a sandbox that changed state while
-// the list was paged is not misread.
+// the list was paged is not misread. The rows that agree, nearly all of them, only need their
+// verification time, written a batch at a time while the next pages are fetched: a pass costs
+// about its list walk (docs/architecture.md, "Reconcile").
 func (s *Service) Reconcile(ctx context.Context) error {
-	rows, err := s.q.ListSandboxesByStatus(ctx, []string{string(Running), string(Paused), string(Unknown)})
+	rows, err := s.q.ListReconcileRows(ctx)
 	if err != nil {
 		return err
 	}
-	listed, err := s.providerList(ctx)
+	byProvider := make(map[string]db.ListReconcileRowsRow, len(rows))
+	for _, sb := range rows {
+		byProvider[sb.ProviderID] = sb
+	}
+	listed := make(map[string]ProviderState, len(rows))
+	marker := s.startMarkingVerified(ctx)
+	var agree db.MarkSandboxesVerifiedParams
+	err = s.providerWalk(ctx, func(id string, ps ProviderState) {
+		listed[id] = ps
+		if sb, ok := byProvider[id]; ok && sb.Status == ps.State {
+			agree.Ids, agree.Statuses = append(agree.Ids, sb.ID), append(agree.Statuses, string(sb.Status))
+			if len(agree.Ids) == verifiedBatch {
+				marker.batches <- agree
+				agree = db.MarkSandboxesVerifiedParams{}
+			}
+		}
+	})
+	if len(agree.Ids) > 0 {
+		marker.batches <- agree
+	}
+	if merr := marker.wait(); merr != nil {
+		return merr
+	}
 	if err != nil {
 		for _, sb := range rows {
+			if sb.Status == Unknown {
+				continue // already says so; markUnknown would change nothing
+			}
 			if uerr := s.markUnknown(ctx, sb.ID, err); uerr != nil {
 				return uerr
 			}
 		}
 		return nil // the next sweep tries again; the failure is recorded as unknown states
 	}
-	// Rows the provider agrees with only need their verification time: one statement for all
-	// of them, not a transaction each (10,000 sandboxes must reconcile in seconds).
-	var agreeIDs []uuid.UUID
-	var agreeStatuses []string
 	// The sizes the provider reports, where they differ from the rows': what a sandbox costs
 	// awake from its next start on (docs/operations.md).
 	var sizes db.SetSandboxSizesParams
 	for _, sb := range rows {
-		ps, ok := listed[*sb.ProviderID]
+		ps, ok := listed[sb.ProviderID]
 		if ok && ps.VCPUs > 0 && ps.MemoryMiB > 0 && (ps.VCPUs != sb.Vcpus || ps.MemoryMiB != sb.MemoryMib) {
-			sizes.ProviderIds = append(sizes.ProviderIds, *sb.ProviderID)
+			sizes.ProviderIds = append(sizes.ProviderIds, sb.ProviderID)
 			sizes.Vcpus, sizes.MemoryMib = append(sizes.Vcpus, ps.VCPUs), append(sizes.MemoryMib, ps.MemoryMiB)
 		}
 		if ok && ps.State == sb.Status {
-			agreeIDs, agreeStatuses = append(agreeIDs, sb.ID), append(agreeStatuses, string(sb.Status))
-			continue
+			continue // marked verified during the walk
 		}
 		if !ok {
-			ps, err = s.providerGet(ctx, *sb.ProviderID)
+			ps, err = s.providerGet(ctx, sb.ProviderID)
 			if err != nil {
 				if uerr := s.markUnknown(ctx, sb.ID, err); uerr != nil {
 					return uerr
@@ -257,51 +280,82 @@ func (s *Service) Reconcile(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := s.q.MarkSandboxesVerified(ctx, db.MarkSandboxesVerifiedParams{Ids: agreeIDs, Statuses: agreeStatuses}); err != nil {
-		return err
-	}
 	if len(sizes.ProviderIds) > 0 {
 		if err := s.q.SetSandboxSizes(ctx, sizes); err != nil {
 			return err
 		}
 	}
-	return s.killOrphans(ctx, listed)
+	return s.killOrphans(ctx, listed, rows)
+}
+
+// verifiedBatch is how many agreeing rows one statement marks verified: 20 pages of the list,
+// about as long to write as those pages take to fetch.
+const verifiedBatch = 2000
+
+// verifiedMarker writes the batches of agreeing rows sent to it, one statement each, on a
+// goroutine of its own; wait ends it and answers the first error.
+type verifiedMarker struct {
+	batches chan db.MarkSandboxesVerifiedParams
+	done    chan error
+}
+
+func (s *Service) startMarkingVerified(ctx context.Context) *verifiedMarker {
+	m := &verifiedMarker{batches: make(chan db.MarkSandboxesVerifiedParams, 2), done: make(chan error, 1)}
+	go func() {
+		var err error
+		for b := range m.batches {
+			if err == nil {
+				err = s.q.MarkSandboxesVerified(ctx, b) // after an error the rest are drained, not written
+			}
+		}
+		m.done <- err
+	}()
+	return m
+}
+
+func (m *verifiedMarker) wait() error {
+	close(m.batches)
+	return <-m.done
 }
 
 // killOrphans kills the listed provider sandboxes (all carry Sandman's metadata) that no row
 // wants, once they are older than OrphanAge: one created just before a crash, whose row never
 // learnt its id, or one whose row has ended but the kill never reached the provider. Each runs
 // up a bill until its timeout otherwise. The age leaves a build the moment between its create
-// and the row's update.
-func (s *Service) killOrphans(ctx context.Context, listed map[string]ProviderState) error {
-	ids := make([]string, 0, len(listed))
-	for id := range listed {
-		ids = append(ids, id)
+// and the row's update. The rows the reconcile read before listing want theirs (one that ended
+// since is killed by the next pass), so only the old enough listed sandboxes none of them names
+// are asked about: a handful, where asking about every listed id cost a scan of 100,000.
+func (s *Service) killOrphans(ctx context.Context, listed map[string]ProviderState, rows []db.ListReconcileRowsRow) error {
+	named := make(map[string]bool, len(rows))
+	for _, sb := range rows {
+		named[sb.ProviderID] = true
+	}
+	bornBefore := time.Now().Add(-s.cfg.OrphanAge)
+	var ids []string
+	for id, ps := range listed {
+		if !named[id] && !ps.StartedAt.IsZero() && ps.StartedAt.Before(bornBefore) {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
 	}
 	wanted, err := s.q.ListWantedProviderIDs(ctx, ids)
 	if err != nil {
 		return err
 	}
-	keep := make(map[string]bool, len(wanted))
-	for _, id := range wanted {
-		keep[id] = true
-	}
-	bornBefore := time.Now().Add(-s.cfg.OrphanAge)
-	for id, ps := range listed {
-		if keep[id] || ps.StartedAt.IsZero() || !ps.StartedAt.Before(bornBefore) {
+	for _, id := range ids {
+		if slices.Contains(wanted, id) {
 			continue
 		}
+		ps := listed[id]
 		if err := s.providerKill(ctx, id); err != nil && !isNotFound(err) {
 			s.log.Warn("kill an orphaned sandbox", "provider_id", id, "err", err)
 			continue // the next reconcile tries again
 		}
 		s.metrics.orphansKilled.Inc()
 		// Recorded for the console of every instance (the counter is this instance's).
-		var started *time.Time
-		if !ps.StartedAt.IsZero() {
-			started = &ps.StartedAt
-		}
-		if err := s.q.InsertOrphanKill(ctx, db.InsertOrphanKillParams{ProviderID: id, StartedAt: started}); err != nil {
+		if err := s.q.InsertOrphanKill(ctx, db.InsertOrphanKillParams{ProviderID: id, StartedAt: &ps.StartedAt}); err != nil {
 			return err
 		}
 		s.log.Warn("killed an orphaned sandbox: the provider had it, no sandbox row wanted it",

@@ -92,18 +92,6 @@ func decodeNextToken(tok string) (listCursor, error) {
 	return c, nil
 }
 
-// before reports whether a sorts before b: desc is (startedAt DESC, id ASC),
-// asc is (startedAt ASC, id DESC), as the provider orders.
-func before(a, b listCursor, asc bool) bool {
-	if !a.startedAt.Equal(b.startedAt) {
-		return a.startedAt.After(b.startedAt) != asc
-	}
-	if a.id == b.id {
-		return false
-	}
-	return (a.id < b.id) != asc
-}
-
 type listQuery struct {
 	states       []sandboxState
 	metadata     map[string]string
@@ -171,49 +159,47 @@ func parseListQuery(q url.Values) (listQuery, error) {
 }
 
 // list returns one page, the cursor of the next page (nil on the last page)
-// and how many running sandboxes match the filters.
+// and how many running sandboxes match the filters. It walks the index from
+// the cursor, so a page costs its own sandboxes (and the ones the filters
+// skip), not a sort of every sandbox.
 func (s *Server) list(lq listQuery) ([]record, *listCursor, int) {
+	if lq.noMatch {
+		return nil, nil, 0
+	}
 	s.mu.Lock()
-	var all []record
-	for _, sb := range s.sandboxes {
-		r := sb.rec
-		if lq.noMatch || !slices.Contains(lq.states, r.State) || !matchesMetadata(r.Metadata, lq.metadata) {
-			continue
-		}
-		if !lq.startedAfter.IsZero() && r.StartedAt.Before(lq.startedAfter) {
-			continue
-		}
-		all = append(all, r.clone())
+	defer s.mu.Unlock()
+	all := s.byStart.all
+	// The walk starts just past the cursor in the order asked for: the
+	// index is ascending, descending walks it backwards.
+	i, step := len(all)-1, -1
+	if lq.asc {
+		i, step = 0, 1
 	}
-	s.mu.Unlock()
-	running := 0
-	for _, r := range all {
-		if r.State == stateRunning {
-			running++
-		}
-	}
-	pos := func(r record) listCursor { return listCursor{startedAt: r.StartedAt, id: r.ID} }
-	slices.SortFunc(all, func(a, b record) int {
-		if before(pos(a), pos(b), lq.asc) {
-			return -1
-		}
-		return 1
-	})
 	if lq.after != nil {
-		i := 0
-		for i < len(all) && !before(*lq.after, pos(all[i]), lq.asc) {
-			i++
+		j, found := s.byStart.search(*lq.after)
+		switch {
+		case !lq.asc:
+			i = j - 1
+		case found:
+			i = j + 1
+		default:
+			i = j
 		}
-		all = all[i:]
 	}
-	var next *listCursor
-	if len(all) > lq.limit {
-		all = all[:lq.limit]
-		c := pos(all[len(all)-1])
-		c.asc = lq.asc
-		next = &c
+	var out []record
+	for ; i >= 0 && i < len(all); i += step {
+		r := &all[i].rec
+		if !lq.matches(r) {
+			continue
+		}
+		if len(out) == lq.limit {
+			next := positionOf(&out[len(out)-1])
+			next.asc = lq.asc
+			return out, &next, s.runningLocked(lq)
+		}
+		out = append(out, r.clone())
 	}
-	return all, next, running
+	return out, nil, s.runningLocked(lq)
 }
 
 func (s *Server) handleListV2(w http.ResponseWriter, r *http.Request) {

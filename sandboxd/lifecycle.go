@@ -78,6 +78,7 @@ func (s *Server) create(p createParams) (record, error) {
 		return record{}, &opError{http.StatusServiceUnavailable, "sandboxd is shutting down"}
 	}
 	s.sandboxes[id] = sb
+	s.byStart.add(sb)
 	s.scheduleLocked(sb)
 	ev := s.recordEventLocked(rec, EventCreated, nil)
 	s.mu.Unlock()
@@ -124,16 +125,9 @@ func (s *Server) maxSandboxesError() *opError {
 func (s *Server) reserve(sb *sandbox) (hostUID int, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	running, stored := s.starting, s.starting
-	for _, other := range s.sandboxes {
-		if other == sb || other.gone {
-			continue
-		}
-		stored++
-		if other.rec.State == stateRunning {
-			running++
-		}
-	}
+	// sb (a paused sandbox being resumed) is not running; it is stored, but the stored cap is
+	// only checked for a new one.
+	running, stored := s.starting+s.byStart.running, s.starting+len(s.sandboxes)
 	if s.cfg.MaxSandboxes > 0 && running >= s.cfg.MaxSandboxes {
 		return 0, s.maxSandboxesError()
 	}
@@ -257,7 +251,7 @@ func (s *Server) get(id string) (record, bool) {
 // in the events API.
 func (s *Server) commit(sb *sandbox, rec record, typ string, data map[string]any) {
 	s.mu.Lock()
-	sb.rec = rec
+	s.byStart.update(sb, rec)
 	s.scheduleLocked(sb)
 	var ev *event
 	if typ != "" {
@@ -443,6 +437,7 @@ func (s *Server) removeLocked(sb *sandbox, record func() *event) {
 		sb.timer.Stop()
 	}
 	delete(s.sandboxes, sb.id)
+	s.byStart.remove(sb)
 	ev := record()
 	s.mu.Unlock()
 	s.removeSandboxFiles(sb.id)

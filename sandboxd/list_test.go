@@ -152,21 +152,52 @@ func TestListPageSurvivesRemovals(t *testing.T) {
 	for range 6 {
 		c.create(nil)
 	}
-	var page []listedSandbox
-	hdr := c.must(200, "GET", "/v2/sandboxes?limit=3", nil, &page)
-	// The cursor is a position, not an item: deleting the last item of the
-	// page must not break or repeat the next page.
-	c.must(204, "DELETE", "/sandboxes/"+page[2].SandboxID, nil, nil)
-	var next []listedSandbox
-	c.must(200, "GET", "/v2/sandboxes?limit=3&nextToken="+url.QueryEscape(hdr.Get("X-Next-Token")), nil, &next)
-	if len(next) != 3 {
-		t.Fatalf("next page: %d items", len(next))
-	}
-	for _, it := range next {
-		for _, p := range page {
-			if it.SandboxID == p.SandboxID {
-				t.Fatalf("%s on both pages", it.SandboxID)
+	for _, order := range []string{"desc", "asc"} {
+		var page []listedSandbox
+		hdr := c.must(200, "GET", "/v2/sandboxes?limit=2&order="+order, nil, &page)
+		// The cursor is a position, not an item: deleting the last item of the
+		// page must not break or repeat the next page.
+		c.must(204, "DELETE", "/sandboxes/"+page[1].SandboxID, nil, nil)
+		var next []listedSandbox
+		c.must(200, "GET", "/v2/sandboxes?limit=2&order="+order+"&nextToken="+url.QueryEscape(hdr.Get("X-Next-Token")), nil, &next)
+		if len(next) != 2 {
+			t.Fatalf("%s: next page: %d items", order, len(next))
+		}
+		for _, it := range next {
+			for _, p := range page {
+				if it.SandboxID == p.SandboxID {
+					t.Fatalf("%s: %s on both pages", order, it.SandboxID)
+				}
 			}
 		}
 	}
+}
+
+// The list keeps its running count between pages of a walk (docs/sandboxd.md, "The list"): any
+// change to a sandbox must show in the next count.
+func TestListRunningCountFollowsEveryChange(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	var ids []string
+	for range 3 {
+		ids = append(ids, c.create(nil).SandboxID)
+	}
+	count := func(want string) {
+		t.Helper()
+		for _, q := range []string{"limit=1", "limit=1&order=asc"} {
+			hdr := c.must(200, "GET", "/v2/sandboxes?"+q, nil, nil)
+			if got := hdr.Get("X-Total-Running"); got != want {
+				t.Fatalf("%s: X-Total-Running %q, want %q", q, got, want)
+			}
+		}
+	}
+	count("3")
+	c.must(204, "POST", "/sandboxes/"+ids[0]+"/pause", nil, nil)
+	count("2")
+	c.must(204, "DELETE", "/sandboxes/"+ids[1], nil, nil)
+	count("1")
+	c.create(nil)
+	count("2")
+	c.must(201, "POST", "/sandboxes/"+ids[0]+"/connect", map[string]any{"timeout": 60}, nil)
+	count("3")
 }

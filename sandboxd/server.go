@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,7 +34,9 @@ type Server struct {
 
 	mu        sync.Mutex
 	sandboxes map[string]*sandbox
-	closing   bool
+	// byStart holds the same sandboxes in the list's ascending order (see sandboxIndex).
+	byStart sandboxIndex
+	closing bool
 	// starting counts sandboxes being created or resumed, which the running
 	// cap counts already; startingUIDs are host uids being handed out.
 	starting     int
@@ -127,6 +130,8 @@ func (s *Server) recover() error {
 	if err != nil {
 		return fmt.Errorf("sandboxd: read sandboxes: %w", err)
 	}
+	// In the list's order, so that each joins the index at its end.
+	slices.SortFunc(recs, func(a, b record) int { return compareStart(positionOf(&a), positionOf(&b)) })
 	known := map[string]bool{}
 	// Nothing else runs yet, so s.mu need not be held.
 	for _, r := range recs {
@@ -158,7 +163,9 @@ func (s *Server) recover() error {
 			s.log.Info("sandbox stopped with the previous run, kept as a filesystem snapshot", "sandbox_id", r.ID)
 			s.deliverEvent(ev)
 		}
-		s.sandboxes[r.ID] = &sandbox{id: r.ID, dir: filepath.Join(s.sandboxesDir(), r.ID), rec: r}
+		sb := &sandbox{id: r.ID, dir: filepath.Join(s.sandboxesDir(), r.ID), rec: r}
+		s.sandboxes[r.ID] = sb
+		s.byStart.add(sb)
 	}
 	for _, id := range bad {
 		s.log.Error("unreadable sandbox record, removing it", "sandbox_id", id)
