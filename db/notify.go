@@ -20,3 +20,8 @@ type SandboxNotification struct {
 // ShareEndChannel announces a share link that stopped working (turned off, or replaced by a new
 // link); the payload is the link's id. Every instance ends the visitors' streams of that link.
 const ShareEndChannel = "sandman_share_end"
+
+// SessionChangeChannel announces a session whose data was written (a log-in's new session, its
+// CSRF token); the payload is the session's key, as on SessionEndChannel. Every instance drops
+// its copy of the session (accounts.SessionStore) and reads it again.
+const SessionChangeChannel = "sandman_session_change"
