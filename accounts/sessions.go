@@ -5,10 +5,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/alexedwards/scs/v2"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"sandman/db"
 )
@@ -31,7 +33,8 @@ const maxCachedSessions = 100_000
 // The copy is safe because every change of a session is announced to every instance: a session
 // deleted (a log-out, a log-in's new token) on the feed's SessionEndChannel, a session written
 // on SessionChangeChannel. Each instance's feed (live.Hub.Listen) tells the store, which drops
-// the copy (Forget). Memory answers only while the feed is up: when it drops, the store forgets
+// the copy (Forget), and answers on SessionForgottenChannel; the change waits for every feed's
+// answer before the request that made it is answered (announce). Memory answers only while the feed is up: when it drops, the store forgets
 // everything and reads every session from the database until the feed is back (Feed), since
 // announcements may have been missed in between. A read that overlapped an announcement is not
 // kept (gen). What is left, a feed that looks up but hears nothing, is bounded by SessionTTL; a
@@ -43,12 +46,17 @@ type SessionStore struct {
 	log   *slog.Logger
 	ttl   time.Duration
 	now   func() time.Time
+	// ackWait is the longest a change waits for the feeds' answers (announce).
+	ackWait time.Duration
 
 	mu      sync.Mutex
 	up      bool   // the feed is up: announcements arrive, so memory may answer
 	gen     uint64 // moved by every forgetting: a database read that started before it is not kept
 	entries map[string]cachedSession
-	byKey   map[string]string // SessionKey(token) → token, for the announcements
+	byKey   map[string]string          // SessionKey(token) → token, for the announcements
+	waiters map[string][]chan struct{} // by key: the changes made here, waiting for the feeds' answers
+
+	fromMemory, fromDatabase prometheus.Counter
 }
 
 type cachedSession struct {
@@ -57,10 +65,17 @@ type cachedSession struct {
 }
 
 // NewSessionStore caches inner's sessions, whose data codec encodes (for their expiry), and
-// announces their changes through conn.
-func NewSessionStore(inner scs.Store, codec scs.Codec, conn db.DBTX, logger *slog.Logger) *SessionStore {
-	return &SessionStore{inner: inner, codec: codec, q: db.New(conn), log: logger, ttl: SessionTTL, now: time.Now,
-		entries: map[string]cachedSession{}, byKey: map[string]string{}}
+// announces their changes through conn. reg (if not nil) gets sandman_session_reads_total.
+func NewSessionStore(inner scs.Store, codec scs.Codec, conn db.DBTX, logger *slog.Logger, reg prometheus.Registerer) *SessionStore {
+	reads := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sandman_session_reads_total",
+		Help: "Sessions read by requests, by where from: memory, or the database (none cached, the copy too old, or the live feed down)."},
+		[]string{"from"})
+	if reg != nil {
+		reg.MustRegister(reads)
+	}
+	return &SessionStore{inner: inner, codec: codec, q: db.New(conn), log: logger, ttl: SessionTTL, now: time.Now, ackWait: ackWait,
+		entries: map[string]cachedSession{}, byKey: map[string]string{}, waiters: map[string][]chan struct{}{},
+		fromMemory: reads.WithLabelValues("memory"), fromDatabase: reads.WithLabelValues("database")}
 }
 
 // SessionKey names a session in announcements and streams without revealing its token: NOTIFY
@@ -81,10 +96,12 @@ func (s *SessionStore) FindCtx(ctx context.Context, token string) ([]byte, bool,
 	e, ok := s.entries[token]
 	if ok && s.up && now.Before(e.until) {
 		s.mu.Unlock()
+		s.fromMemory.Inc()
 		return e.data, true, nil
 	}
 	gen, up := s.gen, s.up
 	s.mu.Unlock()
+	s.fromDatabase.Inc()
 
 	b, found, err := s.inner.Find(token)
 	if err != nil || !found || !up {
@@ -129,14 +146,64 @@ func (s *SessionStore) DeleteCtx(ctx context.Context, token string) error {
 	return nil
 }
 
-// announce forgets the session here at once, and on the other instances when they hear of it.
-// A failed announcement is logged, not returned: the database holds the change already, and the
-// other instances' copies last SessionTTL at most.
+// ackWait bounds how long a session's end or change waits for every instance's feed to say it
+// dropped its copy: one whose feed died unnoticed costs the log-out this much once, and its copy
+// lasts SessionTTL at most.
+const ackWait = time.Second
+
+// announce forgets the session here, announces it to every instance, and returns once each
+// instance's feed has answered that it dropped its copy (or after ackWait): so a log-out's answer
+// comes after no instance answers the session from memory any more, and the browser's next
+// request, wherever it lands, is refused. A failed announcement is logged, not returned: the
+// database holds the change already, and the other instances' copies last SessionTTL at most.
 func (s *SessionStore) announce(ctx context.Context, channel, token string) {
 	key := SessionKey(token)
 	s.Forget(key)
-	if err := s.q.Notify(context.WithoutCancel(ctx), db.NotifyParams{Channel: channel, Payload: key}); err != nil {
+	heard := make(chan struct{}, maxAcks)
+	s.mu.Lock()
+	s.waiters[key] = append(s.waiters[key], heard)
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.waiters[key] = slices.DeleteFunc(s.waiters[key], func(c chan struct{}) bool { return c == heard })
+		if len(s.waiters[key]) == 0 {
+			delete(s.waiters, key)
+		}
+	}()
+	row, err := s.q.AnnounceSession(context.WithoutCancel(ctx), db.AnnounceSessionParams{Channel: channel, Payload: key})
+	if err != nil {
 		s.log.Warn("announce a session's change to the other instances", "channel", channel, "err", err)
+		return
+	}
+	timeout := time.NewTimer(s.ackWait)
+	defer timeout.Stop()
+	for range min(int(row.Feeds), maxAcks) {
+		select {
+		case <-heard:
+		case <-timeout.C:
+			s.log.Warn("an instance's feed did not answer a session's change in time; its copy lasts SessionTTL at most",
+				"channel", channel, "feeds", row.Feeds, "after", s.ackWait)
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// maxAcks is the most instances' answers a change waits for: past it, it waits for as many.
+const maxAcks = 256
+
+// Heard is an instance's feed's answer to an announcement of the session named key: it dropped
+// its copy.
+func (s *SessionStore) Heard(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.waiters[key] {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
 	}
 }
 

@@ -212,7 +212,7 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 	// No cleanup goroutine of pgxstore's (its start races with StopCleanup): prune clears
 	// expired sessions with the rest. The sessions in use are kept in memory too, which the live
 	// feed keeps true across instances (docs/architecture.md, "Sessions").
-	a.sessions = accounts.NewSessionStore(pgxstore.NewWithCleanupInterval(pool, 0), sessions.Codec, pool, logger)
+	a.sessions = accounts.NewSessionStore(pgxstore.NewWithCleanupInterval(pool, 0), sessions.Codec, pool, logger, a.registry)
 	sessions.Store = a.sessions
 	// A fixed lifetime and no idle timeout: with one, scs writes the session row again on every
 	// request to move its expiry, a database write for each status read (BENCHMARKS.md).

@@ -54,6 +54,7 @@ func (h *Hub) listenOnce(ctx context.Context, databaseURL string, connected func
 	dialer := &net.Dialer{Timeout: 10 * time.Second,
 		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 10 * time.Second, Interval: 5 * time.Second, Count: 3}}
 	cfg.DialFunc = dialer.DialContext
+	cfg.RuntimeParams["application_name"] = db.FeedApplicationName
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return err
@@ -61,7 +62,7 @@ func (h *Hub) listenOnce(ctx context.Context, databaseURL string, connected func
 	defer conn.Close(context.WithoutCancel(ctx))
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{db.SandboxChannel}.Sanitize()+"; LISTEN "+
 		pgx.Identifier{db.SessionEndChannel}.Sanitize()+"; LISTEN "+pgx.Identifier{db.SessionChangeChannel}.Sanitize()+
-		"; LISTEN "+pgx.Identifier{db.ShareEndChannel}.Sanitize()); err != nil {
+		"; LISTEN "+pgx.Identifier{db.SessionForgottenChannel}.Sanitize()+"; LISTEN "+pgx.Identifier{db.ShareEndChannel}.Sanitize()); err != nil {
 		return err
 	}
 	connected()
@@ -71,15 +72,21 @@ func (h *Hub) listenOnce(ctx context.Context, databaseURL string, connected func
 			return err
 		}
 		switch n.Channel {
-		case db.SessionEndChannel:
+		case db.SessionEndChannel, db.SessionChangeChannel:
 			if h.opts.Sessions != nil {
 				h.opts.Sessions.Forget(n.Payload)
 			}
-			h.EndSession(n.Payload)
+			if n.Channel == db.SessionEndChannel {
+				h.EndSession(n.Payload)
+			}
+			// The answer the change's instance waits for: this instance no longer has the copy.
+			if err := db.New(conn).Notify(ctx, db.NotifyParams{Channel: db.SessionForgottenChannel, Payload: n.Payload}); err != nil {
+				return err
+			}
 			continue
-		case db.SessionChangeChannel:
+		case db.SessionForgottenChannel:
 			if h.opts.Sessions != nil {
-				h.opts.Sessions.Forget(n.Payload)
+				h.opts.Sessions.Heard(n.Payload)
 			}
 			continue
 		case db.ShareEndChannel:
@@ -104,6 +111,7 @@ func (h *Hub) listenOnce(ctx context.Context, databaseURL string, connected func
 type SessionCache interface {
 	Forget(session string)
 	Feed(up bool)
+	Heard(session string) // an instance's answer to a change made here (accounts.SessionStore)
 }
 
 func (h *Hub) sessionsFeed(up bool) {
