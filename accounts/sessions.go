@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -258,3 +259,44 @@ func (s *SessionStore) Commit(token string, b []byte, expiry time.Time) error {
 func (s *SessionStore) Delete(token string) error { return s.DeleteCtx(context.Background(), token) }
 
 var _ scs.CtxStore = (*SessionStore)(nil)
+
+// maxDecoded bounds SessionCodec's memory: past it, it starts again from nothing.
+const maxDecoded = 10_000
+
+// SessionCodec is scs's gob codec with a memory of what it decoded: a request decodes its
+// session's data on every load, and gob compiles a decoder each time (a quarter of a status
+// read's CPU). The same bytes always decode to the same session, so nothing it keeps can be
+// stale: a session that changed has other bytes. Each caller gets its own copy of the values,
+// which scs changes in place (a shallow one: Sandman's session values are strings).
+type SessionCodec struct {
+	scs.GobCodec
+
+	mu      sync.Mutex
+	decoded map[string]decodedSession
+}
+
+type decodedSession struct {
+	deadline time.Time
+	values   map[string]any
+}
+
+// Decode returns what b decodes to.
+func (c *SessionCodec) Decode(b []byte) (time.Time, map[string]any, error) {
+	c.mu.Lock()
+	d, ok := c.decoded[string(b)]
+	c.mu.Unlock()
+	if ok {
+		return d.deadline, maps.Clone(d.values), nil
+	}
+	deadline, values, err := c.GobCodec.Decode(b)
+	if err != nil {
+		return deadline, values, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.decoded == nil || len(c.decoded) >= maxDecoded {
+		c.decoded = map[string]decodedSession{}
+	}
+	c.decoded[string(b)] = decodedSession{deadline: deadline, values: maps.Clone(values)}
+	return deadline, values, nil
+}

@@ -272,3 +272,27 @@ func TestSessionStoreChangeWaitsForEveryFeedsAnswer(t *testing.T) {
 		t.Fatalf("with no feed answering, the log-out returned after %v, want ackWait (%v)", took, s.ackWait)
 	}
 }
+
+// SessionCodec decodes the same bytes to the same session every time, though a caller changed
+// the values it was given (scs's Put and Remove change them in place), and tells other bytes
+// apart.
+func TestSessionCodecRemembersNothingACallerChanged(t *testing.T) {
+	t.Parallel()
+	var c SessionCodec
+	deadline := time.Now().Add(time.Hour).Round(0)
+	a, b := mustEncode(t, deadline, "a"), mustEncode(t, deadline, "b")
+	for range 3 {
+		d, vals, err := c.Decode(a)
+		if err != nil || !d.Equal(deadline) || vals["v"] != "a" || len(vals) != 1 {
+			t.Fatalf("Decode: %v %v %v, want %v map[v:a]", d, vals, err, deadline)
+		}
+		vals["v"] = "changed"
+		vals["csrf"] = "added"
+	}
+	if _, vals, _ := c.Decode(b); vals["v"] != "b" {
+		t.Fatalf("other bytes decoded to %v, want map[v:b]", vals)
+	}
+	if _, _, err := c.Decode([]byte("not gob")); err == nil {
+		t.Fatal("bytes that are no session decoded")
+	}
+}

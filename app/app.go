@@ -209,6 +209,7 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 	a.shares = shares.New(pool, shares.Options{Key: cfg.ShareKey, PublicURL: a.PublicURL})
 
 	sessions := scs.New()
+	sessions.Codec = &accounts.SessionCodec{}
 	// No cleanup goroutine of pgxstore's (its start races with StopCleanup): prune clears
 	// expired sessions with the rest. The sessions in use are kept in memory too, which the live
 	// feed keeps true across instances (docs/architecture.md, "Sessions").
