@@ -1,8 +1,10 @@
 package handlers_test
 
 import (
+	"context"
 	"net/http"
 	"testing"
+	"time"
 
 	"sandman/app"
 	"sandman/app/apptest"
@@ -64,4 +66,39 @@ func meWithCookie(t *testing.T, s *stack, cookie string) int {
 	}
 	res.Body.Close()
 	return res.StatusCode
+}
+
+// A change the feed cannot have heard (the session's row deleted behind Sandman's back, as one
+// announced while the feed was down would be) stops being answered from memory once the feed
+// drops: an instance whose feed was down forgets every copy.
+func TestAFeedThatDroppedForgetsEverySession(t *testing.T) {
+	t.Parallel()
+	s := webOnly(t)
+	c := s.NewClient(t)
+	c.SignUp("feed-drop@example.com")
+	cookie := sessionCookie(t, c)
+	for range 2 {
+		apptest.RequireStatus(t, c.API(http.MethodGet, "/api/me", nil, nil), http.StatusOK)
+	}
+	if _, err := s.Pool().Exec(context.Background(), "DELETE FROM sessions"); err != nil {
+		t.Fatal(err)
+	}
+	if got := meWithCookie(t, s, cookie); got != http.StatusOK {
+		t.Fatalf("a session deleted without an announcement: %d, want 200 from memory (else this test proves nothing)", got)
+	}
+
+	old := s.listenerPID(t)
+	if _, err := s.Pool().Exec(context.Background(), "SELECT pg_terminate_backend($1)", old); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for pid := old; pid == old || pid == 0; pid = s.listenerPID(t) {
+		if time.Now().After(deadline) {
+			t.Fatal("the feed did not reconnect within 10 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := meWithCookie(t, s, cookie); got != http.StatusUnauthorized {
+		t.Fatalf("the deleted session after the feed dropped and came back: %d, want 401", got)
+	}
 }
