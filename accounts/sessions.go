@@ -35,11 +35,11 @@ const maxCachedSessions = 100_000
 // deleted (a log-out, a log-in's new token) on the feed's SessionEndChannel, a session written
 // on SessionChangeChannel. Each instance's feed (live.Hub.Listen) tells the store, which drops
 // the copy (Forget), and answers on SessionForgottenChannel; the change waits for every feed's
-// answer before the request that made it is answered (announce). Memory answers only while the feed is up: when it drops, the store forgets
-// everything and reads every session from the database until the feed is back (Feed), since
-// announcements may have been missed in between. A read that overlapped an announcement is not
-// kept (gen). What is left, a feed that looks up but hears nothing, is bounded by SessionTTL; a
-// session's own expiry is always honoured.
+// answer before the request that made it is answered (announce). Memory answers only while the
+// feed is up: when it drops, the store forgets everything and reads every session from the
+// database until the feed is back (Feed), since announcements may have been missed in between.
+// A read that overlapped an announcement is not kept (gen). What is left, a feed that looks up
+// but hears nothing, is bounded by SessionTTL; a session's own expiry is always honoured.
 type SessionStore struct {
 	inner scs.Store // pgxstore's, which takes no context
 	codec scs.Codec
