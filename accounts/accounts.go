@@ -45,6 +45,9 @@ type Service struct {
 	// The limits of API tokens' requests and of failed bearer attempts per address.
 	tokenLimit, bearerFailureLimit Limit
 	now                            func() time.Time
+
+	foundersMu sync.Mutex
+	founders   map[uuid.UUID]cachedFounder // read in the last SessionTTL (Founder)
 }
 
 // Options tune a Service.
@@ -69,7 +72,8 @@ func New(pool *pgxpool.Pool, opts Options) *Service {
 		cost = bcrypt.DefaultCost
 	}
 	s := &Service{pool: pool, q: db.New(pool), startCredits: opts.StartCredits, bcryptCost: cost,
-		signUpsPerHour: opts.SignUpsPerHour, tokenLimit: opts.TokenLimit, bearerFailureLimit: opts.BearerFailureLimit, now: time.Now}
+		signUpsPerHour: opts.SignUpsPerHour, tokenLimit: opts.TokenLimit, bearerFailureLimit: opts.BearerFailureLimit, now: time.Now,
+		founders: map[uuid.UUID]cachedFounder{}}
 	if s.tokenLimit.N == 0 {
 		s.tokenLimit = DefaultTokenLimit
 	}
@@ -238,10 +242,48 @@ var dummyHash = sync.OnceValue(func() string {
 	return string(h)
 })
 
-// Get returns a founder by id.
-func (s *Service) Get(ctx context.Context, id uuid.UUID) (db.User, error) {
+// Founder is who a founder is: what never changes of their row. Their credits change with every
+// build, so they are not here: whoever shows them reads them (lifecycle.Service.Credits).
+type Founder struct {
+	ID    uuid.UUID
+	Email string
+}
+
+func founderOf(u db.User) Founder { return Founder{ID: u.ID, Email: u.Email} }
+
+// Founder returns a founder by id: from memory if read in the last SessionTTL, so that a request
+// of a logged-in browser costs no round trip for it. Nothing of a Founder ever changes, and an
+// account deleted (by hand: Sandman has no such action) stops answering within SessionTTL.
+func (s *Service) Founder(ctx context.Context, id uuid.UUID) (Founder, error) {
+	now := s.now()
+	s.foundersMu.Lock()
+	f, ok := s.founders[id]
+	s.foundersMu.Unlock()
+	if ok && now.Before(f.until) {
+		return f.Founder, nil
+	}
 	u, err := s.q.GetUserByID(ctx, id)
-	return u, db.MapError(err)
+	if err != nil {
+		return Founder{}, db.MapError(err)
+	}
+	s.foundersMu.Lock()
+	defer s.foundersMu.Unlock()
+	if len(s.founders) >= maxCachedSessions {
+		for id, f := range s.founders {
+			if !now.Before(f.until) {
+				delete(s.founders, id)
+			}
+		}
+	}
+	if len(s.founders) < maxCachedSessions {
+		s.founders[id] = cachedFounder{Founder: founderOf(u), until: now.Add(SessionTTL)}
+	}
+	return founderOf(u), nil
+}
+
+type cachedFounder struct {
+	Founder
+	until time.Time
 }
 
 // PruneLimits forgets the log-in failures, sign-ups and failed bearer attempts that no longer

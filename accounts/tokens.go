@@ -120,7 +120,7 @@ func tokenHash(secret string) []byte {
 // Principal is who a request acts for: the founder, and how they came (their browser session,
 // or one of their API tokens).
 type Principal struct {
-	Founder db.User
+	Founder Founder
 	// TokenID and TokenName are the API token's the request came with; uuid.Nil and "" for a
 	// browser session.
 	TokenID   uuid.UUID
@@ -308,7 +308,7 @@ func (s *Service) Authenticate(ctx context.Context, secret, ip string) (Principa
 		return Principal{}, refused("token_limited", t.ID, &apperr.Error{Kind: apperr.KindRateLimited, Code: "rate_limited", RetryAfter: waitOf(wait),
 			Message: fmt.Sprintf("This API token made more than %d requests in %s. Try again in %s.", tl.N, humanWindow(tl.Window), secondsText(waitOf(wait)))})
 	}
-	return Principal{Founder: row.User, TokenID: t.ID, TokenName: t.Name}, nil
+	return Principal{Founder: founderOf(row.User), TokenID: t.ID, TokenName: t.Name}, nil
 }
 
 // fail counts a failed attempt of the address, and refuses it as ErrInvalidToken, or as over

@@ -134,15 +134,16 @@ type App struct {
 	operators *ops.Operators
 	accounts  *accounts.Service
 	shares    *shares.Service
-	hub       *live.Hub      // nil for RoleWorker
-	handler   http.Handler   // nil for RoleWorker
-	server    *http.Server   // nil for RoleWorker
-	listener  net.Listener   // set by Start
-	metrics   *http.Server   // /metrics on MetricsAddr; nil without one
-	metricsLn net.Listener   // set by Start
-	serveErr  chan error     // the HTTP server's end
-	cancel    func()         // ends the background loops
-	loops     sync.WaitGroup // hub heartbeats, the database feed, pruning
+	sessions  *accounts.SessionStore // nil for RoleWorker
+	hub       *live.Hub              // nil for RoleWorker
+	handler   http.Handler           // nil for RoleWorker
+	server    *http.Server           // nil for RoleWorker
+	listener  net.Listener           // set by Start
+	metrics   *http.Server           // /metrics on MetricsAddr; nil without one
+	metricsLn net.Listener           // set by Start
+	serveErr  chan error             // the HTTP server's end
+	cancel    func()                 // ends the background loops
+	loops     sync.WaitGroup         // hub heartbeats, the database feed, pruning
 	stopOnce  sync.Once
 	stopErr   error
 }
@@ -208,9 +209,12 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 	a.shares = shares.New(pool, shares.Options{Key: cfg.ShareKey, PublicURL: a.PublicURL})
 
 	sessions := scs.New()
+	sessions.Codec = &accounts.SessionCodec{}
 	// No cleanup goroutine of pgxstore's (its start races with StopCleanup): prune clears
-	// expired sessions with the rest.
-	sessions.Store = pgxstore.NewWithCleanupInterval(pool, 0)
+	// expired sessions with the rest. The sessions in use are kept in memory too, which the live
+	// feed keeps true across instances (docs/architecture.md, "Sessions").
+	a.sessions = accounts.NewSessionStore(pgxstore.NewWithCleanupInterval(pool, 0), sessions.Codec, pool, logger, a.registry)
+	sessions.Store = a.sessions
 	// A fixed lifetime and no idle timeout: with one, scs writes the session row again on every
 	// request to move its expiry, a database write for each status read (BENCHMARKS.md).
 	sessions.Lifetime = cfg.SessionLifetime
@@ -221,7 +225,7 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 
 	a.hub = live.New(live.Options{Render: handlers.RenderSandbox(a.lifecycle), Snapshot: handlers.RenderSnapshot(a.lifecycle),
 		RenderShare: handlers.RenderShare(a.lifecycle), ShareSnapshot: handlers.RenderShareSnapshot(a.lifecycle),
-		ShareEnded: handlers.ShareEnded(), RenderOps: handlers.RenderOps(a.ops), Logger: logger, Registerer: a.registry})
+		ShareEnded: handlers.ShareEnded(), RenderOps: handlers.RenderOps(a.ops), Sessions: a.sessions, Logger: logger, Registerer: a.registry})
 	var metricsOnMain http.Handler
 	if cfg.MetricsAddr == "" && cfg.MetricsToken != "" {
 		metricsOnMain = metrics
@@ -366,7 +370,7 @@ func (a *App) Stop(ctx context.Context) error {
 }
 
 // prune keeps the rate limits' and the sessions' tables small: what no longer counts, and
-// expired sessions. It is safe to run on every instance.
+// expired sessions (and their copies in memory). It is safe to run on every instance.
 func (a *App) prune(ctx context.Context) {
 	t := time.NewTicker(10 * time.Minute)
 	defer t.Stop()
@@ -375,6 +379,7 @@ func (a *App) prune(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			a.sessions.Sweep()
 			err := errors.Join(a.accounts.PruneLimits(ctx), a.shares.PruneLimits(ctx), db.New(a.pool).DeleteExpiredSessions(ctx))
 			if err != nil && ctx.Err() == nil {
 				a.log.Warn("prune the rate limits' and sessions' tables", "err", err)

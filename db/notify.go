@@ -20,3 +20,17 @@ type SandboxNotification struct {
 // ShareEndChannel announces a share link that stopped working (turned off, or replaced by a new
 // link); the payload is the link's id. Every instance ends the visitors' streams of that link.
 const ShareEndChannel = "sandman_share_end"
+
+// SessionChangeChannel announces a session whose data was written (a log-in's new session, its
+// CSRF token); the payload is the session's key, as on SessionEndChannel. Every instance drops
+// its copy of the session (accounts.SessionStore) and reads it again.
+const SessionChangeChannel = "sandman_session_change"
+
+// SessionForgottenChannel is each instance's answer to an announcement on SessionEndChannel or
+// SessionChangeChannel, with the same payload: it has dropped its copy of the session. The
+// instance that made the change waits for every feed's answer (accounts.SessionStore).
+const SessionForgottenChannel = "sandman_session_forgotten"
+
+// FeedApplicationName names the instances' feed connections (live.Hub.Listen) in
+// pg_stat_activity, where a session's change counts the answers to wait for.
+const FeedApplicationName = "sandman_feed"

@@ -85,14 +85,12 @@ SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects
 FROM projects
 LEFT JOIN LATERAL (SELECT v.number, v.file_count FROM versions v WHERE v.project_id = projects.id
     ORDER BY v.number DESC LIMIT 1) cur ON true
-WHERE projects.owner_id = $1 AND projects.id = coalesce($2::uuid,
-    (SELECT s.project_id FROM sandboxes s WHERE s.id = $3::uuid AND s.owner_id = $1))
+WHERE projects.owner_id = $1 AND projects.id = $2
 `
 
 type GetProjectStateParams struct {
-	OwnerID   uuid.UUID
-	ID        *uuid.UUID
-	SandboxID *uuid.UUID
+	OwnerID uuid.UUID
+	ID      uuid.UUID
 }
 
 type GetProjectStateRow struct {
@@ -102,11 +100,10 @@ type GetProjectStateRow struct {
 	Shared         bool
 }
 
-// One founder's project as ListProjectsByOwner reads each (a page's, an answer's and the live
-// feed's read: one round trip, docs/architecture.md "Reads and verification"), named by its id
-// or by one of its sandboxes' (another founder's is not found).
+// One founder's project as ListProjectsByOwner reads each (a page's and an answer's read,
+// docs/architecture.md "Reads and verification"; another founder's is not found).
 func (q *Queries) GetProjectState(ctx context.Context, arg GetProjectStateParams) (GetProjectStateRow, error) {
-	row := q.db.QueryRow(ctx, getProjectState, arg.OwnerID, arg.ID, arg.SandboxID)
+	row := q.db.QueryRow(ctx, getProjectState, arg.OwnerID, arg.ID)
 	var i GetProjectStateRow
 	err := row.Scan(
 		&i.Project.ID,
@@ -122,6 +119,133 @@ func (q *Queries) GetProjectState(ctx context.Context, arg GetProjectStateParams
 		&i.FileCount,
 		&i.CurrentVersion,
 		&i.Shared,
+	)
+	return i, err
+}
+
+const getProjectStateOfSandbox = `-- name: GetProjectStateOfSandbox :one
+SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself,
+       coalesce(cur.file_count, 0)::integer AS file_count, coalesce(cur.number, 0)::integer AS current_version,
+       EXISTS (SELECT 1 FROM share_links l WHERE l.project_id = projects.id)::boolean AS shared,
+       s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail,
+       (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id,
+       (SELECT v.number FROM versions v WHERE v.id = s.deployed_version_id)::integer AS deployed_number,
+       coalesce((SELECT v.number FROM versions v WHERE v.id = s.deploying_version_id), 0)::integer AS deploying_number
+FROM sandboxes x
+JOIN projects ON projects.id = x.project_id AND projects.owner_id = $1
+LEFT JOIN LATERAL (SELECT v.number, v.file_count FROM versions v WHERE v.project_id = projects.id
+    ORDER BY v.number DESC LIMIT 1) cur ON true
+JOIN sandboxes s ON s.id = (SELECT n.id FROM sandboxes n WHERE n.project_id = projects.id
+    ORDER BY n.created_at DESC LIMIT 1)
+JOIN builds b ON b.id = s.build_id
+JOIN sandbox_events e ON e.id = (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id
+    AND NOT (ev.source = 'visitor' AND ev.from_status = ev.to_status))
+WHERE x.id = $2 AND x.owner_id = $1
+`
+
+type GetProjectStateOfSandboxParams struct {
+	OwnerID   uuid.UUID
+	SandboxID uuid.UUID
+}
+
+type GetProjectStateOfSandboxRow struct {
+	Project         Project
+	FileCount       int32
+	CurrentVersion  int32
+	Shared          bool
+	Sandbox         Sandbox
+	Build           Build
+	SandboxEvent    SandboxEvent
+	LatestEventID   int64
+	DeployedNumber  int32
+	DeployingNumber int32
+}
+
+// What GetProjectState and GetCurrentSandboxState read together, in one round trip, for the
+// project one of the founder's sandboxes (x) belongs to: the JSON status read's, an action's
+// answer's and the live feed's. The current sandbox is the project's newest (x, or a later one);
+// every sandbox has its build and its first event from its creation, so the joins always hold.
+func (q *Queries) GetProjectStateOfSandbox(ctx context.Context, arg GetProjectStateOfSandboxParams) (GetProjectStateOfSandboxRow, error) {
+	row := q.db.QueryRow(ctx, getProjectStateOfSandbox, arg.OwnerID, arg.SandboxID)
+	var i GetProjectStateOfSandboxRow
+	err := row.Scan(
+		&i.Project.ID,
+		&i.Project.OwnerID,
+		&i.Project.Name,
+		&i.Project.Starter,
+		&i.Project.InstallCommand,
+		&i.Project.StartCommand,
+		&i.Project.Port,
+		&i.Project.PauseKind,
+		&i.Project.CreatedAt,
+		&i.Project.ReloadsItself,
+		&i.FileCount,
+		&i.CurrentVersion,
+		&i.Shared,
+		&i.Sandbox.ID,
+		&i.Sandbox.ProviderID,
+		&i.Sandbox.OwnerID,
+		&i.Sandbox.ProjectID,
+		&i.Sandbox.BuildID,
+		&i.Sandbox.Status,
+		&i.Sandbox.SnapshotKind,
+		&i.Sandbox.PreviewURL,
+		&i.Sandbox.EnvdToken,
+		&i.Sandbox.ProviderDomain,
+		&i.Sandbox.LastActiveAt,
+		&i.Sandbox.LastVerifiedAt,
+		&i.Sandbox.VerificationFailures,
+		&i.Sandbox.StateChangedAt,
+		&i.Sandbox.LastEventAt,
+		&i.Sandbox.EndAt,
+		&i.Sandbox.KilledAt,
+		&i.Sandbox.KilledReason,
+		&i.Sandbox.FailureCause,
+		&i.Sandbox.Recreated,
+		&i.Sandbox.KillRequested,
+		&i.Sandbox.Version,
+		&i.Sandbox.CreatedAt,
+		&i.Sandbox.PauseRequestedAt,
+		&i.Sandbox.AppChangedFiles,
+		&i.Sandbox.FilesSeenAt,
+		&i.Sandbox.MissingSince,
+		&i.Sandbox.DeployedVersionID,
+		&i.Sandbox.DeployingVersionID,
+		&i.Sandbox.DeployingSince,
+		&i.Sandbox.DeployingJob,
+		&i.Sandbox.KilledDetail,
+		&i.Sandbox.FailureDetail,
+		&i.Sandbox.Vcpus,
+		&i.Sandbox.MemoryMib,
+		&i.Sandbox.LifetimeSeconds,
+		&i.Build.ID,
+		&i.Build.ProjectID,
+		&i.Build.Version,
+		&i.Build.Status,
+		&i.Build.Stage,
+		&i.Build.Error,
+		&i.Build.Kind,
+		&i.Build.CreatedAt,
+		&i.Build.FinishedAt,
+		&i.Build.FilesVersionID,
+		&i.SandboxEvent.ID,
+		&i.SandboxEvent.SandboxID,
+		&i.SandboxEvent.FromStatus,
+		&i.SandboxEvent.ToStatus,
+		&i.SandboxEvent.Source,
+		&i.SandboxEvent.Reason,
+		&i.SandboxEvent.ProviderEventID,
+		&i.SandboxEvent.ProviderTimestamp,
+		&i.SandboxEvent.CreatedAt,
+		&i.SandboxEvent.Files,
+		&i.SandboxEvent.VersionNumber,
+		&i.SandboxEvent.DurationMs,
+		&i.SandboxEvent.Output,
+		&i.SandboxEvent.ViaToken,
+		&i.SandboxEvent.Detail,
+		&i.LatestEventID,
+		&i.DeployedNumber,
+		&i.DeployingNumber,
 	)
 	return i, err
 }

@@ -9,6 +9,32 @@ import (
 	"context"
 )
 
+const announceSession = `-- name: AnnounceSession :one
+SELECT pg_notify($1::text, $2::text)::text AS sent,
+    (SELECT count(*) FROM pg_catalog.pg_stat_activity
+     WHERE application_name = 'sandman_feed' AND datname = current_database())::int AS feeds
+`
+
+type AnnounceSessionParams struct {
+	Channel string
+	Payload string
+}
+
+type AnnounceSessionRow struct {
+	Sent  string
+	Feeds int32
+}
+
+// Announces a session's end or change (delivered at once, outside a transaction) and counts
+// the instances' feeds that will hear it (application_name sandman_feed, in this database):
+// each answers on sandman_session_forgotten once it has dropped its copy (accounts.SessionStore).
+func (q *Queries) AnnounceSession(ctx context.Context, arg AnnounceSessionParams) (AnnounceSessionRow, error) {
+	row := q.db.QueryRow(ctx, announceSession, arg.Channel, arg.Payload)
+	var i AnnounceSessionRow
+	err := row.Scan(&i.Sent, &i.Feeds)
+	return i, err
+}
+
 const deleteExpiredSessions = `-- name: DeleteExpiredSessions :exec
 
 DELETE FROM sessions WHERE expiry < now()

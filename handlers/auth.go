@@ -128,7 +128,11 @@ func (h *Handlers) apiLogOut(c echo.Context) error {
 
 func (h *Handlers) apiMe(c echo.Context) error {
 	p := principal(c)
-	out := sessionJSON{Email: p.Founder.Email, Credits: p.Founder.Credits}
+	credits, err := h.Lifecycle.Credits(c.Request().Context(), p.Founder.ID)
+	if err != nil {
+		return err
+	}
+	out := sessionJSON{Email: p.Founder.Email, Credits: credits}
 	if !p.ViaToken() {
 		// The token lets a client that logged in through the form call the JSON API too.
 		out.CSRFToken = h.csrfToken(c)

@@ -142,7 +142,7 @@ func (s *stack) listenerPID(t *testing.T) int {
 	t.Helper()
 	var pid int
 	err := s.Pool().QueryRow(context.Background(), `SELECT coalesce(max(pid), 0) FROM pg_stat_activity
-		WHERE datname = current_database() AND query ILIKE 'LISTEN %' AND query LIKE '%' || $1 || '%'`, db.SandboxChannel).Scan(&pid)
+		WHERE datname = current_database() AND application_name = $1`, db.FeedApplicationName).Scan(&pid)
 	if err != nil {
 		t.Fatal(err)
 	}

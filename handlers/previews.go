@@ -167,7 +167,7 @@ func (h *Handlers) rebuildConfirm(c echo.Context) error {
 		target = card
 	}
 	q := views.RebuildQuestion{ProjectID: pid, Target: target, Return: safeReturn(c.QueryParam("return"), "/projects/"+pid),
-		Key: previewVM(h.Lifecycle, v, time.Now(), "").IdempotencyKey(), CSRF: h.csrfToken(c), Credits: u.Credits}
+		Key: previewVM(h.Lifecycle, v, time.Now(), "").IdempotencyKey(), CSRF: h.csrfToken(c), Credits: pageCredits(c)}
 	if isHTMX(c) {
 		return render(c, http.StatusOK, views.RebuildDialog(q))
 	}

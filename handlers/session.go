@@ -3,10 +3,8 @@ package handlers
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
-	"encoding/hex"
 	"io"
 	"mime"
 	"mime/multipart"
@@ -20,7 +18,6 @@ import (
 	"sandman/apperr"
 	"sandman/db"
 	"sandman/lifecycle"
-	"sandman/live"
 	"sandman/views"
 )
 
@@ -178,7 +175,10 @@ func (h *Handlers) session(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // loadUser puts the logged-in founder, if any, in the context as the request's principal. It
-// runs right after the session is loaded, and marks that it was (hasSession).
+// runs right after the session is loaded, and marks that it was (hasSession). The founder comes
+// from memory in the common case (accounts.Service.Founder), as the session does (its store): a
+// JSON request costs no round trip for either. A page shows the founder's credits, which change
+// with every build, so a page's request reads them fresh (pageCredits).
 func (h *Handlers) loadUser(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		c.Set(ctxSessionKey, true)
@@ -192,7 +192,13 @@ func (h *Handlers) loadUser(next echo.HandlerFunc) echo.HandlerFunc {
 			h.Sessions.Remove(ctx, sessionUserKey)
 			return next(c)
 		}
-		u, err := h.Accounts.Get(ctx, id)
+		f, err := h.Accounts.Founder(ctx, id)
+		if err == nil && answersOf(c) == answerPage {
+			var credits int32
+			if credits, err = h.Lifecycle.Credits(ctx, id); err == nil {
+				c.Set(ctxCreditsKey, credits)
+			}
+		}
 		if err != nil {
 			if apperrIsNotFound(err) {
 				// The account is gone: treat the session as logged out.
@@ -201,9 +207,17 @@ func (h *Handlers) loadUser(next echo.HandlerFunc) echo.HandlerFunc {
 			}
 			return err
 		}
-		c.Set(ctxPrincipalKey, &accounts.Principal{Founder: u})
+		c.Set(ctxPrincipalKey, &accounts.Principal{Founder: f})
 		return next(c)
 	}
+}
+
+const ctxCreditsKey = "sandman.credits"
+
+// pageCredits are the logged-in founder's credits, read for this page's request (loadUser).
+func pageCredits(c echo.Context) int32 {
+	n, _ := c.Get(ctxCreditsKey).(int32)
+	return n
 }
 
 // requireUser sends anonymous visitors of pages to the log-in page.
@@ -256,33 +270,15 @@ func (h *Handlers) logIn(c echo.Context, u db.User) (string, error) {
 	return h.csrfToken(c), nil
 }
 
-// logOut ends the session and, on every instance, the event streams it opened.
+// logOut ends the session and, on every instance, its copy in memory and the event streams it
+// opened (the store announces it: accounts.SessionStore).
 func (h *Handlers) logOut(c echo.Context) error {
-	ctx := c.Request().Context()
-	ended := h.sessionKey(ctx)
-	if err := h.Sessions.RenewToken(ctx); err != nil {
-		return err
-	}
-	if err := h.Sessions.Destroy(ctx); err != nil {
-		return err
-	}
-	if err := live.AnnounceSessionEnd(ctx, h.Pool, ended); err != nil {
-		// The session is gone: a stream it left open carries nothing new to this browser, and
-		// ends when the browser leaves the page.
-		h.Logger.Warn("announce the end of a session to its streams", "err", err)
-	}
-	return nil
+	return h.Sessions.Destroy(c.Request().Context())
 }
 
-// sessionKey names the request's session for its streams without revealing its token (the key
-// travels in NOTIFY payloads, which any database user can read).
+// sessionKey names the request's session for its streams without revealing its token.
 func (h *Handlers) sessionKey(ctx context.Context) string {
-	tok := h.Sessions.Token(ctx)
-	if tok == "" {
-		return ""
-	}
-	sum := sha256.Sum256([]byte(tok))
-	return hex.EncodeToString(sum[:16])
+	return accounts.SessionKey(h.Sessions.Token(ctx))
 }
 
 // hasSession reports whether the request's session was loaded: not for a request refused
@@ -297,7 +293,7 @@ func (h *Handlers) layout(c echo.Context, title string) views.Layout {
 	}
 	l := views.Layout{Title: title, CSRF: h.csrfToken(c), Now: time.Now()}
 	if p := principal(c); p != nil {
-		l.User = &views.User{ID: p.Founder.ID.String(), Email: p.Founder.Email, Credits: p.Founder.Credits}
+		l.User = &views.User{ID: p.Founder.ID.String(), Email: p.Founder.Email, Credits: pageCredits(c)}
 	}
 	return l
 }

@@ -2,8 +2,10 @@ package lifecycle_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"sandman/apperr"
 	"sandman/db"
 	"sandman/internal/testkit"
 	"sandman/lifecycle"
@@ -220,6 +223,9 @@ func TestVersionThatDoesNotStartIsUndoneByARestore(t *testing.T) {
 	if !strings.Contains(text, "broken on purpose in version 2") {
 		t.Fatalf("the failure %q does not show what the server printed", text)
 	}
+	if pv := readBothWays(t, v.svc, u.ID, p.ID, sb.ID); pv.FailedVersion != 2 || pv.RestoreTo != 1 {
+		t.Fatalf("the project offers to restore %d after version %d failed, want 1 after 2", pv.RestoreTo, pv.FailedVersion)
+	}
 	if now := v.get(t, sb.ID); now.Status != lifecycle.Running {
 		t.Fatalf("the preview is %s after its version failed, want still running", now.Status)
 	}
@@ -253,6 +259,33 @@ func TestRebuildBuildsTheCurrentVersion(t *testing.T) {
 	}
 	nsb := v.waitStatus(t, res.Sandbox.ID, lifecycle.Running, time.Minute)
 	serves(t, v.host, nsb.PreviewURL, "/", "<h1>Rebuilt on version two</h1>\n")
+	if pv := readBothWays(t, v.svc, u.ID, p.ID, sb.ID); pv.Sandbox.ID != nsb.ID {
+		t.Fatalf("the project of the old sandbox shows sandbox %v, want the rebuild's %v", pv.Sandbox.ID, nsb.ID)
+	}
+}
+
+// readBothWays reads a project's state by its id (Project, two queries) and by one of its
+// sandboxes' (ProjectOfSandbox, one query: the JSON status read's and the live feed's), fails t
+// unless both read the same, and returns it.
+func readBothWays(t *testing.T, svc *lifecycle.Service, owner, projectID, sandboxID uuid.UUID) lifecycle.ProjectView {
+	t.Helper()
+	ctx := context.Background()
+	byID, err := svc.Project(ctx, owner, projectID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bySandbox, err := svc.ProjectOfSandbox(ctx, owner, sandboxID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(byID, bySandbox) {
+		t.Fatalf("the project's state read by its sandbox differs from the one read by its id:\n%+v\n%+v", bySandbox, byID)
+	}
+	var ae *apperr.Error
+	if _, err := svc.ProjectOfSandbox(ctx, uuid.New(), sandboxID); !errors.As(err, &ae) || ae.Kind != apperr.KindNotFound {
+		t.Fatalf("another founder's read of the sandbox's project: %v, want not found", err)
+	}
+	return byID
 }
 
 // Ten writers at once on a running preview: every version is numbered once, and the preview

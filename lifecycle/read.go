@@ -80,18 +80,13 @@ func (s *Service) Projects(ctx context.Context, owner uuid.UUID) ([]ProjectView,
 }
 
 // Project returns one of the founder's projects with its current state, in two queries that
-// read it as Projects reads each of the list (the page, an action's answer and the live feed
-// draw it from the same read).
+// read it as Projects reads each of the list (the page and an action's answer draw it from the
+// same read; ProjectOfSandbox reads the same in one).
 func (s *Service) Project(ctx context.Context, owner, projectID uuid.UUID) (ProjectView, error) {
-	return s.projectState(ctx, db.GetProjectStateParams{ID: &projectID, OwnerID: owner}, "Project")
-}
-
-// projectState reads the project that params name, or says that what names it (what) is not found.
-func (s *Service) projectState(ctx context.Context, params db.GetProjectStateParams, what string) (ProjectView, error) {
-	p, err := s.q.GetProjectState(ctx, params)
+	p, err := s.q.GetProjectState(ctx, db.GetProjectStateParams{ID: projectID, OwnerID: owner})
 	if err != nil {
 		if db.IsNotFound(err) {
-			return ProjectView{}, apperr.NotFound(what)
+			return ProjectView{}, apperr.NotFound("Project")
 		}
 		return ProjectView{}, err
 	}
@@ -103,23 +98,39 @@ func (s *Service) projectState(ctx context.Context, params db.GetProjectStatePar
 	if err != nil {
 		return v, err
 	}
-	s.withSandbox(&v, c.Sandbox, c.Build, c.SandboxEvent, c.LatestEventID)
-	v.DeployedVersion, v.DeployingVersion = c.DeployedNumber, c.DeployingNumber
-	if change := c.SandboxEvent; change.Reason == reasonVersionFailed && change.VersionNumber != nil {
-		v.FailedVersion = *change.VersionNumber
-		failed, err := s.q.GetVersionByNumber(ctx, db.GetVersionByNumberParams{ProjectID: p.Project.ID, Number: v.FailedVersion})
+	return v, s.withCurrent(ctx, &v, c.Sandbox, c.Build, c.SandboxEvent, c.LatestEventID, c.DeployedNumber, c.DeployingNumber)
+}
+
+// withCurrent completes the view with its current sandbox (withSandbox) and versions, and, when
+// its newest change is a version that failed, the version to restore (one more read, rare).
+func (s *Service) withCurrent(ctx context.Context, v *ProjectView, sb db.Sandbox, b db.Build, last db.SandboxEvent,
+	eventID int64, deployed, deploying int32) error {
+	s.withSandbox(v, sb, b, last, eventID)
+	v.DeployedVersion, v.DeployingVersion = deployed, deploying
+	if last.Reason == reasonVersionFailed && last.VersionNumber != nil {
+		v.FailedVersion = *last.VersionNumber
+		failed, err := s.q.GetVersionByNumber(ctx, db.GetVersionByNumberParams{ProjectID: v.Project.ID, Number: v.FailedVersion})
 		if err == nil && failed.ParentNumber != nil {
 			v.RestoreTo = *failed.ParentNumber
 		} else if err != nil && !db.IsNotFound(err) {
-			return v, err
+			return err
 		}
 	}
-	return v, nil
+	return nil
 }
 
-// ProjectOfSandbox returns the project view a founder's sandbox belongs to.
+// ProjectOfSandbox returns the project view a founder's sandbox belongs to, in one round trip
+// (GetProjectStateOfSandbox): the status read of the JSON API, and the live feed's render.
 func (s *Service) ProjectOfSandbox(ctx context.Context, owner, sandboxID uuid.UUID) (ProjectView, error) {
-	return s.projectState(ctx, db.GetProjectStateParams{SandboxID: &sandboxID, OwnerID: owner}, "Sandbox")
+	p, err := s.q.GetProjectStateOfSandbox(ctx, db.GetProjectStateOfSandboxParams{SandboxID: sandboxID, OwnerID: owner})
+	if db.IsNotFound(err) {
+		return ProjectView{}, apperr.NotFound("Sandbox")
+	}
+	if err != nil {
+		return ProjectView{}, err
+	}
+	v := ProjectView{Project: p.Project, FileCount: int(p.FileCount), Shared: p.Shared, CurrentVersion: p.CurrentVersion}
+	return v, s.withCurrent(ctx, &v, p.Sandbox, p.Build, p.SandboxEvent, p.LatestEventID, p.DeployedNumber, p.DeployingNumber)
 }
 
 // Credits returns the founder's current credits.

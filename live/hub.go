@@ -84,6 +84,9 @@ type Options struct {
 	// MaxPerLink is how many visitors' streams one share link may have open on this instance
 	// (default 200); MaxPerAddress how many one client address may (default 20).
 	MaxPerLink, MaxPerAddress int
+	// Sessions, if set, is told of sessions that ended or changed on any instance, and of the
+	// feed's ups and downs (Listen).
+	Sessions SessionCache
 
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
@@ -286,7 +289,7 @@ func (h *Hub) add(c *conn) error {
 }
 
 // EndSession ends this instance's streams of a session that ended (a log-out, on any instance:
-// see AnnounceSessionEnd). The browser's reconnection is then refused until it logs in again.
+// announced by accounts.SessionStore). The browser's reconnection is then refused until it logs in again.
 func (h *Hub) EndSession(session string) {
 	if session == "" {
 		return

@@ -22,6 +22,7 @@ func (h *Hub) Listen(ctx context.Context, databaseURL string, ready func()) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		err := h.listenOnce(ctx, databaseURL, func() {
+			h.sessionsFeed(true)
 			backoff = 100 * time.Millisecond
 			if ready != nil {
 				ready()
@@ -29,6 +30,7 @@ func (h *Hub) Listen(ctx context.Context, databaseURL string, ready func()) {
 			}
 			h.Resync(ctx) // nothing to do on the first connection, unless streams came first
 		})
+		h.sessionsFeed(false)
 		if ctx.Err() != nil {
 			return
 		}
@@ -52,13 +54,15 @@ func (h *Hub) listenOnce(ctx context.Context, databaseURL string, connected func
 	dialer := &net.Dialer{Timeout: 10 * time.Second,
 		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 10 * time.Second, Interval: 5 * time.Second, Count: 3}}
 	cfg.DialFunc = dialer.DialContext
+	cfg.RuntimeParams["application_name"] = db.FeedApplicationName
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{db.SandboxChannel}.Sanitize()+"; LISTEN "+
-		pgx.Identifier{db.SessionEndChannel}.Sanitize()+"; LISTEN "+pgx.Identifier{db.ShareEndChannel}.Sanitize()); err != nil {
+		pgx.Identifier{db.SessionEndChannel}.Sanitize()+"; LISTEN "+pgx.Identifier{db.SessionChangeChannel}.Sanitize()+
+		"; LISTEN "+pgx.Identifier{db.SessionForgottenChannel}.Sanitize()+"; LISTEN "+pgx.Identifier{db.ShareEndChannel}.Sanitize()); err != nil {
 		return err
 	}
 	connected()
@@ -68,8 +72,22 @@ func (h *Hub) listenOnce(ctx context.Context, databaseURL string, connected func
 			return err
 		}
 		switch n.Channel {
-		case db.SessionEndChannel:
-			h.EndSession(n.Payload)
+		case db.SessionEndChannel, db.SessionChangeChannel:
+			if h.opts.Sessions != nil {
+				h.opts.Sessions.Forget(n.Payload)
+			}
+			if n.Channel == db.SessionEndChannel {
+				h.EndSession(n.Payload)
+			}
+			// The answer the change's instance waits for: this instance no longer has the copy.
+			if err := db.New(conn).Notify(ctx, db.NotifyParams{Channel: db.SessionForgottenChannel, Payload: n.Payload}); err != nil {
+				return err
+			}
+			continue
+		case db.SessionForgottenChannel:
+			if h.opts.Sessions != nil {
+				h.opts.Sessions.Heard(n.Payload)
+			}
 			continue
 		case db.ShareEndChannel:
 			if link, err := uuid.Parse(n.Payload); err == nil {
@@ -87,9 +105,17 @@ func (h *Hub) listenOnce(ctx context.Context, databaseURL string, connected func
 	}
 }
 
-// AnnounceSessionEnd tells every instance that a session ended (a log-out): each ends the
-// session's streams (Hub.EndSession). It is delivered at the commit of conn's transaction, or at
-// once outside one.
-func AnnounceSessionEnd(ctx context.Context, conn db.DBTX, session string) error {
-	return db.New(conn).Notify(ctx, db.NotifyParams{Channel: db.SessionEndChannel, Payload: session})
+// SessionCache is an instance's copy of the sessions in use (accounts.SessionStore), which the
+// feed keeps true: it hears every session that ended or changed, on any instance, and whether
+// the feed is up at all (while it is not, announcements may be missed).
+type SessionCache interface {
+	Forget(session string)
+	Feed(up bool)
+	Heard(session string) // an instance's answer to a change made here (accounts.SessionStore)
+}
+
+func (h *Hub) sessionsFeed(up bool) {
+	if h.opts.Sessions != nil {
+		h.opts.Sessions.Feed(up)
+	}
 }

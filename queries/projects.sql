@@ -17,17 +17,38 @@ LEFT JOIN LATERAL (SELECT v.number, v.file_count FROM versions v WHERE v.project
 WHERE owner_id = @owner_id ORDER BY created_at DESC, id;
 
 -- name: GetProjectState :one
--- One founder's project as ListProjectsByOwner reads each (a page's, an answer's and the live
--- feed's read: one round trip, docs/architecture.md "Reads and verification"), named by its id
--- or by one of its sandboxes' (another founder's is not found).
+-- One founder's project as ListProjectsByOwner reads each (a page's and an answer's read,
+-- docs/architecture.md "Reads and verification"; another founder's is not found).
 SELECT sqlc.embed(projects),
        coalesce(cur.file_count, 0)::integer AS file_count, coalesce(cur.number, 0)::integer AS current_version,
        EXISTS (SELECT 1 FROM share_links l WHERE l.project_id = projects.id)::boolean AS shared
 FROM projects
 LEFT JOIN LATERAL (SELECT v.number, v.file_count FROM versions v WHERE v.project_id = projects.id
     ORDER BY v.number DESC LIMIT 1) cur ON true
-WHERE projects.owner_id = @owner_id AND projects.id = coalesce(sqlc.narg('id')::uuid,
-    (SELECT s.project_id FROM sandboxes s WHERE s.id = sqlc.narg('sandbox_id')::uuid AND s.owner_id = @owner_id));
+WHERE projects.owner_id = @owner_id AND projects.id = @id;
+
+-- name: GetProjectStateOfSandbox :one
+-- What GetProjectState and GetCurrentSandboxState read together, in one round trip, for the
+-- project one of the founder's sandboxes (x) belongs to: the JSON status read's, an action's
+-- answer's and the live feed's. The current sandbox is the project's newest (x, or a later one);
+-- every sandbox has its build and its first event from its creation, so the joins always hold.
+SELECT sqlc.embed(projects),
+       coalesce(cur.file_count, 0)::integer AS file_count, coalesce(cur.number, 0)::integer AS current_version,
+       EXISTS (SELECT 1 FROM share_links l WHERE l.project_id = projects.id)::boolean AS shared,
+       sqlc.embed(s), sqlc.embed(b), sqlc.embed(e),
+       (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id,
+       (SELECT v.number FROM versions v WHERE v.id = s.deployed_version_id)::integer AS deployed_number,
+       coalesce((SELECT v.number FROM versions v WHERE v.id = s.deploying_version_id), 0)::integer AS deploying_number
+FROM sandboxes x
+JOIN projects ON projects.id = x.project_id AND projects.owner_id = @owner_id
+LEFT JOIN LATERAL (SELECT v.number, v.file_count FROM versions v WHERE v.project_id = projects.id
+    ORDER BY v.number DESC LIMIT 1) cur ON true
+JOIN sandboxes s ON s.id = (SELECT n.id FROM sandboxes n WHERE n.project_id = projects.id
+    ORDER BY n.created_at DESC LIMIT 1)
+JOIN builds b ON b.id = s.build_id
+JOIN sandbox_events e ON e.id = (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id
+    AND NOT (ev.source = 'visitor' AND ev.from_status = ev.to_status))
+WHERE x.id = @sandbox_id AND x.owner_id = @owner_id;
 
 -- name: GetProject :one
 -- A project by id alone: for a visitor of its share link, whose link names the project.
