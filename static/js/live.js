@@ -68,8 +68,28 @@
     this.port.postMessage({ kind: "bye" });
   };
 
+  // The page's stream is opened as soon as this script runs, while htmx sets the page up, not
+  // when htmx reaches its sse-connect: the worker's start and the connection overlap htmx's own.
+  // The events the page's elements follow are asked for at once, so none that arrives before
+  // htmx listens is lost (the worker keeps the newest of each for it).
+  const page = document.querySelector("[sse-connect]");
+  let early = null;
+  if (page) {
+    early = new SharedSource(page.getAttribute("sse-connect"));
+    for (const el of document.querySelectorAll("[sse-swap], [sse-close]")) {
+      const names = (el.getAttribute("sse-swap") || "").split(",").concat(el.getAttribute("sse-close") || "");
+      for (const name of names.map((n) => n.trim()).filter(Boolean)) early.port.postMessage({ kind: "listen", name });
+    }
+  }
   let current = null;
-  htmx.createEventSource = (url) => (current = new SharedSource(url));
+  htmx.createEventSource = (url) => {
+    if (early && url === early.url) {
+      current = early;
+      early = null;
+      return current;
+    }
+    return (current = new SharedSource(url));
+  };
   document.addEventListener("htmx:afterSettle", () => current && current.catchUp());
 })();
 
