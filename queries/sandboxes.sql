@@ -127,12 +127,6 @@ RETURNING verification_failures;
 SELECT * FROM sandboxes WHERE status::text = ANY(@statuses::text[]) AND provider_id IS NOT NULL
 ORDER BY id;
 
--- name: ListIdleRunningSandboxes :many
--- Running sandboxes whose idle deadline has passed (the sweep behind the per-deadline jobs).
-SELECT * FROM sandboxes
-WHERE status = 'running' AND last_active_at < @idle_before::timestamptz
-ORDER BY last_active_at LIMIT 500;
-
 -- name: ListStuckSandboxes :many
 -- Sandboxes left in a transitional state past its deadline (a crashed worker, say).
 SELECT * FROM sandboxes
