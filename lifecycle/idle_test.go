@@ -136,3 +136,35 @@ func TestTheIdleQueueOutlivesItsInstance(t *testing.T) {
 		t.Fatalf("the second instance's queue asked for %v idle pauses, want the one", n)
 	}
 }
+
+// TestALookWhileAnIdlePauseIsRetriedKeepsThePreview: the founder looks at the preview after its
+// idle pause was asked for, while the pause waits for River's retry (the provider refused the
+// first attempt): the retry leaves it running, and the queue pauses it a whole idle timeout after
+// that look.
+func TestALookWhileAnIdlePauseIsRetriedKeepsThePreview(t *testing.T) {
+	t.Parallel()
+	host := sandboxdtest.Start(t)
+	cfg := fastConfig()
+	cfg.IdleTimeout = 3 * time.Second
+	b := setupWith(t, host, cfg, true)
+	ctx := context.Background()
+	u, p := founder(t, b.pool, 5)
+	sb := b.buildRunning(t, u.ID, p.ID)
+	host.InjectFault(t, sandboxd.Fault{Route: pauseRoute, SandboxID: *sb.ProviderID, Status: 400, Count: 1})
+	testkit.Until(t, 20*time.Second, "the idle pause's first attempt to reach the provider", func() bool {
+		return remainingUses(t, host, pauseRoute) == 0
+	})
+	if err := b.svc.Activity(ctx, u.ID, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	touched := b.get(t, sb.ID)
+	if touched.Status != lifecycle.Running {
+		t.Fatalf("the founder's look found the sandbox %s: the test proves nothing", touched.Status)
+	}
+	newDeadline := touched.LastActiveAt.Add(cfg.IdleTimeout)
+	b.waitStatus(t, sb.ID, lifecycle.Paused, 20*time.Second)
+	if at := b.idlePausedAt(t, sb.ID); at.Before(newDeadline) {
+		t.Fatalf("paused %v after the founder's look, %v before the deadline that look set: the retried pause ignored it",
+			at.Sub(touched.LastActiveAt), newDeadline.Sub(at))
+	}
+}
