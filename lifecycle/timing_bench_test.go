@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"sandman/db"
 	"sandman/internal/testkit"
@@ -222,25 +223,27 @@ func BenchmarkIdlePauseLag(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	type claim struct {
+		id   uuid.UUID
+		n    int
+		secs float64 // from its last activity to its idle pause job
+	}
+	claims, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (c claim, err error) {
+		return c, r.Scan(&c.id, &c.n, &c.secs)
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
 	var samples []time.Duration
-	for rows.Next() {
-		var id uuid.UUID
-		var n int
-		var secs float64
-		if err := rows.Scan(&id, &n, &secs); err != nil {
-			b.Fatal(err)
-		}
-		since := time.Duration(secs * float64(time.Second))
-		if n != 1 {
-			b.Fatalf("sandbox %s: %d idle pause jobs, want one", id, n)
+	for _, c := range claims {
+		since := time.Duration(c.secs * float64(time.Second))
+		if c.n != 1 {
+			b.Fatalf("sandbox %s: %d idle pause jobs, want one", c.id, c.n)
 		}
 		if since < cfg.IdleTimeout {
-			b.Fatalf("sandbox %s: its idle pause asked for %v before its deadline", id, cfg.IdleTimeout-since)
+			b.Fatalf("sandbox %s: its idle pause asked for %v before its deadline", c.id, cfg.IdleTimeout-since)
 		}
 		samples = append(samples, since-cfg.IdleTimeout)
-	}
-	if err := rows.Err(); err != nil {
-		b.Fatal(err)
 	}
 	if len(samples) != want {
 		b.Fatalf("%d sandboxes' idle pauses asked for, want %d", len(samples), want)
