@@ -14,12 +14,14 @@ import (
 	"sandman/sandboxd/sandboxdtest"
 )
 
-// idleLockHolders counts the database sessions that hold the idle queue's lock.
+// idleLockHolders counts the sessions that hold the idle queue's lock in the instance's database
+// (other tests' databases have locks of their own).
 func idleLockHolders(t testing.TB, b *testBundle) int {
 	t.Helper()
 	var n int
-	if err := b.pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
-		AND granted AND (classid::bigint << 32 | objid::bigint) = $1`, lifecycle.IdleQueueLock).Scan(&n); err != nil {
+	if err := b.pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		AND (classid::bigint << 32 | objid::bigint) = $1`, lifecycle.IdleQueueLock).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
