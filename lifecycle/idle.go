@@ -71,7 +71,12 @@ func (s *Service) idleQueue(ctx context.Context) error {
 	// The lock is the session's: this connection never goes back to the pool, where it would
 	// keep the lock for whoever borrowed it next.
 	conn := pc.Hijack()
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer func() {
+		// Bounded: a database that stopped answering must not hold up the instance's stop.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		conn.Close(cctx)
+	}()
 	q := db.New(conn)
 	if err := q.LockIdleQueue(ctx, idleQueueLock); err != nil {
 		return err
