@@ -17,6 +17,10 @@ type SandboxNotification struct {
 	EventID   int64     `json:"event_id"`
 }
 
+// IdleChannel wakes the idle pause's deadline queue (lifecycle/idle.go) when a deadline may be
+// nearer than the one it sleeps until; the payload is empty.
+const IdleChannel = "sandman_idle"
+
 // ShareEndChannel announces a share link that stopped working (turned off, or replaced by a new
 // link); the payload is the link's id. Every instance ends the visitors' streams of that link.
 const ShareEndChannel = "sandman_share_end"

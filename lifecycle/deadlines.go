@@ -10,7 +10,8 @@ import (
 // worker, the sweep that stands behind it and the page that shows it can never disagree
 // (docs/states.md, "Deadlines").
 
-// idleDeadline is when a running sandbox is paused if nobody looks at it meanwhile.
+// idleDeadline is when a running sandbox is paused if nobody looks at it meanwhile. The idle
+// queue's queries (queries/idle.sql) compute the same from the same two values.
 func (c Config) idleDeadline(sb db.Sandbox) time.Time { return sb.LastActiveAt.Add(c.IdleTimeout) }
 
 // activityEvery is how often a visitor's page of a share link reports activity while visible:
@@ -21,24 +22,8 @@ func (c Config) activityEvery() time.Duration { return min(time.Minute, c.IdleTi
 // ActivityEvery is how often a visitor's page reports activity while visible (activityEvery).
 func (s *Service) ActivityEvery() time.Duration { return s.cfg.activityEvery() }
 
-// schedulerSlack is how early an idle pause is queued before its deadline: River's scheduler
-// promotes scheduled jobs every 5 s, so the job is taken early and waits out the rest itself.
-const schedulerSlack = 6 * time.Second
-
-// idlePauseAt is when the idle pause job is scheduled for the sandbox's current deadline.
-func (c Config) idlePauseAt(sb db.Sandbox) time.Time { return c.idleDeadline(sb).Add(-schedulerSlack) }
-
-// sweepGrace is how long past its idle deadline a running sandbox may go before the sweep
-// queues a pause of its own: the scheduled job normally pauses it first.
-const sweepGrace = 10 * time.Second
-
-// idleSweepBefore is the last activity before which a running sandbox is overdue for its idle
-// pause at now (the sweep's query parameter).
-func (c Config) idleSweepBefore(now time.Time) time.Time {
-	return now.Add(-c.IdleTimeout - sweepGrace)
-}
-
-// pauseJobTimeout is the longest a pause job may run.
+// pauseJobTimeout is the longest a pause job may run; an idle pause asked for longer ago than
+// this, on a sandbox still running, is claimed again (its worker went away).
 const pauseJobTimeout = 2 * time.Minute
 
 // pauseInFlight reports whether Sandman asked the provider to pause sb so recently (within a

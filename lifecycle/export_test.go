@@ -21,3 +21,6 @@ func (s *Service) StoreWebhookGroup(ctx context.Context, evs []e2b.Event) ([]boo
 	}
 	return dups, err
 }
+
+// IdleQueueLock is the advisory lock whose holder runs the idle queue's loop.
+const IdleQueueLock = idleQueueLock

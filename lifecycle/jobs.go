@@ -22,16 +22,17 @@ func (BuildArgs) Kind() string { return "build" }
 // resumes where it can.
 func (BuildArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 3} }
 
-// PauseArgs pauses a running sandbox: at its idle deadline (Idle) or because someone asked.
+// PauseArgs pauses a running sandbox: past its idle deadline (Idle) or because someone asked.
 // Every field is part of the job's uniqueness (InsertOpts).
 type PauseArgs struct {
 	SandboxID uuid.UUID `json:"sandbox_id" river:"unique"`
 	// Version is the sandbox row's version when the pause was queued: the stretch of running
-	// it is about. An idle pause of an older version has been replaced (every move to running
-	// schedules its own) and ends at once.
+	// it is about. An idle or after-build pause of an older version is out of date (the sandbox
+	// stopped running since) and ends at once.
 	Version int64 `json:"version" river:"unique"`
-	// Idle pauses only if the sandbox is still idle when the job runs; the job waits (snoozes)
-	// until the deadline when activity moved it.
+	// Idle is the idle queue's pause, queued when the deadline passed (lifecycle/idle.go). It
+	// pauses only if nobody looked at the sandbox since; else it gives the sandbox back to the
+	// queue, which takes it again at its new deadline.
 	Idle bool `json:"idle" river:"unique"`
 	// Ready is the pause SANDMAN_PAUSE_AFTER_READY=immediate asks for when a build is ready.
 	Ready bool `json:"ready,omitempty" river:"unique"`
@@ -43,12 +44,15 @@ type PauseArgs struct {
 func (PauseArgs) Kind() string { return "pause" }
 
 // InsertOpts: pauses are retried a few times (provider hiccups), each attempt idempotent. A
-// sandbox has at most one unfinished pause job per cause and version: the sweep re-queueing an
-// overdue idle pause every few seconds, or a burst of clicks, adds nothing while one waits or
+// sandbox has at most one unfinished pause job per cause and version: the idle queue claiming
+// again a pause whose worker went away, or a burst of clicks, adds nothing while one waits or
 // runs. The version keeps a new request apart from a job that already did its work but is not
 // yet recorded as finished (the founder paused, resumed and pauses again within a second), and
 // the causes keep a click apart from an idle pause scheduled minutes ahead. Finished jobs do not
 // count (completed is left out of ByState).
+//
+// The idle queue queues a job only once a deadline has passed, so no job waits for a sandbox
+// that runs (docs/states.md, "Idle pause").
 func (PauseArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{MaxAttempts: 5, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: unfinished}}
 }
@@ -136,8 +140,8 @@ func (EventsArgs) Kind() string { return "events_catch_up" }
 // InsertOpts: a missed read is replaced by the next one.
 func (EventsArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 1} }
 
-// SweepArgs is the periodic safety net: idle sandboxes without a pause, and sandboxes stuck in
-// starting or resuming past their deadline.
+// SweepArgs is the periodic safety net: sandboxes stuck in starting or resuming past their
+// deadline.
 type SweepArgs struct{}
 
 // Kind implements river.JobArgs.

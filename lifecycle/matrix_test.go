@@ -253,7 +253,7 @@ func TestConcurrentPauseResumeAndWebhooks(t *testing.T) {
 		var cur db.Sandbox
 		testkit.Eventually(t, time.Minute, fmt.Sprintf("round %d to settle", round), func() error {
 			n := b.count(t, `SELECT count(*) FROM river_job WHERE kind IN ('pause', 'resume', 'webhook')
-				AND state IN ('available', 'running', 'retryable', 'pending') OR (kind = 'pause' AND state = 'scheduled' AND NOT (args->>'idle')::boolean)`)
+				AND state IN ('available', 'running', 'retryable', 'pending') OR (kind = 'pause' AND state = 'scheduled')`)
 			cur = b.get(t, sb.ID)
 			if n > 0 || cur.Status == lifecycle.Resuming {
 				return fmt.Errorf("%d jobs left, the sandbox %s", n, cur.Status)

@@ -10,6 +10,9 @@ type metrics struct {
 	// filesRestored counts files uploaded again by a check, after a build's upload or a resume.
 	filesRestored *prometheus.CounterVec
 	visitorWakes  prometheus.Counter
+	// idleLag is how late the idle queue claims each due sandbox: its deadline to its pause
+	// being asked for.
+	idleLag prometheus.Histogram
 }
 
 // Integrity outcomes (sandman_resume_integrity_total's outcome label).
@@ -32,6 +35,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			[]string{"after"}),
 		visitorWakes: prometheus.NewCounter(prometheus.CounterOpts{Name: "sandman_share_wakes_total",
 			Help: "Resumes started by visitors of share links (one per wake-up, however many visitors asked)."}),
+		idleLag: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sandman_idle_pause_lag_seconds",
+			Help:    "Idle pauses asked for by the idle queue, by how long after the sandbox's idle deadline (one per deadline that passed).",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}}),
 	}
 	for _, o := range []string{integrityIntact, integrityHealed, integrityFailed, integrityUnchecked} {
 		m.resumeIntegrity.WithLabelValues(o)
@@ -40,7 +46,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.filesRestored.WithLabelValues(a)
 	}
 	if reg != nil {
-		reg.MustRegister(m.orphansKilled, m.resumeIntegrity, m.filesRestored, m.visitorWakes)
+		reg.MustRegister(m.orphansKilled, m.resumeIntegrity, m.filesRestored, m.visitorWakes, m.idleLag)
 	}
 	return m
 }

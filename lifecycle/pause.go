@@ -11,18 +11,17 @@ import (
 	"sandman/db"
 )
 
-// schedulePause queues the sandbox's idle pause: at once when a build just became Ready with
-// SANDMAN_PAUSE_AFTER_READY=immediate, else a little before its idle deadline; the worker then
-// waits out the remainder itself. Only the build's Ready pauses at once: a resumed sandbox is one
+// schedulePause arranges the pause of a sandbox that now runs: at once when a build just became
+// Ready with SANDMAN_PAUSE_AFTER_READY=immediate, else at its idle deadline, by the idle queue,
+// where a running row already is: the queue's loop is only told its next deadline may be
+// nearer (lifecycle/idle.go). Only the build's Ready pauses at once: a resumed sandbox is one
 // the founder asked to see.
 func (s *Service) schedulePause(ctx context.Context, tx db.Tx, sb db.Sandbox, buildReady bool) error {
 	if buildReady && s.cfg.PauseAfterReady == "immediate" {
 		_, err := s.river.InsertTx(ctx, tx.Pgx(), PauseArgs{SandboxID: sb.ID, Version: sb.Version, Ready: true}, nil)
 		return err
 	}
-	_, err := s.river.InsertTx(ctx, tx.Pgx(), PauseArgs{SandboxID: sb.ID, Version: sb.Version, Idle: true},
-		&river.InsertOpts{ScheduledAt: s.cfg.idlePauseAt(sb)})
-	return err
+	return idleWake(ctx, tx)
 }
 
 // pauseCause is why a sandbox is paused: the event's source and its reason, typed together so
@@ -69,29 +68,10 @@ func (w *pauseWorker) Work(ctx context.Context, job *river.Job[PauseArgs]) error
 		return nil
 	}
 	if (job.Args.Idle || job.Args.Ready) && sb.Version != job.Args.Version {
-		return nil // the sandbox moved since: the change that made it run again queued its own
+		return nil // the sandbox stopped running since: this stretch is over
 	}
-	if job.Args.Idle {
-		if wait := time.Until(s.cfg.idleDeadline(sb)); wait > schedulerSlack+time.Second {
-			// Activity moved the deadline: come back shortly before the new one.
-			return river.JobSnooze(wait - schedulerSlack)
-		} else if wait > 0 {
-			select {
-			case <-time.After(wait):
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			// Re-read: the founder may have come back while we waited.
-			if sb, err = s.q.GetSandbox(ctx, sb.ID); err != nil {
-				return err
-			}
-			if sb.Status != Running || sb.Version != job.Args.Version {
-				return nil
-			}
-			if left := time.Until(s.cfg.idleDeadline(sb)); left > 0 {
-				return river.JobSnooze(max(left-schedulerSlack, time.Second))
-			}
-		}
+	if job.Args.Idle && touchedSinceClaim(sb) {
+		return s.returnToIdleQueue(ctx, sb)
 	}
 	return s.pauseNow(ctx, sb, job.Args.cause())
 }

@@ -53,6 +53,10 @@ type Service struct {
 	work     bool
 	// hooks commits the webhooks' deliveries in groups (lifecycle/webhooks.go).
 	hooks groupCommit
+	// stopIdle ends the idle queue's loop (lifecycle/idle.go), and idleDone is closed once it
+	// has ended.
+	stopIdle context.CancelFunc
+	idleDone chan struct{}
 }
 
 // BuildResult says what a build or rebuild request started.

@@ -20,20 +20,11 @@ func (w *sweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {
 	return w.s.Sweep(ctx)
 }
 
-// Sweep is the safety net behind the per-sandbox jobs: it queues a pause for every running
-// sandbox past its idle deadline (a lost job, a crashed worker) and ends every sandbox stuck in
-// starting or resuming past the longest its worker may take.
+// Sweep is the safety net behind the build and resume jobs: it ends every sandbox stuck in
+// starting or resuming past the longest its worker may take. (The idle pause needs none: its
+// queue is the running rows themselves, lifecycle/idle.go.)
 func (s *Service) Sweep(ctx context.Context) error {
 	now := time.Now()
-	idle, err := s.q.ListIdleRunningSandboxes(ctx, s.cfg.idleSweepBefore(now))
-	if err != nil {
-		return err
-	}
-	for _, sb := range idle {
-		if _, err := s.river.Insert(ctx, PauseArgs{SandboxID: sb.ID, Version: sb.Version, Idle: true}, nil); err != nil {
-			return err
-		}
-	}
 	stuck, err := s.q.ListStuckSandboxes(ctx, db.ListStuckSandboxesParams{
 		StartingBefore: now.Add(-s.cfg.buildStuckAfter()),
 		ResumingBefore: now.Add(-s.cfg.resumeStuckAfter()),

@@ -117,18 +117,32 @@ func New(opts Options) (*Service, error) {
 	return s, nil
 }
 
-// Start runs the workers (when configured to).
+// Start runs the workers and the idle queue's loop (when configured to).
 func (s *Service) Start(ctx context.Context) error {
 	if !s.work {
 		return nil
 	}
-	return s.river.Start(ctx)
+	if err := s.river.Start(ctx); err != nil {
+		return err
+	}
+	ictx, cancel := context.WithCancel(ctx)
+	s.stopIdle, s.idleDone = cancel, make(chan struct{})
+	go func() {
+		defer close(s.idleDone)
+		s.runIdleQueue(ictx)
+	}()
+	return nil
 }
 
-// Stop lets running jobs finish (until ctx ends) and stops fetching new ones.
+// Stop lets running jobs finish (until ctx ends) and stops fetching new ones; the idle queue
+// stops at once, letting go of its lock for another instance.
 func (s *Service) Stop(ctx context.Context) error {
 	if !s.work {
 		return nil
+	}
+	if s.stopIdle != nil {
+		s.stopIdle()
+		<-s.idleDone
 	}
 	return s.river.Stop(ctx)
 }

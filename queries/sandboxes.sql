@@ -129,12 +129,6 @@ RETURNING verification_failures;
 SELECT id, provider_id::text AS provider_id, status, vcpus, memory_mib FROM sandboxes
 WHERE status IN ('running', 'paused', 'unknown') AND provider_id IS NOT NULL;
 
--- name: ListIdleRunningSandboxes :many
--- Running sandboxes whose idle deadline has passed (the sweep behind the per-deadline jobs).
-SELECT * FROM sandboxes
-WHERE status = 'running' AND last_active_at < @idle_before::timestamptz
-ORDER BY last_active_at LIMIT 500;
-
 -- name: ListStuckSandboxes :many
 -- Sandboxes left in a transitional state past its deadline (a crashed worker, say).
 SELECT * FROM sandboxes
