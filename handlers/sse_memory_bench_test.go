@@ -42,11 +42,14 @@ func BenchmarkSSEAppMemory(b *testing.B) {
 	}
 	for range b.N {
 		// A founder with no project gets no first event: a stream is ready once answered 200,
-		// and settled once the hub holds it.
+		// and idle once the hub holds it and has sent its snapshot (10,000 snapshots at once
+		// wait their turn for the database's connections).
 		app := testkit.MeasureStreams(b, reqs, "", func() testkit.StreamServer {
 			return testkit.StreamServer{Addr: base.Host,
 				Held: func() {
-					testkit.Until(b, time.Minute, "every stream in the hub", func() bool { return s.Hub().Clients() == len(reqs) })
+					testkit.Until(b, time.Minute, "every stream in the hub, its snapshot sent", func() bool {
+						return s.Hub().Clients() == len(reqs) && !testkit.GoroutinesIn("sandman/live.(*Hub).onSubscribe")
+					})
 				},
 				Stop: func() {
 					testkit.Until(b, time.Minute, "every stream gone", func() bool { return s.Hub().Clients() == 0 })

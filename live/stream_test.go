@@ -24,8 +24,8 @@ import (
 type noHijack struct{ http.ResponseWriter }
 
 func (noHijack) Hijack() (net.Conn, *bufio.ReadWriter, error) { return nil, nil, http.ErrNotSupported }
-func (w noHijack) Flush()                                      { w.ResponseWriter.(http.Flusher).Flush() }
-func (w noHijack) Unwrap() http.ResponseWriter                 { return w.ResponseWriter }
+func (w noHijack) Flush()                                     { w.ResponseWriter.(http.Flusher).Flush() }
+func (w noHijack) Unwrap() http.ResponseWriter                { return w.ResponseWriter }
 
 // A client that leaves frees its stream and its place under the founder's cap at once, with
 // nothing written to it (the heartbeat here is an hour away): over a connection the hub took

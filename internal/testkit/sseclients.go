@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"net"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -302,4 +304,11 @@ func NewBareSSEServer(readyID string) *httptest.Server {
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()
 	}))
+}
+
+// GoroutinesIn says whether any goroutine is running fn (a function's full name) now.
+func GoroutinesIn(fn string) bool {
+	var buf bytes.Buffer
+	_ = pprof.Lookup("goroutine").WriteTo(&buf, 1)
+	return bytes.Contains(buf.Bytes(), []byte(fn+"+"))
 }
