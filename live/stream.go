@@ -80,13 +80,18 @@ func (w *streamWriter) Write(p []byte) (int, error) {
 }
 
 // Flush writes the batch once the writer has caught up with the events the stream was given:
-// while more of them are on their way through r3labs, they join it.
+// while more of them are on their way through r3labs, they join it, up to maxBatch. (Past it
+// the batch is written anyway: a slow client must hold the writer back, so that the stream's
+// buffers fill and its mailbox keeps only the newest states, rather than pile up here.)
 func (w *streamWriter) Flush() {
-	if w.flushed++; w.flushed < w.c.published.Load() {
+	if w.flushed++; w.flushed < w.c.published.Load() && w.buf != nil && len(*w.buf) < maxBatch {
 		return
 	}
 	w.writeOut()
 }
+
+// maxBatch bounds a batch: a state (card, pane, balance) is a few KiB.
+const maxBatch = 32 << 10
 
 // writeOut writes the pending batch (after the headers, the first time) in one write, and lets
 // its buffer go. A failed write (the client left, or end cut the connection) ends the stream.

@@ -1,0 +1,51 @@
+package live
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"net/http"
+	"testing"
+)
+
+// A stream holds a buffer only between an event r3labs writes and the write of its batch to the
+// socket: idle, it holds none (a buffer per idle stream is what the server's own bufio costs).
+func TestAnIdleStreamHoldsNoBuffer(t *testing.T) {
+	t.Parallel()
+	server, client := net.Pipe()
+	defer client.Close()
+	lines := make(chan string, 64)
+	go func() {
+		defer close(lines)
+		for sc := bufio.NewScanner(client); sc.Scan(); {
+			lines <- sc.Text()
+		}
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := &conn{ctx: ctx, cancel: cancel}
+	w := &streamWriter{c: c, nc: server, header: http.Header{}, chunked: true, flushed: -1}
+	w.WriteHeader(http.StatusOK)
+	w.Flush()
+	if w.buf != nil {
+		t.Fatal("the stream holds a buffer once its headers are written")
+	}
+	c.published.Store(2) // a state of two events
+	_, _ = w.Write([]byte("event: card\ndata: 1\n\n"))
+	w.Flush()
+	if w.buf == nil {
+		t.Fatal("the state's first event was written before its second")
+	}
+	_, _ = w.Write([]byte("event: pane\ndata: 1\n\n"))
+	w.Flush()
+	if w.buf != nil {
+		t.Fatal("the stream holds its buffer after writing the state")
+	}
+	w.close()
+	for line := range lines {
+		if line == "event: pane" {
+			return
+		}
+	}
+	t.Fatal("the state never reached the client")
+}
