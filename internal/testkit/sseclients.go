@@ -247,7 +247,9 @@ type Memory struct {
 // system, so that two measurements differ by what is live, not by garbage not yet collected.
 func SettledMemory() Memory {
 	time.Sleep(200 * time.Millisecond) // the streams' first writes done, their buffers released
-	runtime.GC()
+	for range 4 {
+		runtime.GC()
+	}
 	debug.FreeOSMemory()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
