@@ -2,7 +2,9 @@ package live
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"testing"
@@ -48,4 +50,31 @@ func TestAnIdleStreamHoldsNoBuffer(t *testing.T) {
 		}
 	}
 	t.Fatal("the state never reached the client")
+}
+
+// A batch never grows past maxBatch, however far ahead of the writer its stream was given
+// events: past it the writer writes, and so waits for a slow client, whose stream's buffers then
+// fill and whose mailbox keeps only the newest states. A batch without bound would take every
+// state as it came, a backlog in memory.
+func TestABatchIsBounded(t *testing.T) {
+	t.Parallel()
+	server, client := net.Pipe()
+	defer client.Close()
+	go func() { _, _ = io.Copy(io.Discard, client) }()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := &conn{ctx: ctx, cancel: cancel}
+	w := &streamWriter{c: c, nc: server, header: http.Header{}, chunked: true, flushed: -1}
+	w.WriteHeader(http.StatusOK)
+	w.Flush()
+	c.published.Store(1000) // far more given than written
+	event := append([]byte("data: "), bytes.Repeat([]byte("x"), 1<<10)...)
+	for i := range 200 {
+		_, _ = w.Write(event)
+		w.Flush()
+		if w.buf != nil && len(*w.buf) > chunkRoom+maxBatch+len(event) {
+			t.Fatalf("after %d events of 1 KiB the batch holds %d bytes, past its bound of %d", i+1, len(*w.buf), maxBatch)
+		}
+	}
+	w.close()
 }
