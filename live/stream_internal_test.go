@@ -23,12 +23,7 @@ func TestAnIdleStreamHoldsNoBuffer(t *testing.T) {
 			lines <- sc.Text()
 		}
 	}()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	c := &conn{ctx: ctx, cancel: cancel}
-	w := &streamWriter{c: c, nc: server, header: http.Header{}, chunked: true, flushed: -1}
-	w.WriteHeader(http.StatusOK)
-	w.Flush()
+	c, w := newTestStream(t, server)
 	if w.buf != nil {
 		t.Fatal("the stream holds a buffer once its headers are written")
 	}
@@ -61,12 +56,7 @@ func TestABatchIsBounded(t *testing.T) {
 	server, client := net.Pipe()
 	defer client.Close()
 	go func() { _, _ = io.Copy(io.Discard, client) }()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	c := &conn{ctx: ctx, cancel: cancel}
-	w := &streamWriter{c: c, nc: server, header: http.Header{}, chunked: true, flushed: -1}
-	w.WriteHeader(http.StatusOK)
-	w.Flush()
+	c, w := newTestStream(t, server)
 	c.published.Store(1000) // far more given than written
 	event := append([]byte("data: "), bytes.Repeat([]byte("x"), 1<<10)...)
 	for i := range 200 {
@@ -77,4 +67,15 @@ func TestABatchIsBounded(t *testing.T) {
 		}
 	}
 	w.close()
+}
+
+// newTestStream is a stream's connection and writer over nc, its headers written.
+func newTestStream(t *testing.T, nc net.Conn) (*conn, *streamWriter) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	c := &conn{ctx: ctx, cancel: cancel}
+	w := &streamWriter{c: c, nc: nc, header: http.Header{}, chunked: true, flushed: -1}
+	w.WriteHeader(http.StatusOK)
+	w.Flush()
+	return c, w
 }
