@@ -36,7 +36,9 @@ func BenchmarkSSE10k(b *testing.B) {
 		h.state.set(owners[i], projectOf(sandboxes[i]), 1)
 	}
 	reqs := streamRequests(owners, tabs)
-	clients := testkit.StartSSEClients(b, h.srv.Listener.Addr().String(), reqs, "1")
+	// A state's receipt is its pane's, its last event: the stream has the whole state then.
+	wait := testkit.SSEWait{ReadyID: "1", Receipt: views.DOMID(views.Pane, "")}
+	clients := testkit.StartSSEClients(b, h.srv.Listener.Addr().String(), reqs, wait)
 	if n := h.hub.Clients(); n != len(reqs) {
 		b.Fatalf("%d streams open, want %d", n, len(reqs))
 	}
@@ -61,7 +63,7 @@ func BenchmarkSSE10k(b *testing.B) {
 	// The floor: the same client processes' streams held by a bare loop over hijacked
 	// connections, which writes each founder's same two events to its sockets.
 	floor := newLoopServer(b)
-	clients = testkit.StartSSEClients(b, floor.addr(), reqs, "1")
+	clients = testkit.StartSSEClients(b, floor.addr(), reqs, wait)
 	var floorLatencies []time.Duration
 	for i := range b.N {
 		id := int64(i + 2)

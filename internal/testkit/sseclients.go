@@ -43,10 +43,19 @@ const sseStreamsPerProcess = 15000
 // sseWithin bounds every wait for the client processes.
 const sseWithin = time.Minute
 
+// SSEWait says when a client process's stream is ready, and what a receipt is.
+type SSEWait struct {
+	// ReadyID: a stream is ready once answered 200 and, unless ReadyID is "", once it carried
+	// an event with that id.
+	ReadyID string
+	// Receipt names (by a prefix) the event whose arrival is a state's receipt: a state's last
+	// event, when the stream has the whole state. "": its first event.
+	Receipt string
+}
+
 // StartSSEClients opens every request's stream to addr (host:port) and returns once each is
-// ready: answered 200 and, when readyID is not "", carrying an event with that id. A request
-// refused, or a process that ends or says nothing for a minute, fails tb.
-func StartSSEClients(tb testing.TB, addr string, reqs []SSERequest, readyID string) *SSEClients {
+// ready. A request refused, or a process that ends or says nothing for a minute, fails tb.
+func StartSSEClients(tb testing.TB, addr string, reqs []SSERequest, wait SSEWait) *SSEClients {
 	tb.Helper()
 	c := &SSEClients{tb: tb, lines: make(chan string, 4096)}
 	tb.Cleanup(c.Stop)
@@ -63,7 +72,7 @@ func StartSSEClients(tb testing.TB, addr string, reqs []SSERequest, readyID stri
 		}
 		cmd := exec.Command(os.Args[0], "-test.run=^TestSSEClientProcess$", "-test.v")
 		cmd.Env = append(os.Environ(), "SANDMAN_SSE_ADDR="+addr, "SANDMAN_SSE_SOURCE="+source,
-			"SANDMAN_SSE_FIRST="+strconv.Itoa(first), "SANDMAN_SSE_READY_ID="+readyID)
+			"SANDMAN_SSE_FIRST="+strconv.Itoa(first), "SANDMAN_SSE_READY_ID="+wait.ReadyID, "SANDMAN_SSE_RECEIPT="+wait.Receipt)
 		cmd.Stdin = strings.NewReader(list.String())
 		cmd.Stderr = os.Stderr
 		out, err := cmd.StdoutPipe()
@@ -144,15 +153,16 @@ func (c *SSEClients) Stop() {
 
 // RunSSEClientProcess is a client process's side of StartSSEClients (a test that does nothing
 // in a normal run). It opens a stream per line of stdin, prints "ready" once each is ready, then
-// "got <stream> <event id> <unix ns>" for the first event of every later id each stream
-// receives (streams numbered from SANDMAN_SSE_FIRST in the order given).
+// "got <stream> <event id> <unix ns>" for the receipt of every later id each stream receives
+// (its first event, or its first named by the prefix SANDMAN_SSE_RECEIPT; streams numbered from
+// SANDMAN_SSE_FIRST in the order given).
 func RunSSEClientProcess(t *testing.T) {
 	addr := os.Getenv("SANDMAN_SSE_ADDR")
 	if addr == "" {
 		t.Skip("the client side of StartSSEClients")
 	}
 	first, _ := strconv.Atoi(os.Getenv("SANDMAN_SSE_FIRST"))
-	readyID := os.Getenv("SANDMAN_SSE_READY_ID")
+	readyID, receipt := os.Getenv("SANDMAN_SSE_READY_ID"), os.Getenv("SANDMAN_SSE_RECEIPT")
 	RaiseFileLimit(sseStreamsPerProcess + 100)
 	dialer := net.Dialer{Timeout: 10 * time.Second}
 	if src := os.Getenv("SANDMAN_SSE_SOURCE"); src != "" {
@@ -193,14 +203,13 @@ func RunSSEClientProcess(t *testing.T) {
 			}
 			last := ""
 			// The status line, headers and chunk sizes read as unknown fields: only events
-			// reach the callback. A state comes as several events with one id: its receipt is
-			// the first of them.
+			// reach the callback. A state comes as several events with one id.
 			_ = ReadSSE(r, func(ev SSEEvent) bool {
 				switch {
 				case waiting && ev.ID == readyID:
 					waiting = false
 					ready.Done()
-				case ev.ID != "" && ev.ID != readyID && ev.ID != last:
+				case ev.ID != "" && ev.ID != readyID && ev.ID != last && strings.HasPrefix(ev.Event, receipt):
 					last = ev.ID
 					say("got %d %s %d", stream, ev.ID, time.Now().UnixNano())
 				}
@@ -283,7 +292,7 @@ func MeasureStreams(tb testing.TB, reqs []SSERequest, readyID string, start func
 	tb.Helper()
 	before := SettledMemory()
 	srv := start()
-	clients := StartSSEClients(tb, srv.Addr, reqs, readyID)
+	clients := StartSSEClients(tb, srv.Addr, reqs, SSEWait{ReadyID: readyID})
 	if srv.Held != nil {
 		srv.Held()
 	}
