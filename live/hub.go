@@ -157,12 +157,12 @@ type conn struct {
 	sent map[string]int64
 }
 
-// message is one project's state as its streams send it: its events made once and shared by
-// every connection that gets it (r3labs writes each event's fields as they are).
+// message is one project's state as its streams send it: its event made once and shared by
+// every connection that gets it (stateEvent).
 type message struct {
 	eventID int64
 	project string
-	events  []*sse.Event
+	event   *sse.Event
 }
 
 // New returns a Hub; call Run to start its heartbeat and Listen for the database feed.
@@ -195,7 +195,7 @@ func New(opts Options) *Hub {
 	// r3labs' defaults keep every event forever and replay it to each subscriber.
 	srv.AutoReplay = false
 	srv.AutoStream = false
-	// Each event's data is split into lines once (message), not by r3labs on every connection.
+	// Each state's data is split into lines once (stateEvent), not by r3labs on every connection.
 	srv.SplitData = false
 	srv.BufferSize = opts.Buffer
 	srv.Headers = map[string]string{"X-Accel-Buffering": "no"}
@@ -416,7 +416,7 @@ func (c *conn) messages(frags []Fragments) []*message {
 func newMessages(frags []Fragments, visitor bool) []*message {
 	out := make([]*message, len(frags))
 	for i, f := range frags {
-		out[i] = &message{eventID: f.EventID, project: f.ProjectID, events: fragmentEvents(f, visitor)}
+		out[i] = &message{eventID: f.EventID, project: f.ProjectID, event: stateEvent(f, visitor)}
 	}
 	return out
 }
@@ -722,7 +722,7 @@ func (c *conn) send(msgs []*message, ping bool, publish func(*sse.Event) (taken,
 	due := 0
 	for _, m := range msgs {
 		if c.due(m) {
-			due += len(m.events)
+			due++
 		}
 	}
 	if ping {
@@ -733,13 +733,11 @@ func (c *conn) send(msgs []*message, ping bool, publish func(*sse.Event) (taken,
 		if !c.due(m) {
 			continue
 		}
-		for _, ev := range m.events {
-			if taken, ok := publish(ev); !taken {
-				c.published.Add(-int64(due))
-				return msgs[i:], ping, ok
-			}
-			due--
+		if taken, ok := publish(m.event); !taken {
+			c.published.Add(-int64(due))
+			return msgs[i:], ping, ok
 		}
+		due--
 		c.sent[m.project] = m.eventID
 	}
 	if ping {
@@ -786,40 +784,47 @@ func (c *conn) publish(ev *sse.Event) (taken, ok bool) {
 	return ok, ok
 }
 
-// fragmentEvents are the events of one project's state, named for the elements they replace:
-// for a founder the card, the pane and the balance when it was rendered with them; for a
-// visitor the page, and after its last one the event that closes the stream.
-func fragmentEvents(f Fragments, visitor bool) []*sse.Event {
-	id := []byte(strconv.FormatInt(f.EventID, 10))
-	ev := func(name string, data []byte) *sse.Event {
-		return &sse.Event{ID: id, Event: []byte(name), Data: dataLines(data)}
+// stateEvent is one project's state as one r3labs event: r3labs writes an event's fields as
+// they are, so the data of a state's first events carries them whole (their data lines, their
+// names, the next one's id), and the last one's name is the event's own. On the wire these are
+// the state's events, one after the other, as the browser reads them; for r3labs a state is one
+// event: one hop through its stream and one turn of its writer instead of one per element, and a
+// state is never split on a stream.
+func stateEvent(f Fragments, visitor bool) *sse.Event {
+	type element struct {
+		name string
+		data []byte
 	}
-	if f.Ops != nil {
-		return []*sse.Event{ev(views.OpsConsoleID, f.Ops)}
-	}
-	if visitor {
-		evs := []*sse.Event{ev(views.ShareStateID, f.Share)}
+	var els []element
+	switch {
+	case f.Ops != nil:
+		els = []element{{views.OpsConsoleID, f.Ops}}
+	case visitor:
+		els = []element{{views.ShareStateID, f.Share}}
 		if f.Final {
-			evs = append(evs, ev(views.ShareClosedEvent, []byte("closed")))
+			els = append(els, element{views.ShareClosedEvent, []byte("closed")})
 		}
-		return evs
+	default:
+		els = []element{{views.DOMID(views.Card, f.ProjectID), f.Card}, {views.DOMID(views.Pane, f.ProjectID), f.Pane}}
+		if len(f.Credits) > 0 {
+			els = append(els, element{CreditsEvent, f.Credits})
+		}
 	}
-	evs := []*sse.Event{ev(views.DOMID(views.Card, f.ProjectID), f.Card), ev(views.DOMID(views.Pane, f.ProjectID), f.Pane)}
-	if len(f.Credits) > 0 {
-		evs = append(evs, ev(CreditsEvent, f.Credits))
+	id := strconv.FormatInt(f.EventID, 10)
+	var data bytes.Buffer
+	for i, el := range els {
+		if i > 0 {
+			data.WriteString("\nevent: " + els[i-1].name + "\n\nid: " + id + "\ndata: ")
+		}
+		data.Write(bytes.ReplaceAll(el.data, []byte("\n"), []byte("\ndata: ")))
 	}
-	return evs
-}
-
-// dataLines is an event's data as r3labs writes it after "data: " (its SplitData off): each
-// line after the first gets a field name of its own, here, once for every stream. r3labs writes
-// data that starts with ':' as it is (a comment): such data starts with an empty comment line.
-func dataLines(data []byte) []byte {
-	out := bytes.ReplaceAll(data, []byte("\n"), []byte("\ndata: "))
+	out := data.Bytes()
+	// r3labs writes data that starts with ':' as it is (a comment line): such data starts with an
+	// empty comment line instead.
 	if bytes.HasPrefix(out, []byte(":")) {
 		out = append([]byte(":\ndata: "), out...)
 	}
-	return out
+	return &sse.Event{ID: []byte(id), Event: []byte(els[len(els)-1].name), Data: out}
 }
 
 // drop disconnects a client that stopped taking messages; the browser reconnects and resyncs.

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -45,6 +46,7 @@ func BenchmarkSSE10k(b *testing.B) {
 	idle := testkit.SettledMemory()
 
 	var latencies []time.Duration
+	cpu := cpuTime()
 	b.ResetTimer()
 	for i := range b.N {
 		id := int64(i + 2)
@@ -56,6 +58,7 @@ func BenchmarkSSE10k(b *testing.B) {
 		latencies = append(latencies, everyStreamGets(b, clients, len(reqs), id, start)...)
 	}
 	b.StopTimer()
+	cpu = cpuTime() - cpu
 	after := testkit.SettledMemory()
 	clients.Stop()
 	testkit.Until(b, time.Minute, "every stream of the hub gone", func() bool { return h.hub.Clients() == 0 })
@@ -65,6 +68,7 @@ func BenchmarkSSE10k(b *testing.B) {
 	floor := newLoopServer(b)
 	clients = testkit.StartSSEClients(b, floor.addr(), reqs, wait)
 	var floorLatencies []time.Duration
+	floorCPU := cpuTime()
 	for i := range b.N {
 		id := int64(i + 2)
 		start := time.Now()
@@ -75,6 +79,7 @@ func BenchmarkSSE10k(b *testing.B) {
 		}
 		floorLatencies = append(floorLatencies, everyStreamGets(b, clients, len(reqs), id, start)...)
 	}
+	floorCPU = cpuTime() - floorCPU
 	clients.Stop()
 	floor.close()
 
@@ -85,8 +90,19 @@ func BenchmarkSSE10k(b *testing.B) {
 	b.ReportMetric(quantile(floorLatencies, 0.50), "floor-p50-ms")
 	b.ReportMetric(floorP99, "floor-p99-ms")
 	b.ReportMetric(p99/max(floorP99, 0.001), "p99/floor-p99")
+	// The server's CPU per fan-out (the client processes' not included): less moved by the
+	// other work on the machine than the latencies are.
+	b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "cpu-ms/fanout")
+	b.ReportMetric(float64(floorCPU.Milliseconds())/float64(b.N), "floor-cpu-ms/fanout")
 	b.ReportMetric(idle.RSS, "server-rss-MiB")
 	b.ReportMetric(after.RSS, "server-rss-after-MiB")
+}
+
+// cpuTime is the CPU time this process has used, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // everyStreamGets waits until each of n streams has received state id, once, and returns how
