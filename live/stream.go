@@ -13,8 +13,8 @@ import (
 // streamWriter is the response r3labs writes a hijacked stream to. An idle stream holds no
 // buffer: one is taken from a pool when an event is written and given back once its bytes are
 // on the socket, in one write per batch. A batch is every event the stream had been given when
-// the writer caught up with them (conn.published), so a state's card, pane and balance, and
-// every project of a snapshot, leave in one write instead of one each. Only the stream's own
+// the writer caught up with them (conn.published), so every project of a snapshot, or a state
+// and a heartbeat, leave in one write instead of one each. Only the stream's own
 // goroutine (r3labs' ServeHTTP, then close) uses it.
 type streamWriter struct {
 	c       *conn
