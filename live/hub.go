@@ -8,15 +8,18 @@
 package live
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -129,26 +132,40 @@ type conn struct {
 	// operator: the founder is an operator: the stream carries the console too.
 	operator bool
 	hub      *Hub
-	rc       *http.ResponseController
-	// ctx is the stream's request context; cancel ends the stream (see end).
+	// ctx is the stream's own context; cancel ends the stream (see end).
 	ctx      context.Context
 	cancel   context.CancelFunc
 	dropOnce sync.Once
-	// rmu guards rc against a late end (a failed snapshot, a stall's timer) once Serve has
-	// returned: the server may then reuse the response for another request (echo pools them).
+	// published counts the events given to the stream (send), so that its writer knows a
+	// state's events still on their way and writes them out together (streamWriter.Flush).
+	published atomic.Int64
+
+	// rmu guards what end cuts: the hijacked connection (nc), or the response (rc) against a
+	// late end (a failed snapshot, a stall's timer) once Serve has returned, when the server
+	// may reuse it for another request (echo pools them).
 	rmu      sync.Mutex
+	nc       net.Conn
+	rc       *http.ResponseController
 	returned bool
 
 	mu         sync.Mutex
-	latest     map[string]Fragments // the mailbox: per project, the newest state not yet written
-	ping       bool                 // a heartbeat is due
-	subscribed bool                 // the stream has its subscriber: until then, mail waits
-	writing    bool                 // a writer runs (or ended with the connection)
+	latest     map[string]*message // the mailbox: per project, the newest state not yet written
+	ping       bool                // a heartbeat is due
+	subscribed bool                // the stream has its subscriber: until then, mail waits
+	writing    bool                // a writer runs (or ended with the connection)
 
 	// sent is the newest event written per project, so an older state never follows a newer
 	// one. Only the current writer touches it: a poster holding mu while writing is false, or
 	// the writer goroutine while it is true.
 	sent map[string]int64
+}
+
+// message is one project's state as its streams send it: its event made once and shared by
+// every connection that gets it (stateEvent).
+type message struct {
+	eventID int64
+	project string
+	event   *sse.Event
 }
 
 // New returns a Hub; call Run to start its heartbeat and Listen for the database feed.
@@ -181,7 +198,8 @@ func New(opts Options) *Hub {
 	// r3labs' defaults keep every event forever and replay it to each subscriber.
 	srv.AutoReplay = false
 	srv.AutoStream = false
-	srv.SplitData = true // rendered HTML has newlines
+	// Each state's data is split into lines once (stateEvent), not by r3labs on every connection.
+	srv.SplitData = false
 	srv.BufferSize = opts.Buffer
 	srv.Headers = map[string]string{"X-Accel-Buffering": "no"}
 	h := &Hub{opts: opts, srv: srv, byID: map[string]*conn{}, byOwner: map[uuid.UUID]map[string]*conn{},
@@ -227,31 +245,63 @@ var (
 
 // Serve streams the owner's sandbox states until the client goes away, is dropped, or its
 // session ends. It answers ErrTooManyStreams or ErrClosed at once, having written nothing.
+//
+// Over HTTP/1.1 it takes the connection from the server (a hijack) and returns: the stream is
+// served from a goroutine of its own, shallow, instead of the request's, parked under every
+// middleware for the stream's life, and the server's per-connection read and write buffers go
+// with the request (streamWriter holds a buffer only while it writes). Where the connection
+// cannot be taken (HTTP/2), the stream is served here, through the response, until it ends.
 func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, s Stream) error {
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	c := &conn{id: newID(), owner: s.Owner, session: s.Session, share: s.Share, operator: s.Operator && s.Share == nil, hub: h, rc: http.NewResponseController(w),
+	// The request's context ends when its handler returns, and it holds the whole request (the
+	// session's values included): the stream's is its own.
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &conn{id: newID(), owner: s.Owner, session: s.Session, share: s.Share, operator: s.Operator && s.Share == nil, hub: h,
 		ctx: ctx, cancel: cancel, sent: map[string]int64{}}
 	if err := h.add(c); err != nil {
+		cancel()
 		return err
 	}
+	header := w.Header().Clone() // what the middleware set (security headers): the stream's too
+	nc, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		stop := context.AfterFunc(r.Context(), c.end) // the client left
+		defer stop()
+		c.setResponse(http.NewResponseController(w))
+		defer c.handlerReturns()
+		// The server's write timeout would cut the stream: this response has none. (Its
+		// ReadTimeout does not reach it: net/http lifts the read deadline once a body-less
+		// request is read.)
+		_ = c.rc.SetWriteDeadline(time.Time{})
+		h.stream(c, w, s.Ends)
+		return nil
+	}
+	// A hijacked connection keeps the server's deadlines: the stream has none.
+	_ = nc.SetDeadline(time.Time{})
+	sw := &streamWriter{c: c, nc: nc, header: header, chunked: r.ProtoAtLeast(1, 1), flushed: -1}
+	c.setConn(nc)
+	// Nothing reads a hijacked connection, so nothing else would notice its client leave before a
+	// write to it failed (two heartbeats later): its hang-up ends the stream at once.
+	unwatch := watchHangup(nc, c.end)
+	go func() {
+		h.stream(c, sw, s.Ends)
+		unwatch()
+		sw.close()
+	}()
+	return nil
+}
+
+// stream serves c's r3labs stream to w until it ends.
+func (h *Hub) stream(c *conn, w http.ResponseWriter, ends time.Time) {
 	defer h.remove(c)
-	defer c.handlerReturns()
-	// The server's write timeout would cut the stream: this response has none. (Its ReadTimeout
-	// does not reach it: net/http lifts the read deadline once a body-less request is read.)
-	_ = c.rc.SetWriteDeadline(time.Time{})
-	if !s.Ends.IsZero() {
-		expiry := time.AfterFunc(time.Until(s.Ends), c.end)
+	defer c.cancel()
+	if !ends.IsZero() {
+		expiry := time.AfterFunc(time.Until(ends), c.end)
 		defer expiry.Stop()
 	}
-	q := r.URL.Query()
-	q.Set("stream", c.id)
-	r2 := r.Clone(ctx)
-	r2.URL.RawQuery = q.Encode()
-	// Our ids restart the state, not a replay: a stale Last-Event-ID means nothing here.
-	r2.Header.Del("Last-Event-ID")
-	h.srv.ServeHTTP(w, r2)
-	return nil
+	// r3labs reads the stream's id from the query, and its context: nothing else of the request.
+	// (No Last-Event-ID either: our ids restart the state, not a replay.)
+	r, _ := http.NewRequestWithContext(c.ctx, http.MethodGet, "/?stream="+c.id, nil)
+	h.srv.ServeHTTP(w, r)
 }
 
 func (h *Hub) add(c *conn) error {
@@ -357,7 +407,21 @@ func (h *Hub) onSubscribe(streamID string, _ *sse.Subscriber) {
 		c.drop()
 		return
 	}
-	c.post(mail{frags: frags, subscribed: true})
+	c.post(mail{msgs: c.messages(frags), subscribed: true})
+}
+
+// messages are the connection's messages of frags (a visitor's, or a founder's).
+func (c *conn) messages(frags []Fragments) []*message {
+	return newMessages(frags, c.share != nil)
+}
+
+// newMessages makes each fragment's message once, for every connection that gets it.
+func newMessages(frags []Fragments, visitor bool) []*message {
+	out := make([]*message, len(frags))
+	for i, f := range frags {
+		out[i] = &message{eventID: f.EventID, project: f.ProjectID, event: stateEvent(f, visitor)}
+	}
+	return out
 }
 
 // snapshot is what a connection starts with: its founder's every current state, or a visitor's
@@ -390,7 +454,7 @@ func (h *Hub) Deliver(ctx context.Context, owner, sandboxID uuid.UUID, eventID i
 			h.opts.Logger.Warn("live: render failed", "sandbox_id", sandboxID, "err", err)
 		} else {
 			f.EventID = max(f.EventID, eventID)
-			m := mail{frags: []Fragments{f}}
+			m := mail{msgs: newMessages([]Fragments{f}, false)}
 			for _, c := range conns {
 				c.post(m)
 			}
@@ -407,7 +471,7 @@ func (h *Hub) Deliver(ctx context.Context, owner, sandboxID uuid.UUID, eventID i
 		return
 	}
 	f.EventID = max(f.EventID, eventID)
-	m := mail{frags: []Fragments{f}}
+	m := mail{msgs: newMessages([]Fragments{f}, true)}
 	for _, c := range visitors {
 		if c.share.Project.String() == f.ProjectID { // only that project's visitors
 			c.post(m)
@@ -456,7 +520,7 @@ func (h *Hub) deliverOps() {
 		h.opts.Logger.Warn("live: render of the operator's console failed", "err", err)
 		return
 	}
-	m := mail{frags: []Fragments{f}}
+	m := mail{msgs: newMessages([]Fragments{f}, false)}
 	for _, c := range conns {
 		c.post(m)
 	}
@@ -489,7 +553,7 @@ func (h *Hub) EndShare(link uuid.UUID) {
 	}
 	h.mu.Unlock()
 	for _, c := range ended {
-		c.post(mail{frags: []Fragments{{EventID: math.MaxInt64, ProjectID: c.share.Project.String(), Share: h.opts.ShareEnded, Final: true}}})
+		c.post(mail{msgs: c.messages([]Fragments{{EventID: math.MaxInt64, ProjectID: c.share.Project.String(), Share: h.opts.ShareEnded, Final: true}})})
 		time.AfterFunc(h.opts.StallTimeout, c.end)
 	}
 }
@@ -516,8 +580,9 @@ func (h *Hub) Resync(ctx context.Context) {
 			h.opts.Logger.Warn("live: resync failed", "err", err)
 			continue
 		}
+		m := mail{msgs: newMessages(frags, false)}
 		for _, c := range h.conns(h.byOwner, o) {
-			c.post(mail{frags: frags})
+			c.post(m)
 		}
 	}
 	for p, conns := range projects {
@@ -526,8 +591,9 @@ func (h *Hub) Resync(ctx context.Context) {
 			h.opts.Logger.Warn("live: resync of a visitor's page failed", "err", err)
 			continue
 		}
+		m := mail{msgs: newMessages([]Fragments{f}, true)}
 		for _, c := range conns {
-			c.post(mail{frags: []Fragments{f}})
+			c.post(m)
 		}
 	}
 }
@@ -589,9 +655,9 @@ func (h *Hub) Clients() int {
 
 // mail is what is posted to a connection.
 type mail struct {
-	frags      []Fragments // projects' new states
-	ping       bool        // a heartbeat
-	subscribed bool        // the stream has its subscriber now: the writing may start
+	msgs       []*message // projects' new states
+	ping       bool       // a heartbeat
+	subscribed bool       // the stream has its subscriber now: the writing may start
 }
 
 // post hands mail to the connection. When nothing is waiting and the stream has room, the
@@ -600,18 +666,18 @@ type mail struct {
 // mailbox, which keeps the newest state of each project, and the writer is started unless one
 // runs. Mail posted before the stream has its subscriber waits for it.
 func (c *conn) post(m mail) {
-	frags, ping := m.frags, m.ping
+	msgs, ping := m.msgs, m.ping
 	c.mu.Lock()
 	c.subscribed = c.subscribed || m.subscribed
 	if c.subscribed && !c.writing && len(c.latest) == 0 && !c.ping {
-		frags, ping, _ = c.send(frags, ping, c.tryPublish)
+		msgs, ping, _ = c.send(msgs, ping, c.tryPublish)
 	}
-	for _, f := range frags {
-		if old, ok := c.latest[f.ProjectID]; !ok || f.EventID >= old.EventID {
+	for _, m := range msgs {
+		if old, ok := c.latest[m.project]; !ok || m.eventID >= old.eventID {
 			if c.latest == nil {
-				c.latest = map[string]Fragments{}
+				c.latest = map[string]*message{}
 			}
-			c.latest[f.ProjectID] = f
+			c.latest[m.project] = m
 		}
 	}
 	c.ping = c.ping || ping
@@ -639,41 +705,64 @@ func (c *conn) write() {
 			return
 		}
 		c.mu.Unlock()
-		frags := make([]Fragments, 0, len(mail))
-		for _, f := range mail {
-			frags = append(frags, f)
+		msgs := make([]*message, 0, len(mail))
+		for _, m := range mail {
+			msgs = append(msgs, m)
 		}
-		if _, _, ok := c.send(frags, ping, c.publish); !ok {
+		if _, _, ok := c.send(msgs, ping, c.publish); !ok {
 			return
 		}
 	}
 }
 
-// send writes frags, then the heartbeat when ping, with publish, skipping any state older than
+// send writes msgs, then the heartbeat when ping, with publish, skipping any state older than
 // one already sent. It stops at the first event publish refuses and returns what is left; ok
 // is false when publish gave up on the connection.
-func (c *conn) send(frags []Fragments, ping bool, publish func(*sse.Event) (taken, ok bool)) (rest []Fragments, restPing, ok bool) {
-	for i, f := range frags {
-		if f.EventID < c.sent[f.ProjectID] {
-			continue // a newer state of this project already went out
+func (c *conn) send(msgs []*message, ping bool, publish func(*sse.Event) (taken, ok bool)) (rest []*message, restPing, ok bool) {
+	// The events about to go are counted before the first goes, so that the stream's writer
+	// waits for them all and writes them at once (streamWriter.Flush); those the stream
+	// refuses are taken back, and always follow later (the rest is mail).
+	due := 0
+	for _, m := range msgs {
+		if c.due(m) {
+			due++
 		}
-		if c.share != nil && f.EventID == c.sent[f.ProjectID] {
-			continue // the visitor's page shows no countdown: the same state drawn again is the same
-		}
-		for _, ev := range fragmentEvents(f, c.share != nil) {
-			if taken, ok := publish(ev); !taken {
-				return frags[i:], ping, ok
-			}
-		}
-		c.sent[f.ProjectID] = f.EventID
 	}
 	if ping {
-		if taken, ok := publish(&sse.Event{Comment: []byte("ping")}); !taken {
+		due++
+	}
+	c.published.Add(int64(due))
+	for i, m := range msgs {
+		if !c.due(m) {
+			continue
+		}
+		if taken, ok := publish(m.event); !taken {
+			c.published.Add(-int64(due))
+			return msgs[i:], ping, ok
+		}
+		due--
+		c.sent[m.project] = m.eventID
+	}
+	if ping {
+		if taken, ok := publish(heartbeat); !taken {
+			c.published.Add(-1)
 			return nil, true, ok
 		}
 	}
 	return nil, false, true
 }
+
+// due says whether m is still to be sent on this connection.
+func (c *conn) due(m *message) bool {
+	if m.eventID < c.sent[m.project] {
+		return false // a newer state of this project already went out
+	}
+	// The visitor's page shows no countdown: the same state drawn again is the same.
+	return c.share == nil || m.eventID != c.sent[m.project]
+}
+
+// heartbeat is the keep-alive comment, the same event for every stream.
+var heartbeat = &sse.Event{Comment: []byte("ping")}
 
 // tryPublish queues ev on the connection's stream if it has room now.
 func (c *conn) tryPublish(ev *sse.Event) (taken, ok bool) {
@@ -698,29 +787,47 @@ func (c *conn) publish(ev *sse.Event) (taken, ok bool) {
 	return ok, ok
 }
 
-// fragmentEvents are the events of one project's state, named for the elements they replace:
-// for a founder the card, the pane and the balance when it was rendered with them; for a
-// visitor the page, and after its last one the event that closes the stream.
-func fragmentEvents(f Fragments, visitor bool) []*sse.Event {
-	id := []byte(strconv.FormatInt(f.EventID, 10))
-	if f.Ops != nil {
-		return []*sse.Event{{ID: id, Event: []byte(views.OpsConsoleID), Data: f.Ops}}
+// stateEvent is one project's state as one r3labs event: r3labs writes an event's fields as
+// they are, so the data of a state's first events carries them whole (their data lines, their
+// names, the next one's id), and the last one's name is the event's own. On the wire these are
+// the state's events, one after the other, as the browser reads them; for r3labs a state is one
+// event: one hop through its stream and one turn of its writer instead of one per element, and a
+// state is never split on a stream.
+func stateEvent(f Fragments, visitor bool) *sse.Event {
+	type element struct {
+		name string
+		data []byte
 	}
-	if visitor {
-		evs := []*sse.Event{{ID: id, Event: []byte(views.ShareStateID), Data: f.Share}}
+	var els []element
+	switch {
+	case f.Ops != nil:
+		els = []element{{views.OpsConsoleID, f.Ops}}
+	case visitor:
+		els = []element{{views.ShareStateID, f.Share}}
 		if f.Final {
-			evs = append(evs, &sse.Event{ID: id, Event: []byte(views.ShareClosedEvent), Data: []byte("closed")})
+			els = append(els, element{views.ShareClosedEvent, []byte("closed")})
 		}
-		return evs
+	default:
+		els = []element{{views.DOMID(views.Card, f.ProjectID), f.Card}, {views.DOMID(views.Pane, f.ProjectID), f.Pane}}
+		if len(f.Credits) > 0 {
+			els = append(els, element{CreditsEvent, f.Credits})
+		}
 	}
-	evs := []*sse.Event{
-		{ID: id, Event: []byte(views.DOMID(views.Card, f.ProjectID)), Data: f.Card},
-		{ID: id, Event: []byte(views.DOMID(views.Pane, f.ProjectID)), Data: f.Pane},
+	id := strconv.FormatInt(f.EventID, 10)
+	var data bytes.Buffer
+	for i, el := range els {
+		if i > 0 {
+			data.WriteString("\nevent: " + els[i-1].name + "\n\nid: " + id + "\ndata: ")
+		}
+		data.Write(bytes.ReplaceAll(el.data, []byte("\n"), []byte("\ndata: ")))
 	}
-	if len(f.Credits) > 0 {
-		evs = append(evs, &sse.Event{ID: id, Event: []byte(CreditsEvent), Data: f.Credits})
+	out := data.Bytes()
+	// r3labs writes data that starts with ':' as it is (a comment line): such data starts with an
+	// empty comment line instead.
+	if bytes.HasPrefix(out, []byte(":")) {
+		out = append([]byte(":\ndata: "), out...)
 	}
-	return evs
+	return &sse.Event{ID: []byte(id), Event: []byte(els[len(els)-1].name), Data: out}
 }
 
 // drop disconnects a client that stopped taking messages; the browser reconnects and resyncs.
@@ -733,15 +840,31 @@ func (c *conn) drop() {
 	})
 }
 
-// end finishes the stream. Its writes are made to fail at once, so a handler blocked writing to
-// a stalled client gets going again, and the request's context ends, which ends the stream.
+// end finishes the stream. Its writes are made to fail at once, so a writer blocked on a
+// stalled client gets going again, and its context ends, which ends the stream.
 func (c *conn) end() {
 	c.rmu.Lock()
-	if !c.returned {
+	switch {
+	case c.nc != nil:
+		_ = c.nc.SetWriteDeadline(time.Now())
+	case c.rc != nil && !c.returned:
 		_ = c.rc.SetWriteDeadline(time.Now())
 	}
 	c.rmu.Unlock()
 	c.cancel()
+}
+
+// setConn and setResponse give end what to cut: the hijacked connection, or the response.
+func (c *conn) setConn(nc net.Conn) {
+	c.rmu.Lock()
+	c.nc = nc
+	c.rmu.Unlock()
+}
+
+func (c *conn) setResponse(rc *http.ResponseController) {
+	c.rmu.Lock()
+	c.rc = rc
+	c.rmu.Unlock()
 }
 
 // handlerReturns marks the end of Serve: from then on nothing touches the response.

@@ -354,6 +354,12 @@ type watchedWriter struct {
 
 func (w *watchedWriter) Flush() { w.Unwrap().(http.Flusher).Flush() }
 
+// Hijack refuses, as over HTTP/2: the stream is served through this response (a hijacked one
+// never touches it again).
+func (w *watchedWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return nil, nil, http.ErrNotSupported
+}
+
 // Unwrap is how http.ResponseController reaches the connection (write deadlines, flushes).
 func (w *watchedWriter) Unwrap() http.ResponseWriter {
 	if w.returned.Load() {
