@@ -646,11 +646,19 @@ func (h *Hub) all() []*conn {
 	return out
 }
 
-// Clients is the number of open connections on this instance.
+// Clients is the number of live streams on this instance: connections that have their first
+// state (their snapshot) and so carry every change from then on. A connection still waiting for
+// its snapshot is not counted: a change made then reaches it only as part of the snapshot.
 func (h *Hub) Clients() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.byID)
+	n := 0
+	for _, c := range h.all() {
+		c.mu.Lock()
+		if c.subscribed {
+			n++
+		}
+		c.mu.Unlock()
+	}
+	return n
 }
 
 // mail is what is posted to a connection.
