@@ -40,6 +40,14 @@ func setupVersions(t testing.TB) versioned {
 	return versioned{testBundle: b, host: host, v: versions.New(b.pool, b.svc.VersionMade)}
 }
 
+// runningPreview is a new founder's project with a preview running its version 1.
+func (v versioned) runningPreview(t testing.TB) (db.User, db.Project, db.Sandbox) {
+	t.Helper()
+	u, _ := founder(t, v.pool, 5)
+	p := healProject(t, v.testBundle, u.ID, db.PauseKindMemory, "")
+	return u, p, v.buildRunning(t, u.ID, p.ID)
+}
+
 // change makes a version of the project from files written over the current one (and deleted
 // paths), failing the test on any error.
 func (v versioned) change(t testing.TB, owner, project uuid.UUID, files map[string]string, del ...string) db.Version {
@@ -128,9 +136,7 @@ func TestPausedPreviewWakesWithTheNewestVersion(t *testing.T) {
 	t.Parallel()
 	v := setupVersions(t)
 	ctx := context.Background()
-	u, _ := founder(t, v.pool, 5)
-	p := healProject(t, v.testBundle, u.ID, db.PauseKindMemory, "")
-	sb := v.buildRunning(t, u.ID, p.ID)
+	u, p, sb := v.runningPreview(t)
 	if _, err := v.svc.RequestPause(ctx, u.ID, sb.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -170,9 +176,7 @@ func TestLostFileComesBackAsTheCurrentVersion(t *testing.T) {
 	t.Parallel()
 	v := setupVersions(t)
 	ctx := context.Background()
-	u, _ := founder(t, v.pool, 5)
-	p := healProject(t, v.testBundle, u.ID, db.PauseKindMemory, "")
-	sb := v.buildRunning(t, u.ID, p.ID)
+	u, p, sb := v.runningPreview(t)
 	v.change(t, u.ID, p.ID, map[string]string{"page.html": "<h1>Version two</h1>\n"})
 	v.waitHistory(t, u.ID, p.ID, "Version 2 is live")
 	if _, err := v.svc.RequestPause(ctx, u.ID, sb.ID); err != nil {
@@ -215,9 +219,7 @@ func TestVersionThatDoesNotStartIsUndoneByARestore(t *testing.T) {
 	t.Parallel()
 	v := setupVersions(t)
 	ctx := context.Background()
-	u, _ := founder(t, v.pool, 5)
-	p := healProject(t, v.testBundle, u.ID, db.PauseKindMemory, "")
-	sb := v.buildRunning(t, u.ID, p.ID)
+	u, p, sb := v.runningPreview(t)
 	v.change(t, u.ID, p.ID, map[string]string{"server.js": `throw new Error("broken on purpose in version 2")`})
 	text := v.waitHistory(t, u.ID, p.ID, "Version 2 didn't start: ")
 	if !strings.Contains(text, "broken on purpose in version 2") {
@@ -242,9 +244,7 @@ func TestRebuildBuildsTheCurrentVersion(t *testing.T) {
 	t.Parallel()
 	v := setupVersions(t)
 	ctx := context.Background()
-	u, _ := founder(t, v.pool, 5)
-	p := healProject(t, v.testBundle, u.ID, db.PauseKindMemory, "")
-	sb := v.buildRunning(t, u.ID, p.ID)
+	u, p, sb := v.runningPreview(t)
 	if _, err := v.svc.RequestPause(ctx, u.ID, sb.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -293,9 +293,7 @@ func readBothWays(t *testing.T, svc *lifecycle.Service, owner, projectID, sandbo
 func TestPreviewEndsOnTheNewestOfManyVersions(t *testing.T) {
 	t.Parallel()
 	v := setupVersions(t)
-	u, _ := founder(t, v.pool, 5)
-	p := healProject(t, v.testBundle, u.ID, db.PauseKindMemory, "")
-	sb := v.buildRunning(t, u.ID, p.ID)
+	u, p, sb := v.runningPreview(t)
 	var wg sync.WaitGroup
 	for i := range 10 {
 		wg.Go(func() { v.change(t, u.ID, p.ID, map[string]string{fmt.Sprintf("w%d.txt", i): "x"}) })
@@ -338,9 +336,7 @@ func TestProjectLockLetsAnApplyRecordItsOutcome(t *testing.T) {
 	t.Parallel()
 	v := setupVersions(t)
 	ctx := context.Background()
-	u, _ := founder(t, v.pool, 5)
-	p := healProject(t, v.testBundle, u.ID, db.PauseKindMemory, "")
-	sb := v.buildRunning(t, u.ID, p.ID)
+	u, p, sb := v.runningPreview(t)
 	writer, err := v.pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
