@@ -373,11 +373,12 @@ func (w *watchedWriter) Unwrap() http.ResponseWriter {
 // client left and the handler returned, and dropping that connection leaves the response alone.
 func TestStreamLeavesItsResponseOnceItsHandlerReturned(t *testing.T) {
 	t.Parallel()
-	returned, failed := make(chan struct{}), make(chan struct{})
+	asked, returned, failed := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var subscriber string // the goroutine that asked for the state, and drops the stream
 	st := newFakeState(10)
 	hub := live.New(live.Options{Render: st.render, Registerer: prometheus.NewRegistry(),
 		Snapshot: func(context.Context, uuid.UUID) ([]live.Fragments, error) {
+			close(asked)
 			<-returned
 			subscriber = goroutine()
 			defer close(failed)
@@ -397,12 +398,19 @@ func TestStreamLeavesItsResponseOnceItsHandlerReturned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cancel() // the client leaves before its first state
+	// The client leaves once its first state is asked for, before it is made: a client that
+	// leaves sooner is never asked for one.
+	select {
+	case <-asked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream's first state was never asked for")
+	}
+	cancel()
 	res.Body.Close()
 	select {
 	case <-failed:
 	case <-time.After(10 * time.Second):
-		t.Fatal("the stream's first state was never asked for")
+		t.Fatal("the stream's first state was never made")
 	}
 	// The failed state drops the connection right after, in the same goroutine: once that
 	// goroutine has left the hub, whatever it did to the response is done.
