@@ -64,6 +64,7 @@ func BenchmarkSSEAppMemory(b *testing.B) {
 		b.ReportMetric(app.Goroutines, "goroutines/stream")
 		b.ReportMetric(app.StackKiB, "stack-KiB/stream")
 		b.ReportMetric(app.HeapKiB, "heap-KiB/stream")
+		b.ReportMetric(app.HeapFreeKiB, "heap-free-KiB/stream")
 		b.ReportMetric(floor.KiB, "floor-KiB/stream")
 		b.ReportMetric(app.KiB/floor.KiB, "KiB/floor-KiB")
 	}

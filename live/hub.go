@@ -66,6 +66,9 @@ type Options struct {
 	StallTimeout time.Duration
 	// Buffer is how many messages r3labs queues between a writer and its client (default 32).
 	Buffer int
+	// SnapshotWorkers is how many connections' snapshots are made at once (default 8); the
+	// rest wait their turn in a queue.
+	SnapshotWorkers int
 	// MaxPerFounder is how many streams one founder may hold open on this instance (default
 	// 20). One browser shares one stream between its tabs, so this is about 20 browsers.
 	MaxPerFounder int
@@ -115,6 +118,11 @@ type Hub struct {
 	opsPending bool
 	opsLast    time.Time
 	operators  int
+
+	// The connections waiting for their snapshot, and the goroutines making them (onSubscribe).
+	snapMu      sync.Mutex
+	snapQueue   []*conn
+	snapWorkers int
 
 	metrics *metrics
 	// dispatch delivers what LISTEN notices, off its loop (dispatch.go).
@@ -181,6 +189,9 @@ func New(opts Options) *Hub {
 	}
 	if opts.MaxPerFounder == 0 {
 		opts.MaxPerFounder = 20
+	}
+	if opts.SnapshotWorkers == 0 {
+		opts.SnapshotWorkers = 8
 	}
 	if opts.OpsEvery == 0 {
 		opts.OpsEvery = time.Second
@@ -387,9 +398,14 @@ func unindex(index map[uuid.UUID]map[string]*conn, c *conn) {
 	}
 }
 
-// onSubscribe runs once a connection's stream has its subscriber: the connection starts with
-// its founder's whole state (a visitor's: its link's page), and the mail held until now follows
-// (newer states win).
+// onSubscribe runs once a connection's stream has its subscriber (on a goroutine r3labs starts
+// for it): the connection starts with its founder's whole state (a visitor's: its link's page),
+// and the mail held until now follows (newer states win). The snapshots are made by at most
+// SnapshotWorkers goroutines, this one among them while there are fewer: a burst of
+// connections (every client reconnecting after a deploy) waits in a queue, not as a goroutine
+// per connection parked on the database pool, which would hold the pool from every other
+// request and leave the process those goroutines' records and a fragmented heap for as long as
+// it runs (docs/architecture.md, "Live updates").
 func (h *Hub) onSubscribe(streamID string, _ *sse.Subscriber) {
 	h.mu.Lock()
 	c := h.byID[streamID]
@@ -397,6 +413,41 @@ func (h *Hub) onSubscribe(streamID string, _ *sse.Subscriber) {
 	if c == nil {
 		return
 	}
+	h.snapMu.Lock()
+	h.snapQueue = append(h.snapQueue, c)
+	work := h.snapWorkers < h.opts.SnapshotWorkers
+	if work {
+		h.snapWorkers++
+	}
+	h.snapMu.Unlock()
+	if work {
+		h.snapshots()
+	}
+}
+
+// snapshots sends the queued connections their first state until the queue is empty.
+func (h *Hub) snapshots() {
+	for {
+		h.snapMu.Lock()
+		if len(h.snapQueue) == 0 {
+			h.snapQueue = nil
+			h.snapWorkers--
+			h.snapMu.Unlock()
+			return
+		}
+		c := h.snapQueue[0]
+		h.snapQueue[0] = nil
+		h.snapQueue = h.snapQueue[1:]
+		h.snapMu.Unlock()
+		if c.ctx.Err() == nil { // its client may have left while it waited
+			h.sendSnapshot(c)
+		}
+	}
+}
+
+// sendSnapshot makes c's snapshot and posts it; a connection without one is dropped (it
+// reconnects and asks again).
+func (h *Hub) sendSnapshot(c *conn) {
 	ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
 	frags, err := h.snapshot(ctx, c)
 	cancel()

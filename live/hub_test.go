@@ -447,3 +447,59 @@ func goroutineStack(head string) string {
 	}
 	return ""
 }
+
+// A burst of connections (every client reconnecting after a deploy) is given its snapshots by
+// at most SnapshotWorkers at once, so it never holds more of the database pool than that, and
+// every one of them gets its snapshot; one whose client left while it waited costs none.
+func TestABurstOfStreamsMakesAtMostSnapshotWorkersSnapshotsAtOnce(t *testing.T) {
+	t.Parallel()
+	const workers, streams = 3, 40
+	var running, most, made atomic.Int64
+	release := make(chan struct{})
+	h := newHubServer(t, 64, func(o *live.Options) {
+		o.SnapshotWorkers = workers
+		snapshot := o.Snapshot
+		o.Snapshot = func(ctx context.Context, owner uuid.UUID) ([]live.Fragments, error) {
+			n := running.Add(1)
+			defer running.Add(-1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			made.Add(1)
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			return snapshot(ctx, owner)
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// The first workers' snapshots wait on release, so every other stream queues behind them.
+	for range workers {
+		h.stream(t, ctx, uuid.New())
+	}
+	testkit.Until(t, 10*time.Second, "the first snapshots under way", func() bool { return running.Load() == workers })
+	left, leave := context.WithCancel(ctx)
+	leaver := h.stream(t, left, uuid.New())
+	for range streams - workers - 1 {
+		h.stream(t, ctx, uuid.New())
+	}
+	time.Sleep(100 * time.Millisecond) // every stream queued, none past the workers
+	leave()
+	for range leaver {
+	}
+	testkit.Until(t, 10*time.Second, "the hub to see the client leave", func() bool {
+		return h.counter(t, "sandman_sse_clients") == streams-1
+	})
+	close(release)
+	testkit.Until(t, 10*time.Second, "every stream but the one that left has its snapshot", func() bool {
+		return h.hub.Clients() == streams-1
+	})
+	if got := most.Load(); got > workers {
+		t.Fatalf("%d snapshots were made at once, want at most SnapshotWorkers (%d)", got, workers)
+	}
+	if got := made.Load(); got != streams-1 {
+		t.Fatalf("%d snapshots made for %d streams of which one left while queued, want %d", got, streams, streams-1)
+	}
+}

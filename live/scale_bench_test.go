@@ -171,6 +171,7 @@ func BenchmarkSSEMemory(b *testing.B) {
 				b.ReportMetric(hub.Goroutines, "hub-goroutines/stream")
 				b.ReportMetric(hub.StackKiB, "hub-stack-KiB/stream")
 				b.ReportMetric(hub.HeapKiB, "hub-heap-KiB/stream")
+				b.ReportMetric(hub.HeapFreeKiB, "hub-heap-free-KiB/stream")
 				b.ReportMetric(bare.KiB, "floor-KiB/stream")
 				b.ReportMetric(bare.Goroutines, "floor-goroutines/stream")
 				b.ReportMetric(bare.StackKiB, "floor-stack-KiB/stream")

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -246,10 +247,11 @@ func RaiseFileLimit(n uint64) bool {
 }
 
 // Memory is this process's resident memory, its heap and goroutine stacks in use, in MiB, and
-// its goroutines.
+// its goroutines. HeapFree is the part of Heap that holds no object: the free room in spans that
+// still hold some (the heap's fragmentation).
 type Memory struct {
-	RSS, Heap, Stacks float64
-	Goroutines        int
+	RSS, Heap, HeapFree, Stacks float64
+	Goroutines                  int
 }
 
 // SettledMemory measures this process after a collection that returns its free pages to the
@@ -262,7 +264,10 @@ func SettledMemory() Memory {
 	debug.FreeOSMemory()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	m := Memory{Goroutines: runtime.NumGoroutine(), Heap: float64(ms.HeapInuse) / (1 << 20), Stacks: float64(ms.StackInuse) / (1 << 20)}
+	unused := []metrics.Sample{{Name: "/memory/classes/heap/unused:bytes"}}
+	metrics.Read(unused)
+	m := Memory{Goroutines: runtime.NumGoroutine(), Heap: float64(ms.HeapInuse) / (1 << 20),
+		HeapFree: float64(unused[0].Value.Uint64()) / (1 << 20), Stacks: float64(ms.StackInuse) / (1 << 20)}
 	status, _ := os.ReadFile("/proc/self/status")
 	for _, line := range strings.Split(string(status), "\n") {
 		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
@@ -274,9 +279,10 @@ func SettledMemory() Memory {
 }
 
 // StreamMemory is what a server's streams cost: per stream (resident memory, and of it the
-// heap and the goroutine stacks, in KiB; goroutines), and the process's whole RSS with them.
+// heap, the heap's free room in its spans, and the goroutine stacks, in KiB; goroutines), and
+// the process's whole RSS with them.
 type StreamMemory struct {
-	KiB, HeapKiB, StackKiB, Goroutines, RSS float64
+	KiB, HeapKiB, HeapFreeKiB, StackKiB, Goroutines, RSS float64
 }
 
 // StreamServer is a server MeasureStreams measures: its address, what waits until it holds
@@ -301,7 +307,8 @@ func MeasureStreams(tb testing.TB, reqs []SSERequest, readyID string, start func
 	srv.Stop()
 	n := float64(len(reqs))
 	return StreamMemory{KiB: (with.RSS - before.RSS) * 1024 / n, HeapKiB: (with.Heap - before.Heap) * 1024 / n,
-		StackKiB: (with.Stacks - before.Stacks) * 1024 / n, Goroutines: float64(with.Goroutines-before.Goroutines) / n, RSS: with.RSS}
+		HeapFreeKiB: (with.HeapFree - before.HeapFree) * 1024 / n,
+		StackKiB:    (with.Stacks - before.Stacks) * 1024 / n, Goroutines: float64(with.Goroutines-before.Goroutines) / n, RSS: with.RSS}
 }
 
 // NewBareSSEServer is the floor of a net/http SSE server: each stream a handler that writes
