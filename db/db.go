@@ -48,7 +48,7 @@ func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 		cfg.MaxConns = defaultMaxConns
 	}
 	cfg.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
-		encodeUUIDs(c.TypeMap())
+		uuidsAsBytes(c.TypeMap())
 		return nil
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)

@@ -10,10 +10,10 @@ import (
 	"sandman/db/dbtest"
 )
 
-// A uuid.UUID argument reaches the database as the same uuid whether its parameter is a uuid,
-// text or NULL, and a uuid parameter takes its 16 bytes directly (two allocations; through its
-// text and back, twenty), not its text parsed back (db.encodeUUIDs).
-func TestUUIDArgumentsAreSentAsTheirBytes(t *testing.T) {
+// A uuid.UUID goes to the database and comes back as the same uuid whatever the database's
+// type (uuid, text) and NULL or not, and a uuid travels as its 16 bytes (two allocations to
+// send one, none to read one), not its text parsed back (db.uuidsAsBytes).
+func TestUUIDsTravelAsTheirBytes(t *testing.T) {
 	ctx := context.Background()
 	pool := dbtest.NewPool(t)
 	id := uuid.New()
@@ -26,6 +26,16 @@ func TestUUIDArgumentsAreSentAsTheirBytes(t *testing.T) {
 	if asUUID != id.String() || asText != id.String() || !isNull {
 		t.Fatalf("sent %s as a uuid, as text and a nil one: the database read %s, %s, NULL %v", id, asUUID, asText, isNull)
 	}
+	var fromUUID, fromText, fromNull uuid.UUID
+	var nullable = &id
+	if err := pool.QueryRow(ctx, "SELECT $1::uuid, $1::uuid::text, NULL::uuid, NULL::uuid", id.String()).
+		Scan(&fromUUID, &fromText, &fromNull, &nullable); err != nil {
+		t.Fatal(err)
+	}
+	if fromUUID != id || fromText != id || fromNull != uuid.Nil || nullable != nil {
+		t.Fatalf("read %s as a uuid, as text, a NULL and a NULL into a pointer: %s, %s, %s, %v", id, fromUUID, fromText, fromNull, nullable)
+	}
+
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -33,12 +43,20 @@ func TestUUIDArgumentsAreSentAsTheirBytes(t *testing.T) {
 	defer conn.Release()
 	m := conn.Conn().TypeMap()
 	buf := make([]byte, 0, 64)
-	allocs := testing.AllocsPerRun(100, func() {
+	if allocs := testing.AllocsPerRun(100, func() {
 		if _, err := m.Encode(pgtype.UUIDOID, pgtype.BinaryFormatCode, id, buf); err != nil {
 			t.Fatal(err)
 		}
-	})
-	if allocs > 2 {
-		t.Fatalf("encoding a uuid.UUID argument makes %.0f allocations, want at most 2: it went through its text (driver.Valuer), not its bytes", allocs)
+	}); allocs > 2 {
+		t.Fatalf("sending a uuid.UUID makes %.0f allocations, want at most 2: it went through its text (driver.Valuer), not its bytes", allocs)
+	}
+	var got uuid.UUID
+	plan := m.PlanScan(pgtype.UUIDOID, pgtype.BinaryFormatCode, &got)
+	if allocs := testing.AllocsPerRun(100, func() {
+		if err := plan.Scan(id[:], &got); err != nil {
+			t.Fatal(err)
+		}
+	}); allocs > 0 || got != id {
+		t.Fatalf("reading a uuid into a uuid.UUID made %.0f allocations (want none: through its text, sql.Scanner, it makes some) and read %s, want %s", allocs, got, id)
 	}
 }
