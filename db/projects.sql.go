@@ -302,7 +302,8 @@ SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects
        (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id,
        (SELECT v.number FROM versions v WHERE v.id = s.deployed_version_id)::integer AS deployed_number,
        coalesce((SELECT v.number FROM versions v WHERE v.id = s.deploying_version_id), 0)::integer AS deploying_number,
-       (SELECT count(*) FROM projects o WHERE o.owner_id = $1)::integer AS project_count
+       (SELECT count(*) FROM projects o WHERE o.owner_id = $1)::integer AS project_count,
+       (SELECT u.credits FROM users u WHERE u.id = $1)::integer AS credits
 FROM projects
 LEFT JOIN LATERAL (SELECT v.number, v.file_count FROM versions v WHERE v.project_id = projects.id
     ORDER BY v.number DESC LIMIT 1) cur ON true
@@ -326,12 +327,14 @@ type ListProjectStatesByOwnerRow struct {
 	DeployedNumber  int32
 	DeployingNumber int32
 	ProjectCount    int32
+	Credits         int32
 }
 
 // The dashboard's read in one round trip: each of the founder's projects that has a sandbox,
 // as GetProjectStateOfSandbox reads it (its newest sandbox with its build, newest change and
-// versions), in ListProjectsByOwner's order, and how many projects the founder has in all:
-// fewer rows than that means some were never built (lifecycle.Projects then reads the list).
+// versions), in ListProjectsByOwner's order; how many projects the founder has in all (fewer
+// rows than that means some were never built: lifecycle.Projects then reads the list); and the
+// founder's credits, the page header's balance.
 func (q *Queries) ListProjectStatesByOwner(ctx context.Context, ownerID uuid.UUID) ([]ListProjectStatesByOwnerRow, error) {
 	rows, err := q.db.Query(ctx, listProjectStatesByOwner, ownerID)
 	if err != nil {
@@ -420,6 +423,7 @@ func (q *Queries) ListProjectStatesByOwner(ctx context.Context, ownerID uuid.UUI
 			&i.DeployedNumber,
 			&i.DeployingNumber,
 			&i.ProjectCount,
+			&i.Credits,
 		); err != nil {
 			return nil, err
 		}

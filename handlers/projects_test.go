@@ -114,9 +114,10 @@ func TestCreateProjectFromStarter(t *testing.T) {
 }
 
 // The dashboard and the API's list show every project, newest first, each built one with its
-// sandbox, whether all, some or none were built (the list's read is one query when all were,
-// lifecycle.Projects).
-func TestProjectListShowsBuiltAndUnbuiltProjectsInOrder(t *testing.T) {
+// sandbox, whether all, some or none were built, and the dashboard's header the balance as it
+// is after each build (the page reads all of it in one query when every project was built,
+// lifecycle.Projects; the session does not read the balance for it).
+func TestProjectListShowsBuiltAndUnbuiltProjectsAndTheBalance(t *testing.T) {
 	t.Parallel()
 	b := webOnly(t)
 	c := b.NewClient(t)
@@ -162,6 +163,9 @@ func TestProjectListShowsBuiltAndUnbuiltProjectsInOrder(t *testing.T) {
 		}
 		if n := strings.Count(page, "Not built yet"); n != len(ids)-len(sandboxes) {
 			t.Fatalf("%s: %d cards say Not built yet, want %d", when, n, len(ids)-len(sandboxes))
+		}
+		if got, want := apptest.ByTestID(t, page, "credits").Text, fmt.Sprintf("%d credits", c.Credits()); got != want {
+			t.Fatalf("%s: the dashboard's header says %q, want %q", when, got, want)
 		}
 	}
 	check("none built")

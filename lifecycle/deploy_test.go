@@ -282,9 +282,12 @@ func readEveryWay(t *testing.T, svc *lifecycle.Service, owner, projectID, sandbo
 	if !reflect.DeepEqual(byID, bySandbox) {
 		t.Fatalf("the project's state read by its sandbox differs from the one read by its id:\n%+v\n%+v", bySandbox, byID)
 	}
-	list, err := svc.Projects(ctx, owner)
+	list, credits, err := svc.Projects(ctx, owner)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if want, err := svc.Credits(ctx, owner); err != nil || credits != want {
+		t.Fatalf("the founder's list says %d credits, want %d (%v)", credits, want, err)
 	}
 	i := slices.IndexFunc(list, func(v lifecycle.ProjectView) bool { return v.Project.ID == projectID })
 	if i < 0 {

@@ -62,14 +62,15 @@ func (s *Service) withSandbox(v *ProjectView, sb *db.Sandbox, b *db.Build, last 
 	}
 }
 
-// Projects returns the founder's projects with their current state, in one round trip when
-// every project has a sandbox (ListProjectStatesByOwner). Like every read here it only reads
-// the database: rendering a card for the live feed must not queue work. Pages opened by the
-// founder ask for verification themselves (VerifyStale).
-func (s *Service) Projects(ctx context.Context, owner uuid.UUID) ([]ProjectView, error) {
+// Projects returns the founder's projects with their current state, and the founder's credits
+// (a page's header shows them), in one round trip when every project has a sandbox
+// (ListProjectStatesByOwner). Like every read here it only reads the database: rendering a card
+// for the live feed must not queue work. Pages opened by the founder ask for verification
+// themselves (VerifyStale).
+func (s *Service) Projects(ctx context.Context, owner uuid.UUID) ([]ProjectView, int32, error) {
 	states, err := s.q.ListProjectStatesByOwner(ctx, owner)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	out := make([]ProjectView, len(states))
 	for i := range states {
@@ -79,13 +80,19 @@ func (s *Service) Projects(ctx context.Context, owner uuid.UUID) ([]ProjectView,
 		out[i].DeployedVersion, out[i].DeployingVersion = p.DeployedNumber, p.DeployingNumber
 	}
 	if len(states) > 0 && int(states[0].ProjectCount) == len(states) {
-		return out, nil
+		return out, states[0].Credits, nil
 	}
 	// Some projects were never built (or there are none): the whole list, each with its state
-	// read above if it has one.
+	// read above if it has one, and the credits if no row brought them.
+	var credits int32
+	if len(states) > 0 {
+		credits = states[0].Credits
+	} else if credits, err = s.Credits(ctx, owner); err != nil {
+		return nil, 0, err
+	}
 	projects, err := s.q.ListProjectsByOwner(ctx, owner)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	built := make(map[uuid.UUID]*ProjectView, len(out))
 	for i := range out {
@@ -99,7 +106,7 @@ func (s *Service) Projects(ctx context.Context, owner uuid.UUID) ([]ProjectView,
 		}
 		all[i] = ProjectView{Project: p.Project, FileCount: int(p.FileCount), Shared: p.Shared, CurrentVersion: p.CurrentVersion}
 	}
-	return all, nil
+	return all, credits, nil
 }
 
 // Project returns one of the founder's projects with its current state, in two queries that
