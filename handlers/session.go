@@ -227,7 +227,8 @@ func ownBalance(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// pageCredits are the logged-in founder's credits, read for this page's request (loadUser).
+// pageCredits are the logged-in founder's credits, read for this page's request (loadUser, or
+// the page itself: ownBalance).
 func pageCredits(c echo.Context) int32 {
 	n, _ := c.Get(ctxCreditsKey).(int32)
 	return n

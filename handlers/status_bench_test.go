@@ -21,17 +21,7 @@ import (
 // json and dashboard send one kind at its target rate. Each reports its floor beside it: a
 // bare pgx point read behind loopback HTTP at the same rate, in the same run.
 func BenchmarkStatusRead(b *testing.B) {
-	s := webOnly(b)
-	c := s.NewClient(b)
-	c.SignUp("reader@example.com")
-	var sandboxes []string
-	for range 10 {
-		var p struct{ ID string }
-		apptest.RequireStatus(b, c.API(http.MethodPost, "/api/projects", map[string]string{"starter": "counter"}, &p), http.StatusCreated)
-		var res struct{ Sandbox struct{ ID string } }
-		apptest.RequireStatus(b, c.API(http.MethodPost, "/api/projects/"+p.ID+"/builds", map[string]string{"idempotencyKey": p.ID}, &res), http.StatusAccepted)
-		sandboxes = append(sandboxes, res.Sandbox.ID)
-	}
+	s, c, sandboxes := statusReader(b)
 	api := func(i int) string { return "/api/sandboxes/" + sandboxes[i%len(sandboxes)] }
 	for _, run := range []struct {
 		name string
@@ -136,21 +126,11 @@ func quantileMs(samples []time.Duration, p float64) float64 {
 // BenchmarkStatusReadHandler is one status read served by the instance's handler itself, with
 // every middleware and no network: the CPU time, bytes and allocations a JSON status and a
 // dashboard page cost on the server (BenchmarkStatusRead's tails follow them on two shared
-// cores). The same founder as BenchmarkStatusRead: ten projects, each with a sandbox.
+// cores), for the same founder (statusReader).
 func BenchmarkStatusReadHandler(b *testing.B) {
-	s := webOnly(b)
-	c := s.NewClient(b)
-	c.SignUp("reader@example.com")
-	var sandbox string
-	for range 10 {
-		var p struct{ ID string }
-		apptest.RequireStatus(b, c.API(http.MethodPost, "/api/projects", map[string]string{"starter": "counter"}, &p), http.StatusCreated)
-		var res struct{ Sandbox struct{ ID string } }
-		apptest.RequireStatus(b, c.API(http.MethodPost, "/api/projects/"+p.ID+"/builds", map[string]string{"idempotencyKey": p.ID}, &res), http.StatusAccepted)
-		sandbox = res.Sandbox.ID
-	}
+	s, c, sandboxes := statusReader(b)
 	h := s.Handler()
-	for _, run := range []struct{ name, path string }{{"json", "/api/sandboxes/" + sandbox}, {"dashboard", "/"}} {
+	for _, run := range []struct{ name, path string }{{"json", "/api/sandboxes/" + sandboxes[0]}, {"dashboard", "/"}} {
 		b.Run(run.name, func(b *testing.B) {
 			req := httptest.NewRequest(http.MethodGet, c.URL(run.path), nil)
 			for _, ck := range c.HTTP().Jar.Cookies(req.URL) {
@@ -166,4 +146,22 @@ func BenchmarkStatusReadHandler(b *testing.B) {
 			}
 		})
 	}
+}
+
+// statusReader starts a web instance with the status reads' founder: ten projects, each built
+// once. It returns the founder's client and the ten sandboxes.
+func statusReader(b *testing.B) (*stack, *apptest.Client, []string) {
+	b.Helper()
+	s := webOnly(b)
+	c := s.NewClient(b)
+	c.SignUp("reader@example.com")
+	var sandboxes []string
+	for range 10 {
+		var p struct{ ID string }
+		apptest.RequireStatus(b, c.API(http.MethodPost, "/api/projects", map[string]string{"starter": "counter"}, &p), http.StatusCreated)
+		var res struct{ Sandbox struct{ ID string } }
+		apptest.RequireStatus(b, c.API(http.MethodPost, "/api/projects/"+p.ID+"/builds", map[string]string{"idempotencyKey": p.ID}, &res), http.StatusAccepted)
+		sandboxes = append(sandboxes, res.Sandbox.ID)
+	}
+	return s, c, sandboxes
 }
