@@ -177,6 +177,26 @@ func TestProjectListShowsBuiltAndUnbuiltProjectsAndTheBalance(t *testing.T) {
 	}
 }
 
+// A dashboard that fails answers with the error page, whose header shows the founder and the
+// balance as every page's does: the dashboard reads the balance with its projects (ownBalance),
+// so its error page reads it then.
+func TestFailedDashboardsErrorPageShowsTheBalance(t *testing.T) {
+	t.Parallel()
+	b := webOnly(t)
+	c := b.NewClient(t)
+	c.SignUp("failed-dashboard@example.com")
+	newCounter(t, c)
+	// The dashboard's statement reads share_links; the balance's does not. (The test's own database.)
+	if _, err := b.Pool().Exec(t.Context(), "ALTER TABLE share_links RENAME TO share_links_hidden"); err != nil {
+		t.Fatal(err)
+	}
+	r := c.Get("/")
+	apptest.RequireStatus(t, r, http.StatusInternalServerError)
+	if got, want := apptest.ByTestID(t, r.Body, "credits").Text, fmt.Sprintf("%d credits", c.Credits()); got != want {
+		t.Fatalf("the failed dashboard's error page says %q in its header, want %q", got, want)
+	}
+}
+
 func TestUploadProject(t *testing.T) {
 	t.Parallel()
 	b := webOnly(t)
