@@ -46,7 +46,7 @@ func DemoFounder(ctx context.Context, cfg Config, email, password string) error 
 	if err != nil {
 		return err
 	}
-	shown, err := life.Projects(ctx, u.ID)
+	shown, _, err := life.Projects(ctx, u.ID)
 	if err != nil {
 		return err
 	}

@@ -47,6 +47,10 @@ func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 		// notifier, elector, producer and completer each want a connection beside the jobs'.
 		cfg.MaxConns = defaultMaxConns
 	}
+	cfg.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
+		uuidsAsBytes(c.TypeMap())
+		return nil
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)

@@ -294,6 +294,147 @@ func (q *Queries) InsertProject(ctx context.Context, arg InsertProjectParams) (P
 	return i, err
 }
 
+const listProjectStatesByOwner = `-- name: ListProjectStatesByOwner :many
+SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself,
+       coalesce(cur.file_count, 0)::integer AS file_count, coalesce(cur.number, 0)::integer AS current_version,
+       EXISTS (SELECT 1 FROM share_links l WHERE l.project_id = projects.id)::boolean AS shared,
+       s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail,
+       (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id,
+       (SELECT v.number FROM versions v WHERE v.id = s.deployed_version_id)::integer AS deployed_number,
+       coalesce((SELECT v.number FROM versions v WHERE v.id = s.deploying_version_id), 0)::integer AS deploying_number,
+       (SELECT count(*) FROM projects o WHERE o.owner_id = $1)::integer AS project_count,
+       (SELECT u.credits FROM users u WHERE u.id = $1)::integer AS credits
+FROM projects
+LEFT JOIN LATERAL (SELECT v.number, v.file_count FROM versions v WHERE v.project_id = projects.id
+    ORDER BY v.number DESC LIMIT 1) cur ON true
+JOIN sandboxes s ON s.id = (SELECT n.id FROM sandboxes n WHERE n.project_id = projects.id
+    ORDER BY n.created_at DESC LIMIT 1)
+JOIN builds b ON b.id = s.build_id
+JOIN sandbox_events e ON e.id = (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id
+    AND NOT (ev.source = 'visitor' AND ev.from_status = ev.to_status))
+WHERE projects.owner_id = $1 ORDER BY projects.created_at DESC, projects.id
+`
+
+type ListProjectStatesByOwnerRow struct {
+	Project         Project
+	FileCount       int32
+	CurrentVersion  int32
+	Shared          bool
+	Sandbox         Sandbox
+	Build           Build
+	SandboxEvent    SandboxEvent
+	LatestEventID   int64
+	DeployedNumber  int32
+	DeployingNumber int32
+	ProjectCount    int32
+	Credits         int32
+}
+
+// The dashboard's read in one round trip: each of the founder's projects that has a sandbox,
+// as GetProjectStateOfSandbox reads it (its newest sandbox with its build, newest change and
+// versions), in ListProjectsByOwner's order; how many projects the founder has in all (fewer
+// rows than that means some were never built: lifecycle.Projects then reads the list); and the
+// founder's credits, the page header's balance.
+func (q *Queries) ListProjectStatesByOwner(ctx context.Context, ownerID uuid.UUID) ([]ListProjectStatesByOwnerRow, error) {
+	rows, err := q.db.Query(ctx, listProjectStatesByOwner, ownerID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ListProjectStatesByOwnerRow{}
+	for rows.Next() {
+		var i ListProjectStatesByOwnerRow
+		if err := rows.Scan(
+			&i.Project.ID,
+			&i.Project.OwnerID,
+			&i.Project.Name,
+			&i.Project.Starter,
+			&i.Project.InstallCommand,
+			&i.Project.StartCommand,
+			&i.Project.Port,
+			&i.Project.PauseKind,
+			&i.Project.CreatedAt,
+			&i.Project.ReloadsItself,
+			&i.FileCount,
+			&i.CurrentVersion,
+			&i.Shared,
+			&i.Sandbox.ID,
+			&i.Sandbox.ProviderID,
+			&i.Sandbox.OwnerID,
+			&i.Sandbox.ProjectID,
+			&i.Sandbox.BuildID,
+			&i.Sandbox.Status,
+			&i.Sandbox.SnapshotKind,
+			&i.Sandbox.PreviewURL,
+			&i.Sandbox.EnvdToken,
+			&i.Sandbox.ProviderDomain,
+			&i.Sandbox.LastActiveAt,
+			&i.Sandbox.LastVerifiedAt,
+			&i.Sandbox.VerificationFailures,
+			&i.Sandbox.StateChangedAt,
+			&i.Sandbox.LastEventAt,
+			&i.Sandbox.EndAt,
+			&i.Sandbox.KilledAt,
+			&i.Sandbox.KilledReason,
+			&i.Sandbox.FailureCause,
+			&i.Sandbox.Recreated,
+			&i.Sandbox.KillRequested,
+			&i.Sandbox.Version,
+			&i.Sandbox.CreatedAt,
+			&i.Sandbox.PauseRequestedAt,
+			&i.Sandbox.AppChangedFiles,
+			&i.Sandbox.FilesSeenAt,
+			&i.Sandbox.MissingSince,
+			&i.Sandbox.DeployedVersionID,
+			&i.Sandbox.DeployingVersionID,
+			&i.Sandbox.DeployingSince,
+			&i.Sandbox.DeployingJob,
+			&i.Sandbox.KilledDetail,
+			&i.Sandbox.FailureDetail,
+			&i.Sandbox.Vcpus,
+			&i.Sandbox.MemoryMib,
+			&i.Sandbox.LifetimeSeconds,
+			&i.Build.ID,
+			&i.Build.ProjectID,
+			&i.Build.Version,
+			&i.Build.Status,
+			&i.Build.Stage,
+			&i.Build.Error,
+			&i.Build.Kind,
+			&i.Build.CreatedAt,
+			&i.Build.FinishedAt,
+			&i.Build.FilesVersionID,
+			&i.SandboxEvent.ID,
+			&i.SandboxEvent.SandboxID,
+			&i.SandboxEvent.FromStatus,
+			&i.SandboxEvent.ToStatus,
+			&i.SandboxEvent.Source,
+			&i.SandboxEvent.Reason,
+			&i.SandboxEvent.ProviderEventID,
+			&i.SandboxEvent.ProviderTimestamp,
+			&i.SandboxEvent.CreatedAt,
+			&i.SandboxEvent.Files,
+			&i.SandboxEvent.VersionNumber,
+			&i.SandboxEvent.DurationMs,
+			&i.SandboxEvent.Output,
+			&i.SandboxEvent.ViaToken,
+			&i.SandboxEvent.Detail,
+			&i.LatestEventID,
+			&i.DeployedNumber,
+			&i.DeployingNumber,
+			&i.ProjectCount,
+			&i.Credits,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listProjectsByOwner = `-- name: ListProjectsByOwner :many
 SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself,
        coalesce(cur.file_count, 0)::integer AS file_count, coalesce(cur.number, 0)::integer AS current_version,

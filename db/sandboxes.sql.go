@@ -214,7 +214,10 @@ type GetCurrentSandboxStateRow struct {
 	DeployingNumber int32
 }
 
-// One project's newest sandbox as ListCurrentSandboxesByOwner reads each, in one round trip.
+// One project's newest sandbox with its build, its newest change (every sandbox has one from
+// its creation: why it is in its state) and its newest event's id (the version of its state for
+// live updates: a visitor's note that it found the preview gone is newer than the change), in
+// one round trip (ListProjectStatesByOwner reads each of the founder's the same way).
 func (q *Queries) GetCurrentSandboxState(ctx context.Context, projectID uuid.UUID) (GetCurrentSandboxStateRow, error) {
 	row := q.db.QueryRow(ctx, getCurrentSandboxState, projectID)
 	var i GetCurrentSandboxStateRow
@@ -580,6 +583,81 @@ func (q *Queries) GetSandboxForUpdate(ctx context.Context, id uuid.UUID) (Sandbo
 	return i, err
 }
 
+const getSandboxStatus = `-- name: GetSandboxStatus :one
+SELECT x.id, x.provider_id, x.owner_id, x.project_id, x.build_id, x.status, x.snapshot_kind, x.preview_url, x.envd_token, x.provider_domain, x.last_active_at, x.last_verified_at, x.verification_failures, x.state_changed_at, x.last_event_at, x.end_at, x.killed_at, x.killed_reason, x.failure_cause, x.recreated, x.kill_requested, x.version, x.created_at, x.pause_requested_at, x.app_changed_files, x.files_seen_at, x.missing_since, x.deployed_version_id, x.deploying_version_id, x.deploying_since, x.deploying_job, x.killed_detail, x.failure_detail, x.vcpus, x.memory_mib, x.lifetime_seconds,
+       (x.id = (SELECT n.id FROM sandboxes n WHERE n.project_id = x.project_id
+           ORDER BY n.created_at DESC LIMIT 1))::boolean AS is_current,
+       (SELECT v.number FROM versions v WHERE v.id = x.deployed_version_id)::integer AS deployed_number,
+       coalesce((SELECT v.number FROM versions v WHERE v.project_id = x.project_id
+           ORDER BY v.number DESC LIMIT 1), 0)::integer AS current_version
+FROM sandboxes x
+JOIN projects p ON p.id = x.project_id AND p.owner_id = $1
+WHERE x.id = $2 AND x.owner_id = $1
+`
+
+type GetSandboxStatusParams struct {
+	OwnerID   uuid.UUID
+	SandboxID uuid.UUID
+}
+
+type GetSandboxStatusRow struct {
+	Sandbox        Sandbox
+	IsCurrent      bool
+	DeployedNumber int32
+	CurrentVersion int32
+}
+
+// One of the founder's sandboxes for the JSON status read (docs/api.md), in one round trip:
+// its row, whether it is its project's current (newest) sandbox, the version its files are
+// and its project's newest version (as GetProjectStateOfSandbox reads them). No build, change
+// or history: the answer shows none.
+func (q *Queries) GetSandboxStatus(ctx context.Context, arg GetSandboxStatusParams) (GetSandboxStatusRow, error) {
+	row := q.db.QueryRow(ctx, getSandboxStatus, arg.OwnerID, arg.SandboxID)
+	var i GetSandboxStatusRow
+	err := row.Scan(
+		&i.Sandbox.ID,
+		&i.Sandbox.ProviderID,
+		&i.Sandbox.OwnerID,
+		&i.Sandbox.ProjectID,
+		&i.Sandbox.BuildID,
+		&i.Sandbox.Status,
+		&i.Sandbox.SnapshotKind,
+		&i.Sandbox.PreviewURL,
+		&i.Sandbox.EnvdToken,
+		&i.Sandbox.ProviderDomain,
+		&i.Sandbox.LastActiveAt,
+		&i.Sandbox.LastVerifiedAt,
+		&i.Sandbox.VerificationFailures,
+		&i.Sandbox.StateChangedAt,
+		&i.Sandbox.LastEventAt,
+		&i.Sandbox.EndAt,
+		&i.Sandbox.KilledAt,
+		&i.Sandbox.KilledReason,
+		&i.Sandbox.FailureCause,
+		&i.Sandbox.Recreated,
+		&i.Sandbox.KillRequested,
+		&i.Sandbox.Version,
+		&i.Sandbox.CreatedAt,
+		&i.Sandbox.PauseRequestedAt,
+		&i.Sandbox.AppChangedFiles,
+		&i.Sandbox.FilesSeenAt,
+		&i.Sandbox.MissingSince,
+		&i.Sandbox.DeployedVersionID,
+		&i.Sandbox.DeployingVersionID,
+		&i.Sandbox.DeployingSince,
+		&i.Sandbox.DeployingJob,
+		&i.Sandbox.KilledDetail,
+		&i.Sandbox.FailureDetail,
+		&i.Sandbox.Vcpus,
+		&i.Sandbox.MemoryMib,
+		&i.Sandbox.LifetimeSeconds,
+		&i.IsCurrent,
+		&i.DeployedNumber,
+		&i.CurrentVersion,
+	)
+	return i, err
+}
+
 const getSharedSandboxByProject = `-- name: GetSharedSandboxByProject :one
 SELECT s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id,
     (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id
@@ -731,116 +809,6 @@ func (q *Queries) InsertSandbox(ctx context.Context, arg InsertSandboxParams) (S
 		&i.LifetimeSeconds,
 	)
 	return i, err
-}
-
-const listCurrentSandboxesByOwner = `-- name: ListCurrentSandboxesByOwner :many
-SELECT DISTINCT ON (s.project_id) s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail,
-    (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id,
-    (SELECT v.number FROM versions v WHERE v.id = s.deployed_version_id)::integer AS deployed_number,
-    coalesce((SELECT v.number FROM versions v WHERE v.id = s.deploying_version_id), 0)::integer AS deploying_number
-FROM sandboxes s JOIN builds b ON b.id = s.build_id
-JOIN sandbox_events e ON e.id = (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id
-    AND NOT (ev.source = 'visitor' AND ev.from_status = ev.to_status))
-WHERE s.owner_id = $1
-ORDER BY s.project_id, s.created_at DESC
-`
-
-type ListCurrentSandboxesByOwnerRow struct {
-	Sandbox         Sandbox
-	Build           Build
-	SandboxEvent    SandboxEvent
-	LatestEventID   int64
-	DeployedNumber  int32
-	DeployingNumber int32
-}
-
-// Each project's newest sandbox with its build, its newest change (every sandbox has one from
-// its creation: why it is in its state) and its newest event's id (the version of its state for
-// live updates: a visitor's note that it found the preview gone is newer than the change), for
-// the dashboard and the JSON API.
-func (q *Queries) ListCurrentSandboxesByOwner(ctx context.Context, ownerID uuid.UUID) ([]ListCurrentSandboxesByOwnerRow, error) {
-	rows, err := q.db.Query(ctx, listCurrentSandboxesByOwner, ownerID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []ListCurrentSandboxesByOwnerRow{}
-	for rows.Next() {
-		var i ListCurrentSandboxesByOwnerRow
-		if err := rows.Scan(
-			&i.Sandbox.ID,
-			&i.Sandbox.ProviderID,
-			&i.Sandbox.OwnerID,
-			&i.Sandbox.ProjectID,
-			&i.Sandbox.BuildID,
-			&i.Sandbox.Status,
-			&i.Sandbox.SnapshotKind,
-			&i.Sandbox.PreviewURL,
-			&i.Sandbox.EnvdToken,
-			&i.Sandbox.ProviderDomain,
-			&i.Sandbox.LastActiveAt,
-			&i.Sandbox.LastVerifiedAt,
-			&i.Sandbox.VerificationFailures,
-			&i.Sandbox.StateChangedAt,
-			&i.Sandbox.LastEventAt,
-			&i.Sandbox.EndAt,
-			&i.Sandbox.KilledAt,
-			&i.Sandbox.KilledReason,
-			&i.Sandbox.FailureCause,
-			&i.Sandbox.Recreated,
-			&i.Sandbox.KillRequested,
-			&i.Sandbox.Version,
-			&i.Sandbox.CreatedAt,
-			&i.Sandbox.PauseRequestedAt,
-			&i.Sandbox.AppChangedFiles,
-			&i.Sandbox.FilesSeenAt,
-			&i.Sandbox.MissingSince,
-			&i.Sandbox.DeployedVersionID,
-			&i.Sandbox.DeployingVersionID,
-			&i.Sandbox.DeployingSince,
-			&i.Sandbox.DeployingJob,
-			&i.Sandbox.KilledDetail,
-			&i.Sandbox.FailureDetail,
-			&i.Sandbox.Vcpus,
-			&i.Sandbox.MemoryMib,
-			&i.Sandbox.LifetimeSeconds,
-			&i.Build.ID,
-			&i.Build.ProjectID,
-			&i.Build.Version,
-			&i.Build.Status,
-			&i.Build.Stage,
-			&i.Build.Error,
-			&i.Build.Kind,
-			&i.Build.CreatedAt,
-			&i.Build.FinishedAt,
-			&i.Build.FilesVersionID,
-			&i.SandboxEvent.ID,
-			&i.SandboxEvent.SandboxID,
-			&i.SandboxEvent.FromStatus,
-			&i.SandboxEvent.ToStatus,
-			&i.SandboxEvent.Source,
-			&i.SandboxEvent.Reason,
-			&i.SandboxEvent.ProviderEventID,
-			&i.SandboxEvent.ProviderTimestamp,
-			&i.SandboxEvent.CreatedAt,
-			&i.SandboxEvent.Files,
-			&i.SandboxEvent.VersionNumber,
-			&i.SandboxEvent.DurationMs,
-			&i.SandboxEvent.Output,
-			&i.SandboxEvent.ViaToken,
-			&i.SandboxEvent.Detail,
-			&i.LatestEventID,
-			&i.DeployedNumber,
-			&i.DeployingNumber,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
 }
 
 const listReconcileRows = `-- name: ListReconcileRows :many

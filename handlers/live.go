@@ -53,11 +53,7 @@ func RenderSandbox(l *lifecycle.Service) func(context.Context, uuid.UUID, uuid.U
 // RenderSnapshot renders every current card and pane of a founder for a (re)connection.
 func RenderSnapshot(l *lifecycle.Service) func(context.Context, uuid.UUID) ([]live.Fragments, error) {
 	return func(ctx context.Context, owner uuid.UUID) ([]live.Fragments, error) {
-		views, err := l.Projects(ctx, owner)
-		if err != nil {
-			return nil, err
-		}
-		credits, err := l.Credits(ctx, owner)
+		views, credits, err := l.Projects(ctx, owner)
 		if err != nil {
 			return nil, err
 		}

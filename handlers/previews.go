@@ -283,26 +283,28 @@ func (h *Handlers) apiGetSandbox(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v, err := h.Lifecycle.ProjectOfSandbox(c.Request().Context(), principal(c).Founder.ID, id)
+	st, err := h.Lifecycle.SandboxStatus(c.Request().Context(), principal(c).Founder.ID, id)
 	if err != nil {
 		return err
 	}
-	if v.Sandbox == nil || v.Sandbox.ID != id { // an older sandbox of the project runs nothing now
-		sb, err := h.Lifecycle.OwnedSandbox(c.Request().Context(), principal(c).Founder.ID, id)
-		if err != nil {
-			return err
-		}
-		return c.JSON(http.StatusOK, h.toSandboxJSON(sb))
+	if !st.Current { // an older sandbox of the project runs nothing now
+		return c.JSON(http.StatusOK, h.toSandboxJSON(st.Sandbox))
 	}
-	return c.JSON(http.StatusOK, h.sandboxOfView(v))
+	return c.JSON(http.StatusOK, h.currentSandboxJSON(st.Sandbox, st.DeployedVersion, st.Waiting))
 }
 
 // sandboxOfView is the project's current sandbox with the version it runs and the one waiting.
 func (h *Handlers) sandboxOfView(v lifecycle.ProjectView) sandboxJSON {
-	out := h.toSandboxJSON(*v.Sandbox)
-	out.Version = &v.DeployedVersion
-	if w := v.Waiting(); w != 0 {
-		out.PendingVersion = &w
+	return h.currentSandboxJSON(*v.Sandbox, v.DeployedVersion, v.Waiting())
+}
+
+// currentSandboxJSON is a project's current sandbox with the version it runs and the one
+// waiting (0: none).
+func (h *Handlers) currentSandboxJSON(sb db.Sandbox, deployed, waiting int32) sandboxJSON {
+	out := h.toSandboxJSON(sb)
+	out.Version = &deployed
+	if waiting != 0 {
+		out.PendingVersion = &waiting
 	}
 	return out
 }

@@ -17,13 +17,14 @@ import (
 
 func (h *Handlers) dashboard(c echo.Context) error {
 	ctx := c.Request().Context()
-	rows, err := h.Lifecycle.Projects(ctx, principal(c).Founder.ID)
+	rows, credits, err := h.Lifecycle.Projects(ctx, principal(c).Founder.ID)
 	if err != nil {
 		return err
 	}
 	// Opening a page is what asks the provider for the truth of stale rows, in the background.
 	h.Lifecycle.VerifyStale(ctx, rows...)
-	p := views.DashboardPage{Layout: h.layout(c, "Your projects")}
+	c.Set(ctxCreditsKey, credits) // the header's balance, read with the projects (routes.go)
+	p := views.DashboardPage{Layout: h.layout(c, "Your projects"), Projects: make([]views.Preview, 0, len(rows))}
 	for _, r := range rows {
 		p.Projects = append(p.Projects, previewVM(h.Lifecycle, r, p.Now, p.CSRF))
 	}
@@ -160,7 +161,7 @@ func toProjectJSON(p db.Project) projectJSON {
 }
 
 func (h *Handlers) apiListProjects(c echo.Context) error {
-	rows, err := h.Lifecycle.Projects(c.Request().Context(), principal(c).Founder.ID)
+	rows, _, err := h.Lifecycle.Projects(c.Request().Context(), principal(c).Founder.ID)
 	if err != nil {
 		return err
 	}

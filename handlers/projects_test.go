@@ -113,6 +113,90 @@ func TestCreateProjectFromStarter(t *testing.T) {
 	apptest.RequireContains(t, r.Body, "Not built yet")
 }
 
+// The dashboard and the API's list show every project, newest first, each built one with its
+// sandbox, whether all, some or none were built, and the dashboard's header the balance as it
+// is after each build (the page reads all of it in one query when every project was built,
+// lifecycle.Projects; the session does not read the balance for it).
+func TestProjectListShowsBuiltAndUnbuiltProjectsAndTheBalance(t *testing.T) {
+	t.Parallel()
+	b := webOnly(t)
+	c := b.NewClient(t)
+	c.SignUp("some-built@example.com")
+	var ids []string // oldest first
+	for _, name := range []string{"First", "Second", "Third"} {
+		var p struct{ ID string }
+		apptest.RequireStatus(t, c.API(http.MethodPost, "/api/projects", map[string]string{"name": name, "starter": "counter"}, &p), http.StatusCreated)
+		ids = append(ids, p.ID)
+	}
+	sandboxes := map[string]string{} // project → sandbox
+	check := func(when string) {
+		t.Helper()
+		var list []struct {
+			ID      string
+			Sandbox *struct{ ID string }
+		}
+		apptest.RequireStatus(t, c.API(http.MethodGet, "/api/projects", nil, &list), http.StatusOK)
+		var got, want []string
+		for _, p := range list {
+			sb := ""
+			if p.Sandbox != nil {
+				sb = p.Sandbox.ID
+			}
+			got = append(got, p.ID+" "+sb)
+		}
+		for i := range ids {
+			id := ids[len(ids)-1-i]
+			want = append(want, id+" "+sandboxes[id])
+		}
+		if g, w := strings.Join(got, "; "), strings.Join(want, "; "); g != w {
+			t.Fatalf("%s: GET /api/projects lists (project sandbox) %s, want %s", when, g, w)
+		}
+		page := c.Get("/").Body
+		var cards []string
+		for _, m := range regexp.MustCompile(`id="card-([0-9a-f-]{36})"`).FindAllStringSubmatch(page, -1) {
+			cards = append(cards, m[1])
+		}
+		for i := range ids {
+			if i >= len(cards) || cards[i] != ids[len(ids)-1-i] {
+				t.Fatalf("%s: the dashboard's cards are %v, want the projects newest first", when, cards)
+			}
+		}
+		if n := strings.Count(page, "Not built yet"); n != len(ids)-len(sandboxes) {
+			t.Fatalf("%s: %d cards say Not built yet, want %d", when, n, len(ids)-len(sandboxes))
+		}
+		if got, want := apptest.ByTestID(t, page, "credits").Text, fmt.Sprintf("%d credits", c.Credits()); got != want {
+			t.Fatalf("%s: the dashboard's header says %q, want %q", when, got, want)
+		}
+	}
+	check("none built")
+	for _, i := range []int{1, 0, 2} {
+		var res struct{ Sandbox struct{ ID string } }
+		apptest.RequireStatus(t, c.API(http.MethodPost, "/api/projects/"+ids[i]+"/builds", map[string]string{"idempotencyKey": ids[i]}, &res), http.StatusAccepted)
+		sandboxes[ids[i]] = res.Sandbox.ID
+		check(fmt.Sprintf("%d of %d built", len(sandboxes), len(ids)))
+	}
+}
+
+// A dashboard that fails answers with the error page, whose header shows the founder and the
+// balance as every page's does: the dashboard reads the balance with its projects (ownBalance),
+// so its error page reads it then.
+func TestFailedDashboardsErrorPageShowsTheBalance(t *testing.T) {
+	t.Parallel()
+	b := webOnly(t)
+	c := b.NewClient(t)
+	c.SignUp("failed-dashboard@example.com")
+	newCounter(t, c)
+	// The dashboard's statement reads share_links; the balance's does not. (The test's own database.)
+	if _, err := b.Pool().Exec(t.Context(), "ALTER TABLE share_links RENAME TO share_links_hidden"); err != nil {
+		t.Fatal(err)
+	}
+	r := c.Get("/")
+	apptest.RequireStatus(t, r, http.StatusInternalServerError)
+	if got, want := apptest.ByTestID(t, r.Body, "credits").Text, fmt.Sprintf("%d credits", c.Credits()); got != want {
+		t.Fatalf("the failed dashboard's error page says %q in its header, want %q", got, want)
+	}
+}
+
 func TestUploadProject(t *testing.T) {
 	t.Parallel()
 	b := webOnly(t)

@@ -71,8 +71,11 @@ func (h *Handlers) routes(e *echo.Echo) {
 	o.POST("/sandboxes/:id/pause", h.opsAction((*lifecycle.Service).OperatorPause))
 	o.POST("/sandboxes/:id/kill", h.opsAction((*lifecycle.Service).OperatorKill))
 
+	// The dashboard reads the founder's balance with its projects, in one round trip
+	// (lifecycle.Projects): the pages' chain, with ownBalance telling the session not to read
+	// it first. (On e, not in a group of its own, whose catch-all would replace the pages'.)
+	e.GET("/", h.dashboard, h.limitBody, ownBalance, h.session, h.csrf, requireUser)
 	app := s.Group("", requireUser)
-	app.GET("/", h.dashboard)
 	app.GET("/projects/new", h.newProjectPage)
 	app.POST("/projects", h.createFromStarter)
 	app.POST("/projects/upload", h.createFromUpload)

@@ -178,7 +178,8 @@ func (h *Handlers) session(next echo.HandlerFunc) echo.HandlerFunc {
 // runs right after the session is loaded, and marks that it was (hasSession). The founder comes
 // from memory in the common case (accounts.Service.Founder), as the session does (its store): a
 // JSON request costs no round trip for either. A page shows the founder's credits, which change
-// with every build, so a page's request reads them fresh (pageCredits).
+// with every build, so a page's request reads them fresh (pageCredits), here or, for a page that
+// reads them with its own read (ownBalance: the dashboard), there.
 func (h *Handlers) loadUser(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		c.Set(ctxSessionKey, true)
@@ -193,7 +194,7 @@ func (h *Handlers) loadUser(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		f, err := h.Accounts.Founder(ctx, id)
-		if err == nil && answersOf(c) == answerPage {
+		if err == nil && answersOf(c) == answerPage && c.Get(ctxOwnBalanceKey) == nil {
 			var credits int32
 			if credits, err = h.Lifecycle.Credits(ctx, id); err == nil {
 				c.Set(ctxCreditsKey, credits)
@@ -212,9 +213,22 @@ func (h *Handlers) loadUser(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-const ctxCreditsKey = "sandman.credits"
+const (
+	ctxCreditsKey    = "sandman.credits"
+	ctxOwnBalanceKey = "sandman.own-balance"
+)
 
-// pageCredits are the logged-in founder's credits, read for this page's request (loadUser).
+// ownBalance marks a page that reads the founder's credits with its own read (the dashboard,
+// routes.go), which the session then does not read first.
+func ownBalance(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		c.Set(ctxOwnBalanceKey, true)
+		return next(c)
+	}
+}
+
+// pageCredits are the logged-in founder's credits, read for this page's request (loadUser, or
+// the page itself: ownBalance).
 func pageCredits(c echo.Context) int32 {
 	n, _ := c.Get(ctxCreditsKey).(int32)
 	return n
@@ -293,7 +307,17 @@ func (h *Handlers) layout(c echo.Context, title string) views.Layout {
 	}
 	l := views.Layout{Title: title, CSRF: h.csrfToken(c), Now: time.Now()}
 	if p := principal(c); p != nil {
-		l.User = &views.User{ID: p.Founder.ID.String(), Email: p.Founder.Email, Credits: pageCredits(c)}
+		credits, read := c.Get(ctxCreditsKey).(int32)
+		if !read && c.Get(ctxOwnBalanceKey) != nil {
+			// A page that reads its own balance failed before it did (this is its error page):
+			// read it now, and if that fails too show no founder, as when the session's read
+			// fails (loadUser).
+			var err error
+			if credits, err = h.Lifecycle.Credits(c.Request().Context(), p.Founder.ID); err != nil {
+				return l
+			}
+		}
+		l.User = &views.User{ID: p.Founder.ID.String(), Email: p.Founder.Email, Credits: credits}
 	}
 	return l
 }

@@ -1,7 +1,9 @@
 package handlers_test
 
 import (
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -19,17 +21,7 @@ import (
 // json and dashboard send one kind at its target rate. Each reports its floor beside it: a
 // bare pgx point read behind loopback HTTP at the same rate, in the same run.
 func BenchmarkStatusRead(b *testing.B) {
-	s := webOnly(b)
-	c := s.NewClient(b)
-	c.SignUp("reader@example.com")
-	var sandboxes []string
-	for range 10 {
-		var p struct{ ID string }
-		apptest.RequireStatus(b, c.API(http.MethodPost, "/api/projects", map[string]string{"starter": "counter"}, &p), http.StatusCreated)
-		var res struct{ Sandbox struct{ ID string } }
-		apptest.RequireStatus(b, c.API(http.MethodPost, "/api/projects/"+p.ID+"/builds", map[string]string{"idempotencyKey": p.ID}, &res), http.StatusAccepted)
-		sandboxes = append(sandboxes, res.Sandbox.ID)
-	}
+	s, c, sandboxes := statusReader(b)
 	api := func(i int) string { return "/api/sandboxes/" + sandboxes[i%len(sandboxes)] }
 	for _, run := range []struct {
 		name string
@@ -79,8 +71,8 @@ func BenchmarkStatusRead(b *testing.B) {
 }
 
 // openLoop GETs url(i) for i < n, one request every 1/rate of a second whatever the answers
-// take (open loop: a slow answer does not slow the arrivals), and returns each one's time,
-// in the order sent. Any failure fails the benchmark.
+// take (open loop: a slow answer does not slow the arrivals), and returns each one's time to
+// its body's end, in the order sent. Any failure fails the benchmark.
 func openLoop(b *testing.B, client *http.Client, rate, n int, url func(i int) string) []time.Duration {
 	b.Helper()
 	took := make([]time.Duration, n)
@@ -94,13 +86,18 @@ func openLoop(b *testing.B, client *http.Client, rate, n int, url func(i int) st
 		wg.Go(func() {
 			start := time.Now()
 			res, err := client.Get(url(i))
+			if err == nil {
+				// Read to its end, as a browser does: a body closed unread closes its connection,
+				// and every request would then pay a new one (a dial, an accept, fresh buffers).
+				_, err = io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+			}
 			took[i] = time.Since(start)
 			if err != nil {
 				failures.Add(1)
 				first.CompareAndSwap(nil, err.Error())
 				return
 			}
-			res.Body.Close()
 			if res.StatusCode != http.StatusOK {
 				failures.Add(1)
 			}
@@ -124,4 +121,47 @@ func reportQuantiles(b *testing.B, name string, samples []time.Duration) {
 func quantileMs(samples []time.Duration, p float64) float64 {
 	slices.Sort(samples)
 	return float64(samples[min(len(samples)-1, int(p*float64(len(samples))))].Microseconds()) / 1000
+}
+
+// BenchmarkStatusReadHandler is one status read served by the instance's handler itself, with
+// every middleware and no network: the CPU time, bytes and allocations a JSON status and a
+// dashboard page cost on the server (BenchmarkStatusRead's tails follow them on two shared
+// cores), for the same founder (statusReader).
+func BenchmarkStatusReadHandler(b *testing.B) {
+	s, c, sandboxes := statusReader(b)
+	h := s.Handler()
+	for _, run := range []struct{ name, path string }{{"json", "/api/sandboxes/" + sandboxes[0]}, {"dashboard", "/"}} {
+		b.Run(run.name, func(b *testing.B) {
+			req := httptest.NewRequest(http.MethodGet, c.URL(run.path), nil)
+			for _, ck := range c.HTTP().Jar.Cookies(req.URL) {
+				req.AddCookie(ck)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, req)
+				if w.Code != http.StatusOK {
+					b.Fatalf("%s answered %d: %s", run.path, w.Code, w.Body)
+				}
+			}
+		})
+	}
+}
+
+// statusReader starts a web instance with the status reads' founder: ten projects, each built
+// once. It returns the founder's client and the ten sandboxes.
+func statusReader(b *testing.B) (*stack, *apptest.Client, []string) {
+	b.Helper()
+	s := webOnly(b)
+	c := s.NewClient(b)
+	c.SignUp("reader@example.com")
+	var sandboxes []string
+	for range 10 {
+		var p struct{ ID string }
+		apptest.RequireStatus(b, c.API(http.MethodPost, "/api/projects", map[string]string{"starter": "counter"}, &p), http.StatusCreated)
+		var res struct{ Sandbox struct{ ID string } }
+		apptest.RequireStatus(b, c.API(http.MethodPost, "/api/projects/"+p.ID+"/builds", map[string]string{"idempotencyKey": p.ID}, &res), http.StatusAccepted)
+		sandboxes = append(sandboxes, res.Sandbox.ID)
+	}
+	return s, c, sandboxes
 }

@@ -225,7 +225,7 @@ func TestVersionThatDoesNotStartIsUndoneByARestore(t *testing.T) {
 	if !strings.Contains(text, "broken on purpose in version 2") {
 		t.Fatalf("the failure %q does not show what the server printed", text)
 	}
-	if pv := readBothWays(t, v.svc, u.ID, p.ID, sb.ID); pv.FailedVersion != 2 || pv.RestoreTo != 1 {
+	if pv := readEveryWay(t, v.svc, u.ID, p.ID, sb.ID); pv.FailedVersion != 2 || pv.RestoreTo != 1 {
 		t.Fatalf("the project offers to restore %d after version %d failed, want 1 after 2", pv.RestoreTo, pv.FailedVersion)
 	}
 	if now := v.get(t, sb.ID); now.Status != lifecycle.Running {
@@ -259,15 +259,16 @@ func TestRebuildBuildsTheCurrentVersion(t *testing.T) {
 	}
 	nsb := v.waitStatus(t, res.Sandbox.ID, lifecycle.Running, time.Minute)
 	serves(t, v.host, nsb.PreviewURL, "/", "<h1>Rebuilt on version two</h1>\n")
-	if pv := readBothWays(t, v.svc, u.ID, p.ID, sb.ID); pv.Sandbox.ID != nsb.ID {
+	if pv := readEveryWay(t, v.svc, u.ID, p.ID, sb.ID); pv.Sandbox.ID != nsb.ID {
 		t.Fatalf("the project of the old sandbox shows sandbox %v, want the rebuild's %v", pv.Sandbox.ID, nsb.ID)
 	}
 }
 
-// readBothWays reads a project's state by its id (Project, two queries) and by one of its
-// sandboxes' (ProjectOfSandbox, one query: the JSON status read's and the live feed's), fails t
-// unless both read the same, and returns it.
-func readBothWays(t *testing.T, svc *lifecycle.Service, owner, projectID, sandboxID uuid.UUID) lifecycle.ProjectView {
+// readEveryWay reads a project's state by its id (Project, two queries), by one of its
+// sandboxes' (ProjectOfSandbox, one query: the live feed's) and in the founder's list (Projects,
+// the dashboard's and the API's list), and that sandbox's status (SandboxStatus, the JSON status
+// read's); it fails t unless all read the same, and returns the state.
+func readEveryWay(t *testing.T, svc *lifecycle.Service, owner, projectID, sandboxID uuid.UUID) lifecycle.ProjectView {
 	t.Helper()
 	ctx := context.Background()
 	byID, err := svc.Project(ctx, owner, projectID)
@@ -281,9 +282,43 @@ func readBothWays(t *testing.T, svc *lifecycle.Service, owner, projectID, sandbo
 	if !reflect.DeepEqual(byID, bySandbox) {
 		t.Fatalf("the project's state read by its sandbox differs from the one read by its id:\n%+v\n%+v", bySandbox, byID)
 	}
+	list, credits, err := svc.Projects(ctx, owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, err := svc.Credits(ctx, owner); err != nil || credits != want {
+		t.Fatalf("the founder's list says %d credits, want %d (%v)", credits, want, err)
+	}
+	i := slices.IndexFunc(list, func(v lifecycle.ProjectView) bool { return v.Project.ID == projectID })
+	if i < 0 {
+		t.Fatalf("the founder's list has no project %v", projectID)
+	}
+	// The list leaves out the version to restore (its cards offer none).
+	want := byID
+	want.FailedVersion, want.RestoreTo = 0, 0
+	if !reflect.DeepEqual(list[i], want) {
+		t.Fatalf("the project's state in the founder's list differs from the one read by its id:\n%+v\n%+v", list[i], want)
+	}
+	st, err := svc.SandboxStatus(ctx, owner, sandboxID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	row, err := svc.OwnedSandbox(ctx, owner, sandboxID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	current := byID.Sandbox.ID == sandboxID
+	if !reflect.DeepEqual(st.Sandbox, row) || st.Current != current ||
+		current && (st.DeployedVersion != byID.DeployedVersion || st.Waiting != byID.Waiting()) {
+		t.Fatalf("the sandbox's status read (current %v, version %d, waiting %d) differs from its project's state (sandbox %v, version %d, waiting %d):\n%+v\n%+v",
+			st.Current, st.DeployedVersion, st.Waiting, byID.Sandbox.ID, byID.DeployedVersion, byID.Waiting(), st.Sandbox, row)
+	}
 	var ae *apperr.Error
 	if _, err := svc.ProjectOfSandbox(ctx, uuid.New(), sandboxID); !errors.As(err, &ae) || ae.Kind != apperr.KindNotFound {
 		t.Fatalf("another founder's read of the sandbox's project: %v, want not found", err)
+	}
+	if _, err := svc.SandboxStatus(ctx, uuid.New(), sandboxID); !errors.As(err, &ae) || ae.Kind != apperr.KindNotFound {
+		t.Fatalf("another founder's status read of the sandbox: %v, want not found", err)
 	}
 	return byID
 }

@@ -36,47 +36,77 @@ type ProjectView struct {
 // Waiting is the version that goes live when the preview runs again (or in a moment, when it
 // runs), 0 when none is.
 func (v ProjectView) Waiting() int32 {
-	if v.Sandbox == nil || v.CurrentVersion == v.DeployedVersion {
+	if v.Sandbox == nil {
 		return 0
 	}
-	return v.CurrentVersion
+	return waiting(v.CurrentVersion, v.DeployedVersion)
+}
+
+// waiting is the version that goes live when a preview runs again: the project's newest when its
+// sandbox's files are an older one, else 0.
+func waiting(current, deployed int32) int32 {
+	if current == deployed {
+		return 0
+	}
+	return current
 }
 
 // withSandbox completes the view with its current sandbox, build, newest change (why it is in
-// its state) and newest event's id (a visitor's note can be newer than the change).
-func (s *Service) withSandbox(v *ProjectView, sb db.Sandbox, b db.Build, last db.SandboxEvent, eventID int64) {
-	v.Sandbox, v.Build = &sb, &b
+// its state) and newest event's id (a visitor's note can be newer than the change). The view
+// keeps sb and b (a read's own rows).
+func (s *Service) withSandbox(v *ProjectView, sb *db.Sandbox, b *db.Build, last db.SandboxEvent, eventID int64) {
+	v.Sandbox, v.Build = sb, b
 	v.EventID, v.LastChange = max(eventID, last.ID), s.entry(last, b.Kind)
 	if sb.Status == Running {
-		v.SleepsAt = s.cfg.idleDeadline(sb)
+		v.SleepsAt = s.cfg.idleDeadline(*sb)
 	}
 }
 
-// Projects returns the founder's projects with their current state. Like every read here it
-// only reads the database: rendering a card for the live feed must not queue work. Pages
-// opened by the founder ask for verification themselves (VerifyStale).
-func (s *Service) Projects(ctx context.Context, owner uuid.UUID) ([]ProjectView, error) {
+// Projects returns the founder's projects with their current state, and the founder's credits
+// (a page's header shows them), in one round trip when every project has a sandbox
+// (ListProjectStatesByOwner). Like every read here it only reads the database: rendering a card
+// for the live feed must not queue work. Pages opened by the founder ask for verification
+// themselves (VerifyStale).
+func (s *Service) Projects(ctx context.Context, owner uuid.UUID) ([]ProjectView, int32, error) {
+	states, err := s.q.ListProjectStatesByOwner(ctx, owner)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([]ProjectView, len(states))
+	for i := range states {
+		p := &states[i]
+		out[i] = ProjectView{Project: p.Project, FileCount: int(p.FileCount), Shared: p.Shared, CurrentVersion: p.CurrentVersion}
+		s.withSandbox(&out[i], &p.Sandbox, &p.Build, p.SandboxEvent, p.LatestEventID)
+		out[i].DeployedVersion, out[i].DeployingVersion = p.DeployedNumber, p.DeployingNumber
+	}
+	if len(states) > 0 && int(states[0].ProjectCount) == len(states) {
+		return out, states[0].Credits, nil
+	}
+	// Some projects were never built (or there are none): the whole list, each with its state
+	// read above if it has one, and the credits if no row brought them.
+	var credits int32
+	if len(states) > 0 {
+		credits = states[0].Credits
+	} else if credits, err = s.Credits(ctx, owner); err != nil {
+		return nil, 0, err
+	}
 	projects, err := s.q.ListProjectsByOwner(ctx, owner)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	current, err := s.q.ListCurrentSandboxesByOwner(ctx, owner)
-	if err != nil {
-		return nil, err
+	built := make(map[uuid.UUID]*ProjectView, len(out))
+	for i := range out {
+		built[out[i].Project.ID] = &out[i]
 	}
-	byProject := make(map[uuid.UUID]db.ListCurrentSandboxesByOwnerRow, len(current))
-	for _, c := range current {
-		byProject[c.Sandbox.ProjectID] = c
-	}
-	out := make([]ProjectView, len(projects))
+	all := make([]ProjectView, len(projects))
 	for i, p := range projects {
-		out[i] = ProjectView{Project: p.Project, FileCount: int(p.FileCount), Shared: p.Shared, CurrentVersion: p.CurrentVersion}
-		if c, ok := byProject[p.Project.ID]; ok {
-			s.withSandbox(&out[i], c.Sandbox, c.Build, c.SandboxEvent, c.LatestEventID)
-			out[i].DeployedVersion, out[i].DeployingVersion = c.DeployedNumber, c.DeployingNumber
+		if v, ok := built[p.Project.ID]; ok {
+			all[i] = *v
+			continue
 		}
+		all[i] = ProjectView{Project: p.Project, FileCount: int(p.FileCount), Shared: p.Shared, CurrentVersion: p.CurrentVersion}
 	}
-	return out, nil
+	return all, credits, nil
 }
 
 // Project returns one of the founder's projects with its current state, in two queries that
@@ -98,12 +128,12 @@ func (s *Service) Project(ctx context.Context, owner, projectID uuid.UUID) (Proj
 	if err != nil {
 		return v, err
 	}
-	return v, s.withCurrent(ctx, &v, c.Sandbox, c.Build, c.SandboxEvent, c.LatestEventID, c.DeployedNumber, c.DeployingNumber)
+	return v, s.withCurrent(ctx, &v, &c.Sandbox, &c.Build, c.SandboxEvent, c.LatestEventID, c.DeployedNumber, c.DeployingNumber)
 }
 
 // withCurrent completes the view with its current sandbox (withSandbox) and versions, and, when
 // its newest change is a version that failed, the version to restore (one more read, rare).
-func (s *Service) withCurrent(ctx context.Context, v *ProjectView, sb db.Sandbox, b db.Build, last db.SandboxEvent,
+func (s *Service) withCurrent(ctx context.Context, v *ProjectView, sb *db.Sandbox, b *db.Build, last db.SandboxEvent,
 	eventID int64, deployed, deploying int32) error {
 	s.withSandbox(v, sb, b, last, eventID)
 	v.DeployedVersion, v.DeployingVersion = deployed, deploying
@@ -130,7 +160,32 @@ func (s *Service) ProjectOfSandbox(ctx context.Context, owner, sandboxID uuid.UU
 		return ProjectView{}, err
 	}
 	v := ProjectView{Project: p.Project, FileCount: int(p.FileCount), Shared: p.Shared, CurrentVersion: p.CurrentVersion}
-	return v, s.withCurrent(ctx, &v, p.Sandbox, p.Build, p.SandboxEvent, p.LatestEventID, p.DeployedNumber, p.DeployingNumber)
+	return v, s.withCurrent(ctx, &v, &p.Sandbox, &p.Build, p.SandboxEvent, p.LatestEventID, p.DeployedNumber, p.DeployingNumber)
+}
+
+// SandboxStatus is one of a founder's sandboxes as the JSON status read answers it.
+type SandboxStatus struct {
+	Sandbox db.Sandbox
+	// Current: the sandbox is its project's newest, the one the preview runs in. An older one
+	// runs nothing now, and its versions are not told.
+	Current bool
+	// DeployedVersion is the version its files are; Waiting one that goes live when it runs
+	// again, or 0 (ProjectView's DeployedVersion and Waiting).
+	DeployedVersion, Waiting int32
+}
+
+// SandboxStatus returns one of the founder's sandboxes with its versions, in one round trip
+// that reads nothing the answer does not show (GetSandboxStatus).
+func (s *Service) SandboxStatus(ctx context.Context, owner, sandboxID uuid.UUID) (SandboxStatus, error) {
+	r, err := s.q.GetSandboxStatus(ctx, db.GetSandboxStatusParams{SandboxID: sandboxID, OwnerID: owner})
+	if db.IsNotFound(err) {
+		return SandboxStatus{}, apperr.NotFound("Sandbox")
+	}
+	if err != nil {
+		return SandboxStatus{}, err
+	}
+	return SandboxStatus{Sandbox: r.Sandbox, Current: r.IsCurrent, DeployedVersion: r.DeployedNumber,
+		Waiting: waiting(r.CurrentVersion, r.DeployedNumber)}, nil
 }
 
 // Credits returns the founder's current credits.

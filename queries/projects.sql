@@ -50,6 +50,31 @@ JOIN sandbox_events e ON e.id = (SELECT max(ev.id) FROM sandbox_events ev WHERE 
     AND NOT (ev.source = 'visitor' AND ev.from_status = ev.to_status))
 WHERE x.id = @sandbox_id AND x.owner_id = @owner_id;
 
+-- name: ListProjectStatesByOwner :many
+-- The dashboard's read in one round trip: each of the founder's projects that has a sandbox,
+-- as GetProjectStateOfSandbox reads it (its newest sandbox with its build, newest change and
+-- versions), in ListProjectsByOwner's order; how many projects the founder has in all (fewer
+-- rows than that means some were never built: lifecycle.Projects then reads the list); and the
+-- founder's credits, the page header's balance.
+SELECT sqlc.embed(projects),
+       coalesce(cur.file_count, 0)::integer AS file_count, coalesce(cur.number, 0)::integer AS current_version,
+       EXISTS (SELECT 1 FROM share_links l WHERE l.project_id = projects.id)::boolean AS shared,
+       sqlc.embed(s), sqlc.embed(b), sqlc.embed(e),
+       (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id,
+       (SELECT v.number FROM versions v WHERE v.id = s.deployed_version_id)::integer AS deployed_number,
+       coalesce((SELECT v.number FROM versions v WHERE v.id = s.deploying_version_id), 0)::integer AS deploying_number,
+       (SELECT count(*) FROM projects o WHERE o.owner_id = @owner_id)::integer AS project_count,
+       (SELECT u.credits FROM users u WHERE u.id = @owner_id)::integer AS credits
+FROM projects
+LEFT JOIN LATERAL (SELECT v.number, v.file_count FROM versions v WHERE v.project_id = projects.id
+    ORDER BY v.number DESC LIMIT 1) cur ON true
+JOIN sandboxes s ON s.id = (SELECT n.id FROM sandboxes n WHERE n.project_id = projects.id
+    ORDER BY n.created_at DESC LIMIT 1)
+JOIN builds b ON b.id = s.build_id
+JOIN sandbox_events e ON e.id = (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id
+    AND NOT (ev.source = 'visitor' AND ev.from_status = ev.to_status))
+WHERE projects.owner_id = @owner_id ORDER BY projects.created_at DESC, projects.id;
+
 -- name: GetProject :one
 -- A project by id alone: for a visitor of its share link, whose link names the project.
 SELECT * FROM projects WHERE id = @id;

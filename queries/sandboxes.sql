@@ -38,23 +38,26 @@ FROM sandboxes s JOIN builds b ON b.id = s.build_id
 WHERE s.project_id = @project_id
 ORDER BY s.created_at DESC LIMIT 1;
 
--- name: ListCurrentSandboxesByOwner :many
--- Each project's newest sandbox with its build, its newest change (every sandbox has one from
--- its creation: why it is in its state) and its newest event's id (the version of its state for
--- live updates: a visitor's note that it found the preview gone is newer than the change), for
--- the dashboard and the JSON API.
-SELECT DISTINCT ON (s.project_id) sqlc.embed(s), sqlc.embed(b), sqlc.embed(e),
-    (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id,
-    (SELECT v.number FROM versions v WHERE v.id = s.deployed_version_id)::integer AS deployed_number,
-    coalesce((SELECT v.number FROM versions v WHERE v.id = s.deploying_version_id), 0)::integer AS deploying_number
-FROM sandboxes s JOIN builds b ON b.id = s.build_id
-JOIN sandbox_events e ON e.id = (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id
-    AND NOT (ev.source = 'visitor' AND ev.from_status = ev.to_status))
-WHERE s.owner_id = @owner_id
-ORDER BY s.project_id, s.created_at DESC;
+-- name: GetSandboxStatus :one
+-- One of the founder's sandboxes for the JSON status read (docs/api.md), in one round trip:
+-- its row, whether it is its project's current (newest) sandbox, the version its files are
+-- and its project's newest version (as GetProjectStateOfSandbox reads them). No build, change
+-- or history: the answer shows none.
+SELECT sqlc.embed(x),
+       (x.id = (SELECT n.id FROM sandboxes n WHERE n.project_id = x.project_id
+           ORDER BY n.created_at DESC LIMIT 1))::boolean AS is_current,
+       (SELECT v.number FROM versions v WHERE v.id = x.deployed_version_id)::integer AS deployed_number,
+       coalesce((SELECT v.number FROM versions v WHERE v.project_id = x.project_id
+           ORDER BY v.number DESC LIMIT 1), 0)::integer AS current_version
+FROM sandboxes x
+JOIN projects p ON p.id = x.project_id AND p.owner_id = @owner_id
+WHERE x.id = @sandbox_id AND x.owner_id = @owner_id;
 
 -- name: GetCurrentSandboxState :one
--- One project's newest sandbox as ListCurrentSandboxesByOwner reads each, in one round trip.
+-- One project's newest sandbox with its build, its newest change (every sandbox has one from
+-- its creation: why it is in its state) and its newest event's id (the version of its state for
+-- live updates: a visitor's note that it found the preview gone is newer than the change), in
+-- one round trip (ListProjectStatesByOwner reads each of the founder's the same way).
 SELECT sqlc.embed(s), sqlc.embed(b), sqlc.embed(e),
     (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id,
     (SELECT v.number FROM versions v WHERE v.id = s.deployed_version_id)::integer AS deployed_number,
