@@ -485,49 +485,58 @@ func (q *Queries) GetSandboxByProviderID(ctx context.Context, providerID *string
 }
 
 const getSandboxByProviderIDForUpdate = `-- name: GetSandboxByProviderIDForUpdate :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds FROM sandboxes WHERE provider_id = $1 FOR NO KEY UPDATE
+SELECT s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, p.pause_kind FROM sandboxes s JOIN projects p ON p.id = s.project_id
+WHERE s.provider_id = $1 FOR NO KEY UPDATE OF s
 `
 
-func (q *Queries) GetSandboxByProviderIDForUpdate(ctx context.Context, providerID *string) (Sandbox, error) {
+type GetSandboxByProviderIDForUpdateRow struct {
+	Sandbox   Sandbox
+	PauseKind PauseKind
+}
+
+// A provider event's sandbox, locked, with its project's pause kind: the snapshot a paused event
+// says the provider kept.
+func (q *Queries) GetSandboxByProviderIDForUpdate(ctx context.Context, providerID *string) (GetSandboxByProviderIDForUpdateRow, error) {
 	row := q.db.QueryRow(ctx, getSandboxByProviderIDForUpdate, providerID)
-	var i Sandbox
+	var i GetSandboxByProviderIDForUpdateRow
 	err := row.Scan(
-		&i.ID,
-		&i.ProviderID,
-		&i.OwnerID,
-		&i.ProjectID,
-		&i.BuildID,
-		&i.Status,
-		&i.SnapshotKind,
-		&i.PreviewURL,
-		&i.EnvdToken,
-		&i.ProviderDomain,
-		&i.LastActiveAt,
-		&i.LastVerifiedAt,
-		&i.VerificationFailures,
-		&i.StateChangedAt,
-		&i.LastEventAt,
-		&i.EndAt,
-		&i.KilledAt,
-		&i.KilledReason,
-		&i.FailureCause,
-		&i.Recreated,
-		&i.KillRequested,
-		&i.Version,
-		&i.CreatedAt,
-		&i.PauseRequestedAt,
-		&i.AppChangedFiles,
-		&i.FilesSeenAt,
-		&i.MissingSince,
-		&i.DeployedVersionID,
-		&i.DeployingVersionID,
-		&i.DeployingSince,
-		&i.DeployingJob,
-		&i.KilledDetail,
-		&i.FailureDetail,
-		&i.Vcpus,
-		&i.MemoryMib,
-		&i.LifetimeSeconds,
+		&i.Sandbox.ID,
+		&i.Sandbox.ProviderID,
+		&i.Sandbox.OwnerID,
+		&i.Sandbox.ProjectID,
+		&i.Sandbox.BuildID,
+		&i.Sandbox.Status,
+		&i.Sandbox.SnapshotKind,
+		&i.Sandbox.PreviewURL,
+		&i.Sandbox.EnvdToken,
+		&i.Sandbox.ProviderDomain,
+		&i.Sandbox.LastActiveAt,
+		&i.Sandbox.LastVerifiedAt,
+		&i.Sandbox.VerificationFailures,
+		&i.Sandbox.StateChangedAt,
+		&i.Sandbox.LastEventAt,
+		&i.Sandbox.EndAt,
+		&i.Sandbox.KilledAt,
+		&i.Sandbox.KilledReason,
+		&i.Sandbox.FailureCause,
+		&i.Sandbox.Recreated,
+		&i.Sandbox.KillRequested,
+		&i.Sandbox.Version,
+		&i.Sandbox.CreatedAt,
+		&i.Sandbox.PauseRequestedAt,
+		&i.Sandbox.AppChangedFiles,
+		&i.Sandbox.FilesSeenAt,
+		&i.Sandbox.MissingSince,
+		&i.Sandbox.DeployedVersionID,
+		&i.Sandbox.DeployingVersionID,
+		&i.Sandbox.DeployingSince,
+		&i.Sandbox.DeployingJob,
+		&i.Sandbox.KilledDetail,
+		&i.Sandbox.FailureDetail,
+		&i.Sandbox.Vcpus,
+		&i.Sandbox.MemoryMib,
+		&i.Sandbox.LifetimeSeconds,
+		&i.PauseKind,
 	)
 	return i, err
 }

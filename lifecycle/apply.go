@@ -106,13 +106,11 @@ func (s *Service) notifyUnchanged(ctx context.Context, sb db.Sandbox) error {
 	return s.q.Notify(ctx, db.NotifyParams{Channel: db.SandboxChannel, Payload: string(payload)})
 }
 
+// record inserts an event row and NOTIFYs it (db.SandboxNotification), in one statement.
 func record(ctx context.Context, tx db.Tx, ev db.InsertSandboxEventParams, owner uuid.UUID) error {
-	row, err := tx.InsertSandboxEvent(ctx, ev)
-	if err != nil {
-		return err
-	}
-	payload, _ := json.Marshal(db.SandboxNotification{SandboxID: ev.SandboxID, OwnerID: owner, EventID: row.ID})
-	return tx.Notify(ctx, db.NotifyParams{Channel: db.SandboxChannel, Payload: string(payload)})
+	ev.Channel, ev.OwnerID = db.SandboxChannel, owner
+	_, err := tx.InsertSandboxEvent(ctx, ev)
+	return err
 }
 
 func nonEmpty(s string) *string {

@@ -43,7 +43,7 @@ func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent, sour
 
 // applyProviderEvent is ApplyProviderEvent inside the caller's transaction.
 func (s *Service) applyProviderEvent(ctx context.Context, tx db.Tx, ev ProviderEvent, source db.EventSource) (bool, error) {
-	sb, err := tx.GetSandboxByProviderIDForUpdate(ctx, &ev.SandboxID)
+	row, err := tx.GetSandboxByProviderIDForUpdate(ctx, &ev.SandboxID)
 	if db.IsNotFound(err) {
 		return false, nil
 	}
@@ -51,7 +51,7 @@ func (s *Service) applyProviderEvent(ctx context.Context, tx db.Tx, ev ProviderE
 		return false, err
 	}
 	changed := false
-	_, err = s.transitionLocked(ctx, tx, sb, func(tx db.Tx, cur db.Sandbox) (*Change, error) {
+	_, err = s.transitionLocked(ctx, tx, row.Sandbox, func(tx db.Tx, cur db.Sandbox) (*Change, error) {
 		if cur.LastEventAt != nil && !ev.Timestamp.After(*cur.LastEventAt) {
 			return nil, nil
 		}
@@ -98,12 +98,8 @@ func (s *Service) applyProviderEvent(ctx context.Context, tx db.Tx, ev ProviderE
 			if cur.Status != Running && cur.Status != Unknown || pauseInFlight(cur, time.Now()) {
 				return seen() // or Sandman's own pause, which its job records with its cause
 			}
-			c.To, c.Reason = Paused, db.EventReasonProviderPaused
-			kind, err := snapshotKindOf(ctx, tx, cur)
-			if err != nil {
-				return nil, err
-			}
-			c.SnapshotKind = kind
+			// The kind snapshotKindOf would read, read with the lock.
+			c.To, c.Reason, c.SnapshotKind = Paused, db.EventReasonProviderPaused, &row.PauseKind
 		case EventResumed, EventCreated:
 			// Resuming and starting rows belong to their workers, which check readiness first.
 			if cur.Status != Paused && cur.Status != Unknown && cur.Status != ResumeFailed {

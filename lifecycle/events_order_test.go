@@ -15,6 +15,7 @@ import (
 	"sandman/db"
 	"sandman/e2b"
 	"sandman/lifecycle"
+	"sandman/projects"
 )
 
 // orderEvent is one provider event of the scenario with the state it implies (empty for
@@ -264,4 +265,43 @@ func providerKillReason(sb db.Sandbox) string {
 		return sb.KilledDetail
 	}
 	return "(not the provider's: " + string(killedReason(sb)) + ")"
+}
+
+// A pause the provider reports keeps the snapshot its project's pause kind asks for, since the
+// provider does not say which: a files-only project's preview must be started again when it
+// wakes, a memory snapshot's must not.
+func TestAProviderPauseRecordsItsProjectsSnapshotKind(t *testing.T) {
+	t.Parallel()
+	b := setup(t, false)
+	ctx := context.Background()
+	u, _ := founder(t, b.pool, 1)
+	for _, kind := range []db.PauseKind{db.PauseKindMemory, db.PauseKindFilesystem} {
+		p, err := projects.New(b.pool).CreateFromStarter(ctx, u.ID, "", "counter")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Fixture only: a project's pause kind is chosen when it is made.
+		if _, err := b.pool.Exec(ctx, `UPDATE projects SET pause_kind = $2 WHERE id = $1`, p.ID, kind); err != nil {
+			t.Fatal(err)
+		}
+		providerID := "kind-" + uuid.NewString()[:8]
+		id := runningSandbox(t, b, u.ID, p.ID, providerID, time.Now().Add(-time.Minute))
+		ev := lifecycle.ProviderEvent{ID: providerID + "-paused", Type: lifecycle.EventPaused, SandboxID: providerID, Timestamp: time.Now()}
+		changed, err := b.svc.ApplyProviderEvent(ctx, ev, db.EventSourceWebhook)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sb, err := db.New(b.pool).GetSandbox(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := db.PauseKind("none")
+		if sb.SnapshotKind != nil {
+			got = *sb.SnapshotKind
+		}
+		if !changed || sb.Status != lifecycle.Paused || got != kind {
+			t.Errorf("a %s project's sandbox paused by the provider: %s (changed %v) with a %s snapshot, want paused with a %s one",
+				kind, sb.Status, changed, got, kind)
+		}
+	}
 }

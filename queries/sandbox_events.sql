@@ -1,10 +1,17 @@
 -- name: InsertSandboxEvent :one
-INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason, detail, provider_event_id, provider_timestamp, files,
-    via_token, version_number, duration_ms, output)
-VALUES (@sandbox_id, @from_status, @to_status, @source, @reason, @detail, sqlc.narg('provider_event_id'), sqlc.narg('provider_timestamp'),
-    coalesce(sqlc.narg('files')::text[], '{}'), sqlc.narg('via_token'), sqlc.narg('version_number'), sqlc.narg('duration_ms'),
-    coalesce(sqlc.narg('output')::text, ''))
-RETURNING *;
+-- A change's event row and its announcement on the sandbox channel (db.SandboxNotification's
+-- JSON, which carries the row's id), in one round trip: the NOTIFY is sent at commit, with the
+-- row, or not at all.
+WITH e AS (
+    INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason, detail, provider_event_id, provider_timestamp, files,
+        via_token, version_number, duration_ms, output)
+    VALUES (@sandbox_id, @from_status, @to_status, @source, @reason, @detail, sqlc.narg('provider_event_id'), sqlc.narg('provider_timestamp'),
+        coalesce(sqlc.narg('files')::text[], '{}'), sqlc.narg('via_token'), sqlc.narg('version_number'), sqlc.narg('duration_ms'),
+        coalesce(sqlc.narg('output')::text, ''))
+    RETURNING id, sandbox_id
+)
+SELECT e.id FROM e,
+    pg_notify(@channel::text, json_build_object('sandbox_id', e.sandbox_id, 'owner_id', @owner_id::uuid, 'event_id', e.id)::text);
 
 -- name: ListSandboxEvents :many
 SELECT * FROM sandbox_events WHERE sandbox_id = @sandbox_id ORDER BY id;

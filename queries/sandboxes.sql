@@ -14,7 +14,10 @@ SELECT * FROM sandboxes WHERE id = @id AND owner_id = @owner_id;
 SELECT * FROM sandboxes WHERE provider_id = @provider_id;
 
 -- name: GetSandboxByProviderIDForUpdate :one
-SELECT * FROM sandboxes WHERE provider_id = @provider_id FOR NO KEY UPDATE;
+-- A provider event's sandbox, locked, with its project's pause kind: the snapshot a paused event
+-- says the provider kept.
+SELECT sqlc.embed(s), p.pause_kind FROM sandboxes s JOIN projects p ON p.id = s.project_id
+WHERE s.provider_id = @provider_id FOR NO KEY UPDATE OF s;
 
 -- name: GetSandboxForUpdate :one
 SELECT * FROM sandboxes WHERE id = @id FOR NO KEY UPDATE;
