@@ -1253,29 +1253,40 @@ func (q *Queries) TouchSandboxActivity(ctx context.Context, arg TouchSandboxActi
 }
 
 const updateSandboxStatus = `-- name: UpdateSandboxStatus :one
-UPDATE sandboxes SET
-    status           = $1,
-    version          = version + 1,
-    state_changed_at = now(),
-    recreated        = $2,
-    preview_url      = coalesce($3, preview_url),
-    snapshot_kind    = CASE WHEN $4::boolean THEN $5::pause_kind ELSE snapshot_kind END,
-    end_at           = coalesce($6, end_at),
-    killed_at        = coalesce($7, killed_at),
-    killed_reason    = coalesce($8, killed_reason),
-    killed_detail    = CASE WHEN $8::event_reason IS NULL THEN killed_detail ELSE $9 END,
-    failure_cause    = $10,
-    failure_detail   = $11,
-    last_event_at    = greatest(last_event_at, $12),
-    last_verified_at = coalesce($13, last_verified_at),
-    verification_failures = CASE WHEN $13::timestamptz IS NULL THEN verification_failures ELSE 0 END,
-    pause_requested_at = NULL,
-    missing_since    = NULL
-WHERE id = $14 AND version = $15
-RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds
+WITH u AS (
+    UPDATE sandboxes x SET
+        status           = $2,
+        version          = x.version + 1,
+        state_changed_at = now(),
+        recreated        = $3,
+        preview_url      = coalesce($4, x.preview_url),
+        snapshot_kind    = CASE WHEN $5::boolean THEN $6::pause_kind ELSE x.snapshot_kind END,
+        end_at           = coalesce($7, x.end_at),
+        killed_at        = coalesce($8, x.killed_at),
+        killed_reason    = coalesce($9, x.killed_reason),
+        killed_detail    = CASE WHEN $9::event_reason IS NULL THEN x.killed_detail ELSE $10 END,
+        failure_cause    = $11,
+        failure_detail   = $12,
+        last_event_at    = greatest(x.last_event_at, $13),
+        last_verified_at = coalesce($14, x.last_verified_at),
+        verification_failures = CASE WHEN $14::timestamptz IS NULL THEN x.verification_failures ELSE 0 END,
+        pause_requested_at = NULL,
+        missing_since    = NULL
+    WHERE x.id = $15 AND x.version = $16
+    RETURNING x.id, x.provider_id, x.owner_id, x.project_id, x.build_id, x.status, x.snapshot_kind, x.preview_url, x.envd_token, x.provider_domain, x.last_active_at, x.last_verified_at, x.verification_failures, x.state_changed_at, x.last_event_at, x.end_at, x.killed_at, x.killed_reason, x.failure_cause, x.recreated, x.kill_requested, x.version, x.created_at, x.pause_requested_at, x.app_changed_files, x.files_seen_at, x.missing_since, x.deployed_version_id, x.deploying_version_id, x.deploying_since, x.deploying_job, x.killed_detail, x.failure_detail, x.vcpus, x.memory_mib, x.lifetime_seconds
+), e AS (
+    INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason, detail, provider_event_id, provider_timestamp)
+    SELECT u.id, $17::sandbox_status, u.status, $18::event_source, $19::event_reason, $10::text,
+        $20::text, $13::timestamptz
+    FROM u
+    RETURNING id, sandbox_id
+)
+SELECT u.id, u.provider_id, u.owner_id, u.project_id, u.build_id, u.status, u.snapshot_kind, u.preview_url, u.envd_token, u.provider_domain, u.last_active_at, u.last_verified_at, u.verification_failures, u.state_changed_at, u.last_event_at, u.end_at, u.killed_at, u.killed_reason, u.failure_cause, u.recreated, u.kill_requested, u.version, u.created_at, u.pause_requested_at, u.app_changed_files, u.files_seen_at, u.missing_since, u.deployed_version_id, u.deploying_version_id, u.deploying_since, u.deploying_job, u.killed_detail, u.failure_detail, u.vcpus, u.memory_mib, u.lifetime_seconds FROM u JOIN e ON e.sandbox_id = u.id,
+    pg_notify($1::text, json_build_object('sandbox_id', u.id, 'owner_id', u.owner_id, 'event_id', e.id)::text)
 `
 
 type UpdateSandboxStatusParams struct {
+	Channel         string
 	Status          SandboxStatus
 	Recreated       bool
 	PreviewURL      *string
@@ -1284,19 +1295,66 @@ type UpdateSandboxStatusParams struct {
 	EndAt           *time.Time
 	KilledAt        *time.Time
 	KilledReason    *EventReason
-	KilledDetail    string
+	Detail          string
 	FailureCause    *FailureCause
 	FailureDetail   string
 	EventAt         *time.Time
 	VerifiedAt      *time.Time
 	ID              uuid.UUID
 	Version         int64
+	FromStatus      SandboxStatus
+	Source          EventSource
+	Reason          EventReason
+	ProviderEventID *string
 }
 
-// The only statement that writes status: the lifecycle package calls it inside a transaction
-// that also inserts the event row. The version check makes concurrent writers lose cleanly.
-func (q *Queries) UpdateSandboxStatus(ctx context.Context, arg UpdateSandboxStatusParams) (Sandbox, error) {
+type UpdateSandboxStatusRow struct {
+	ID                   uuid.UUID
+	ProviderID           *string
+	OwnerID              uuid.UUID
+	ProjectID            uuid.UUID
+	BuildID              uuid.UUID
+	Status               SandboxStatus
+	SnapshotKind         *PauseKind
+	PreviewURL           string
+	EnvdToken            string
+	ProviderDomain       string
+	LastActiveAt         time.Time
+	LastVerifiedAt       *time.Time
+	VerificationFailures int32
+	StateChangedAt       time.Time
+	LastEventAt          *time.Time
+	EndAt                *time.Time
+	KilledAt             *time.Time
+	KilledReason         *EventReason
+	FailureCause         *FailureCause
+	Recreated            bool
+	KillRequested        bool
+	Version              int64
+	CreatedAt            time.Time
+	PauseRequestedAt     *time.Time
+	AppChangedFiles      []string
+	FilesSeenAt          *time.Time
+	MissingSince         *time.Time
+	DeployedVersionID    uuid.UUID
+	DeployingVersionID   *uuid.UUID
+	DeployingSince       *time.Time
+	DeployingJob         *int64
+	KilledDetail         string
+	FailureDetail        string
+	Vcpus                int32
+	MemoryMib            int32
+	LifetimeSeconds      int32
+}
+
+// The only statement that writes status: lifecycle's apply calls it inside a transaction. The
+// version check makes concurrent writers lose cleanly (no row). With the row it inserts the
+// change's event row (its detail is the killed detail's too) and announces it on the sandbox
+// channel (db.SandboxNotification's JSON, as InsertSandboxEvent writes it), in one round trip:
+// all three happen, or none does.
+func (q *Queries) UpdateSandboxStatus(ctx context.Context, arg UpdateSandboxStatusParams) (UpdateSandboxStatusRow, error) {
 	row := q.db.QueryRow(ctx, updateSandboxStatus,
+		arg.Channel,
 		arg.Status,
 		arg.Recreated,
 		arg.PreviewURL,
@@ -1305,15 +1363,19 @@ func (q *Queries) UpdateSandboxStatus(ctx context.Context, arg UpdateSandboxStat
 		arg.EndAt,
 		arg.KilledAt,
 		arg.KilledReason,
-		arg.KilledDetail,
+		arg.Detail,
 		arg.FailureCause,
 		arg.FailureDetail,
 		arg.EventAt,
 		arg.VerifiedAt,
 		arg.ID,
 		arg.Version,
+		arg.FromStatus,
+		arg.Source,
+		arg.Reason,
+		arg.ProviderEventID,
 	)
-	var i Sandbox
+	var i UpdateSandboxStatusRow
 	err := row.Scan(
 		&i.ID,
 		&i.ProviderID,
