@@ -130,18 +130,6 @@ func (q *Queries) InsertSandboxEvent(ctx context.Context, arg InsertSandboxEvent
 	return id, err
 }
 
-const latestSandboxEventFromProvider = `-- name: LatestSandboxEventFromProvider :one
-SELECT (provider_timestamp IS NOT NULL)::boolean AS from_provider FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id DESC LIMIT 1
-`
-
-// Whether the sandbox's newest change came from a provider event (it carries the provider's time).
-func (q *Queries) LatestSandboxEventFromProvider(ctx context.Context, sandboxID uuid.UUID) (bool, error) {
-	row := q.db.QueryRow(ctx, latestSandboxEventFromProvider, sandboxID)
-	var from_provider bool
-	err := row.Scan(&from_provider)
-	return from_provider, err
-}
-
 const listProjectHistory = `-- name: ListProjectHistory :many
 SELECT e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail, b.kind AS build_kind
 FROM sandbox_events e

@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/riverqueue/river"
 
 	"sandman/db"
@@ -69,15 +68,10 @@ func (s *Service) applyProviderEvent(ctx context.Context, tx db.Tx, ev ProviderE
 		// provider clock behind ours is ignored instead, and reconcile corrects that. A change
 		// made by a provider event is ordered by last_event_at above: its state_changed_at is
 		// merely when the delivery arrived, and retried or caught-up deliveries of newer
-		// events routinely arrive seconds later.
-		if ev.Timestamp.Before(cur.StateChangedAt) {
-			own, err := lastChangeWasOurs(ctx, tx, cur.ID)
-			if err != nil {
-				return nil, err
-			}
-			if own {
-				return seen()
-			}
+		// events routinely arrive seconds later. The row says which made its last change
+		// (changed_by_provider).
+		if ev.Timestamp.Before(cur.StateChangedAt) && !cur.ChangedByProvider {
+			return seen()
 		}
 		c := Change{Source: source, ProviderEventID: ev.ID, ProviderTimestamp: &ev.Timestamp}
 		switch ev.Type {
@@ -124,16 +118,6 @@ func (s *Service) applyProviderEvent(ctx context.Context, tx db.Tx, ev ProviderE
 		return &c, nil
 	})
 	return changed, err
-}
-
-// lastChangeWasOurs reports whether the sandbox's newest state change was made by Sandman
-// rather than by applying a provider event.
-func lastChangeWasOurs(ctx context.Context, tx db.Tx, id uuid.UUID) (bool, error) {
-	fromProvider, err := tx.LatestSandboxEventFromProvider(ctx, id)
-	if db.IsNotFound(err) {
-		return true, nil
-	}
-	return !fromProvider, err
 }
 
 type eventsWorker struct {

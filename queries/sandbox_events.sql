@@ -42,7 +42,3 @@ JOIN builds b ON b.id = s.build_id
 WHERE s.project_id = @project_id AND s.owner_id = @owner_id AND e.id <= @up_to
 ORDER BY e.id DESC
 LIMIT @max_events;
-
--- name: LatestSandboxEventFromProvider :one
--- Whether the sandbox's newest change came from a provider event (it carries the provider's time).
-SELECT (provider_timestamp IS NOT NULL)::boolean AS from_provider FROM sandbox_events WHERE sandbox_id = @sandbox_id ORDER BY id DESC LIMIT 1;

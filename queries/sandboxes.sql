@@ -89,6 +89,7 @@ WITH u AS (
         failure_cause    = sqlc.narg('failure_cause'),
         failure_detail   = @failure_detail,
         last_event_at    = greatest(x.last_event_at, sqlc.narg('event_at')),
+        changed_by_provider = sqlc.narg('event_at')::timestamptz IS NOT NULL,
         last_verified_at = coalesce(sqlc.narg('verified_at'), x.last_verified_at),
         verification_failures = CASE WHEN sqlc.narg('verified_at')::timestamptz IS NULL THEN x.verification_failures ELSE 0 END,
         pause_requested_at = NULL,
