@@ -251,6 +251,22 @@ func TestWebhookGroupAppliesEachSandboxsNewestEvent(t *testing.T) {
 	if err != nil || fmt.Sprint(dups) != "[true true true]" {
 		t.Fatalf("a later group of the same events: duplicates %v (%v), want all", dups, err)
 	}
+	// The newest events of their sandboxes that change nothing (a pause of a paused sandbox, an
+	// unknown sandbox's event) are stored ignored, not applied.
+	later := []e2b.Event{ev("paused-5", lifecycle.EventPaused, 5),
+		{ID: providerID + "-nobodys", Type: lifecycle.EventResumed, SandboxID: "nobody-" + providerID, Timestamp: base}}
+	if _, err := b.svc.StoreWebhookGroup(ctx, later); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range later {
+		var o string
+		if err := b.pool.QueryRow(ctx, "SELECT outcome FROM webhook_deliveries WHERE event_id = $1", e.ID).Scan(&o); err != nil {
+			t.Fatal(err)
+		}
+		if o != "ignored" {
+			t.Errorf("%s, which changed nothing, stored with outcome %q, want ignored", strings.TrimPrefix(e.ID, providerID+"-"), o)
+		}
+	}
 }
 
 // providerKillReason is the provider's own kill_reason as the row keeps it: a code for the
