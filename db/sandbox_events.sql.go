@@ -104,9 +104,9 @@ type InsertSandboxEventParams struct {
 	Output            *string
 }
 
-// A change's event row and its announcement on the sandbox channel (db.SandboxNotification's
-// JSON, which carries the row's id), in one round trip: the NOTIFY is sent at commit, with the
-// row, or not at all.
+// An event row that is no move (a new sandbox's first, a note; a move's is UpdateSandboxStatus's)
+// and its announcement on the sandbox channel (db.SandboxNotification's JSON, which carries the
+// row's id), in one round trip: the NOTIFY is sent at commit, with the row, or not at all.
 func (q *Queries) InsertSandboxEvent(ctx context.Context, arg InsertSandboxEventParams) (int64, error) {
 	row := q.db.QueryRow(ctx, insertSandboxEvent,
 		arg.Channel,

@@ -204,7 +204,7 @@ func (g *groupCommit) flushOnce(s *Service) bool {
 func (s *Service) storeGroup(ctx context.Context, tx db.Tx, group []*delivery) error {
 	var p db.InsertWebhookDeliveriesParams
 	first := make(map[string]bool, len(group))
-	expected := newestOfEachSandbox(group)
+	newestHere := newestOfEachSandbox(group)
 	for _, d := range group {
 		if first[d.ev.ID] {
 			d.duplicate = true // twice in this group
@@ -218,7 +218,7 @@ func (s *Service) storeGroup(ctx context.Context, tx db.Tx, group []*delivery) e
 		switch {
 		case !isLifecycleEvent(d.ev.Type):
 			d.expected = db.WebhookOutcomeUnknownType
-		case expected[d.ev.SandboxID] == d:
+		case newestHere[d.ev.SandboxID] == d:
 			d.expected = db.WebhookOutcomeApplied
 		}
 		p.Outcomes = append(p.Outcomes, string(d.expected))

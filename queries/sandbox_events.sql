@@ -1,7 +1,7 @@
 -- name: InsertSandboxEvent :one
--- A change's event row and its announcement on the sandbox channel (db.SandboxNotification's
--- JSON, which carries the row's id), in one round trip: the NOTIFY is sent at commit, with the
--- row, or not at all.
+-- An event row that is no move (a new sandbox's first, a note; a move's is UpdateSandboxStatus's)
+-- and its announcement on the sandbox channel (db.SandboxNotification's JSON, which carries the
+-- row's id), in one round trip: the NOTIFY is sent at commit, with the row, or not at all.
 WITH e AS (
     INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason, detail, provider_event_id, provider_timestamp, files,
         via_token, version_number, duration_ms, output)
