@@ -335,3 +335,61 @@ func migratedUpTo(t *testing.T, version int64) *pgxpool.Pool {
 	}
 	return pool
 }
+
+// Each sandbox's changed_by_provider says whether its last status change (a move, not a note)
+// applied a provider event.
+func TestChangedByProviderMigrationFollowsEachSandboxsLastChange(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := migratedUpTo(t, 12)
+	if _, err := pool.Exec(ctx, `
+		WITH u AS (INSERT INTO users (email, password_hash, credits) VALUES ('p@example.com', 'x', 1) RETURNING id),
+		     p AS (INSERT INTO projects (owner_id, name, start_command, port) SELECT id, 'p', 'node server.js', 3000 FROM u RETURNING id)
+		INSERT INTO versions (project_id, number, source, file_count, total_bytes) SELECT id, 1, 'created', 0, 0 FROM p`); err != nil {
+		t.Fatal(err)
+	}
+	type move struct{ from, to, source, reason string } // from a provider when the source is webhook or events_api
+	cases := []struct {
+		name, status string
+		moves        []move
+		want         bool
+	}{
+		{"a provider's resume, then a version went live", "running", []move{
+			{"starting", "starting", "user", "created"}, {"starting", "running", "build", "ready"}, {"running", "paused", "scheduler", "idle"},
+			{"paused", "running", "webhook", "provider_resumed"}, {"running", "running", "user", "version_live"}}, true},
+		{"the provider's pause, then Sandman's resume and pause", "paused", []move{
+			{"starting", "starting", "user", "created"}, {"starting", "running", "build", "ready"}, {"running", "paused", "events_api", "provider_paused"},
+			{"paused", "running", "user", "requested"}, {"running", "paused", "scheduler", "idle"}}, false},
+		{"gone by the provider's kill", "killed", []move{
+			{"starting", "starting", "user", "created"}, {"starting", "running", "build", "ready"}, {"running", "killed", "webhook", "provider_other"}}, true},
+		{"only created", "starting", []move{{"starting", "starting", "user", "created"}}, false},
+	}
+	ids := make([]string, len(cases))
+	for i, c := range cases {
+		if err := pool.QueryRow(ctx, `
+			WITH b AS (INSERT INTO builds (project_id, version, kind, files_version_id) SELECT project_id, $1, 'initial', id FROM versions RETURNING *)
+			INSERT INTO sandboxes (owner_id, project_id, build_id, status, deployed_version_id)
+			SELECT p.owner_id, p.id, b.id, $2, b.files_version_id FROM b JOIN projects p ON p.id = b.project_id RETURNING id`,
+			i+1, c.status).Scan(&ids[i]); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range c.moves {
+			if _, err := pool.Exec(ctx, `INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason, provider_timestamp)
+				VALUES ($1, $2, $3, $4, $5, CASE WHEN $4::event_source IN ('webhook', 'events_api') THEN now() END)`, ids[i], m.from, m.to, m.source, m.reason); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := db.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range cases {
+		var got bool
+		if err := pool.QueryRow(ctx, `SELECT changed_by_provider FROM sandboxes WHERE id = $1`, ids[i]).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != c.want {
+			t.Errorf("%s: changed_by_provider %v, want %v", c.name, got, c.want)
+		}
+	}
+}

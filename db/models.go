@@ -917,6 +917,7 @@ type Sandbox struct {
 	Vcpus                int32
 	MemoryMib            int32
 	LifetimeSeconds      int32
+	ChangedByProvider    bool
 }
 
 type SandboxEvent struct {

@@ -10,7 +10,8 @@ const SandboxChannel = "sandman_sandbox"
 // opaque key (live.Stream.Session). Every instance ends the session's event streams.
 const SessionEndChannel = "sandman_session_end"
 
-// SandboxNotification is the payload on SandboxChannel.
+// SandboxNotification is the payload on SandboxChannel. InsertSandboxEvent
+// (queries/sandbox_events.sql) writes the same JSON in SQL: keep its keys in step.
 type SandboxNotification struct {
 	SandboxID uuid.UUID `json:"sandbox_id"`
 	OwnerID   uuid.UUID `json:"owner_id"`

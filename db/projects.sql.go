@@ -124,15 +124,16 @@ func (q *Queries) GetProjectState(ctx context.Context, arg GetProjectStateParams
 }
 
 const getProjectStateOfSandbox = `-- name: GetProjectStateOfSandbox :one
-SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself,
+SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself, u.credits AS owner_credits,
        coalesce(cur.file_count, 0)::integer AS file_count, coalesce(cur.number, 0)::integer AS current_version,
        EXISTS (SELECT 1 FROM share_links l WHERE l.project_id = projects.id)::boolean AS shared,
-       s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail,
+       s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail,
        (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id,
        (SELECT v.number FROM versions v WHERE v.id = s.deployed_version_id)::integer AS deployed_number,
        coalesce((SELECT v.number FROM versions v WHERE v.id = s.deploying_version_id), 0)::integer AS deploying_number
 FROM sandboxes x
 JOIN projects ON projects.id = x.project_id AND projects.owner_id = $1
+JOIN users u ON u.id = projects.owner_id
 LEFT JOIN LATERAL (SELECT v.number, v.file_count FROM versions v WHERE v.project_id = projects.id
     ORDER BY v.number DESC LIMIT 1) cur ON true
 JOIN sandboxes s ON s.id = (SELECT n.id FROM sandboxes n WHERE n.project_id = projects.id
@@ -150,6 +151,7 @@ type GetProjectStateOfSandboxParams struct {
 
 type GetProjectStateOfSandboxRow struct {
 	Project         Project
+	OwnerCredits    int32
 	FileCount       int32
 	CurrentVersion  int32
 	Shared          bool
@@ -165,6 +167,7 @@ type GetProjectStateOfSandboxRow struct {
 // project one of the founder's sandboxes (x) belongs to: the JSON status read's, an action's
 // answer's and the live feed's. The current sandbox is the project's newest (x, or a later one);
 // every sandbox has its build and its first event from its creation, so the joins always hold.
+// With the founder's balance: the live feed draws the header's from the same read.
 func (q *Queries) GetProjectStateOfSandbox(ctx context.Context, arg GetProjectStateOfSandboxParams) (GetProjectStateOfSandboxRow, error) {
 	row := q.db.QueryRow(ctx, getProjectStateOfSandbox, arg.OwnerID, arg.SandboxID)
 	var i GetProjectStateOfSandboxRow
@@ -179,6 +182,7 @@ func (q *Queries) GetProjectStateOfSandbox(ctx context.Context, arg GetProjectSt
 		&i.Project.PauseKind,
 		&i.Project.CreatedAt,
 		&i.Project.ReloadsItself,
+		&i.OwnerCredits,
 		&i.FileCount,
 		&i.CurrentVersion,
 		&i.Shared,
@@ -218,6 +222,7 @@ func (q *Queries) GetProjectStateOfSandbox(ctx context.Context, arg GetProjectSt
 		&i.Sandbox.Vcpus,
 		&i.Sandbox.MemoryMib,
 		&i.Sandbox.LifetimeSeconds,
+		&i.Sandbox.ChangedByProvider,
 		&i.Build.ID,
 		&i.Build.ProjectID,
 		&i.Build.Version,
@@ -298,7 +303,7 @@ const listProjectStatesByOwner = `-- name: ListProjectStatesByOwner :many
 SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself,
        coalesce(cur.file_count, 0)::integer AS file_count, coalesce(cur.number, 0)::integer AS current_version,
        EXISTS (SELECT 1 FROM share_links l WHERE l.project_id = projects.id)::boolean AS shared,
-       s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail,
+       s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail,
        (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id,
        (SELECT v.number FROM versions v WHERE v.id = s.deployed_version_id)::integer AS deployed_number,
        coalesce((SELECT v.number FROM versions v WHERE v.id = s.deploying_version_id), 0)::integer AS deploying_number,
@@ -394,6 +399,7 @@ func (q *Queries) ListProjectStatesByOwner(ctx context.Context, ownerID uuid.UUI
 			&i.Sandbox.Vcpus,
 			&i.Sandbox.MemoryMib,
 			&i.Sandbox.LifetimeSeconds,
+			&i.Sandbox.ChangedByProvider,
 			&i.Build.ID,
 			&i.Build.ProjectID,
 			&i.Build.Version,

@@ -74,15 +74,21 @@ func (q *Queries) HasVisitorNote(ctx context.Context, arg HasVisitorNoteParams) 
 }
 
 const insertSandboxEvent = `-- name: InsertSandboxEvent :one
-INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason, detail, provider_event_id, provider_timestamp, files,
-    via_token, version_number, duration_ms, output)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
-    coalesce($9::text[], '{}'), $10, $11, $12,
-    coalesce($13::text, ''))
-RETURNING id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, version_number, duration_ms, output, via_token, detail
+WITH e AS (
+    INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason, detail, provider_event_id, provider_timestamp, files,
+        via_token, version_number, duration_ms, output)
+    VALUES ($3, $4, $5, $6, $7, $8, $9, $10,
+        coalesce($11::text[], '{}'), $12, $13, $14,
+        coalesce($15::text, ''))
+    RETURNING id, sandbox_id
+)
+SELECT e.id FROM e,
+    pg_notify($1::text, json_build_object('sandbox_id', e.sandbox_id, 'owner_id', $2::uuid, 'event_id', e.id)::text)
 `
 
 type InsertSandboxEventParams struct {
+	Channel           string
+	OwnerID           uuid.UUID
 	SandboxID         uuid.UUID
 	FromStatus        SandboxStatus
 	ToStatus          SandboxStatus
@@ -98,8 +104,13 @@ type InsertSandboxEventParams struct {
 	Output            *string
 }
 
-func (q *Queries) InsertSandboxEvent(ctx context.Context, arg InsertSandboxEventParams) (SandboxEvent, error) {
+// An event row that is no move (a new sandbox's first, a note; a move's is UpdateSandboxStatus's)
+// and its announcement on the sandbox channel (db.SandboxNotification's JSON, which carries the
+// row's id), in one round trip: the NOTIFY is sent at commit, with the row, or not at all.
+func (q *Queries) InsertSandboxEvent(ctx context.Context, arg InsertSandboxEventParams) (int64, error) {
 	row := q.db.QueryRow(ctx, insertSandboxEvent,
+		arg.Channel,
+		arg.OwnerID,
 		arg.SandboxID,
 		arg.FromStatus,
 		arg.ToStatus,
@@ -114,37 +125,9 @@ func (q *Queries) InsertSandboxEvent(ctx context.Context, arg InsertSandboxEvent
 		arg.DurationMs,
 		arg.Output,
 	)
-	var i SandboxEvent
-	err := row.Scan(
-		&i.ID,
-		&i.SandboxID,
-		&i.FromStatus,
-		&i.ToStatus,
-		&i.Source,
-		&i.Reason,
-		&i.ProviderEventID,
-		&i.ProviderTimestamp,
-		&i.CreatedAt,
-		&i.Files,
-		&i.VersionNumber,
-		&i.DurationMs,
-		&i.Output,
-		&i.ViaToken,
-		&i.Detail,
-	)
-	return i, err
-}
-
-const latestSandboxEventFromProvider = `-- name: LatestSandboxEventFromProvider :one
-SELECT (provider_timestamp IS NOT NULL)::boolean AS from_provider FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id DESC LIMIT 1
-`
-
-// Whether the sandbox's newest change came from a provider event (it carries the provider's time).
-func (q *Queries) LatestSandboxEventFromProvider(ctx context.Context, sandboxID uuid.UUID) (bool, error) {
-	row := q.db.QueryRow(ctx, latestSandboxEventFromProvider, sandboxID)
-	var from_provider bool
-	err := row.Scan(&from_provider)
-	return from_provider, err
+	var id int64
+	err := row.Scan(&id)
+	return id, err
 }
 
 const listProjectHistory = `-- name: ListProjectHistory :many

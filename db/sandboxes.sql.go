@@ -16,7 +16,7 @@ const claimSandboxDeploy = `-- name: ClaimSandboxDeploy :one
 UPDATE sandboxes SET deploying_version_id = $1, deploying_since = now(), deploying_job = $2
 WHERE id = $3 AND (deploying_version_id IS NULL OR deploying_job = $2
     OR deploying_since < now() - make_interval(secs => $4::float8))
-RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds
+RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider
 `
 
 type ClaimSandboxDeployParams struct {
@@ -73,6 +73,7 @@ func (q *Queries) ClaimSandboxDeploy(ctx context.Context, arg ClaimSandboxDeploy
 		&i.Vcpus,
 		&i.MemoryMib,
 		&i.LifetimeSeconds,
+		&i.ChangedByProvider,
 	)
 	return i, err
 }
@@ -95,7 +96,7 @@ func (q *Queries) EndSandboxDeploy(ctx context.Context, arg EndSandboxDeployPara
 }
 
 const getCurrentSandboxByProject = `-- name: GetCurrentSandboxByProject :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds FROM sandboxes WHERE project_id = $1 ORDER BY created_at DESC LIMIT 1
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider FROM sandboxes WHERE project_id = $1 ORDER BY created_at DESC LIMIT 1
 `
 
 // The sandbox of the project's newest build.
@@ -139,12 +140,13 @@ func (q *Queries) GetCurrentSandboxByProject(ctx context.Context, projectID uuid
 		&i.Vcpus,
 		&i.MemoryMib,
 		&i.LifetimeSeconds,
+		&i.ChangedByProvider,
 	)
 	return i, err
 }
 
 const getCurrentSandboxByProjectForUpdate = `-- name: GetCurrentSandboxByProjectForUpdate :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds FROM sandboxes WHERE project_id = $1 ORDER BY created_at DESC LIMIT 1 FOR NO KEY UPDATE
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider FROM sandboxes WHERE project_id = $1 ORDER BY created_at DESC LIMIT 1 FOR NO KEY UPDATE
 `
 
 // The project's current sandbox, locked: a visitor's wake decides under this lock, so of any
@@ -189,12 +191,13 @@ func (q *Queries) GetCurrentSandboxByProjectForUpdate(ctx context.Context, proje
 		&i.Vcpus,
 		&i.MemoryMib,
 		&i.LifetimeSeconds,
+		&i.ChangedByProvider,
 	)
 	return i, err
 }
 
 const getCurrentSandboxState = `-- name: GetCurrentSandboxState :one
-SELECT s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail,
+SELECT s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail,
     (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id,
     (SELECT v.number FROM versions v WHERE v.id = s.deployed_version_id)::integer AS deployed_number,
     coalesce((SELECT v.number FROM versions v WHERE v.id = s.deploying_version_id), 0)::integer AS deploying_number
@@ -258,6 +261,7 @@ func (q *Queries) GetCurrentSandboxState(ctx context.Context, projectID uuid.UUI
 		&i.Sandbox.Vcpus,
 		&i.Sandbox.MemoryMib,
 		&i.Sandbox.LifetimeSeconds,
+		&i.Sandbox.ChangedByProvider,
 		&i.Build.ID,
 		&i.Build.ProjectID,
 		&i.Build.Version,
@@ -291,7 +295,7 @@ func (q *Queries) GetCurrentSandboxState(ctx context.Context, projectID uuid.UUI
 }
 
 const getSandbox = `-- name: GetSandbox :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds FROM sandboxes WHERE id = $1
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider FROM sandboxes WHERE id = $1
 `
 
 func (q *Queries) GetSandbox(ctx context.Context, id uuid.UUID) (Sandbox, error) {
@@ -334,12 +338,13 @@ func (q *Queries) GetSandbox(ctx context.Context, id uuid.UUID) (Sandbox, error)
 		&i.Vcpus,
 		&i.MemoryMib,
 		&i.LifetimeSeconds,
+		&i.ChangedByProvider,
 	)
 	return i, err
 }
 
 const getSandboxByBuild = `-- name: GetSandboxByBuild :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds FROM sandboxes WHERE build_id = $1
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider FROM sandboxes WHERE build_id = $1
 `
 
 func (q *Queries) GetSandboxByBuild(ctx context.Context, buildID uuid.UUID) (Sandbox, error) {
@@ -382,12 +387,13 @@ func (q *Queries) GetSandboxByBuild(ctx context.Context, buildID uuid.UUID) (San
 		&i.Vcpus,
 		&i.MemoryMib,
 		&i.LifetimeSeconds,
+		&i.ChangedByProvider,
 	)
 	return i, err
 }
 
 const getSandboxByOwner = `-- name: GetSandboxByOwner :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds FROM sandboxes WHERE id = $1 AND owner_id = $2
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider FROM sandboxes WHERE id = $1 AND owner_id = $2
 `
 
 type GetSandboxByOwnerParams struct {
@@ -435,12 +441,13 @@ func (q *Queries) GetSandboxByOwner(ctx context.Context, arg GetSandboxByOwnerPa
 		&i.Vcpus,
 		&i.MemoryMib,
 		&i.LifetimeSeconds,
+		&i.ChangedByProvider,
 	)
 	return i, err
 }
 
 const getSandboxByProviderID = `-- name: GetSandboxByProviderID :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds FROM sandboxes WHERE provider_id = $1
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider FROM sandboxes WHERE provider_id = $1
 `
 
 func (q *Queries) GetSandboxByProviderID(ctx context.Context, providerID *string) (Sandbox, error) {
@@ -483,60 +490,71 @@ func (q *Queries) GetSandboxByProviderID(ctx context.Context, providerID *string
 		&i.Vcpus,
 		&i.MemoryMib,
 		&i.LifetimeSeconds,
+		&i.ChangedByProvider,
 	)
 	return i, err
 }
 
 const getSandboxByProviderIDForUpdate = `-- name: GetSandboxByProviderIDForUpdate :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds FROM sandboxes WHERE provider_id = $1 FOR NO KEY UPDATE
+SELECT s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, p.pause_kind FROM sandboxes s JOIN projects p ON p.id = s.project_id
+WHERE s.provider_id = $1 FOR NO KEY UPDATE OF s
 `
 
-func (q *Queries) GetSandboxByProviderIDForUpdate(ctx context.Context, providerID *string) (Sandbox, error) {
+type GetSandboxByProviderIDForUpdateRow struct {
+	Sandbox   Sandbox
+	PauseKind PauseKind
+}
+
+// A provider event's sandbox, locked, with its project's pause kind: the snapshot a paused event
+// says the provider kept.
+func (q *Queries) GetSandboxByProviderIDForUpdate(ctx context.Context, providerID *string) (GetSandboxByProviderIDForUpdateRow, error) {
 	row := q.db.QueryRow(ctx, getSandboxByProviderIDForUpdate, providerID)
-	var i Sandbox
+	var i GetSandboxByProviderIDForUpdateRow
 	err := row.Scan(
-		&i.ID,
-		&i.ProviderID,
-		&i.OwnerID,
-		&i.ProjectID,
-		&i.BuildID,
-		&i.Status,
-		&i.SnapshotKind,
-		&i.PreviewURL,
-		&i.EnvdToken,
-		&i.ProviderDomain,
-		&i.LastActiveAt,
-		&i.LastVerifiedAt,
-		&i.VerificationFailures,
-		&i.StateChangedAt,
-		&i.LastEventAt,
-		&i.EndAt,
-		&i.KilledAt,
-		&i.KilledReason,
-		&i.FailureCause,
-		&i.Recreated,
-		&i.KillRequested,
-		&i.Version,
-		&i.CreatedAt,
-		&i.PauseRequestedAt,
-		&i.AppChangedFiles,
-		&i.FilesSeenAt,
-		&i.MissingSince,
-		&i.DeployedVersionID,
-		&i.DeployingVersionID,
-		&i.DeployingSince,
-		&i.DeployingJob,
-		&i.KilledDetail,
-		&i.FailureDetail,
-		&i.Vcpus,
-		&i.MemoryMib,
-		&i.LifetimeSeconds,
+		&i.Sandbox.ID,
+		&i.Sandbox.ProviderID,
+		&i.Sandbox.OwnerID,
+		&i.Sandbox.ProjectID,
+		&i.Sandbox.BuildID,
+		&i.Sandbox.Status,
+		&i.Sandbox.SnapshotKind,
+		&i.Sandbox.PreviewURL,
+		&i.Sandbox.EnvdToken,
+		&i.Sandbox.ProviderDomain,
+		&i.Sandbox.LastActiveAt,
+		&i.Sandbox.LastVerifiedAt,
+		&i.Sandbox.VerificationFailures,
+		&i.Sandbox.StateChangedAt,
+		&i.Sandbox.LastEventAt,
+		&i.Sandbox.EndAt,
+		&i.Sandbox.KilledAt,
+		&i.Sandbox.KilledReason,
+		&i.Sandbox.FailureCause,
+		&i.Sandbox.Recreated,
+		&i.Sandbox.KillRequested,
+		&i.Sandbox.Version,
+		&i.Sandbox.CreatedAt,
+		&i.Sandbox.PauseRequestedAt,
+		&i.Sandbox.AppChangedFiles,
+		&i.Sandbox.FilesSeenAt,
+		&i.Sandbox.MissingSince,
+		&i.Sandbox.DeployedVersionID,
+		&i.Sandbox.DeployingVersionID,
+		&i.Sandbox.DeployingSince,
+		&i.Sandbox.DeployingJob,
+		&i.Sandbox.KilledDetail,
+		&i.Sandbox.FailureDetail,
+		&i.Sandbox.Vcpus,
+		&i.Sandbox.MemoryMib,
+		&i.Sandbox.LifetimeSeconds,
+		&i.Sandbox.ChangedByProvider,
+		&i.PauseKind,
 	)
 	return i, err
 }
 
 const getSandboxForUpdate = `-- name: GetSandboxForUpdate :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds FROM sandboxes WHERE id = $1 FOR NO KEY UPDATE
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider FROM sandboxes WHERE id = $1 FOR NO KEY UPDATE
 `
 
 func (q *Queries) GetSandboxForUpdate(ctx context.Context, id uuid.UUID) (Sandbox, error) {
@@ -579,12 +597,13 @@ func (q *Queries) GetSandboxForUpdate(ctx context.Context, id uuid.UUID) (Sandbo
 		&i.Vcpus,
 		&i.MemoryMib,
 		&i.LifetimeSeconds,
+		&i.ChangedByProvider,
 	)
 	return i, err
 }
 
 const getSandboxStatus = `-- name: GetSandboxStatus :one
-SELECT x.id, x.provider_id, x.owner_id, x.project_id, x.build_id, x.status, x.snapshot_kind, x.preview_url, x.envd_token, x.provider_domain, x.last_active_at, x.last_verified_at, x.verification_failures, x.state_changed_at, x.last_event_at, x.end_at, x.killed_at, x.killed_reason, x.failure_cause, x.recreated, x.kill_requested, x.version, x.created_at, x.pause_requested_at, x.app_changed_files, x.files_seen_at, x.missing_since, x.deployed_version_id, x.deploying_version_id, x.deploying_since, x.deploying_job, x.killed_detail, x.failure_detail, x.vcpus, x.memory_mib, x.lifetime_seconds,
+SELECT x.id, x.provider_id, x.owner_id, x.project_id, x.build_id, x.status, x.snapshot_kind, x.preview_url, x.envd_token, x.provider_domain, x.last_active_at, x.last_verified_at, x.verification_failures, x.state_changed_at, x.last_event_at, x.end_at, x.killed_at, x.killed_reason, x.failure_cause, x.recreated, x.kill_requested, x.version, x.created_at, x.pause_requested_at, x.app_changed_files, x.files_seen_at, x.missing_since, x.deployed_version_id, x.deploying_version_id, x.deploying_since, x.deploying_job, x.killed_detail, x.failure_detail, x.vcpus, x.memory_mib, x.lifetime_seconds, x.changed_by_provider,
        (x.id = (SELECT n.id FROM sandboxes n WHERE n.project_id = x.project_id
            ORDER BY n.created_at DESC LIMIT 1))::boolean AS is_current,
        (SELECT v.number FROM versions v WHERE v.id = x.deployed_version_id)::integer AS deployed_number,
@@ -651,6 +670,7 @@ func (q *Queries) GetSandboxStatus(ctx context.Context, arg GetSandboxStatusPara
 		&i.Sandbox.Vcpus,
 		&i.Sandbox.MemoryMib,
 		&i.Sandbox.LifetimeSeconds,
+		&i.Sandbox.ChangedByProvider,
 		&i.IsCurrent,
 		&i.DeployedNumber,
 		&i.CurrentVersion,
@@ -659,7 +679,7 @@ func (q *Queries) GetSandboxStatus(ctx context.Context, arg GetSandboxStatusPara
 }
 
 const getSharedSandboxByProject = `-- name: GetSharedSandboxByProject :one
-SELECT s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id,
+SELECT s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id,
     (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id
 FROM sandboxes s JOIN builds b ON b.id = s.build_id
 WHERE s.project_id = $1
@@ -715,6 +735,7 @@ func (q *Queries) GetSharedSandboxByProject(ctx context.Context, projectID uuid.
 		&i.Sandbox.Vcpus,
 		&i.Sandbox.MemoryMib,
 		&i.Sandbox.LifetimeSeconds,
+		&i.Sandbox.ChangedByProvider,
 		&i.Build.ID,
 		&i.Build.ProjectID,
 		&i.Build.Version,
@@ -746,7 +767,7 @@ const insertSandbox = `-- name: InsertSandbox :one
 INSERT INTO sandboxes (owner_id, project_id, build_id, recreated, deployed_version_id, vcpus, memory_mib, lifetime_seconds)
 VALUES ($1, $2, $3, $4, (SELECT files_version_id FROM builds WHERE id = $3), $5, $6,
     $7)
-RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds
+RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider
 `
 
 type InsertSandboxParams struct {
@@ -807,6 +828,7 @@ func (q *Queries) InsertSandbox(ctx context.Context, arg InsertSandboxParams) (S
 		&i.Vcpus,
 		&i.MemoryMib,
 		&i.LifetimeSeconds,
+		&i.ChangedByProvider,
 	)
 	return i, err
 }
@@ -853,7 +875,7 @@ func (q *Queries) ListReconcileRows(ctx context.Context) ([]ListReconcileRowsRow
 }
 
 const listStuckSandboxes = `-- name: ListStuckSandboxes :many
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds FROM sandboxes
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider FROM sandboxes
 WHERE (status = 'starting' AND state_changed_at < $1::timestamptz)
    OR (status = 'resuming' AND state_changed_at < $2::timestamptz)
 ORDER BY state_changed_at LIMIT 500
@@ -911,6 +933,7 @@ func (q *Queries) ListStuckSandboxes(ctx context.Context, arg ListStuckSandboxes
 			&i.Vcpus,
 			&i.MemoryMib,
 			&i.LifetimeSeconds,
+			&i.ChangedByProvider,
 		); err != nil {
 			return nil, err
 		}
@@ -1082,7 +1105,7 @@ const setSandboxProvider = `-- name: SetSandboxProvider :one
 UPDATE sandboxes SET provider_id = $1, preview_url = $2, envd_token = $3,
     provider_domain = $4, end_at = $5
 WHERE id = $6 AND status = 'starting'
-RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds
+RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider
 `
 
 type SetSandboxProviderParams struct {
@@ -1142,6 +1165,7 @@ func (q *Queries) SetSandboxProvider(ctx context.Context, arg SetSandboxProvider
 		&i.Vcpus,
 		&i.MemoryMib,
 		&i.LifetimeSeconds,
+		&i.ChangedByProvider,
 	)
 	return i, err
 }
@@ -1158,7 +1182,7 @@ func (q *Queries) TouchActivity(ctx context.Context, id uuid.UUID) error {
 const touchSandboxActivity = `-- name: TouchSandboxActivity :one
 UPDATE sandboxes SET last_active_at = now()
 WHERE id = $1 AND owner_id = $2 AND last_active_at < now() - interval '1 second'
-RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds
+RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider
 `
 
 type TouchSandboxActivityParams struct {
@@ -1207,34 +1231,47 @@ func (q *Queries) TouchSandboxActivity(ctx context.Context, arg TouchSandboxActi
 		&i.Vcpus,
 		&i.MemoryMib,
 		&i.LifetimeSeconds,
+		&i.ChangedByProvider,
 	)
 	return i, err
 }
 
 const updateSandboxStatus = `-- name: UpdateSandboxStatus :one
-UPDATE sandboxes SET
-    status           = $1,
-    version          = version + 1,
-    state_changed_at = now(),
-    recreated        = $2,
-    preview_url      = coalesce($3, preview_url),
-    snapshot_kind    = CASE WHEN $4::boolean THEN $5::pause_kind ELSE snapshot_kind END,
-    end_at           = coalesce($6, end_at),
-    killed_at        = coalesce($7, killed_at),
-    killed_reason    = coalesce($8, killed_reason),
-    killed_detail    = CASE WHEN $8::event_reason IS NULL THEN killed_detail ELSE $9 END,
-    failure_cause    = $10,
-    failure_detail   = $11,
-    last_event_at    = greatest(last_event_at, $12),
-    last_verified_at = coalesce($13, last_verified_at),
-    verification_failures = CASE WHEN $13::timestamptz IS NULL THEN verification_failures ELSE 0 END,
-    pause_requested_at = NULL,
-    missing_since    = NULL
-WHERE id = $14 AND version = $15
-RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds
+WITH u AS (
+    UPDATE sandboxes x SET
+        status           = $2,
+        version          = x.version + 1,
+        state_changed_at = now(),
+        recreated        = $3,
+        preview_url      = coalesce($4, x.preview_url),
+        snapshot_kind    = CASE WHEN $5::boolean THEN $6::pause_kind ELSE x.snapshot_kind END,
+        end_at           = coalesce($7, x.end_at),
+        killed_at        = coalesce($8, x.killed_at),
+        killed_reason    = coalesce($9, x.killed_reason),
+        killed_detail    = CASE WHEN $9::event_reason IS NULL THEN x.killed_detail ELSE $10 END,
+        failure_cause    = $11,
+        failure_detail   = $12,
+        last_event_at    = greatest(x.last_event_at, $13),
+        changed_by_provider = $13::timestamptz IS NOT NULL,
+        last_verified_at = coalesce($14, x.last_verified_at),
+        verification_failures = CASE WHEN $14::timestamptz IS NULL THEN x.verification_failures ELSE 0 END,
+        pause_requested_at = NULL,
+        missing_since    = NULL
+    WHERE x.id = $15 AND x.version = $16
+    RETURNING x.id, x.provider_id, x.owner_id, x.project_id, x.build_id, x.status, x.snapshot_kind, x.preview_url, x.envd_token, x.provider_domain, x.last_active_at, x.last_verified_at, x.verification_failures, x.state_changed_at, x.last_event_at, x.end_at, x.killed_at, x.killed_reason, x.failure_cause, x.recreated, x.kill_requested, x.version, x.created_at, x.pause_requested_at, x.app_changed_files, x.files_seen_at, x.missing_since, x.deployed_version_id, x.deploying_version_id, x.deploying_since, x.deploying_job, x.killed_detail, x.failure_detail, x.vcpus, x.memory_mib, x.lifetime_seconds, x.changed_by_provider
+), e AS (
+    INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason, detail, provider_event_id, provider_timestamp)
+    SELECT u.id, $17::sandbox_status, u.status, $18::event_source, $19::event_reason, $10::text,
+        $20::text, $13::timestamptz
+    FROM u
+    RETURNING id, sandbox_id
+)
+SELECT u.id, u.provider_id, u.owner_id, u.project_id, u.build_id, u.status, u.snapshot_kind, u.preview_url, u.envd_token, u.provider_domain, u.last_active_at, u.last_verified_at, u.verification_failures, u.state_changed_at, u.last_event_at, u.end_at, u.killed_at, u.killed_reason, u.failure_cause, u.recreated, u.kill_requested, u.version, u.created_at, u.pause_requested_at, u.app_changed_files, u.files_seen_at, u.missing_since, u.deployed_version_id, u.deploying_version_id, u.deploying_since, u.deploying_job, u.killed_detail, u.failure_detail, u.vcpus, u.memory_mib, u.lifetime_seconds, u.changed_by_provider FROM u JOIN e ON e.sandbox_id = u.id,
+    pg_notify($1::text, json_build_object('sandbox_id', u.id, 'owner_id', u.owner_id, 'event_id', e.id)::text)
 `
 
 type UpdateSandboxStatusParams struct {
+	Channel         string
 	Status          SandboxStatus
 	Recreated       bool
 	PreviewURL      *string
@@ -1243,19 +1280,67 @@ type UpdateSandboxStatusParams struct {
 	EndAt           *time.Time
 	KilledAt        *time.Time
 	KilledReason    *EventReason
-	KilledDetail    string
+	Detail          string
 	FailureCause    *FailureCause
 	FailureDetail   string
 	EventAt         *time.Time
 	VerifiedAt      *time.Time
 	ID              uuid.UUID
 	Version         int64
+	FromStatus      SandboxStatus
+	Source          EventSource
+	Reason          EventReason
+	ProviderEventID *string
 }
 
-// The only statement that writes status: the lifecycle package calls it inside a transaction
-// that also inserts the event row. The version check makes concurrent writers lose cleanly.
-func (q *Queries) UpdateSandboxStatus(ctx context.Context, arg UpdateSandboxStatusParams) (Sandbox, error) {
+type UpdateSandboxStatusRow struct {
+	ID                   uuid.UUID
+	ProviderID           *string
+	OwnerID              uuid.UUID
+	ProjectID            uuid.UUID
+	BuildID              uuid.UUID
+	Status               SandboxStatus
+	SnapshotKind         *PauseKind
+	PreviewURL           string
+	EnvdToken            string
+	ProviderDomain       string
+	LastActiveAt         time.Time
+	LastVerifiedAt       *time.Time
+	VerificationFailures int32
+	StateChangedAt       time.Time
+	LastEventAt          *time.Time
+	EndAt                *time.Time
+	KilledAt             *time.Time
+	KilledReason         *EventReason
+	FailureCause         *FailureCause
+	Recreated            bool
+	KillRequested        bool
+	Version              int64
+	CreatedAt            time.Time
+	PauseRequestedAt     *time.Time
+	AppChangedFiles      []string
+	FilesSeenAt          *time.Time
+	MissingSince         *time.Time
+	DeployedVersionID    uuid.UUID
+	DeployingVersionID   *uuid.UUID
+	DeployingSince       *time.Time
+	DeployingJob         *int64
+	KilledDetail         string
+	FailureDetail        string
+	Vcpus                int32
+	MemoryMib            int32
+	LifetimeSeconds      int32
+	ChangedByProvider    bool
+}
+
+// The only statement that writes status: lifecycle's apply calls it inside a transaction. The
+// version check makes concurrent writers lose cleanly (no row). With the row it inserts the
+// change's event row (its detail is the killed detail's too) and announces it on the sandbox
+// channel (db.SandboxNotification's JSON, as InsertSandboxEvent writes it), in one round trip:
+// all three happen, or none does.
+func (q *Queries) UpdateSandboxStatus(ctx context.Context, arg UpdateSandboxStatusParams) (UpdateSandboxStatusRow, error) {
 	row := q.db.QueryRow(ctx, updateSandboxStatus,
+		arg.Channel,
 		arg.Status,
 		arg.Recreated,
 		arg.PreviewURL,
@@ -1264,15 +1349,19 @@ func (q *Queries) UpdateSandboxStatus(ctx context.Context, arg UpdateSandboxStat
 		arg.EndAt,
 		arg.KilledAt,
 		arg.KilledReason,
-		arg.KilledDetail,
+		arg.Detail,
 		arg.FailureCause,
 		arg.FailureDetail,
 		arg.EventAt,
 		arg.VerifiedAt,
 		arg.ID,
 		arg.Version,
+		arg.FromStatus,
+		arg.Source,
+		arg.Reason,
+		arg.ProviderEventID,
 	)
-	var i Sandbox
+	var i UpdateSandboxStatusRow
 	err := row.Scan(
 		&i.ID,
 		&i.ProviderID,
@@ -1310,6 +1399,7 @@ func (q *Queries) UpdateSandboxStatus(ctx context.Context, arg UpdateSandboxStat
 		&i.Vcpus,
 		&i.MemoryMib,
 		&i.LifetimeSeconds,
+		&i.ChangedByProvider,
 	)
 	return i, err
 }

@@ -49,34 +49,6 @@ func (q *Queries) AddUsageHours(ctx context.Context, arg AddUsageHoursParams) er
 	return err
 }
 
-const closeUsageInterval = `-- name: CloseUsageInterval :one
-UPDATE usage_intervals SET ended_at = greatest(started_at, $1::timestamptz)
-WHERE sandbox_id = $2 AND ended_at IS NULL
-RETURNING id, sandbox_id, kind, started_at, ended_at, counts_until, vcpus, memory_mib
-`
-
-type CloseUsageIntervalParams struct {
-	EndedAt   time.Time
-	SandboxID uuid.UUID
-}
-
-// Ends the sandbox's open stretch (awake or asleep) at a change of class; no row when none is open.
-func (q *Queries) CloseUsageInterval(ctx context.Context, arg CloseUsageIntervalParams) (UsageInterval, error) {
-	row := q.db.QueryRow(ctx, closeUsageInterval, arg.EndedAt, arg.SandboxID)
-	var i UsageInterval
-	err := row.Scan(
-		&i.ID,
-		&i.SandboxID,
-		&i.Kind,
-		&i.StartedAt,
-		&i.EndedAt,
-		&i.CountsUntil,
-		&i.Vcpus,
-		&i.MemoryMib,
-	)
-	return i, err
-}
-
 const listOpenAwakeByHour = `-- name: ListOpenAwakeByHour :many
 WITH open AS MATERIALIZED (
     SELECT started_at, vcpus, memory_mib FROM usage_intervals WHERE ended_at IS NULL AND kind = 'awake'
@@ -204,30 +176,75 @@ func (q *Queries) ListUsageByHour(ctx context.Context, since time.Time) ([]ListU
 	return items, nil
 }
 
-const openUsageInterval = `-- name: OpenUsageInterval :exec
-INSERT INTO usage_intervals (sandbox_id, kind, started_at, counts_until, vcpus, memory_mib)
-VALUES ($1, $2, $3, $4, $5, $6)
+const moveUsageInterval = `-- name: MoveUsageInterval :one
+WITH closed AS (
+    UPDATE usage_intervals u SET ended_at = greatest(u.started_at, $1::timestamptz)
+    WHERE u.sandbox_id = $2::uuid AND u.ended_at IS NULL AND $3::boolean
+    RETURNING id, sandbox_id, kind, started_at, ended_at, counts_until, vcpus, memory_mib
+), opened AS (
+    INSERT INTO usage_intervals (sandbox_id, kind, started_at, counts_until, vcpus, memory_mib)
+    SELECT $2::uuid, $4::usage_kind, $1::timestamptz,
+        CASE WHEN $4::usage_kind = 'asleep' THEN greatest($1::timestamptz,
+            coalesce($5::timestamptz, c.started_at + make_interval(secs => $6::integer))) END,
+        $7::integer, $8::integer
+    FROM (SELECT) one LEFT JOIN closed c ON true
+    WHERE $4::usage_kind IS NOT NULL
+)
+SELECT id, sandbox_id, kind, started_at, ended_at, counts_until, vcpus, memory_mib FROM closed
 `
 
-type OpenUsageIntervalParams struct {
+type MoveUsageIntervalParams struct {
+	Now             time.Time
+	SandboxID       uuid.UUID
+	Close           bool
+	Kind            *UsageKind
+	EndAt           *time.Time
+	LifetimeSeconds int32
+	Vcpus           int32
+	MemoryMib       int32
+}
+
+type MoveUsageIntervalRow struct {
+	ID          int64
 	SandboxID   uuid.UUID
 	Kind        UsageKind
 	StartedAt   time.Time
+	EndedAt     *time.Time
 	CountsUntil *time.Time
 	Vcpus       int32
 	MemoryMib   int32
 }
 
-func (q *Queries) OpenUsageInterval(ctx context.Context, arg OpenUsageIntervalParams) error {
-	_, err := q.db.Exec(ctx, openUsageInterval,
+// At a change of class (ops.Record): ends the sandbox's open stretch (awake or asleep) at @now
+// when @close, and opens the next from @now when @kind is set, in one round trip; the ended
+// stretch is returned (no row when none was open or none was to close). A sleep counts until the
+// lifetime the sandbox had when it was paused ends (@end_at, which a pause leaves as it was), or
+// when the row has none, the start of the stretch awake it leaves plus the lifetime the provider
+// gives at each start; never before @now: a sleep past its lifetime saves nothing. The insert
+// reads the ended stretch, so it runs after the update (the open stretch is unique per sandbox).
+func (q *Queries) MoveUsageInterval(ctx context.Context, arg MoveUsageIntervalParams) (MoveUsageIntervalRow, error) {
+	row := q.db.QueryRow(ctx, moveUsageInterval,
+		arg.Now,
 		arg.SandboxID,
+		arg.Close,
 		arg.Kind,
-		arg.StartedAt,
-		arg.CountsUntil,
+		arg.EndAt,
+		arg.LifetimeSeconds,
 		arg.Vcpus,
 		arg.MemoryMib,
 	)
-	return err
+	var i MoveUsageIntervalRow
+	err := row.Scan(
+		&i.ID,
+		&i.SandboxID,
+		&i.Kind,
+		&i.StartedAt,
+		&i.EndedAt,
+		&i.CountsUntil,
+		&i.Vcpus,
+		&i.MemoryMib,
+	)
+	return i, err
 }
 
 const sumAwakeNow = `-- name: SumAwakeNow :one

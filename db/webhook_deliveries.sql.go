@@ -34,9 +34,10 @@ func (q *Queries) GetWebhookDelivery(ctx context.Context, id int64) (WebhookDeli
 }
 
 const insertWebhookDeliveries = `-- name: InsertWebhookDeliveries :many
-INSERT INTO webhook_deliveries (event_id, delivery_id, event_type, headers, body, event_at)
+INSERT INTO webhook_deliveries (event_id, delivery_id, event_type, headers, body, event_at, outcome, processed_at)
 SELECT unnest($1::text[]), unnest($2::text[]), unnest($3::text[]), unnest($4::jsonb[]),
-    unnest($5::bytea[]), nullif(unnest($6::timestamptz[]), '0001-01-01 00:00:00+00')
+    unnest($5::bytea[]), nullif(unnest($6::timestamptz[]), '0001-01-01 00:00:00+00'),
+    unnest($7::text[])::webhook_outcome, now()
 ON CONFLICT (event_id) DO NOTHING
 RETURNING id, event_id
 `
@@ -48,6 +49,7 @@ type InsertWebhookDeliveriesParams struct {
 	Headers     [][]byte
 	Bodies      [][]byte
 	EventAts    []time.Time
+	Outcomes    []string
 }
 
 type InsertWebhookDeliveriesRow struct {
@@ -57,6 +59,8 @@ type InsertWebhookDeliveriesRow struct {
 
 // A group of deliveries (lifecycle's group commit) in one statement, each event id once: the
 // ids of the events not stored before. An event without a time has the zero time, stored NULL.
+// Each is stored processed, with the outcome its group expects of it; the group's transaction
+// corrects the ones that had another (SetWebhookDeliveryOutcomes) before it commits.
 func (q *Queries) InsertWebhookDeliveries(ctx context.Context, arg InsertWebhookDeliveriesParams) ([]InsertWebhookDeliveriesRow, error) {
 	rows, err := q.db.Query(ctx, insertWebhookDeliveries,
 		arg.EventIds,
@@ -65,6 +69,7 @@ func (q *Queries) InsertWebhookDeliveries(ctx context.Context, arg InsertWebhook
 		arg.Headers,
 		arg.Bodies,
 		arg.EventAts,
+		arg.Outcomes,
 	)
 	if err != nil {
 		return nil, err

@@ -38,11 +38,7 @@ func (h *Handlers) events(c echo.Context) error {
 // RenderSandbox renders one sandbox's card and pane for the live feed.
 func RenderSandbox(l *lifecycle.Service) func(context.Context, uuid.UUID, uuid.UUID) (live.Fragments, error) {
 	return func(ctx context.Context, owner, sandboxID uuid.UUID) (live.Fragments, error) {
-		v, err := l.ProjectOfSandbox(ctx, owner, sandboxID)
-		if err != nil {
-			return live.Fragments{}, err
-		}
-		credits, err := l.Credits(ctx, owner)
+		v, credits, err := l.ProjectOfSandboxAndCredits(ctx, owner, sandboxID)
 		if err != nil {
 			return live.Fragments{}, err
 		}

@@ -44,23 +44,24 @@ type Change struct {
 const maxDetail = 500
 
 // apply is the one function that changes a sandbox's status (docs/states.md). Inside the
-// caller's transaction it checks the state machine, updates the row only if its version is
-// unchanged, inserts the event row and NOTIFYs, so the change, its record and its
-// announcement commit together. sb must be the row as last read; ErrStale means someone else
-// changed it first. The "Recreated" badge is carried over unless the state machine ends it
-// (keepsRecreated).
+// caller's transaction it checks the state machine, and in one statement (UpdateSandboxStatus)
+// updates the row only if its version is unchanged, inserts the event row and NOTIFYs, so the
+// change, its record and its announcement commit together. sb must be the row as last read;
+// ErrStale means someone else changed it first. The "Recreated" badge is carried over unless
+// the state machine ends it (keepsRecreated).
 func apply(ctx context.Context, tx db.Tx, sb db.Sandbox, c Change) (db.Sandbox, error) {
 	if !CanTransition(sb.Status, c.To) {
 		return sb, fmt.Errorf("%w: %s → %s", ErrNotAllowed, sb.Status, c.To)
 	}
 	now := time.Now()
+	c.Detail = truncate(c.Detail, maxDetail)
 	p := db.UpdateSandboxStatusParams{
 		ID: sb.ID, Version: sb.Version, Status: c.To, Recreated: sb.Recreated && keepsRecreated(c.To),
 		PreviewURL: c.PreviewURL, EndAt: c.EndAt, KilledReason: c.KilledReason,
 		FailureCause: c.FailureCause, EventAt: c.ProviderTimestamp,
+		Channel: db.SandboxChannel, FromStatus: sb.Status, Source: c.Source, Reason: c.Reason, Detail: c.Detail,
+		ProviderEventID: nonEmpty(c.ProviderEventID),
 	}
-	c.Detail = truncate(c.Detail, maxDetail)
-	p.KilledDetail = c.Detail
 	if c.FailureCause != nil {
 		p.FailureDetail = c.Detail
 	}
@@ -73,21 +74,19 @@ func apply(ctx context.Context, tx db.Tx, sb db.Sandbox, c Change) (db.Sandbox, 
 	if c.Verified {
 		p.VerifiedAt = &now
 	}
-	updated, err := tx.UpdateSandboxStatus(ctx, p)
+	row, err := tx.UpdateSandboxStatus(ctx, p)
 	if err != nil {
 		if db.IsNotFound(err) {
 			return sb, ErrStale
 		}
 		return sb, err
 	}
+	updated := db.Sandbox(row)
 	// What it costs and what its sleep saves follow its state (docs/operations.md).
 	if err := ops.Record(ctx, tx, &sb, updated, now); err != nil {
 		return sb, err
 	}
-	return updated, record(ctx, tx, db.InsertSandboxEventParams{
-		SandboxID: sb.ID, FromStatus: sb.Status, ToStatus: c.To, Source: c.Source, Reason: c.Reason,
-		Detail: c.Detail, ProviderEventID: nonEmpty(c.ProviderEventID), ProviderTimestamp: c.ProviderTimestamp,
-	}, sb.OwnerID)
+	return updated, nil
 }
 
 // announce records an event that is no move, so pages learn of it like of any change: a new
@@ -106,13 +105,12 @@ func (s *Service) notifyUnchanged(ctx context.Context, sb db.Sandbox) error {
 	return s.q.Notify(ctx, db.NotifyParams{Channel: db.SandboxChannel, Payload: string(payload)})
 }
 
+// record inserts the event row of what is no move (a move's is UpdateSandboxStatus's) and
+// NOTIFYs it (db.SandboxNotification), in one statement.
 func record(ctx context.Context, tx db.Tx, ev db.InsertSandboxEventParams, owner uuid.UUID) error {
-	row, err := tx.InsertSandboxEvent(ctx, ev)
-	if err != nil {
-		return err
-	}
-	payload, _ := json.Marshal(db.SandboxNotification{SandboxID: ev.SandboxID, OwnerID: owner, EventID: row.ID})
-	return tx.Notify(ctx, db.NotifyParams{Channel: db.SandboxChannel, Payload: string(payload)})
+	ev.Channel, ev.OwnerID = db.SandboxChannel, owner
+	_, err := tx.InsertSandboxEvent(ctx, ev)
+	return err
 }
 
 func nonEmpty(s string) *string {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/riverqueue/river"
 
 	"sandman/db"
@@ -43,7 +42,7 @@ func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent, sour
 
 // applyProviderEvent is ApplyProviderEvent inside the caller's transaction.
 func (s *Service) applyProviderEvent(ctx context.Context, tx db.Tx, ev ProviderEvent, source db.EventSource) (bool, error) {
-	sb, err := tx.GetSandboxByProviderIDForUpdate(ctx, &ev.SandboxID)
+	row, err := tx.GetSandboxByProviderIDForUpdate(ctx, &ev.SandboxID)
 	if db.IsNotFound(err) {
 		return false, nil
 	}
@@ -51,7 +50,7 @@ func (s *Service) applyProviderEvent(ctx context.Context, tx db.Tx, ev ProviderE
 		return false, err
 	}
 	changed := false
-	_, err = s.transitionLocked(ctx, tx, sb, func(tx db.Tx, cur db.Sandbox) (*Change, error) {
+	_, err = s.transitionLocked(ctx, tx, row.Sandbox, func(tx db.Tx, cur db.Sandbox) (*Change, error) {
 		if cur.LastEventAt != nil && !ev.Timestamp.After(*cur.LastEventAt) {
 			return nil, nil
 		}
@@ -69,15 +68,10 @@ func (s *Service) applyProviderEvent(ctx context.Context, tx db.Tx, ev ProviderE
 		// provider clock behind ours is ignored instead, and reconcile corrects that. A change
 		// made by a provider event is ordered by last_event_at above: its state_changed_at is
 		// merely when the delivery arrived, and retried or caught-up deliveries of newer
-		// events routinely arrive seconds later.
-		if ev.Timestamp.Before(cur.StateChangedAt) {
-			own, err := lastChangeWasOurs(ctx, tx, cur.ID)
-			if err != nil {
-				return nil, err
-			}
-			if own {
-				return seen()
-			}
+		// events routinely arrive seconds later. The row says which made its last change
+		// (changed_by_provider).
+		if ev.Timestamp.Before(cur.StateChangedAt) && !cur.ChangedByProvider {
+			return seen()
 		}
 		c := Change{Source: source, ProviderEventID: ev.ID, ProviderTimestamp: &ev.Timestamp}
 		switch ev.Type {
@@ -98,12 +92,8 @@ func (s *Service) applyProviderEvent(ctx context.Context, tx db.Tx, ev ProviderE
 			if cur.Status != Running && cur.Status != Unknown || pauseInFlight(cur, time.Now()) {
 				return seen() // or Sandman's own pause, which its job records with its cause
 			}
-			c.To, c.Reason = Paused, db.EventReasonProviderPaused
-			kind, err := snapshotKindOf(ctx, tx, cur)
-			if err != nil {
-				return nil, err
-			}
-			c.SnapshotKind = kind
+			// The kind snapshotKindOf would read, read with the lock.
+			c.To, c.Reason, c.SnapshotKind = Paused, db.EventReasonProviderPaused, &row.PauseKind
 		case EventResumed, EventCreated:
 			// Resuming and starting rows belong to their workers, which check readiness first.
 			if cur.Status != Paused && cur.Status != Unknown && cur.Status != ResumeFailed {
@@ -128,16 +118,6 @@ func (s *Service) applyProviderEvent(ctx context.Context, tx db.Tx, ev ProviderE
 		return &c, nil
 	})
 	return changed, err
-}
-
-// lastChangeWasOurs reports whether the sandbox's newest state change was made by Sandman
-// rather than by applying a provider event.
-func lastChangeWasOurs(ctx context.Context, tx db.Tx, id uuid.UUID) (bool, error) {
-	fromProvider, err := tx.LatestSandboxEventFromProvider(ctx, id)
-	if db.IsNotFound(err) {
-		return true, nil
-	}
-	return !fromProvider, err
 }
 
 type eventsWorker struct {

@@ -15,6 +15,7 @@ import (
 	"sandman/db"
 	"sandman/e2b"
 	"sandman/lifecycle"
+	"sandman/projects"
 )
 
 // orderEvent is one provider event of the scenario with the state it implies (empty for
@@ -250,6 +251,22 @@ func TestWebhookGroupAppliesEachSandboxsNewestEvent(t *testing.T) {
 	if err != nil || fmt.Sprint(dups) != "[true true true]" {
 		t.Fatalf("a later group of the same events: duplicates %v (%v), want all", dups, err)
 	}
+	// The newest events of their sandboxes that change nothing (a pause of a paused sandbox, an
+	// unknown sandbox's event) are stored ignored, not applied.
+	later := []e2b.Event{ev("paused-5", lifecycle.EventPaused, 5),
+		{ID: providerID + "-nobodys", Type: lifecycle.EventResumed, SandboxID: "nobody-" + providerID, Timestamp: base}}
+	if _, err := b.svc.StoreWebhookGroup(ctx, later); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range later {
+		var o string
+		if err := b.pool.QueryRow(ctx, "SELECT outcome FROM webhook_deliveries WHERE event_id = $1", e.ID).Scan(&o); err != nil {
+			t.Fatal(err)
+		}
+		if o != "ignored" {
+			t.Errorf("%s, which changed nothing, stored with outcome %q, want ignored", strings.TrimPrefix(e.ID, providerID+"-"), o)
+		}
+	}
 }
 
 // providerKillReason is the provider's own kill_reason as the row keeps it: a code for the
@@ -264,4 +281,43 @@ func providerKillReason(sb db.Sandbox) string {
 		return sb.KilledDetail
 	}
 	return "(not the provider's: " + string(killedReason(sb)) + ")"
+}
+
+// A pause the provider reports keeps the snapshot its project's pause kind asks for, since the
+// provider does not say which: a files-only project's preview must be started again when it
+// wakes, a memory snapshot's must not.
+func TestAProviderPauseRecordsItsProjectsSnapshotKind(t *testing.T) {
+	t.Parallel()
+	b := setup(t, false)
+	ctx := context.Background()
+	u, _ := founder(t, b.pool, 1)
+	for _, kind := range []db.PauseKind{db.PauseKindMemory, db.PauseKindFilesystem} {
+		p, err := projects.New(b.pool).CreateFromStarter(ctx, u.ID, "", "counter")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Fixture only: a project's pause kind is chosen when it is made.
+		if _, err := b.pool.Exec(ctx, `UPDATE projects SET pause_kind = $2 WHERE id = $1`, p.ID, kind); err != nil {
+			t.Fatal(err)
+		}
+		providerID := "kind-" + uuid.NewString()[:8]
+		id := runningSandbox(t, b, u.ID, p.ID, providerID, time.Now().Add(-time.Minute))
+		ev := lifecycle.ProviderEvent{ID: providerID + "-paused", Type: lifecycle.EventPaused, SandboxID: providerID, Timestamp: time.Now()}
+		changed, err := b.svc.ApplyProviderEvent(ctx, ev, db.EventSourceWebhook)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sb, err := db.New(b.pool).GetSandbox(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := db.PauseKind("none")
+		if sb.SnapshotKind != nil {
+			got = *sb.SnapshotKind
+		}
+		if !changed || sb.Status != lifecycle.Paused || got != kind {
+			t.Errorf("a %s project's sandbox paused by the provider: %s (changed %v) with a %s snapshot, want paused with a %s one",
+				kind, sb.Status, changed, got, kind)
+		}
+	}
 }

@@ -170,3 +170,40 @@ func TestALookWhileAnIdlePauseIsRetriedKeepsThePreview(t *testing.T) {
 			at.Sub(touched.LastActiveAt), newDeadline.Sub(at))
 	}
 }
+
+// TestARunningSandboxPastItsDeadlineWakesTheIdleQueue: a sandbox that runs again with its idle
+// deadline already past (the provider resumed it; its last activity is old) wakes the idle
+// queue's loop, which would otherwise sleep up to 10 s: its pause is asked for at once. (A move
+// whose deadline is far sends no wake; the loop's own next look finds it.)
+func TestARunningSandboxPastItsDeadlineWakesTheIdleQueue(t *testing.T) {
+	t.Parallel()
+	cfg := fastConfig()
+	cfg.IdleTimeout = time.Minute // a fresh deadline is far: only a past one wakes the loop
+	b := setupWith(t, sandboxdtest.Start(t), cfg, true)
+	ctx := context.Background()
+	u, p := founder(t, b.pool, 5)
+	sb := b.buildRunning(t, u.ID, p.ID)
+	event := func(typ string) {
+		t.Helper()
+		ev := lifecycle.ProviderEvent{ID: uuid.NewString(), Type: typ, SandboxID: *sb.ProviderID, Timestamp: time.Now()}
+		if changed, err := b.svc.ApplyProviderEvent(ctx, ev, db.EventSourceWebhook); err != nil || !changed {
+			t.Fatalf("apply %s: changed %v, %v", typ, changed, err)
+		}
+	}
+	event(lifecycle.EventPaused)
+	// Fixture only: nobody has looked at it for two idle timeouts.
+	if _, err := b.pool.Exec(ctx, `UPDATE sandboxes SET last_active_at = now() - interval '2 minutes' WHERE id = $1`, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	// The loop looks now and, with nothing running, sleeps its longest.
+	if _, err := b.pool.Exec(ctx, `SELECT pg_notify($1, '')`, db.IdleChannel); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	event(lifecycle.EventResumed)
+	resumed := time.Now()
+	testkit.Until(t, 3*time.Second, "the idle pause of the sandbox resumed past its deadline to be asked for", func() bool {
+		return b.get(t, sb.ID).PauseRequestedAt != nil
+	})
+	t.Logf("asked for %v after the resume", time.Since(resumed).Round(time.Millisecond))
+}

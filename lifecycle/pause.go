@@ -14,12 +14,17 @@ import (
 // schedulePause arranges the pause of a sandbox that now runs: at once when a build just became
 // Ready with SANDMAN_PAUSE_AFTER_READY=immediate, else at its idle deadline, by the idle queue,
 // where a running row already is: the queue's loop is only told its next deadline may be
-// nearer (lifecycle/idle.go). Only the build's Ready pauses at once: a resumed sandbox is one
-// the founder asked to see.
+// nearer (lifecycle/idle.go), when it is: the loop sleeps idleMaxSleep at most, so a deadline
+// further than that (twice, for clocks a little apart) is met by its own next look, and a wake
+// would only cost its round of queries. Only the build's Ready pauses at once: a resumed
+// sandbox is one the founder asked to see.
 func (s *Service) schedulePause(ctx context.Context, tx db.Tx, sb db.Sandbox, buildReady bool) error {
 	if buildReady && s.cfg.PauseAfterReady == "immediate" {
 		_, err := s.river.InsertTx(ctx, tx.Pgx(), PauseArgs{SandboxID: sb.ID, Version: sb.Version, Ready: true}, nil)
 		return err
+	}
+	if s.cfg.idleDeadline(sb).After(time.Now().Add(2 * idleMaxSleep)) {
+		return nil
 	}
 	return idleWake(ctx, tx)
 }

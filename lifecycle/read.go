@@ -150,17 +150,24 @@ func (s *Service) withCurrent(ctx context.Context, v *ProjectView, sb *db.Sandbo
 }
 
 // ProjectOfSandbox returns the project view a founder's sandbox belongs to, in one round trip
-// (GetProjectStateOfSandbox): the status read of the JSON API, and the live feed's render.
+// (GetProjectStateOfSandbox): the status read of the JSON API, and an action's answer.
 func (s *Service) ProjectOfSandbox(ctx context.Context, owner, sandboxID uuid.UUID) (ProjectView, error) {
+	v, _, err := s.ProjectOfSandboxAndCredits(ctx, owner, sandboxID)
+	return v, err
+}
+
+// ProjectOfSandboxAndCredits is ProjectOfSandbox with the founder's credits, read in the same
+// round trip: what the live feed draws for a change (the card, the pane, the header's balance).
+func (s *Service) ProjectOfSandboxAndCredits(ctx context.Context, owner, sandboxID uuid.UUID) (ProjectView, int32, error) {
 	p, err := s.q.GetProjectStateOfSandbox(ctx, db.GetProjectStateOfSandboxParams{SandboxID: sandboxID, OwnerID: owner})
 	if db.IsNotFound(err) {
-		return ProjectView{}, apperr.NotFound("Sandbox")
+		return ProjectView{}, 0, apperr.NotFound("Sandbox")
 	}
 	if err != nil {
-		return ProjectView{}, err
+		return ProjectView{}, 0, err
 	}
 	v := ProjectView{Project: p.Project, FileCount: int(p.FileCount), Shared: p.Shared, CurrentVersion: p.CurrentVersion}
-	return v, s.withCurrent(ctx, &v, &p.Sandbox, &p.Build, p.SandboxEvent, p.LatestEventID, p.DeployedNumber, p.DeployingNumber)
+	return v, p.OwnerCredits, s.withCurrent(ctx, &v, &p.Sandbox, &p.Build, p.SandboxEvent, p.LatestEventID, p.DeployedNumber, p.DeployingNumber)
 }
 
 // SandboxStatus is one of a founder's sandboxes as the JSON status read answers it.

@@ -96,9 +96,10 @@ func (s *Service) ReceiveWebhook(ctx context.Context, header http.Header, body [
 type delivery struct {
 	ev        e2b.Event
 	row       db.InsertWebhookDeliveryParams
-	id        int64         // its row, once stored
-	duplicate bool          // its event was stored before
-	done      chan struct{} // closed once its group has committed or failed
+	id        int64             // its row, once stored
+	duplicate bool              // its event was stored before
+	expected  db.WebhookOutcome // the outcome it was stored with (storeGroup)
+	done      chan struct{}     // closed once its group has committed or failed
 	err       error
 }
 
@@ -195,12 +196,15 @@ func (g *groupCommit) flushOnce(s *Service) bool {
 // storeGroup stores a group's deliveries in one statement, each event once, and applies for
 // each sandbox the newest of their events, in tx. The older events of a sandbox in the same
 // group are ignored, as they would be had the newest arrived first: an event applies only when
-// it is newer than the newest seen (ApplyProviderEvent). So a group costs one statement for
-// its deliveries, a change per sandbox and one statement for their outcomes, however many
-// arrived together.
+// it is newer than the newest seen (ApplyProviderEvent). Each delivery is stored with the
+// outcome expected of it (the newest of its sandbox applied, an older one ignored, an unknown
+// type so), and only the ones that had another are corrected, so a group costs one statement
+// for its deliveries and a change per sandbox, however many arrived together, and one more
+// statement when any outcome was not the expected one (an event that changed nothing).
 func (s *Service) storeGroup(ctx context.Context, tx db.Tx, group []*delivery) error {
 	var p db.InsertWebhookDeliveriesParams
 	first := make(map[string]bool, len(group))
+	newestHere := newestOfEachSandbox(group)
 	for _, d := range group {
 		if first[d.ev.ID] {
 			d.duplicate = true // twice in this group
@@ -210,6 +214,14 @@ func (s *Service) storeGroup(ctx context.Context, tx db.Tx, group []*delivery) e
 		p.EventIds, p.DeliveryIds = append(p.EventIds, d.row.EventID), append(p.DeliveryIds, d.row.DeliveryID)
 		p.EventTypes, p.Headers, p.Bodies = append(p.EventTypes, d.row.EventType), append(p.Headers, d.row.Headers), append(p.Bodies, d.row.Body)
 		p.EventAts = append(p.EventAts, d.ev.Timestamp) // the zero time stores NULL (eventTime)
+		d.expected = db.WebhookOutcomeIgnored
+		switch {
+		case !isLifecycleEvent(d.ev.Type):
+			d.expected = db.WebhookOutcomeUnknownType
+		case newestHere[d.ev.SandboxID] == d:
+			d.expected = db.WebhookOutcomeApplied
+		}
+		p.Outcomes = append(p.Outcomes, string(d.expected))
 	}
 	rows, err := tx.InsertWebhookDeliveries(ctx, p)
 	if err != nil {
@@ -219,7 +231,6 @@ func (s *Service) storeGroup(ctx context.Context, tx db.Tx, group []*delivery) e
 	for _, r := range rows {
 		stored[r.EventID] = r.ID
 	}
-	newest := map[string]*delivery{}
 	var fresh []*delivery
 	for _, d := range group {
 		id, ok := stored[d.ev.ID]
@@ -229,11 +240,9 @@ func (s *Service) storeGroup(ctx context.Context, tx db.Tx, group []*delivery) e
 		}
 		d.id = id
 		fresh = append(fresh, d)
-		if n := newest[d.ev.SandboxID]; isLifecycleEvent(d.ev.Type) && (n == nil || d.ev.Timestamp.After(n.ev.Timestamp)) {
-			newest[d.ev.SandboxID] = d
-		}
 	}
-	out := db.SetWebhookDeliveryOutcomesParams{Ids: make([]int64, 0, len(fresh)), Outcomes: make([]string, 0, len(fresh))}
+	newest := newestOfEachSandbox(fresh)
+	var out db.SetWebhookDeliveryOutcomesParams
 	for _, d := range fresh {
 		outcome := db.WebhookOutcomeIgnored // a newer event of its sandbox came in the same group
 		if newest[d.ev.SandboxID] == d || !isLifecycleEvent(d.ev.Type) {
@@ -241,9 +250,25 @@ func (s *Service) storeGroup(ctx context.Context, tx db.Tx, group []*delivery) e
 				return err
 			}
 		}
-		out.Ids, out.Outcomes = append(out.Ids, d.id), append(out.Outcomes, string(outcome))
+		if outcome != d.expected {
+			out.Ids, out.Outcomes = append(out.Ids, d.id), append(out.Outcomes, string(outcome))
+		}
+	}
+	if len(out.Ids) == 0 {
+		return nil
 	}
 	return tx.SetWebhookDeliveryOutcomes(ctx, out)
+}
+
+// newestOfEachSandbox is, by sandbox, the delivery of the newest lifecycle event among ds.
+func newestOfEachSandbox(ds []*delivery) map[string]*delivery {
+	newest := map[string]*delivery{}
+	for _, d := range ds {
+		if n := newest[d.ev.SandboxID]; isLifecycleEvent(d.ev.Type) && (n == nil || d.ev.Timestamp.After(n.ev.Timestamp)) {
+			newest[d.ev.SandboxID] = d
+		}
+	}
+	return newest
 }
 
 // isLifecycleEvent reports whether a webhook of type t can change a sandbox.

@@ -32,7 +32,8 @@ WHERE projects.owner_id = @owner_id AND projects.id = @id;
 -- project one of the founder's sandboxes (x) belongs to: the JSON status read's, an action's
 -- answer's and the live feed's. The current sandbox is the project's newest (x, or a later one);
 -- every sandbox has its build and its first event from its creation, so the joins always hold.
-SELECT sqlc.embed(projects),
+-- With the founder's balance: the live feed draws the header's from the same read.
+SELECT sqlc.embed(projects), u.credits AS owner_credits,
        coalesce(cur.file_count, 0)::integer AS file_count, coalesce(cur.number, 0)::integer AS current_version,
        EXISTS (SELECT 1 FROM share_links l WHERE l.project_id = projects.id)::boolean AS shared,
        sqlc.embed(s), sqlc.embed(b), sqlc.embed(e),
@@ -41,6 +42,7 @@ SELECT sqlc.embed(projects),
        coalesce((SELECT v.number FROM versions v WHERE v.id = s.deploying_version_id), 0)::integer AS deploying_number
 FROM sandboxes x
 JOIN projects ON projects.id = x.project_id AND projects.owner_id = @owner_id
+JOIN users u ON u.id = projects.owner_id
 LEFT JOIN LATERAL (SELECT v.number, v.file_count FROM versions v WHERE v.project_id = projects.id
     ORDER BY v.number DESC LIMIT 1) cur ON true
 JOIN sandboxes s ON s.id = (SELECT n.id FROM sandboxes n WHERE n.project_id = projects.id

@@ -1,10 +1,17 @@
 -- name: InsertSandboxEvent :one
-INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason, detail, provider_event_id, provider_timestamp, files,
-    via_token, version_number, duration_ms, output)
-VALUES (@sandbox_id, @from_status, @to_status, @source, @reason, @detail, sqlc.narg('provider_event_id'), sqlc.narg('provider_timestamp'),
-    coalesce(sqlc.narg('files')::text[], '{}'), sqlc.narg('via_token'), sqlc.narg('version_number'), sqlc.narg('duration_ms'),
-    coalesce(sqlc.narg('output')::text, ''))
-RETURNING *;
+-- An event row that is no move (a new sandbox's first, a note; a move's is UpdateSandboxStatus's)
+-- and its announcement on the sandbox channel (db.SandboxNotification's JSON, which carries the
+-- row's id), in one round trip: the NOTIFY is sent at commit, with the row, or not at all.
+WITH e AS (
+    INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason, detail, provider_event_id, provider_timestamp, files,
+        via_token, version_number, duration_ms, output)
+    VALUES (@sandbox_id, @from_status, @to_status, @source, @reason, @detail, sqlc.narg('provider_event_id'), sqlc.narg('provider_timestamp'),
+        coalesce(sqlc.narg('files')::text[], '{}'), sqlc.narg('via_token'), sqlc.narg('version_number'), sqlc.narg('duration_ms'),
+        coalesce(sqlc.narg('output')::text, ''))
+    RETURNING id, sandbox_id
+)
+SELECT e.id FROM e,
+    pg_notify(@channel::text, json_build_object('sandbox_id', e.sandbox_id, 'owner_id', @owner_id::uuid, 'event_id', e.id)::text);
 
 -- name: ListSandboxEvents :many
 SELECT * FROM sandbox_events WHERE sandbox_id = @sandbox_id ORDER BY id;
@@ -35,7 +42,3 @@ JOIN builds b ON b.id = s.build_id
 WHERE s.project_id = @project_id AND s.owner_id = @owner_id AND e.id <= @up_to
 ORDER BY e.id DESC
 LIMIT @max_events;
-
--- name: LatestSandboxEventFromProvider :one
--- Whether the sandbox's newest change came from a provider event (it carries the provider's time).
-SELECT (provider_timestamp IS NOT NULL)::boolean AS from_provider FROM sandbox_events WHERE sandbox_id = @sandbox_id ORDER BY id DESC LIMIT 1;

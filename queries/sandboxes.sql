@@ -14,7 +14,10 @@ SELECT * FROM sandboxes WHERE id = @id AND owner_id = @owner_id;
 SELECT * FROM sandboxes WHERE provider_id = @provider_id;
 
 -- name: GetSandboxByProviderIDForUpdate :one
-SELECT * FROM sandboxes WHERE provider_id = @provider_id FOR NO KEY UPDATE;
+-- A provider event's sandbox, locked, with its project's pause kind: the snapshot a paused event
+-- says the provider kept.
+SELECT sqlc.embed(s), p.pause_kind FROM sandboxes s JOIN projects p ON p.id = s.project_id
+WHERE s.provider_id = @provider_id FOR NO KEY UPDATE OF s;
 
 -- name: GetSandboxForUpdate :one
 SELECT * FROM sandboxes WHERE id = @id FOR NO KEY UPDATE;
@@ -69,28 +72,42 @@ WHERE s.project_id = @project_id
 ORDER BY s.created_at DESC LIMIT 1;
 
 -- name: UpdateSandboxStatus :one
--- The only statement that writes status: the lifecycle package calls it inside a transaction
--- that also inserts the event row. The version check makes concurrent writers lose cleanly.
-UPDATE sandboxes SET
-    status           = @status,
-    version          = version + 1,
-    state_changed_at = now(),
-    recreated        = @recreated,
-    preview_url      = coalesce(sqlc.narg('preview_url'), preview_url),
-    snapshot_kind    = CASE WHEN @set_snapshot_kind::boolean THEN sqlc.narg('snapshot_kind')::pause_kind ELSE snapshot_kind END,
-    end_at           = coalesce(sqlc.narg('end_at'), end_at),
-    killed_at        = coalesce(sqlc.narg('killed_at'), killed_at),
-    killed_reason    = coalesce(sqlc.narg('killed_reason'), killed_reason),
-    killed_detail    = CASE WHEN sqlc.narg('killed_reason')::event_reason IS NULL THEN killed_detail ELSE @killed_detail END,
-    failure_cause    = sqlc.narg('failure_cause'),
-    failure_detail   = @failure_detail,
-    last_event_at    = greatest(last_event_at, sqlc.narg('event_at')),
-    last_verified_at = coalesce(sqlc.narg('verified_at'), last_verified_at),
-    verification_failures = CASE WHEN sqlc.narg('verified_at')::timestamptz IS NULL THEN verification_failures ELSE 0 END,
-    pause_requested_at = NULL,
-    missing_since    = NULL
-WHERE id = @id AND version = @version
-RETURNING *;
+-- The only statement that writes status: lifecycle's apply calls it inside a transaction. The
+-- version check makes concurrent writers lose cleanly (no row). With the row it inserts the
+-- change's event row (its detail is the killed detail's too) and announces it on the sandbox
+-- channel (db.SandboxNotification's JSON, as InsertSandboxEvent writes it), in one round trip:
+-- all three happen, or none does.
+WITH u AS (
+    UPDATE sandboxes x SET
+        status           = @status,
+        version          = x.version + 1,
+        state_changed_at = now(),
+        recreated        = @recreated,
+        preview_url      = coalesce(sqlc.narg('preview_url'), x.preview_url),
+        snapshot_kind    = CASE WHEN @set_snapshot_kind::boolean THEN sqlc.narg('snapshot_kind')::pause_kind ELSE x.snapshot_kind END,
+        end_at           = coalesce(sqlc.narg('end_at'), x.end_at),
+        killed_at        = coalesce(sqlc.narg('killed_at'), x.killed_at),
+        killed_reason    = coalesce(sqlc.narg('killed_reason'), x.killed_reason),
+        killed_detail    = CASE WHEN sqlc.narg('killed_reason')::event_reason IS NULL THEN x.killed_detail ELSE @detail END,
+        failure_cause    = sqlc.narg('failure_cause'),
+        failure_detail   = @failure_detail,
+        last_event_at    = greatest(x.last_event_at, sqlc.narg('event_at')),
+        changed_by_provider = sqlc.narg('event_at')::timestamptz IS NOT NULL,
+        last_verified_at = coalesce(sqlc.narg('verified_at'), x.last_verified_at),
+        verification_failures = CASE WHEN sqlc.narg('verified_at')::timestamptz IS NULL THEN x.verification_failures ELSE 0 END,
+        pause_requested_at = NULL,
+        missing_since    = NULL
+    WHERE x.id = @id AND x.version = @version
+    RETURNING x.*
+), e AS (
+    INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason, detail, provider_event_id, provider_timestamp)
+    SELECT u.id, @from_status::sandbox_status, u.status, @source::event_source, @reason::event_reason, @detail::text,
+        sqlc.narg('provider_event_id')::text, sqlc.narg('event_at')::timestamptz
+    FROM u
+    RETURNING id, sandbox_id
+)
+SELECT u.* FROM u JOIN e ON e.sandbox_id = u.id,
+    pg_notify(@channel::text, json_build_object('sandbox_id', u.id, 'owner_id', u.owner_id, 'event_id', e.id)::text);
 
 -- name: SetSandboxProvider :one
 -- Records what the provider answered at creation; not a state change.

@@ -1,12 +1,25 @@
--- name: CloseUsageInterval :one
--- Ends the sandbox's open stretch (awake or asleep) at a change of class; no row when none is open.
-UPDATE usage_intervals SET ended_at = greatest(started_at, @ended_at::timestamptz)
-WHERE sandbox_id = @sandbox_id AND ended_at IS NULL
-RETURNING *;
-
--- name: OpenUsageInterval :exec
-INSERT INTO usage_intervals (sandbox_id, kind, started_at, counts_until, vcpus, memory_mib)
-VALUES (@sandbox_id, @kind, @started_at, sqlc.narg('counts_until'), @vcpus, @memory_mib);
+-- name: MoveUsageInterval :one
+-- At a change of class (ops.Record): ends the sandbox's open stretch (awake or asleep) at @now
+-- when @close, and opens the next from @now when @kind is set, in one round trip; the ended
+-- stretch is returned (no row when none was open or none was to close). A sleep counts until the
+-- lifetime the sandbox had when it was paused ends (@end_at, which a pause leaves as it was), or
+-- when the row has none, the start of the stretch awake it leaves plus the lifetime the provider
+-- gives at each start; never before @now: a sleep past its lifetime saves nothing. The insert
+-- reads the ended stretch, so it runs after the update (the open stretch is unique per sandbox).
+WITH closed AS (
+    UPDATE usage_intervals u SET ended_at = greatest(u.started_at, @now::timestamptz)
+    WHERE u.sandbox_id = @sandbox_id::uuid AND u.ended_at IS NULL AND @close::boolean
+    RETURNING *
+), opened AS (
+    INSERT INTO usage_intervals (sandbox_id, kind, started_at, counts_until, vcpus, memory_mib)
+    SELECT @sandbox_id::uuid, sqlc.narg('kind')::usage_kind, @now::timestamptz,
+        CASE WHEN sqlc.narg('kind')::usage_kind = 'asleep' THEN greatest(@now::timestamptz,
+            coalesce(sqlc.narg('end_at')::timestamptz, c.started_at + make_interval(secs => @lifetime_seconds::integer))) END,
+        @vcpus::integer, @memory_mib::integer
+    FROM (SELECT) one LEFT JOIN closed c ON true
+    WHERE sqlc.narg('kind')::usage_kind IS NOT NULL
+)
+SELECT * FROM closed;
 
 -- name: AddUsageHours :exec
 -- Adds a closed stretch's hours (ops.Split) to the rollup. The hours come in ascending order, so

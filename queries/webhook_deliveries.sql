@@ -14,9 +14,12 @@ UPDATE webhook_deliveries SET outcome = @outcome, processed_at = now() WHERE id 
 -- name: InsertWebhookDeliveries :many
 -- A group of deliveries (lifecycle's group commit) in one statement, each event id once: the
 -- ids of the events not stored before. An event without a time has the zero time, stored NULL.
-INSERT INTO webhook_deliveries (event_id, delivery_id, event_type, headers, body, event_at)
+-- Each is stored processed, with the outcome its group expects of it; the group's transaction
+-- corrects the ones that had another (SetWebhookDeliveryOutcomes) before it commits.
+INSERT INTO webhook_deliveries (event_id, delivery_id, event_type, headers, body, event_at, outcome, processed_at)
 SELECT unnest(@event_ids::text[]), unnest(@delivery_ids::text[]), unnest(@event_types::text[]), unnest(@headers::jsonb[]),
-    unnest(@bodies::bytea[]), nullif(unnest(@event_ats::timestamptz[]), '0001-01-01 00:00:00+00')
+    unnest(@bodies::bytea[]), nullif(unnest(@event_ats::timestamptz[]), '0001-01-01 00:00:00+00'),
+    unnest(@outcomes::text[])::webhook_outcome, now()
 ON CONFLICT (event_id) DO NOTHING
 RETURNING id, event_id;
 
