@@ -320,7 +320,7 @@ func (m *verifiedMarker) wait() error {
 }
 
 // orphanGhosts remembers, for this instance, the listed sandboxes whose orphan kill answered 404
-// on the last pass (docs/operations.md, "Orphans"): for each, whether the disagreement was logged.
+// on the last pass (docs/states.md, "Flows"): for each, whether the disagreement was logged.
 // Each instance that runs the reconcile says it once; nothing is stored for it.
 type orphanGhosts struct {
 	mu  sync.Mutex
