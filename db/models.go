@@ -860,13 +860,6 @@ type OperatorLog struct {
 	CreatedAt time.Time
 }
 
-type OrphanKill struct {
-	ID         int64
-	ProviderID string
-	StartedAt  *time.Time
-	CreatedAt  time.Time
-}
-
 type Project struct {
 	ID             uuid.UUID
 	OwnerID        uuid.UUID

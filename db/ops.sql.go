@@ -278,24 +278,28 @@ func (q *Queries) ListEventsByReasonSince(ctx context.Context, arg ListEventsByR
 }
 
 const listOrphanKillsSince = `-- name: ListOrphanKillsSince :many
-SELECT id, provider_id, started_at, created_at FROM orphan_kills WHERE created_at > $1::timestamptz ORDER BY id DESC LIMIT 100
+SELECT provider_id, count(*) AS kills, max(created_at)::timestamptz AS last_at
+FROM orphan_kills WHERE created_at > $1::timestamptz
+GROUP BY provider_id ORDER BY last_at DESC, provider_id LIMIT 100
 `
 
-func (q *Queries) ListOrphanKillsSince(ctx context.Context, since time.Time) ([]OrphanKill, error) {
+type ListOrphanKillsSinceRow struct {
+	ProviderID string
+	Kills      int64
+	LastAt     time.Time
+}
+
+// One line per provider sandbox, however many times it was killed since: how many, and the last.
+func (q *Queries) ListOrphanKillsSince(ctx context.Context, since time.Time) ([]ListOrphanKillsSinceRow, error) {
 	rows, err := q.db.Query(ctx, listOrphanKillsSince, since)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []OrphanKill{}
+	items := []ListOrphanKillsSinceRow{}
 	for rows.Next() {
-		var i OrphanKill
-		if err := rows.Scan(
-			&i.ID,
-			&i.ProviderID,
-			&i.StartedAt,
-			&i.CreatedAt,
-		); err != nil {
+		var i ListOrphanKillsSinceRow
+		if err := rows.Scan(&i.ProviderID, &i.Kills, &i.LastAt); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -98,10 +98,14 @@ func screenshotDir(t *testing.T) string {
 // checkForEveryone checks the tab's page once it shows what the page is meant to (the JavaScript
 // condition shows: a redirect to the log-in page or an error page must fail, not be checked in
 // its place): no serious or critical accessibility violation (axe-core) at desktop and phone
-// width, and nothing scrolling sideways on a phone. With SANDMAN_SCREENSHOTS it saves both widths.
+// width, nothing scrolling sideways on a phone, and no template code shown as text. With
+// SANDMAN_SCREENSHOTS it saves both widths.
 func checkForEveryone(t *testing.T, tab *apptest.Tab, name, shows string) {
 	t.Helper()
 	tab.WaitFor(t, "the "+name+" page", shows)
+	if code := tab.TemplateLeftovers(t); len(code) > 0 {
+		t.Errorf("%s shows template code as text: %q", name, code)
+	}
 	dir := screenshotDir(t)
 	for _, width := range []int64{1280, apptest.Phone} {
 		tab.Viewport(t, width, 844)

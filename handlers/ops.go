@@ -137,7 +137,7 @@ func consoleView(ctx context.Context, o *ops.Service, now time.Time) (views.OpsC
 		v.Failures = append(v.Failures, views.OpsGroup{Text: g.Text, Items: itemsView(g.Items)})
 	}
 	for _, o := range a.Orphans {
-		v.Orphans = append(v.Orphans, views.OpsOrphan{ProviderID: o.ProviderID, At: o.CreatedAt})
+		v.Orphans = append(v.Orphans, views.OpsOrphan{ProviderID: o.ProviderID, Kills: o.Kills, At: o.LastAt})
 	}
 	return v, nil
 }

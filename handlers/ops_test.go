@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -184,7 +185,8 @@ func firstHistoryLine(t *testing.T, c *apptest.Client, projectID, want string) {
 
 // The console lists what needs a hand from the states and events the lifecycle records:
 // a build stuck past its deadline, failed resumes grouped by cause, a preview the provider
-// lost and one the integrity check healed, each linked to its preview's page.
+// lost and one the integrity check healed, each linked to its preview's page; and the orphans
+// the reconcile killed, each once with how many times and when last.
 func TestOpsListsWhatNeedsAHand(t *testing.T) {
 	t.Parallel()
 	s := start(t, apptest.Options{Role: app.RoleWeb})
@@ -212,7 +214,27 @@ func TestOpsListsWhatNeedsAHand(t *testing.T) {
 		}
 		forced[f.name] = sandboxID
 	}
+	// One orphan killed three times (the last ten minutes ago), another once, one a day ago.
+	if _, err := s.Pool().Exec(context.Background(), `INSERT INTO orphan_kills (provider_id, created_at) VALUES
+		('i-ghost', now() - interval '30 minutes'), ('i-ghost', now() - interval '20 minutes'), ('i-ghost', now() - interval '10 minutes'),
+		('i-once', now() - interval '5 minutes'), ('i-gone', now() - interval '25 hours')`); err != nil {
+		t.Fatal(err)
+	}
 	body := c.Get("/ops").Body
+	root, err := html.Parse(strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var orphans []string
+	for _, n := range testkit.ByTestID(root, "orphan") {
+		orphans = append(orphans, testkit.Text(n))
+	}
+	if want := []string{"i-once · 5 min ago", "i-ghost · killed 3 times, last 10 min ago"}; !slices.Equal(orphans, want) {
+		t.Errorf("the orphans killed: %q, want %q", orphans, want)
+	}
+	if text := apptest.ByTestID(t, body, "orphans").Text; strings.Contains(text, "@") || strings.Contains(text, "{") {
+		t.Errorf("the orphans' list shows template code: %q", text)
+	}
 	for list, want := range map[string][]string{
 		"stuck":        {"stuck"},
 		"needs-a-hand": {"unreachable", "files lost"}, // in a list per cause

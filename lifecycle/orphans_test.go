@@ -12,6 +12,7 @@ import (
 	"sandman/e2b"
 	"sandman/internal/testkit"
 	"sandman/lifecycle"
+	"sandman/sandboxd"
 	"sandman/sandboxd/sandboxdtest"
 )
 
@@ -119,4 +120,64 @@ func TestReconcileKillsOrphans(t *testing.T) {
 	if alive(*founders.ProviderID) {
 		t.Fatal("a sandbox whose row has ended was left running at the provider")
 	}
+}
+
+// TestAKillThatFindsNothingIsNoOrphanKill: an orphan whose kill answers 404 was not killed by
+// Sandman (the provider had nothing to kill): no count, no console row, no "killed" line. Listed
+// again after that 404, the provider's list disagrees with its own kill, which the log says once
+// however many passes see it; once the kill works, that is the one orphan kill recorded.
+func TestAKillThatFindsNothingIsNoOrphanKill(t *testing.T) {
+	t.Parallel()
+	host := sandboxdtest.Start(t, sandboxdtest.WithConfig(func(c *sandboxd.Config) { c.Isolation = sandboxd.IsolationNone }))
+	cfg := fastConfig()
+	cfg.ReconcileEvery, cfg.SweepEvery = 0, 0 // the test reconciles by hand
+	cfg.OrphanAge = time.Nanosecond           // old enough at once
+	var logs testkit.LogRecorder
+	b := instance(t, instanceOptions{host: host, config: cfg, logger: logs.Logger()})
+	ctx := context.Background()
+	provider := providerFor(t, host)
+	sb, err := provider.CreateSandbox(ctx, e2b.CreateParams{Template: "base", TimeoutSec: 600,
+		Metadata: map[string]string{lifecycle.MetaApp: "sandman", lifecycle.MetaSandbox: uuid.NewString()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ghostPasses = 3
+	host.InjectFault(t, sandboxd.Fault{Route: "DELETE /sandboxes/{sandboxID}", SandboxID: sb.ID, Status: 404,
+		Message: "sandbox not found", Count: ghostPasses})
+	kills := func() (metric float64, rows int, logged, disagreed int) {
+		t.Helper()
+		if err := b.pool.QueryRow(ctx, "SELECT count(*) FROM orphan_kills WHERE provider_id = $1", sb.ID).Scan(&rows); err != nil {
+			t.Fatal(err)
+		}
+		return testkit.MetricValue(t, b.Registry(), "sandman_orphans_killed_total", nil), rows,
+			len(logs.Records("killed an orphaned sandbox: the provider had it, no sandbox row wanted it")),
+			len(logs.Records("the provider still lists a sandbox its kill answered not found for: its list disagrees with its kill"))
+	}
+	for pass := 1; pass <= ghostPasses; pass++ {
+		if err := b.svc.Reconcile(ctx); err != nil {
+			t.Fatal(err)
+		}
+		metric, rows, logged, disagreed := kills()
+		if metric != 0 || rows != 0 || logged != 0 {
+			t.Fatalf("pass %d, the kill answered 404: %v counted, %d recorded, %d logged as killed, want none", pass, metric, rows, logged)
+		}
+		if want := min(pass-1, 1); disagreed != want {
+			t.Fatalf("pass %d: the disagreement was logged %d times, want %d (never on the first 404, once after)", pass, disagreed, want)
+		}
+	}
+	if n := remainingUses(t, host, "DELETE /sandboxes/{sandboxID}"); n != 0 {
+		t.Fatalf("%d of the injected 404s left: the passes did not all ask for the kill", n)
+	}
+	if err := b.svc.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if metric, rows, logged, disagreed := kills(); metric != 1 || rows != 1 || logged != 1 || disagreed != 1 {
+		t.Fatalf("after the kill worked: %v counted, %d recorded, %d logged as killed, %d disagreements; want 1 each", metric, rows, logged, disagreed)
+	}
+	if _, err := provider.GetSandbox(ctx, sb.ID); !errors.Is(err, e2b.ErrNotFound) {
+		t.Fatalf("the orphan is still at the provider: %v", err)
+	}
+	testkit.Record(t, testkit.Scenario{ID: "orphan-kill-not-found", Times: ghostPasses, Counts: apptest.AuditDB(t, b.pool),
+		Injected: "an orphan the provider lists whose kill answers 404, on 3 reconcile passes (its list disagreeing with its kill)",
+		Result:   "no orphan kill counted, recorded or logged for a 404; the disagreement logged once, not on every pass; killed and recorded once when its kill works"})
 }

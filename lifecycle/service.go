@@ -53,6 +53,8 @@ type Service struct {
 	work     bool
 	// hooks commits the webhooks' deliveries in groups (lifecycle/webhooks.go).
 	hooks groupCommit
+	// ghosts: the listed sandboxes whose orphan kill found nothing (lifecycle/verify.go).
+	ghosts orphanGhosts
 	// stopIdle ends the idle queue's loop (lifecycle/idle.go), and idleDone is closed once it
 	// has ended.
 	stopIdle context.CancelFunc

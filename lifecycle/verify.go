@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -318,13 +319,36 @@ func (m *verifiedMarker) wait() error {
 	return <-m.done
 }
 
+// orphanGhosts remembers, for this instance, the listed sandboxes whose orphan kill answered 404
+// on the last pass (docs/states.md, "Flows"): for each, whether the disagreement was logged.
+// Each instance that runs the reconcile says it once; nothing is stored for it.
+type orphanGhosts struct {
+	mu  sync.Mutex
+	ids map[string]bool
+}
+
+func (g *orphanGhosts) take() map[string]bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ids := g.ids
+	g.ids = nil
+	return ids
+}
+
+func (g *orphanGhosts) put(ids map[string]bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.ids = ids
+}
+
 // killOrphans kills the listed provider sandboxes (all carry Sandman's metadata) that no row
 // wants, once they are older than OrphanAge: one created just before a crash, whose row never
 // learnt its id, or one whose row has ended but the kill never reached the provider. Each runs
 // up a bill until its timeout otherwise. The age leaves a build the moment between its create
 // and the row's update. The rows the reconcile read before listing want theirs (one that ended
 // since is killed by the next pass), so only the old enough listed sandboxes none of them names
-// are asked about: a handful, where asking about every listed id cost a scan of 100,000.
+// are asked about: a handful, where asking about every listed id cost a scan of 100,000. A kill
+// that answers 404 killed nothing and is not recorded as one.
 func (s *Service) killOrphans(ctx context.Context, listed map[string]ProviderState, rows []db.ListReconcileRowsRow) error {
 	named := make(map[string]bool, len(rows))
 	for _, sb := range rows {
@@ -337,19 +361,41 @@ func (s *Service) killOrphans(ctx context.Context, listed map[string]ProviderSta
 			ids = append(ids, id)
 		}
 	}
+	ghosts := s.ghosts.take()
+	defer func() { s.ghosts.put(ghosts) }()
 	if len(ids) == 0 {
+		ghosts = nil
 		return nil
 	}
 	wanted, err := s.q.ListWantedProviderIDs(ctx, ids)
 	if err != nil {
 		return err
 	}
+	// Only the ids whose kill answers 404 on this pass are remembered: one the provider stops
+	// listing is forgotten, so the memory is never more than the ghosts listed now.
+	seen := ghosts
+	ghosts = map[string]bool{}
 	for _, id := range ids {
 		if slices.Contains(wanted, id) {
 			continue
 		}
 		ps := listed[id]
-		if err := s.providerKill(ctx, id); err != nil && !isNotFound(err) {
+		err := s.providerKill(ctx, id)
+		if isNotFound(err) {
+			// Nothing to kill: no orphan kill to count or record. Once is a race (killed between
+			// the list and the kill); listed again after it, the provider's list disagrees with
+			// its own kill, which is said once, not every pass. The kill is still asked for on
+			// each pass: were the list right, it is the only way to stop the bill.
+			said, again := seen[id]
+			if again && !said {
+				s.log.Warn("the provider still lists a sandbox its kill answered not found for: its list disagrees with its kill",
+					"provider_id", id, "started_at", ps.StartedAt, "state", ps.State)
+				said = true
+			}
+			ghosts[id] = said
+			continue
+		}
+		if err != nil {
 			s.log.Warn("kill an orphaned sandbox", "provider_id", id, "err", err)
 			continue // the next reconcile tries again
 		}

@@ -313,7 +313,7 @@ type Attention struct {
 	Failures []Group
 	Lost     []Item
 	Healed   []Item
-	Orphans  []db.OrphanKill
+	Orphans  []db.ListOrphanKillsSinceRow
 }
 
 // failureReasons are the failed resumes and builds, in the order the console groups them. With

@@ -39,7 +39,10 @@ ORDER BY s.state_changed_at LIMIT 100;
 INSERT INTO orphan_kills (provider_id, started_at) VALUES (@provider_id, sqlc.narg('started_at'));
 
 -- name: ListOrphanKillsSince :many
-SELECT * FROM orphan_kills WHERE created_at > @since::timestamptz ORDER BY id DESC LIMIT 100;
+-- One line per provider sandbox, however many times it was killed since: how many, and the last.
+SELECT provider_id, count(*) AS kills, max(created_at)::timestamptz AS last_at
+FROM orphan_kills WHERE created_at > @since::timestamptz
+GROUP BY provider_id ORDER BY last_at DESC, provider_id LIMIT 100;
 
 -- name: CountWebhookRejection :exec
 -- A delivery refused for its signature, counted in its minute.

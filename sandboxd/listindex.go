@@ -9,10 +9,11 @@ import (
 )
 
 // sandboxIndex keeps the sandboxes in the list's ascending order (startedAt, then id
-// descending; the descending order is its reverse). A sandbox's startedAt is set once, at
-// create, so its place never moves: a page of the list is a binary search for the cursor and a
-// walk to the page's last match, where sorting every sandbox for every page made walking
-// 100,000 of them quadratic (docs/sandboxd.md, "The list"). It also counts the running
+// descending; the descending order is its reverse). startedAt is the provider's: the start of
+// the sandbox's current run, set at create and again at every resume, so a resume moves the
+// sandbox to the newest end (update). Kept sorted, a page of the list is a binary search for the
+// cursor and a walk to the page's last match, where sorting every sandbox for every page made
+// walking 100,000 of them quadratic (docs/sandboxd.md, "The list"). It also counts the running
 // sandboxes, for the running cap, and every change to any sandbox (gen), which the list's
 // running count is kept against. Guarded by Server.mu.
 type sandboxIndex struct {
@@ -56,17 +57,33 @@ func (x *sandboxIndex) add(sb *sandbox) {
 
 // remove takes a sandbox out of the order (the caller deletes it from Server.sandboxes).
 func (x *sandboxIndex) remove(sb *sandbox) {
-	if i, ok := x.search(positionOf(&sb.rec)); ok && x.all[i] == sb {
-		x.all = slices.Delete(x.all, i, i+1)
-	}
+	x.unlink(sb)
 	x.count(&sb.rec, -1)
 }
 
-// update replaces a sandbox's record, whose startedAt is the old one's.
+// update replaces a sandbox's record. A resume gives it a new startedAt, so it is taken out at
+// its old place and put in at its new one: left where it was, the order is no longer sorted and
+// every binary search on it may miss, so a killed sandbox stayed listed and pages skipped or
+// repeated. Ordering by a key that never changes (createdAt) would keep the slot, but the list
+// would no longer be the provider's, newest startedAt first, nor its token a startedAt.
 func (x *sandboxIndex) update(sb *sandbox, rec record) {
 	x.count(&sb.rec, -1)
-	sb.rec = rec
+	if compareStart(positionOf(&sb.rec), positionOf(&rec)) != 0 {
+		x.unlink(sb)
+		sb.rec = rec
+		i, _ := x.search(positionOf(&sb.rec))
+		x.all = slices.Insert(x.all, i, sb)
+	} else {
+		sb.rec = rec
+	}
 	x.count(&sb.rec, 1)
+}
+
+// unlink takes sb out of the order, found at its record's place.
+func (x *sandboxIndex) unlink(sb *sandbox) {
+	if i, ok := x.search(positionOf(&sb.rec)); ok && x.all[i] == sb {
+		x.all = slices.Delete(x.all, i, i+1)
+	}
 }
 
 func (x *sandboxIndex) count(r *record, delta int) {

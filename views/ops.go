@@ -73,9 +73,10 @@ type OpsGroup struct {
 	Items []OpsItem
 }
 
-// OpsOrphan is a provider sandbox the reconcile killed.
+// OpsOrphan is a provider sandbox the reconcile killed: how many times in the window, and the last.
 type OpsOrphan struct {
 	ProviderID string
+	Kills      int64
 	At         time.Time
 }
 

@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"sandman/internal/testkit"
-
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+
+	"sandman/internal/testkit"
 )
 
 // ChromiumPath is where the browser tests expect Debian's Chromium (`make deps` installs it).
@@ -314,4 +314,11 @@ func (tab *Tab) frameText(urlPrefix string) string {
 		}
 	}
 	return ""
+}
+
+// TemplateLeftovers is testkit.TemplateLeftovers of the page as the tab holds it now: the
+// fragments the live stream swapped in included.
+func (tab *Tab) TemplateLeftovers(t testing.TB) []string {
+	t.Helper()
+	return testkit.TemplateLeftovers(Eval[string](t, tab, `document.documentElement.outerHTML`))
 }

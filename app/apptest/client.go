@@ -110,6 +110,13 @@ func (c *Client) Do(method, path string, body io.Reader, header map[string]strin
 	if err != nil {
 		c.t.Fatalf("read %s %s: %v", method, path, err)
 	}
+	// Every page and fragment a test reads is also checked for template code shown as text,
+	// which no other assertion of a page looks for.
+	if strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") {
+		if code := testkit.TemplateLeftovers(string(b)); len(code) > 0 {
+			c.t.Errorf("%s %s shows template code as text: %q", method, path, code)
+		}
+	}
 	return Response{Status: res.StatusCode, Header: res.Header, Body: string(b)}
 }
 

@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"regexp"
 	"strings"
 
 	"golang.org/x/net/html"
@@ -37,4 +38,34 @@ func Text(n *html.Node) string {
 		}
 	}
 	return strings.Join(strings.Fields(b.String()), " ")
+}
+
+// templateCode is what a templ template writes out as text when templ took code for text: a
+// component call (`@timeAgo(o.At, c.Now)`, written inline after text) or an expression
+// (`{ o.ProviderID }`, `{ "text" }`). A JSON example (`{ "name": "x" }`) or an address
+// (`a@example.com`) is not matched.
+var templateCode = regexp.MustCompile(`@[A-Za-z_][\w.]*\(|\{ [A-Za-z_][\w.]*(\([^{}]*\))?[\w.]* \}|\{ "[^"]*" \}`)
+
+// TemplateLeftovers returns the template code a rendered page (or fragment) shows: in its text,
+// or in an attribute's value. Scripts and style sheets are code anyway and are not looked at.
+func TemplateLeftovers(page string) []string {
+	root, err := html.Parse(strings.NewReader(page))
+	if err != nil {
+		return []string{"unparseable: " + err.Error()}
+	}
+	var found []string
+	for n := range root.Descendants() {
+		switch n.Type {
+		case html.TextNode:
+			if p := n.Parent; p != nil && (p.Data == "script" || p.Data == "style") {
+				continue
+			}
+			found = append(found, templateCode.FindAllString(n.Data, -1)...)
+		case html.ElementNode:
+			for _, a := range n.Attr {
+				found = append(found, templateCode.FindAllString(a.Val, -1)...)
+			}
+		}
+	}
+	return found
 }
