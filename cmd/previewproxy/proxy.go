@@ -178,16 +178,22 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	if p.cfg.Plain {
 		return
 	}
-	if isNavigation(pr.In) {
-		// The page must come decoded to take the tag: ask for it so (a page is small, and the
-		// app is on loopback). An app that compresses anyway is decoded for gzip and deflate.
-		pr.Out.Header.Set("Accept-Encoding", "identity")
-	}
 	marked := false
 	for _, k := range []string{"If-None-Match", "If-Range"} {
 		if v := pr.Out.Header.Get(k); v != "" && strings.Contains(v, p.etagMark) {
 			pr.Out.Header.Set(k, strings.ReplaceAll(v, p.etagMark+`"`, `"`))
 			marked = true
+		}
+	}
+	if isNavigation(pr.In) {
+		// The page must come decoded to take the tag: ask for it so (a page is small, and the
+		// app is on loopback). An app that compresses anyway is decoded for gzip and deflate.
+		pr.Out.Header.Set("Accept-Encoding", "identity")
+		if !marked {
+			// A copy the browser holds without the tag (cached while the script was off) must
+			// not be kept by a 304: only the marked ETag revalidates a page.
+			pr.Out.Header.Del("If-None-Match")
+			pr.Out.Header.Del("If-Modified-Since")
 		}
 	}
 	if marked {
