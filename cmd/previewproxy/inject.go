@@ -12,36 +12,40 @@ const maxScan = 64 << 10
 
 // injectionPoint finds where the script tag goes in the start of an HTML document: right after
 // the `<head>` start tag, so the reporter runs before any of the page's own scripts and sees
-// their errors; with no `<head>` tag, before the first content (an element, or text), after the
-// byte-order mark, doctype and `<html>` start tag, which the parser then puts in the implied
-// head. Nothing is ever put before a doctype (the page would render in quirks mode), inside a
-// tag or inside a comment.
+// their errors; with no `<head>` tag, before the first content (an element, text or an end
+// tag), past the byte-order mark, whitespace, comments, the doctype and the `<html>` start tag,
+// where the parser puts it in the head it implies. So nothing is ever put before a doctype (the
+// page would render in quirks mode), inside a tag or inside a comment, and the rest of the
+// document parses as it did.
 //
 // b is the start of the document; atEOF says no more follows. ok is false when the point
 // cannot be told yet and more of the document is needed. The answer for a prefix that says ok
 // is the answer for the whole document: the proxy streams the rest without looking at it.
 func injectionPoint(b []byte, atEOF bool) (pos int, ok bool) {
-	best, i := 0, 0
+	i := 0
 	if bytes.HasPrefix(b, []byte("\xef\xbb\xbf")) {
-		best, i = 3, 3
+		i = 3
 	} else if len(b) < 3 && !atEOF && bytes.HasPrefix([]byte("\xef\xbb\xbf"), b) {
-		return 0, false
-	}
-	more := func() (int, bool) {
-		if atEOF {
-			return best, true
-		}
 		return 0, false
 	}
 	for {
 		for i < len(b) && isSpace(b[i]) {
 			i++
 		}
+		// Whatever comes next, the tag goes here unless it is one of the things skipped below:
+		// a construct cut off by the end of b is one only if more of it may come.
+		at := i
+		more := func() (int, bool) {
+			if atEOF {
+				return at, true
+			}
+			return 0, false
+		}
 		if i >= len(b) {
 			return more()
 		}
 		if b[i] != '<' {
-			return best, true
+			return i, true
 		}
 		rest := b[i:]
 		if len(rest) < 2 {
@@ -60,15 +64,13 @@ func injectionPoint(b []byte, atEOF bool) (pos int, ok bool) {
 				i += end
 				continue
 			}
+			// A doctype, or a bogus comment ("<!x…>").
 			end := bytes.IndexByte(rest, '>')
 			if end < 0 {
 				return more()
 			}
-			if len(rest) >= 9 && bytes.EqualFold(rest[2:9], []byte("doctype")) {
-				best = i + end + 1
-			}
 			i += end + 1
-		case c == '?':
+		case c == '?': // a bogus comment ("<?xml …?>")
 			end := bytes.IndexByte(rest, '>')
 			if end < 0 {
 				return more()
@@ -81,15 +83,14 @@ func injectionPoint(b []byte, atEOF bool) (pos int, ok bool) {
 			}
 			switch {
 			case bytes.EqualFold(name, []byte("html")):
-				best = i + end
 				i += end
 			case bytes.EqualFold(name, []byte("head")):
 				return i + end, true
 			default:
-				return best, true
+				return i, true
 			}
 		default: // an end tag, or a '<' that starts no tag (text)
-			return best, true
+			return i, true
 		}
 	}
 }
