@@ -118,7 +118,7 @@ func TestAPageGetsExactlyOneScriptTag(t *testing.T) {
 	}{
 		{name: "after the head tag", page: "<!doctype html><html><head><title>t</title></head><body>hi</body></html>", at: "<!doctype html><html><head>"},
 		{name: "a head tag whose attribute holds >", page: `<!DOCTYPE html><html><head data-x="a>b"><meta charset="utf-8"></head><body></body></html>`, at: `<!DOCTYPE html><html><head data-x="a>b">`},
-		{name: "no head: after the html tag", page: "<!DOCTYPE html>\n<html lang=\"en\">\n<body><p>hi</p></body></html>", at: "<!DOCTYPE html>\n<html lang=\"en\">"},
+		{name: "no head: after the html tag", page: "<!DOCTYPE html>\n<html lang=\"en\">\n<body><p>hi</p></body></html>", at: "<!DOCTYPE html>\n<html lang=\"en\">\n"},
 		{name: "neither head nor html: after the doctype and comments", page: "<!doctype html><!-- <head> --><title>x</title><p>hi", at: "<!doctype html><!-- <head> -->"},
 		{name: "a fragment: at the start", page: "<p>hello</p>", at: ""},
 		{name: "gzip the app sends anyway", page: "<!doctype html><html><head></head><body>gz</body></html>", encoding: "gzip", at: "<!doctype html><html><head>"},
