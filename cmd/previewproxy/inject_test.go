@@ -48,7 +48,7 @@ func FuzzInjectionPoint(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, doc string) {
-		if len(doc) > maxScan {
+		if len(doc) > 4<<10 { // the finder reads the start; the prefix check is quadratic
 			return
 		}
 		b := []byte(doc)
@@ -61,14 +61,14 @@ func FuzzInjectionPoint(f *testing.F) {
 				t.Fatalf("the first %d bytes of %q say %d, the whole document %d", k, doc, p, pos)
 			}
 		}
-		injected := doc[:pos] + fuzzTag + doc[pos:]
-		checkParse(t, doc, injected)
+		checkParse(t, doc, pos)
 	})
 }
 
 // checkParse compares the parse of the document with the tag to the parse without it.
-func checkParse(t *testing.T, doc, injected string) {
+func checkParse(t *testing.T, doc string, pos int) {
 	t.Helper()
+	injected, rest := doc[:pos]+fuzzTag+doc[pos:], doc[pos:]
 	// A browser takes a byte-order mark for the encoding's; the parser here would take it for
 	// text.
 	doc, injected = strings.TrimPrefix(doc, "\ufeff"), strings.TrimPrefix(injected, "\ufeff")
@@ -110,8 +110,29 @@ func checkParse(t *testing.T, doc, injected string) {
 		}
 		s.Parent.RemoveChild(s)
 	}
-	if got, want := render(after), render(before); had == 0 && got != want {
+	// A comment may move (into the head, when the tag goes before a comment the document ends
+	// in), and so may whitespace that is no content (kept in the head, dropped before it): only
+	// the elements, text and doctype must parse as they did. A doctype the document ends in,
+	// unclosed, makes the page quirky with or without the tag.
+	dropIdle(before)
+	dropIdle(after)
+	unclosed := (strings.HasPrefix(rest, "<!") || strings.HasPrefix(rest, "<?")) && !strings.Contains(rest, ">")
+	if got, want := render(after), render(before); had == 0 && got != want && !unclosed {
 		t.Fatalf("the tag changed the rest of the document:\nwithout it: %s\nwith it (ours removed): %s\n%q", want, got, injected)
+	}
+}
+
+func dropIdle(n *html.Node) {
+	for c := n.FirstChild; c != nil; {
+		next := c.NextSibling
+		blank := c.Type == html.TextNode && strings.Trim(c.Data, " \t\n\r\f") == "" &&
+			(n.Data == "head" || n.Data == "html")
+		if c.Type == html.CommentNode || blank {
+			n.RemoveChild(c)
+		} else {
+			dropIdle(c)
+		}
+		c = next
 	}
 }
 
