@@ -145,8 +145,26 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	p.rp.ServeHTTP(w, r)
+	p.rp.ServeHTTP(asSent{w}, r)
 }
+
+// asSent keeps an answer's headers as the app sent them: without Date or Content-Type when it
+// sent none (the server would add a Date, and may sniff a type).
+type asSent struct{ http.ResponseWriter }
+
+func (w asSent) WriteHeader(code int) {
+	h := w.Header()
+	for _, k := range []string{"Content-Type", "Date"} {
+		if _, ok := h[k]; !ok {
+			h[k] = nil
+		}
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap gives http.ResponseController the server's writer: its Flush (streams) and Hijack
+// (websockets).
+func (w asSent) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (p *Proxy) serveScript(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
@@ -214,13 +232,6 @@ func isNavigation(r *http.Request) bool {
 }
 
 func (p *Proxy) modifyResponse(resp *http.Response) error {
-	// An answer without Content-Type or Date stays so: the server would add them (sniffing a
-	// type) to what the app sent.
-	for _, k := range []string{"Content-Type", "Date"} {
-		if _, ok := resp.Header[k]; !ok {
-			resp.Header[k] = nil
-		}
-	}
 	if p.cfg.Plain {
 		return nil
 	}
