@@ -119,7 +119,7 @@ var pages = map[string]string{
 	"/bounded": `<!doctype html><html><head><title>bounded</title></head><body>
 <script>
 for (var i = 0; i < 5; i++) console.error("same-8f2c");
-console.error("big-8f2c " + "x".repeat(100000));
+console.error("big-8f2c " + "x".repeat(30000)); // past 16 KiB, within fetch keepalive's 64 KiB
 for (var i = 0; i < 20; i++) console.error("many-8f2c-" + i);
 </script></body></html>`,
 	// Vite's overlay: a custom element in the body whose open shadow root holds the message.
