@@ -72,18 +72,12 @@
   }
 
   // text/plain and no credentials: a simple cross-origin request, no preflight, no cookie.
-  // keepalive lets a report outlive its page (an error as it navigates away); the browser
-  // refuses it past 64 KiB in flight, and then the report goes once more without.
   function send(body) {
     if (typeof fetch === "function") {
-      var options = {
+      fetch(config.url, {
         method: "POST", body: body, keepalive: true, mode: "no-cors", credentials: "omit",
         headers: { "Content-Type": "text/plain;charset=UTF-8" }
-      };
-      fetch(config.url, options).catch(function () {
-        options.keepalive = false;
-        fetch(config.url, options).catch(function () {});
-      });
+      }).catch(function () {});
     } else if (navigator.sendBeacon) {
       navigator.sendBeacon(config.url, new Blob([body], { type: "text/plain;charset=UTF-8" }));
     }
