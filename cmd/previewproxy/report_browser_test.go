@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -116,11 +117,20 @@ var pages = map[string]string{
 <script>Promise.reject(new Error("rejected-8f2c"));</script>
 <script>console.error("console-8f2c", {detail: 1});</script>
 </body></html>`,
+	// The page counts the reporter's requests (it wraps fetch once the reporter is there) and,
+	// once each was answered, tells the app it is done: a witness ordered after every report.
 	"/bounded": `<!doctype html><html><head><title>bounded</title></head><body>
 <script>
+var sent = [], realFetch = window.fetch;
+window.fetch = function () {
+  var p = realFetch.apply(this, arguments);
+  sent.push(p.catch(function () {}));
+  return p;
+};
 for (var i = 0; i < 5; i++) console.error("same-8f2c");
 console.error("big-8f2c " + "x".repeat(30000)); // past 16 KiB, within fetch keepalive's 64 KiB
 for (var i = 0; i < 20; i++) console.error("many-8f2c-" + i);
+Promise.all(sent).then(function () { realFetch("/done?sent=" + sent.length); });
 </script></body></html>`,
 	// Vite's overlay: a custom element in the body whose open shadow root holds the message.
 	"/vite": `<!doctype html><html><head><title>vite</title></head><body>
@@ -138,7 +148,15 @@ setTimeout(function () { document.body.appendChild(document.createElement("vite-
 }
 
 func TestBrowserAPageErrorsReachTheReportURL(t *testing.T) {
+	done := make(chan string, 1) // the /bounded page's witness: how many requests it saw sent
 	app := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/done" {
+			select {
+			case done <- r.URL.Query().Get("sent"):
+			default:
+			}
+			return
+		}
 		page, ok := pages[r.URL.Path]
 		if !ok {
 			http.NotFound(w, r)
@@ -197,9 +215,16 @@ func TestBrowserAPageErrorsReachTheReportURL(t *testing.T) {
 		cfg.ReportURL = rs.url
 		_, proxy := startProxy(t, cfg)
 		open(t, b, proxy.URL+"/bounded")
-		rs.waitFor(10)
-		time.Sleep(time.Second) // what more the page might send has time to arrive
+		var sent string
+		select {
+		case sent = <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the page did not say its reports were answered within 30s; reports: %s", kinds(rs.waitFor(0)))
+		}
 		got := rs.waitFor(0)
+		if sent != strconv.Itoa(len(got)) {
+			t.Errorf("the page sent %s reports, the server received %d", sent, len(got))
+		}
 		count := map[string]int{}
 		for _, r := range got {
 			count[strings.SplitN(r.Message, " ", 2)[0]]++
