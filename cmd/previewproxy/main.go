@@ -70,7 +70,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, log *sl
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
+	// No write timeout: streams and websockets last as long as the page.
+	srv := &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() {

@@ -52,12 +52,11 @@ var reportJS string
 // Proxy forwards a preview's requests to the app and adds the reporter's script tag to its
 // HTML pages (docs/architecture.md, "The preview proxy").
 type Proxy struct {
-	cfg       Config
-	rp        *httputil.ReverseProxy
-	tag       []byte // the script tag added to each page
-	etagMark  string // appended to the ETag of a page with the tag: "-sm" and the tag's hash
-	script    []byte // the reporter with its configuration, served at reserved+"report.js"
-	scriptTag string
+	cfg      Config
+	rp       *httputil.ReverseProxy
+	tag      []byte // the script tag added to each page
+	etagMark string // appended to the ETag of a page with the tag: "-sm" and the tag's hash
+	script   []byte // the reporter with its configuration, served at reserved+"report.js"
 }
 
 // New makes the proxy of cfg.
@@ -251,6 +250,8 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 		}
 	case "gzip", "x-gzip", "deflate":
 		if resp.Request.Method == http.MethodHead {
+			// As the GET would come: decoded, its length unknown.
+			resp.Header.Del("Content-Encoding")
 			resp.Header.Del("Content-Length")
 			break
 		}
@@ -350,7 +351,8 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	if errors.Is(err, context.Canceled) || r.Context().Err() != nil {
 		return // the browser left
 	}
-	p.cfg.Log.Info("the app did not answer", "method", r.Method, "path", r.URL.Path, "err", err)
+	// At debug: while the app is down every request would log; Sandman watches the app itself.
+	p.cfg.Log.Debug("the app did not answer", "method", r.Method, "path", r.URL.Path, "err", err)
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")

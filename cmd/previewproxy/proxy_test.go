@@ -174,6 +174,11 @@ func TestAPageGetsExactlyOneScriptTag(t *testing.T) {
 			if cl := resp.Header.Get("Content-Length"); cl != "" && cl != strconv.Itoa(len(body)) {
 				t.Errorf("Content-Length %s for a body of %d bytes", cl, len(body))
 			}
+			// HEAD says what GET would send.
+			head, _ := do(t, "HEAD", proxy.URL+"/", navigation)
+			if ce, cl := head.Header.Get("Content-Encoding"), head.Header.Get("Content-Length"); ce != "" || (cl != "" && cl != strconv.Itoa(len(body))) {
+				t.Errorf("HEAD says Content-Encoding %q, Content-Length %q; the GET was %d bytes, not encoded", ce, cl, len(body))
+			}
 		})
 	}
 }
