@@ -118,7 +118,8 @@ func (p *Proxy) prepare() error {
 		if err != nil {
 			return err
 		}
-		// json.Marshal escapes <, > and & in strings: the configuration cannot end the script.
+		// JSON is a JavaScript expression whatever the URL holds (json.Marshal escapes U+2028
+		// and U+2029, which would end a line of JavaScript).
 		p.script = []byte(strings.Replace(reportJS, "/*CONFIG*/null", string(conf), 1))
 		sum := sha256.Sum256(p.script)
 		src = reserved + "report.js?v=" + hex.EncodeToString(sum[:6])
