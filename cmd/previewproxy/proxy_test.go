@@ -420,6 +420,36 @@ func TestAnAppThatIsDownGetsOurBadGatewayPage(t *testing.T) {
 	if !strings.Contains(string(body), "The app isn't answering") || resp.Header.Get("Cache-Control") != "no-store" {
 		t.Errorf("the 502's page (Cache-Control %q): %q, want ours, never cached", resp.Header.Get("Cache-Control"), body)
 	}
+	if ping, _ := do(t, "GET", proxy.URL+"/__sandman/ping", nil); ping.StatusCode != http.StatusNoContent {
+		t.Errorf("the proxy's ping while the app is down: %d, want 204 (the proxy runs)", ping.StatusCode)
+	}
+}
+
+func TestTheAppSeesTheRequestAsTheBrowserSentIt(t *testing.T) {
+	seen := make(chan http.Header, 1)
+	app := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		h := r.Header.Clone()
+		h.Set("Host", r.Host)
+		seen <- h
+	})
+	_, proxy := startProxy(t, testConfig(t, app))
+	req, _ := http.NewRequest("GET", proxy.URL+"/api/items?q=1", nil)
+	req.Host = "3001-sb-1.preview.example"
+	req.Header.Set("X-Forwarded-For", "203.0.113.9")
+	req.Header.Set("X-Forwarded-Proto", "https")
+	req.Header.Set("X-Forwarded-Host", "3001-sb-1.preview.example")
+	resp, err := rawClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	h := <-seen
+	for k, want := range map[string]string{"Host": "3001-sb-1.preview.example", "X-Forwarded-For": "203.0.113.9",
+		"X-Forwarded-Proto": "https", "X-Forwarded-Host": "3001-sb-1.preview.example"} {
+		if got := h.Get(k); got != want {
+			t.Errorf("the app saw %s %q, want the browser's %q", k, got, want)
+		}
+	}
 }
 
 func TestPlainForwardsPagesUntouched(t *testing.T) {
