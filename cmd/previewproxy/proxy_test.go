@@ -405,7 +405,7 @@ func TestStreamsArriveAsTheyAreSent(t *testing.T) {
 	}
 }
 
-func TestAnAppThatIsDownGetsOurBadGatewayPage(t *testing.T) {
+func TestAnAppThatIsDownGetsOurBadGatewayPageAndThePingAnswers(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
