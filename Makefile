@@ -15,7 +15,7 @@ TEST_TIMEOUT ?= 20m
 # system-call filter); Chromium (browser tests).
 PG_INITDB := /usr/lib/postgresql/15/bin/initdb
 
-.PHONY: help run test check generate build bench deps deps-run tools clean
+.PHONY: help run test check generate build previewproxy bench deps deps-run tools clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -47,8 +47,14 @@ bench: deps ## run the benchmarks (figures go in BENCHMARKS.md)
 	$(GO) test -run '^$$' -bench '^BenchmarkSSEMemory$$' -benchtime 3s -timeout 10m ./live
 	$(GO) test -run '^$$' -bench '^BenchmarkSSEAppMemory$$' -benchtime 3s -timeout 10m ./handlers
 
-build: ## build bin/sandman, bin/sandboxd and bin/devrun
+build: previewproxy ## build bin/sandman, bin/sandboxd, bin/devrun and the sandboxes' preview proxy
 	$(GO) build -o bin/ ./cmd/...
+
+# The preview proxy runs inside each sandbox, uploaded with the app (docs/architecture.md, "The
+# preview proxy"): a static Linux binary, whatever machine builds it.
+PROXY_GOARCH ?= amd64
+previewproxy: ## build bin/sandbox/previewproxy, static, for Linux sandboxes (PROXY_GOARCH=amd64)
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(PROXY_GOARCH) $(GO) build -trimpath -ldflags='-s -w' -o bin/sandbox/previewproxy ./cmd/previewproxy
 
 generate: $(SQLC) ## regenerate templ and sqlc output
 	$(GO) tool templ generate -include-version=false
