@@ -15,8 +15,8 @@ import (
 )
 
 // hostilePreview is a preview's page that tries to take the page around it elsewhere: once as
-// it loads, and again from steer(), which the test calls as a click in the frame would (with a
-// user's activation, which an unsandboxed cross-site frame needs to navigate the top).
+// it loads, and again from steer(), which the test calls marked as a user's gesture (the
+// stand-in for a click: apptest.Tab.FrameActivate).
 func hostilePreview(target string) string {
 	return `<!doctype html><html lang="en"><title>Hostile</title><h1 id="h">Hostile preview</h1>
 <script>

@@ -302,9 +302,10 @@ func (tab *Tab) FrameTextNow(urlPrefix string) string { return tab.frameText(url
 // Context is the tab's chromedp context, for what the helpers here do not do.
 func (tab *Tab) Context() context.Context { return tab.ctx }
 
-// FrameActivate runs js in the tab's iframe whose URL starts with urlPrefix (see FrameText) as
-// a person's click in the frame would: with the user's activation, which some of what a page
-// may do needs (opening a window, navigating the page around it). It returns js's result.
+// FrameActivate runs js in the tab's iframe whose URL starts with urlPrefix (see FrameText),
+// marked as a user's gesture (DevTools' userGesture), and returns its result. It stands in for a
+// click in the frame, imperfectly: under a sandbox that allows top navigation with a user's
+// activation, Chromium did not let it navigate the page around the frame (docs/mutations.md).
 func (tab *Tab) FrameActivate(t testing.TB, urlPrefix, js string) string {
 	t.Helper()
 	infos, err := chromedp.Targets(tab.ctx)
