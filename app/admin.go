@@ -39,7 +39,7 @@ func DemoFounder(ctx context.Context, cfg Config, email, password string) error 
 	if err != nil {
 		return err
 	}
-	if err := projects.New(pool).EnsureStarterProjects(ctx, u.ID); err != nil {
+	if err := projects.New(pool).WithLimits(cfg.ProjectLimit, cfg.StorageQuota).EnsureStarterProjects(ctx, u.ID); err != nil {
 		return err
 	}
 	life, err := lifecycle.New(lifecycle.Options{Pool: pool, Config: cfg.Lifecycle})

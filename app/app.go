@@ -103,6 +103,11 @@ type Config struct {
 	// WebhookURL is Sandman's public …/webhooks/e2b (E2B_WEBHOOK_URL): instances that run jobs
 	// register it with the provider at start, signed with Lifecycle.WebhookSecret.
 	WebhookURL string
+	// StorageQuota is the bytes of unique content one founder may store (SANDMAN_STORAGE_QUOTA):
+	// a version or a project past it is refused with 413.
+	StorageQuota int64
+	// ProjectLimit is how many projects one founder may have (SANDMAN_PROJECT_LIMIT).
+	ProjectLimit int
 }
 
 // DefaultConfig is production's configuration before the environment is read.
@@ -117,6 +122,8 @@ func DefaultConfig() Config {
 		ShutdownWait:    15 * time.Second,
 		Lifecycle:       lifecycle.DefaultConfig(),
 		Ops:             ops.DefaultConfig(),
+		StorageQuota:    versions.DefaultQuota,
+		ProjectLimit:    projects.DefaultLimit,
 	}
 }
 
@@ -231,8 +238,8 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 		metricsOnMain = metrics
 	}
 	a.handler = handlers.New(handlers.Deps{
-		Pool: pool, Sessions: sessions, Accounts: a.accounts, Projects: projects.New(pool), Shares: a.shares,
-		Versions: versions.New(pool, a.lifecycle.VersionMade), Lifecycle: a.lifecycle,
+		Pool: pool, Sessions: sessions, Accounts: a.accounts, Projects: projects.New(pool).WithLimits(cfg.ProjectLimit, cfg.StorageQuota), Shares: a.shares,
+		Versions: versions.New(pool, a.lifecycle.VersionMade).WithQuota(cfg.StorageQuota), Lifecycle: a.lifecycle,
 		Live: a.hub, Ops: a.ops, Operators: a.operators, Logger: logger, Registry: a.registry, Metrics: metricsOnMain, TrustProxy: cfg.TrustProxy, HSTS: cfg.CookieSecure,
 		FrameOrigins: []string{frameOrigin(a.provider)},
 	})

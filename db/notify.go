@@ -39,3 +39,8 @@ const SessionForgottenChannel = "sandman_session_forgotten"
 // FeedApplicationName names the instances' feed connections (live.Hub.Listen) in
 // pg_stat_activity, where a session's change counts the answers to wait for.
 const FeedApplicationName = "sandman_feed"
+
+// OperatorEndChannel announces a founder who is no longer an operator (`sandman operator
+// remove`); the payload is the founder's id. Every instance ends the streams that carry the
+// operator's console to them (live.Hub.EndOperator).
+const OperatorEndChannel = "sandman_operator_end"

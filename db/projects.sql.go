@@ -11,6 +11,17 @@ import (
 	"github.com/google/uuid"
 )
 
+const countProjectsByOwner = `-- name: CountProjectsByOwner :one
+SELECT count(*)::integer FROM projects WHERE owner_id = $1
+`
+
+func (q *Queries) CountProjectsByOwner(ctx context.Context, ownerID uuid.UUID) (int32, error) {
+	row := q.db.QueryRow(ctx, countProjectsByOwner, ownerID)
+	var column_1 int32
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const countProjectsByOwnerAndStarter = `-- name: CountProjectsByOwnerAndStarter :one
 SELECT count(*) FROM projects WHERE owner_id = $1 AND starter = $2
 `

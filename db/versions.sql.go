@@ -151,6 +151,18 @@ func (q *Queries) GetCurrentVersion(ctx context.Context, projectID uuid.UUID) (V
 	return i, err
 }
 
+const getFounderStorage = `-- name: GetFounderStorage :one
+SELECT coalesce((SELECT stored_bytes FROM founder_storage WHERE owner_id = $1), 0)::bigint
+`
+
+// The bytes of the founder's unique content (0 before they stored any).
+func (q *Queries) GetFounderStorage(ctx context.Context, ownerID uuid.UUID) (int64, error) {
+	row := q.db.QueryRow(ctx, getFounderStorage, ownerID)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const getVersion = `-- name: GetVersion :one
 SELECT id, project_id, number, parent_number, source, restored_from, message, added, changed, removed, file_count, total_bytes, created_at FROM versions WHERE id = $1
 `
@@ -466,6 +478,22 @@ func (q *Queries) ListVersions(ctx context.Context, arg ListVersionsParams) ([]V
 		return nil, err
 	}
 	return items, nil
+}
+
+const lockFounderStorage = `-- name: LockFounderStorage :one
+INSERT INTO founder_storage AS f (owner_id) VALUES ($1)
+ON CONFLICT (owner_id) DO UPDATE SET stored_bytes = f.stored_bytes
+RETURNING f.stored_bytes
+`
+
+// The founder's storage lock, taken before any of their content is stored (versions.Service,
+// projects.Service): the quota's check then sees every other writer's content that committed.
+// The row is made on first use; the blobs' triggers keep its sum (migration 00014).
+func (q *Queries) LockFounderStorage(ctx context.Context, ownerID uuid.UUID) (int64, error) {
+	row := q.db.QueryRow(ctx, lockFounderStorage, ownerID)
+	var stored_bytes int64
+	err := row.Scan(&stored_bytes)
+	return stored_bytes, err
 }
 
 const pruneVersionFiles = `-- name: PruneVersionFiles :many

@@ -19,11 +19,12 @@ import (
 func (h *Handlers) events(c echo.Context) error {
 	ctx := c.Request().Context()
 	founder := principal(c).Founder.ID
+	seen := h.Live.OperatorEnds() // before the check: a removal it misses still ends the console
 	operator, err := h.Operators.IsOperator(ctx, founder)
 	if err != nil {
 		return err
 	}
-	err = h.Live.Serve(c.Response(), c.Request(), live.Stream{Owner: founder, Operator: operator,
+	err = h.Live.Serve(c.Response(), c.Request(), live.Stream{Owner: founder, Operator: operator, OperatorSeen: seen,
 		Session: h.sessionKey(ctx), Ends: h.Sessions.Deadline(ctx)})
 	switch {
 	case errors.Is(err, live.ErrTooManyStreams):

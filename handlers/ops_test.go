@@ -17,6 +17,7 @@ import (
 	"sandman/app/apptest"
 	"sandman/internal/testkit"
 	"sandman/ops"
+	"sandman/views"
 )
 
 // makeOperator lets the founder's account open the console, as `sandman operator add` does.
@@ -255,4 +256,46 @@ func TestOpsListsWhatNeedsAHand(t *testing.T) {
 			t.Errorf("needs a hand lacks %q: %q", want, causes)
 		}
 	}
+}
+
+// Removing an operator ends the streams that carry them the console on every instance at once,
+// as a log-out ends a session's: the console's costs and lists stop reaching a founder who may no
+// longer see them. Their reconnection is a founder's stream, with their own cards and no console.
+func TestARemovedOperatorsConsoleStreamsEndOnEveryInstance(t *testing.T) {
+	t.Parallel()
+	a := webOnly(t)
+	b := start(t, apptest.Options{Role: app.RoleWeb, Host: a.Host, DatabaseURL: a.DatabaseURL})
+	op := a.NewClient(t)
+	op.SignUp("removed-operator@example.com")
+	a.makeOperator(t, "removed-operator@example.com")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	isConsole := func(ev testkit.SSEEvent) bool { return ev.Event == views.OpsConsoleID }
+	onA, onB := op.Stream(ctx), op.On(b.Instance).Stream(ctx)
+	testkit.NextSSE(t, onA, 10*time.Second, "the console on instance A", isConsole)
+	testkit.NextSSE(t, onB, 10*time.Second, "the console on instance B", isConsole)
+
+	// `sandman operator remove` runs as a command of its own, on neither instance.
+	if _, err := ops.NewOperators(a.Pool()).Revoke(context.Background(), "removed-operator@example.com", "test"); err != nil {
+		t.Fatal(err)
+	}
+	testkit.SSEEnds(t, onA, 10*time.Second)
+	testkit.SSEEnds(t, onB, 10*time.Second)
+
+	again := op.On(b.Instance).Stream(ctx)
+	b.waitClients(t, 1)
+	op.Get("/") // a page's CSRF token
+	var p struct{ ID string }
+	apptest.RequireStatus(t, op.API(http.MethodPost, "/api/projects", map[string]string{"starter": "counter"}, &p), http.StatusCreated)
+	apptest.RequireStatus(t, op.API(http.MethodPost, "/api/projects/"+p.ID+"/builds", map[string]string{"idempotencyKey": "after"}, nil), http.StatusAccepted)
+	testkit.NextSSE(t, again, 10*time.Second, "the reconnected stream's own new card", func(ev testkit.SSEEvent) bool {
+		if isConsole(ev) {
+			t.Fatalf("the former operator's new stream carried the console: %.200q", ev.Data)
+		}
+		return ev.Event == views.DOMID(views.Card, p.ID)
+	})
+	testkit.Record(t, testkit.Scenario{ID: "operator-removal-ends-console", Times: 1,
+		Injected: "`operator remove` (a process of its own) while the operator has console streams open on instances A and B",
+		Result:   "both streams end; the reconnection is a founder's stream (their own card, no console)"})
 }

@@ -12,6 +12,7 @@ import (
 	"sandman/apperr"
 	"sandman/db"
 	"sandman/projects"
+	"sandman/versions"
 	"sandman/views"
 )
 
@@ -24,7 +25,12 @@ func (h *Handlers) dashboard(c echo.Context) error {
 	// Opening a page is what asks the provider for the truth of stale rows, in the background.
 	h.Lifecycle.VerifyStale(ctx, rows...)
 	c.Set(ctxCreditsKey, credits) // the header's balance, read with the projects (routes.go)
-	p := views.DashboardPage{Layout: h.layout(c, "Your projects"), Projects: make([]views.Preview, 0, len(rows))}
+	usage, err := h.Versions.Usage(ctx, principal(c).Founder.ID)
+	if err != nil {
+		return err
+	}
+	p := views.DashboardPage{Layout: h.layout(c, "Your projects"), Projects: make([]views.Preview, 0, len(rows)),
+		Usage: usageVM(usage, len(rows), h.Projects.Limit())}
 	for _, r := range rows {
 		p.Projects = append(p.Projects, previewVM(h.Lifecycle, r, p.Now, p.CSRF))
 	}
@@ -207,4 +213,14 @@ func humanSize(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// usageVM is the dashboard's line on what the founder stores and may store.
+func usageVM(u versions.Usage, projects, limit int) views.Usage {
+	pct := 0
+	if u.Quota > 0 {
+		pct = int(min(100, u.Stored*100/u.Quota))
+	}
+	return views.Usage{Stored: versions.QuotaSize(u.Stored), Quota: versions.QuotaSize(u.Quota), Percent: pct,
+		Projects: projects, MaxProjs: limit}
 }

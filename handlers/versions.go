@@ -462,9 +462,13 @@ func (h *Handlers) uploadVersion(c echo.Context) error {
 	res, err := h.Versions.Create(c.Request().Context(), principal(c).Founder.ID, id, ch)
 	var conflict *versions.ConflictError
 	ae, invalid := apperr.As(err)
+	status := http.StatusUnprocessableEntity
 	switch {
 	case err == nil || res.Unchanged:
 		return redirect(c, "/projects/"+vm.ProjectID)
+	case invalid && ae.Code == versions.CodeStorageQuota:
+		vm.Errors = map[string]string{"files": ae.Message}
+		status = http.StatusRequestEntityTooLarge
 	case errors.As(err, &conflict):
 		vm.Errors = map[string]string{"base": conflict.Error() + " Nothing was stored: choose your files again."}
 		vm.Current = conflict.Current.Number
@@ -480,7 +484,7 @@ func (h *Handlers) uploadVersion(c echo.Context) error {
 		return err
 	}
 	vm.Message = up.fields["message"]
-	return render(c, http.StatusUnprocessableEntity, views.UploadVersion(vm))
+	return render(c, status, views.UploadVersion(vm))
 }
 
 // reloadAction saves the project's reload choice.

@@ -118,6 +118,10 @@ type Hub struct {
 	opsPending bool
 	opsLast    time.Time
 	operators  int
+	// opsEnds counts the operators removed (EndOperator); opsEnded is the count at each one's
+	// removal, so a stream whose operator check came before it carries no console (add).
+	opsEnds  uint64
+	opsEnded map[uuid.UUID]uint64
 
 	// The connections waiting for their snapshot, and the goroutines making them (onSubscribe).
 	snapMu      sync.Mutex
@@ -215,7 +219,7 @@ func New(opts Options) *Hub {
 	srv.Headers = map[string]string{"X-Accel-Buffering": "no"}
 	h := &Hub{opts: opts, srv: srv, byID: map[string]*conn{}, byOwner: map[uuid.UUID]map[string]*conn{},
 		visitors: map[uuid.UUID]map[string]*conn{}, perLink: map[uuid.UUID]int{}, perAddr: map[string]int{},
-		metrics: newMetrics(opts.Registerer)}
+		opsEnded: map[uuid.UUID]uint64{}, metrics: newMetrics(opts.Registerer)}
 	h.dispatch = newDispatcher(h.Deliver, func(d time.Duration) { h.metrics.notify.Observe(d.Seconds()) })
 	srv.OnSubscribe = h.onSubscribe
 	return h
@@ -235,6 +239,10 @@ type Stream struct {
 	Share *Share
 	// Operator makes the founder's stream carry the operator's console as well.
 	Operator bool
+	// OperatorSeen is the hub's OperatorEnds read before the operator check that set Operator: a
+	// removal of this founder announced since then, which the check may have missed, makes it
+	// a founder's stream.
+	OperatorSeen uint64
 }
 
 // Share is the link a visitor's stream follows.
@@ -268,7 +276,7 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, s Stream) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &conn{id: newID(), owner: s.Owner, session: s.Session, share: s.Share, operator: s.Operator && s.Share == nil, hub: h,
 		ctx: ctx, cancel: cancel, sent: map[string]int64{}}
-	if err := h.add(c); err != nil {
+	if err := h.add(c, s.OperatorSeen); err != nil {
 		cancel()
 		return err
 	}
@@ -315,11 +323,14 @@ func (h *Hub) stream(c *conn, w http.ResponseWriter, ends time.Time) {
 	h.srv.ServeHTTP(w, r)
 }
 
-func (h *Hub) add(c *conn) error {
+func (h *Hub) add(c *conn, operatorSeen uint64) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
 		return ErrClosed
+	}
+	if c.operator && h.opsEnded[c.owner] > operatorSeen {
+		c.operator = false
 	}
 	index := h.byOwner
 	if c.share != nil {
@@ -359,6 +370,33 @@ func (h *Hub) EndSession(session string) {
 		if c.session == session {
 			c.end()
 		}
+	}
+}
+
+// OperatorEnds is the number of operators' removals this hub has heard of: read it before
+// checking whether a founder is an operator, and give it as Stream.OperatorSeen.
+func (h *Hub) OperatorEnds() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.opsEnds
+}
+
+// EndOperator ends this instance's streams that carry the console to a founder who is no longer
+// an operator (`sandman operator remove`, announced to every instance), as a log-out ends a
+// session's: the browser's reconnection is a founder's stream, without the console.
+func (h *Hub) EndOperator(owner uuid.UUID) {
+	var ended []*conn
+	h.mu.Lock()
+	h.opsEnds++
+	h.opsEnded[owner] = h.opsEnds
+	for _, c := range h.byOwner[owner] {
+		if c.operator {
+			ended = append(ended, c)
+		}
+	}
+	h.mu.Unlock()
+	for _, c := range ended {
+		c.end()
 	}
 }
 

@@ -13,8 +13,8 @@ import (
 )
 
 // Listen follows the database's sandbox feed on one dedicated connection and delivers each
-// change to this instance's clients; ended sessions and share links that stopped working come on
-// the same connection and end their streams here. ready (if not nil) is called once, when the
+// change to this instance's clients; ended sessions, share links that stopped working and
+// removed operators come on the same connection and end their streams here. ready (if not nil) is called once, when the
 // feed is first up: an instance serves no stream before, since a log-out or a change announced
 // in between would never reach it. After the connection drops (a database restart, say) it
 // reconnects with backoff and resyncs every client, since changes may have been missed.
@@ -62,7 +62,8 @@ func (h *Hub) listenOnce(ctx context.Context, databaseURL string, connected func
 	defer conn.Close(context.WithoutCancel(ctx))
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{db.SandboxChannel}.Sanitize()+"; LISTEN "+
 		pgx.Identifier{db.SessionEndChannel}.Sanitize()+"; LISTEN "+pgx.Identifier{db.SessionChangeChannel}.Sanitize()+
-		"; LISTEN "+pgx.Identifier{db.SessionForgottenChannel}.Sanitize()+"; LISTEN "+pgx.Identifier{db.ShareEndChannel}.Sanitize()); err != nil {
+		"; LISTEN "+pgx.Identifier{db.SessionForgottenChannel}.Sanitize()+"; LISTEN "+pgx.Identifier{db.ShareEndChannel}.Sanitize()+
+		"; LISTEN "+pgx.Identifier{db.OperatorEndChannel}.Sanitize()); err != nil {
 		return err
 	}
 	connected()
@@ -92,6 +93,11 @@ func (h *Hub) listenOnce(ctx context.Context, databaseURL string, connected func
 		case db.ShareEndChannel:
 			if link, err := uuid.Parse(n.Payload); err == nil {
 				h.EndShare(link)
+			}
+			continue
+		case db.OperatorEndChannel:
+			if founder, err := uuid.Parse(n.Payload); err == nil {
+				h.EndOperator(founder)
 			}
 			continue
 		}

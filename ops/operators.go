@@ -32,7 +32,8 @@ func (o *Operators) Grant(ctx context.Context, email, actor string) (string, err
 	return o.change(ctx, email, actor, db.OperatorActionGrant)
 }
 
-// Revoke takes the console away from the account (idempotent, like Grant).
+// Revoke takes the console away from the account (idempotent, like Grant): its console streams
+// end on every instance (live.Hub.EndOperator).
 func (o *Operators) Revoke(ctx context.Context, email, actor string) (string, error) {
 	return o.change(ctx, email, actor, db.OperatorActionRevoke)
 }
@@ -68,6 +69,10 @@ func (o *Operators) change(ctx context.Context, email, actor string, action db.O
 			msg = email + " is now an operator"
 		default:
 			msg = email + " is no longer an operator"
+			// Their open console streams end on every instance, at commit.
+			if err := tx.Notify(ctx, db.NotifyParams{Channel: db.OperatorEndChannel, Payload: u.ID.String()}); err != nil {
+				return err
+			}
 		}
 		return tx.InsertOperatorLog(ctx, db.InsertOperatorLogParams{Action: action, Actor: actor, UserID: &u.ID})
 	})

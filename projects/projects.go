@@ -19,12 +19,35 @@ import (
 // Service creates and reads projects. Every read takes the owner, so another founder's project
 // is not found.
 type Service struct {
-	pool *pgxpool.Pool
-	q    *db.Queries
+	pool  *pgxpool.Pool
+	q     *db.Queries
+	limit int   // projects per founder
+	quota int64 // bytes of unique content per founder (versions.DefaultQuota)
 }
 
-// New returns a Service.
-func New(pool *pgxpool.Pool) *Service { return &Service{pool: pool, q: db.New(pool)} }
+// DefaultLimit is how many projects a founder may have when the operator sets no limit
+// (README, "Limits").
+const DefaultLimit = 100
+
+// New returns a Service with the default project limit and storage quota.
+func New(pool *pgxpool.Pool) *Service {
+	return &Service{pool: pool, q: db.New(pool), limit: DefaultLimit, quota: versions.DefaultQuota}
+}
+
+// WithLimits sets how many projects a founder may have (SANDMAN_PROJECT_LIMIT) and the bytes of
+// unique content they may store (SANDMAN_STORAGE_QUOTA); a zero keeps its default.
+func (s *Service) WithLimits(projects int, quota int64) *Service {
+	if projects > 0 {
+		s.limit = projects
+	}
+	if quota > 0 {
+		s.quota = quota
+	}
+	return s
+}
+
+// Limit is how many projects one founder may have.
+func (s *Service) Limit() int { return s.limit }
 
 // Settings are what a founder chooses for a project.
 type Settings struct {
@@ -96,7 +119,19 @@ func (s *Service) create(ctx context.Context, owner uuid.UUID, starter *string, 
 	}
 	var p db.Project
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
-		var err error
+		// The founder's storage lock serialises their new projects too, so the count holds
+		// when two are made at once.
+		if _, err := versions.LockStorage(ctx, tx, owner); err != nil {
+			return err
+		}
+		n, err := tx.CountProjectsByOwner(ctx, owner)
+		if err != nil {
+			return err
+		}
+		if int(n) >= s.limit {
+			return apperr.New(apperr.KindConflict, "project_limit", fmt.Sprintf(
+				"You have %d projects, the most one account may have: nothing was created. Make a new version of a project you have instead.", n))
+		}
 		p, err = tx.InsertProject(ctx, db.InsertProjectParams{
 			OwnerID: owner, Name: set.Name, Starter: starter, InstallCommand: set.InstallCommand,
 			StartCommand: set.StartCommand, Port: set.Port, PauseKind: set.PauseKind, ReloadsItself: set.ReloadsItself,
@@ -104,7 +139,7 @@ func (s *Service) create(ctx context.Context, owner uuid.UUID, starter *string, 
 		if err != nil {
 			return err
 		}
-		_, err = versions.CreateFirst(ctx, tx, owner, p.ID, files)
+		_, err = versions.CreateFirst(ctx, tx, owner, p.ID, files, s.quota)
 		return err
 	})
 	return p, err

@@ -94,3 +94,6 @@ SELECT * FROM projects WHERE id = @id AND owner_id = @owner_id FOR NO KEY UPDATE
 -- name: SetProjectReloadsItself :one
 -- The project's reload choice (docs/states.md, "Versions").
 UPDATE projects SET reloads_itself = @reloads_itself WHERE id = @id AND owner_id = @owner_id RETURNING *;
+
+-- name: CountProjectsByOwner :one
+SELECT count(*)::integer FROM projects WHERE owner_id = @owner_id;

@@ -103,3 +103,15 @@ DELETE FROM version_keys WHERE owner_id = @owner_id AND key = @key AND version_n
 -- name: DeleteOldVersionKeys :exec
 -- Keys are kept at least 24 hours (docs/api.md, "Versions").
 DELETE FROM version_keys WHERE created_at < now() - interval '48 hours';
+
+-- name: LockFounderStorage :one
+-- The founder's storage lock, taken before any of their content is stored (versions.Service,
+-- projects.Service): the quota's check then sees every other writer's content that committed.
+-- The row is made on first use; the blobs' triggers keep its sum (migration 00014).
+INSERT INTO founder_storage AS f (owner_id) VALUES (@owner_id)
+ON CONFLICT (owner_id) DO UPDATE SET stored_bytes = f.stored_bytes
+RETURNING f.stored_bytes;
+
+-- name: GetFounderStorage :one
+-- The bytes of the founder's unique content (0 before they stored any).
+SELECT coalesce((SELECT stored_bytes FROM founder_storage WHERE owner_id = @owner_id), 0)::bigint;

@@ -55,11 +55,21 @@ type Service struct {
 	pool   *pgxpool.Pool
 	q      *db.Queries
 	onMade Hook
+	quota  int64
 }
 
-// New returns a Service; onMade may be nil.
+// New returns a Service with the default storage quota; onMade may be nil.
 func New(pool *pgxpool.Pool, onMade Hook) *Service {
-	return &Service{pool: pool, q: db.New(pool), onMade: onMade}
+	return &Service{pool: pool, q: db.New(pool), onMade: onMade, quota: DefaultQuota}
+}
+
+// WithQuota sets the bytes of unique content one founder may store (SANDMAN_STORAGE_QUOTA);
+// zero keeps DefaultQuota.
+func (s *Service) WithQuota(bytes int64) *Service {
+	if bytes > 0 {
+		s.quota = bytes
+	}
+	return s
 }
 
 // Change is what a new version is made of.
@@ -123,6 +133,10 @@ func (s *Service) create(ctx context.Context, tx db.Tx, owner, projectID uuid.UU
 	if _, err := lockProject(ctx, tx, owner, projectID); err != nil {
 		return Result{}, err
 	}
+	stored, err := LockStorage(ctx, tx, owner)
+	if err != nil {
+		return Result{}, err
+	}
 	cur, err := tx.GetCurrentVersion(ctx, projectID)
 	if err != nil {
 		return Result{}, err
@@ -145,20 +159,30 @@ func (s *Service) create(ctx context.Context, tx db.Tx, owner, projectID uuid.UU
 	if err := storeBlobs(ctx, tx, owner, c.Files); err != nil {
 		return Result{}, err
 	}
+	if err := checkQuota(ctx, tx, owner, stored, s.quota, "version"); err != nil {
+		return Result{}, err
+	}
 	v, err := s.insert(ctx, tx, owner, db.InsertVersionParams{ProjectID: projectID, ParentNumber: &cur.Number, Source: c.Source,
 		Message: c.Message}, d, next)
 	return Result{Version: v}, err
 }
 
-// CreateFirst makes a new project's version 1 in the caller's transaction (projects.Service).
-// The files must have passed CheckFiles.
-func CreateFirst(ctx context.Context, tx db.Tx, owner, projectID uuid.UUID, files []File) (db.Version, error) {
+// CreateFirst makes a new project's version 1 in the caller's transaction (projects.Service),
+// refused past the founder's storage quota. The files must have passed CheckFiles.
+func CreateFirst(ctx context.Context, tx db.Tx, owner, projectID uuid.UUID, files []File, quota int64) (db.Version, error) {
 	next := make([]Entry, len(files))
 	for i, f := range files {
 		next[i] = entryOf(f)
 	}
 	sortEntries(next)
+	stored, err := LockStorage(ctx, tx, owner)
+	if err != nil {
+		return db.Version{}, err
+	}
 	if err := storeBlobs(ctx, tx, owner, files); err != nil {
+		return db.Version{}, err
+	}
+	if err := checkQuota(ctx, tx, owner, stored, quota, "project"); err != nil {
 		return db.Version{}, err
 	}
 	v, err := tx.InsertVersion(ctx, db.InsertVersionParams{ProjectID: projectID, Source: SourceCreated,
@@ -181,6 +205,11 @@ func (s *Service) Restore(ctx context.Context, owner, projectID uuid.UUID, n int
 	var res Result
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		if _, err := lockProject(ctx, tx, owner, projectID); err != nil {
+			return err
+		}
+		// A restore stores no new content (the quota has nothing to refuse), but retention may
+		// collect some: the founder's storage is locked in the one order, project then storage.
+		if _, err := LockStorage(ctx, tx, owner); err != nil {
 			return err
 		}
 		from, err := getVersion(ctx, tx, projectID, n)
@@ -281,6 +310,66 @@ func prune(ctx context.Context, tx db.Tx, owner, projectID uuid.UUID) error {
 		return err
 	}
 	return tx.DeleteUnusedBlobs(ctx, db.DeleteUnusedBlobsParams{OwnerID: owner, Sha256s: gone})
+}
+
+// DefaultQuota is the bytes of unique content a founder may store when the operator sets none:
+// 1 GiB (README, "Limits").
+const DefaultQuota int64 = 1 << 30
+
+// CodeStorageQuota is the code of a version or project refused for the storage quota (413).
+const CodeStorageQuota = "storage_quota"
+
+// LockStorage takes the founder's storage lock and returns the bytes they store now. Every
+// transaction that stores or collects a founder's content takes it, after the project's lock
+// and before anything else of theirs, so the quota's check (checkQuota) sees every other
+// writer's content that committed: two versions that each fit but together do not are
+// checked one after the other, never both against the sum from before either.
+func LockStorage(ctx context.Context, tx db.Tx, owner uuid.UUID) (int64, error) {
+	return tx.LockFounderStorage(ctx, owner)
+}
+
+// Usage is what a founder stores and may store, in bytes of unique content.
+type Usage struct{ Stored, Quota int64 }
+
+// Usage is the founder's storage, for the pages that show it.
+func (s *Service) Usage(ctx context.Context, owner uuid.UUID) (Usage, error) {
+	n, err := s.q.GetFounderStorage(ctx, owner)
+	return Usage{Stored: n, Quota: s.quota}, err
+}
+
+// checkQuota refuses the transaction's new content (what, a version or a project) when it takes
+// the founder's storage, stored before it under LockStorage, past quota. Content the founder
+// already had costs nothing; a change that adds none passes, even over a lowered quota.
+func checkQuota(ctx context.Context, tx db.Tx, owner uuid.UUID, stored, quota int64, what string) error {
+	after, err := tx.GetFounderStorage(ctx, owner)
+	if err != nil || after <= stored || after <= quota {
+		return err
+	}
+	way := "send fewer or smaller new files, or restore an earlier version (a restore stores nothing new)"
+	if what == "project" {
+		way = "make a new version of a project you have instead, or use fewer or smaller files"
+	}
+	return apperr.New(apperr.KindTooLarge, CodeStorageQuota, fmt.Sprintf(
+		"This %s would take your stored files to %s of your %s: nothing was stored. To fit, %s.",
+		what, QuotaSize(after), QuotaSize(quota), way))
+}
+
+// QuotaSize writes a storage figure as people read it: 1 GiB, 312.4 MiB, 20 KiB.
+func QuotaSize(n int64) string {
+	unit, name := int64(1), "bytes"
+	for _, u := range []struct {
+		size int64
+		name string
+	}{{1 << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}} {
+		if n >= u.size {
+			unit, name = u.size, u.name
+			break
+		}
+	}
+	if unit == 1 {
+		return fmt.Sprintf("%d bytes", n)
+	}
+	return strings.TrimSuffix(fmt.Sprintf("%.1f", float64(n)/float64(unit)), ".0") + " " + name
 }
 
 // reader is what both a db.Tx and the pool's queries answer.

@@ -59,7 +59,7 @@ func project(t testing.TB, pool *pgxpool.Pool) (owner, projectID uuid.UUID) {
 		t.Fatal(err)
 	}
 	err := db.InTx(ctx, pool, func(tx db.Tx) error {
-		_, err := versions.CreateFirst(ctx, tx, owner, projectID, []versions.File{{Path: "server.js", Content: []byte("v1")}})
+		_, err := versions.CreateFirst(ctx, tx, owner, projectID, []versions.File{{Path: "server.js", Content: []byte("v1")}}, versions.DefaultQuota)
 		return err
 	})
 	if err != nil {

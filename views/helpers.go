@@ -66,3 +66,11 @@ func archivePath(projectID string, n int32) string {
 func changeCounts(r VersionRow) string {
 	return "+" + itoa32(r.Added) + " ~" + itoa32(r.Changed) + " −" + itoa32(r.Removed)
 }
+
+// PreviewSandbox is what a preview may do in the frames that show it (the build page's and a
+// share link's): run its scripts, send its forms, keep its own origin (its cookies and storage;
+// it is another site than Sandman's, so this gives it nothing of Sandman's), open windows,
+// show dialogs and download files, as the app would in a tab of its own. Never navigate the page
+// around it, not even after a click: the page is Sandman's, and a preview that could replace it
+// could put a look-alike log-in page at Sandman's place in the visitor's tab.
+const PreviewSandbox = "allow-scripts allow-forms allow-same-origin allow-popups allow-modals allow-downloads"

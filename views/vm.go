@@ -36,6 +36,15 @@ type AuthPage struct {
 type DashboardPage struct {
 	Layout
 	Projects []Preview
+	Usage    Usage
+}
+
+// Usage is what a founder stores and may store (README, "Limits"): the bytes of their unique
+// content against the storage quota, and their projects against the project limit.
+type Usage struct {
+	Stored, Quota      string // sizes as people read them ("12.3 MiB", "1 GiB")
+	Percent            int    // of the quota, 0 to 100
+	Projects, MaxProjs int
 }
 
 // ProjectPage shows one project: its preview pane, history, settings and files.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
 	"sandman/internal/testkit"
@@ -292,6 +293,41 @@ func (tab *Tab) FrameText(t testing.TB, urlPrefix, want string) string {
 		return nil
 	})
 	return text
+}
+
+// FrameTextNow is the text of the tab's iframe whose URL starts with urlPrefix, or "" when it
+// holds none (yet): FrameText without the wait, for a test's own condition.
+func (tab *Tab) FrameTextNow(urlPrefix string) string { return tab.frameText(urlPrefix) }
+
+// Context is the tab's chromedp context, for what the helpers here do not do.
+func (tab *Tab) Context() context.Context { return tab.ctx }
+
+// FrameActivate runs js in the tab's iframe whose URL starts with urlPrefix (see FrameText),
+// marked as a user's gesture (DevTools' userGesture), and returns its result. It stands in for a
+// click in the frame, imperfectly: under a sandbox that allows top navigation with a user's
+// activation, Chromium did not let it navigate the page around the frame (docs/mutations.md).
+func (tab *Tab) FrameActivate(t testing.TB, urlPrefix, js string) string {
+	t.Helper()
+	infos, err := chromedp.Targets(tab.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, info := range infos {
+		if info.Type != "iframe" || !strings.HasPrefix(info.URL, urlPrefix) {
+			continue
+		}
+		frame, cancel := chromedp.NewContext(tab.ctx, chromedp.WithTargetID(info.TargetID), chromedp.WithDetachOnCancel())
+		defer cancel()
+		ctx, stop := context.WithTimeout(frame, 10*time.Second)
+		defer stop()
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[string](js, func(p *runtime.EvaluateParams) { p.UserGesture = new(true) }))
+		if err != nil {
+			t.Fatalf("%s in the frame from %s: %v", js, urlPrefix, err)
+		}
+		return got
+	}
+	t.Fatalf("no frame from %s in the tab", urlPrefix)
+	return ""
 }
 
 func (tab *Tab) frameText(urlPrefix string) string {

@@ -62,6 +62,20 @@ func loadConfig(getenv func(string) string) (config, error) {
 		errs = append(errs, "SANDMAN_SIGNUPS_PER_HOUR must be a whole number ≥ 0 (0 turns the limit off)")
 	}
 	c.SignUpsPerHour = signUps
+	if v := getenv("SANDMAN_STORAGE_QUOTA"); v != "" {
+		n, err := parseBytes(v)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("SANDMAN_STORAGE_QUOTA must be a size like 1GiB or 500MiB (1 MiB to 1 PiB), not %q", v))
+		} else {
+			c.StorageQuota = n
+		}
+	}
+	limit, err := intEnv(getenv, "SANDMAN_PROJECT_LIMIT", c.ProjectLimit)
+	if err != nil || limit < 1 {
+		errs = append(errs, "SANDMAN_PROJECT_LIMIT must be a whole number ≥ 1")
+	} else {
+		c.ProjectLimit = limit
+	}
 	c.Provider = e2b.FromEnv(getenv)
 	c.WebhookURL = getenv("E2B_WEBHOOK_URL")
 	lc := &c.Lifecycle
@@ -136,6 +150,30 @@ func loadOps(getenv func(string) string, o *ops.Config) []string {
 }
 
 // parseMiB reads a memory size in MiB or GiB ("512MiB", "2GiB", "1.5GiB"; a bare number is MiB).
+// parseBytes reads a size in bytes, KiB, MiB, GiB or TiB ("1GiB", "500 MiB", "1073741824").
+func parseBytes(v string) (int64, error) {
+	s := strings.TrimSpace(v)
+	unit := 1.0
+	for _, u := range []struct {
+		suffix string
+		size   float64
+	}{{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"tib", 1 << 40}} {
+		if strings.HasSuffix(strings.ToLower(s), u.suffix) {
+			unit, s = u.size, s[:len(s)-len(u.suffix)]
+			break
+		}
+	}
+	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil || math.IsNaN(f) {
+		return 0, fmt.Errorf("not a size: %q", v)
+	}
+	n := math.Round(f * unit)
+	if n < 1<<20 || n > 1<<50 {
+		return 0, fmt.Errorf("out of range: %q", v)
+	}
+	return int64(n), nil
+}
+
 func parseMiB(v string) (int32, error) {
 	s := strings.TrimSpace(v)
 	unit := 1.0

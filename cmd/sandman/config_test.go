@@ -23,7 +23,8 @@ func TestLoadConfig(t *testing.T) {
 				c.Role != app.RoleAll || c.ShutdownWait != app.DefaultConfig().ShutdownWait || c.LogLevel != "info" ||
 				c.MetricsAddr != "" || c.MetricsToken != "" || c.SignUpsPerHour != 10 ||
 				c.PublicURL != "http://127.0.0.1:8080" || c.ShareKey != "" ||
-				c.Ops.Rates.VCPUHour != 0.0504 || c.Ops.Rates.GiBHour != 0.0162 || c.Ops.Size.VCPUs != 2 || c.Ops.Size.MemoryMiB != 512 {
+				c.Ops.Rates.VCPUHour != 0.0504 || c.Ops.Rates.GiBHour != 0.0162 || c.Ops.Size.VCPUs != 2 || c.Ops.Size.MemoryMiB != 512 ||
+				c.StorageQuota != 1<<30 || c.ProjectLimit != 100 {
 				t.Fatalf("defaults: %+v", c)
 			}
 		}},
@@ -35,6 +36,7 @@ func TestLoadConfig(t *testing.T) {
 			"SANDMAN_SIGNUPS_PER_HOUR": "0", "SANDMAN_PUBLIC_URL": "https://sandman.example.com/",
 			"SANDMAN_SHARE_KEY":      "0123456789abcdef0123456789abcdef",
 			"SANDMAN_RATE_VCPU_HOUR": "0.1", "SANDMAN_RATE_GIB_HOUR": "0.02", "SANDMAN_SANDBOX_VCPUS": "4", "SANDMAN_SANDBOX_MEMORY": "1.5GiB",
+			"SANDMAN_STORAGE_QUOTA": "500MiB", "SANDMAN_PROJECT_LIMIT": "7",
 		}, check: func(t *testing.T, c config) {
 			if c.Addr != "0.0.0.0:9000" || c.StartCredits != 3 || !c.CookieSecure || !c.TrustProxy ||
 				c.MetricsAddr != "10.0.0.5:9100" || c.MetricsToken != "m3trics" || c.SignUpsPerHour != 0 ||
@@ -42,7 +44,8 @@ func TestLoadConfig(t *testing.T) {
 				c.Lifecycle.PauseAfterReady != "immediate" || c.Lifecycle.Template != "node" ||
 				c.WebhookURL == "" || c.Lifecycle.WebhookSecret != "s" ||
 				c.PublicURL != "https://sandman.example.com" || c.ShareKey != "0123456789abcdef0123456789abcdef" ||
-				c.Ops.Rates.VCPUHour != 0.1 || c.Ops.Rates.GiBHour != 0.02 || c.Ops.Size.VCPUs != 4 || c.Ops.Size.MemoryMiB != 1536 {
+				c.Ops.Rates.VCPUHour != 0.1 || c.Ops.Rates.GiBHour != 0.02 || c.Ops.Size.VCPUs != 4 || c.Ops.Size.MemoryMiB != 1536 ||
+				c.StorageQuota != 500<<20 || c.ProjectLimit != 7 {
 				t.Fatalf("settings not taken: %+v", c)
 			}
 		}},
@@ -83,6 +86,14 @@ func TestLoadConfig(t *testing.T) {
 		{name: "no database", env: map[string]string{"DATABASE_URL": ""}, wantErr: "DATABASE_URL is not set"},
 		{name: "negative credits", env: map[string]string{"SANDMAN_START_CREDITS": "-1"}, wantErr: "SANDMAN_START_CREDITS"},
 		{name: "credits not a number", env: map[string]string{"SANDMAN_START_CREDITS": "ten"}, wantErr: "SANDMAN_START_CREDITS"},
+		{name: "quota in GiB", env: map[string]string{"SANDMAN_STORAGE_QUOTA": "2.5 GiB"}, check: func(t *testing.T, c config) {
+			if c.StorageQuota != 5<<29 {
+				t.Fatalf("SANDMAN_STORAGE_QUOTA=2.5 GiB read as %d bytes", c.StorageQuota)
+			}
+		}},
+		{name: "quota of another unit", env: map[string]string{"SANDMAN_STORAGE_QUOTA": "1GB"}, wantErr: "SANDMAN_STORAGE_QUOTA must be a size like 1GiB"},
+		{name: "quota too small", env: map[string]string{"SANDMAN_STORAGE_QUOTA": "10KiB"}, wantErr: "SANDMAN_STORAGE_QUOTA must be a size"},
+		{name: "no projects", env: map[string]string{"SANDMAN_PROJECT_LIMIT": "0"}, wantErr: "SANDMAN_PROJECT_LIMIT must be a whole number ≥ 1"},
 		{name: "negative sign-up limit", env: map[string]string{"SANDMAN_SIGNUPS_PER_HOUR": "-1"}, wantErr: "SANDMAN_SIGNUPS_PER_HOUR"},
 		{name: "bad bool", env: map[string]string{"SANDMAN_COOKIE_SECURE": "yes please"}, wantErr: "SANDMAN_COOKIE_SECURE must be true or false"},
 		{name: "bad duration", env: map[string]string{"SANDMAN_IDLE_TIMEOUT": "3 minutes"}, wantErr: "SANDMAN_IDLE_TIMEOUT must be a positive duration"},
@@ -127,6 +138,19 @@ func FuzzParseMiB(f *testing.F) {
 		mib, err := parseMiB(v)
 		if err == nil && (mib < 1 || mib > 1<<20) {
 			t.Fatalf("parseMiB(%q) = %d MiB, out of range", v, mib)
+		}
+	})
+}
+
+// FuzzParseBytes: whatever SANDMAN_STORAGE_QUOTA holds, it is refused or read as a size in range.
+func FuzzParseBytes(f *testing.F) {
+	for _, s := range []string{"1GiB", "500MiB", "1.5gib", "1073741824", "0", "-1GiB", "1e30", "NaN", "Inf", " 64 MiB ", "2TiB", "1KiB"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		n, err := parseBytes(v)
+		if err == nil && (n < 1<<20 || n > 1<<50) {
+			t.Fatalf("parseBytes(%q) = %d bytes, out of range", v, n)
 		}
 	})
 }
