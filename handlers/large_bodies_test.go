@@ -113,13 +113,25 @@ func TestLargeBodiesAreReadOnlyFromKnownSenders(t *testing.T) {
 		{"a pre-login cookie and its CSRF token, no founder", visitor, versions,
 			with(map[string]string{"X-CSRF-Token": visitor.CSRF()}), http.StatusUnauthorized, "unauthorized"},
 		{"another founder's session without its CSRF token", other, versions, jsonType, http.StatusForbidden, "csrf"},
+		{"a session and a multipart body whose CSRF field never comes", other, versions,
+			map[string]string{"Content-Type": "multipart/form-data; boundary=x"}, http.StatusForbidden, "csrf"},
+		{"the upload page, a session and a first field that is not its CSRF token", other, "/projects/upload",
+			map[string]string{"Content-Type": "multipart/form-data; boundary=x"}, http.StatusForbidden, ""},
 		{"the upload page, no session", anonymous, "/projects/upload",
 			map[string]string{"Content-Type": "multipart/form-data; boundary=x"}, http.StatusForbidden, ""},
 	}
-	body := versionBody(size, "anonymous")
+	jsonBody := versionBody(size, "anonymous")
+	// A form of one file part as large: read whole (the CSRF check's form parsing) it would be
+	// held, or spilled to disk.
+	head, tail := "--x\r\nContent-Disposition: form-data; name=\"files\"; filename=\"big.bin\"\r\n\r\n", "\r\n--x--\r\n"
+	formBody := []byte(head + strings.Repeat("x", size-len(head)-len(tail)) + tail)
 	before := s.count(t, "SELECT count(*) FROM versions")
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			body := jsonBody
+			if strings.HasPrefix(tt.header["Content-Type"], "multipart/") {
+				body = formBody
+			}
 			answer, release := holdBack(t, clientOf(tt.from), tt.from.URL(tt.path), tt.header, body, first)
 			var r apptest.Response
 			select {
@@ -149,7 +161,7 @@ func TestLargeBodiesAreReadOnlyFromKnownSenders(t *testing.T) {
 	apptest.RequireStatus(t, r, http.StatusCreated)
 
 	testkit.Record(t, testkit.Scenario{ID: "anonymous-large-bodies",
-		Injected: "20 MiB bodies declared to the versions route (and the upload page) of which 512 KiB are sent, then nothing until answered: no session nor token, an unknown token, a malformed header, a pre-login cookie with its token, another founder's session without its CSRF token",
+		Injected: "20 MiB bodies declared to the versions route (and the upload page) of which 512 KiB are sent, then nothing until answered: no session nor token, an unknown token, a malformed header, a pre-login cookie with its token, another founder's session without its CSRF token (a JSON body, a multipart one)",
 		Times:    len(tests),
 		Result:   "each answered (401, 403 or 400, as the API answers them) before the rest of its body was sent; nothing stored; the founder's 3 MiB versions by session and by token taken (201)"})
 }
