@@ -153,7 +153,9 @@ type largeBodyState struct {
 }
 
 // gatedBody lets limit bytes of a body be read, then refuses (as a body over that limit) until
-// it is lifted.
+// it is lifted. A read refused before the lift spoils the body for good (the MaxBytesReader
+// around it keeps the error): whatever read it before authentication took more than a request
+// of no one may send.
 type gatedBody struct {
 	body        io.ReadCloser
 	limit, read int64
