@@ -91,6 +91,11 @@ type Config struct {
 	// ReadTimeout bounds the reading of a whole request, body included, except where a route
 	// sets its own (an upload's longer one; the event stream, which has none).
 	ReadTimeout time.Duration
+	// LargeBodies is how many large bodies (uploads, versions: past the small default) the
+	// instance reads at once (SANDMAN_LARGE_BODIES), and LargeBodyWait how long one more waits
+	// for its turn before a 503 (handlers.DefaultLargeBodyWait; tests shorten it).
+	LargeBodies   int
+	LargeBodyWait time.Duration
 	// ShutdownWait is how long Stop lets requests and running jobs finish.
 	ShutdownWait time.Duration
 
@@ -119,6 +124,8 @@ func DefaultConfig() Config {
 		SignUpsPerHour:  accounts.DefaultSignUpsPerHour,
 		SessionLifetime: 30 * 24 * time.Hour,
 		ReadTimeout:     30 * time.Second,
+		LargeBodies:     handlers.DefaultLargeBodies,
+		LargeBodyWait:   handlers.DefaultLargeBodyWait,
 		ShutdownWait:    15 * time.Second,
 		Lifecycle:       lifecycle.DefaultConfig(),
 		Ops:             ops.DefaultConfig(),
@@ -241,7 +248,7 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 		Pool: pool, Sessions: sessions, Accounts: a.accounts, Projects: projects.New(pool).WithLimits(cfg.ProjectLimit, cfg.StorageQuota), Shares: a.shares,
 		Versions: versions.New(pool, a.lifecycle.VersionMade).WithQuota(cfg.StorageQuota), Lifecycle: a.lifecycle,
 		Live: a.hub, Ops: a.ops, Operators: a.operators, Logger: logger, Registry: a.registry, Metrics: metricsOnMain, TrustProxy: cfg.TrustProxy, HSTS: cfg.CookieSecure,
-		FrameOrigins: []string{frameOrigin(a.provider)},
+		FrameOrigins: []string{frameOrigin(a.provider)}, LargeBodies: cfg.LargeBodies, LargeBodyWait: cfg.LargeBodyWait,
 	})
 	// ReadTimeout bounds a slow sender (routes with their own deadline move it: an upload gets
 	// longer, the event stream none). No WriteTimeout: it would cut event streams; every other

@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io/fs"
+	"maps"
 	"mime/multipart"
 	"net/http"
 	"net/textproto"
@@ -345,5 +347,61 @@ func TestOnlyOpeningAPageQueuesAVerification(t *testing.T) {
 	apptest.RequireStatus(t, c.Get("/"), http.StatusOK)
 	if n := verifies(); n != 1 {
 		t.Fatalf("opening the dashboard of a fresh sandbox queued more: %d verifications", n)
+	}
+}
+
+// The upload page keeps a file's executable bit, as the API does: a zip's run.sh, under the
+// folder the page drops, is stored executable, whether it makes a project or a new version.
+func TestTheUploadPageKeepsExecutableBits(t *testing.T) {
+	t.Parallel()
+	b := webOnly(t)
+	c := b.NewClient(t)
+	c.SignUp("exec-bits@example.com")
+	c.Get("/projects/new")
+	zipped := func(marker string) string {
+		var buf bytes.Buffer
+		zw := zip.NewWriter(&buf)
+		for _, f := range []struct {
+			name string
+			mode fs.FileMode
+		}{{"myapp/run.sh", 0o755}, {"myapp/index.js", 0o644}} {
+			h := &zip.FileHeader{Name: f.name, Method: zip.Store}
+			h.SetMode(f.mode)
+			w, err := zw.CreateHeader(h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(w, "%s %s\n", f.name, marker)
+		}
+		if err := zw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return buf.String()
+	}
+	r := upload(t, c, map[string]string{"name": "Scripted", "start_command": "./run.sh", "port": "3000"}, []upFile{{"app.zip", zipped("first")}})
+	apptest.RequireStatus(t, r, http.StatusSeeOther)
+	m := projectLinkRe.FindStringSubmatch(r.Header.Get("Location"))
+	if m == nil {
+		t.Fatalf("the upload went to %q, not a project", r.Header.Get("Location"))
+	}
+	pid := m[1]
+	body, ct := multipartBody(t, c.CSRF(), map[string]string{"base": "1", "message": "again"}, []upFile{{"app.zip", zipped("second")}})
+	apptest.RequireStatus(t, c.Do(http.MethodPost, "/projects/"+pid+"/versions", body, map[string]string{"Content-Type": ct}), http.StatusSeeOther)
+
+	for _, n := range []int{1, 2} {
+		var v struct {
+			Files []struct {
+				Path       string
+				Executable bool
+			}
+		}
+		apptest.RequireStatus(t, c.API(http.MethodGet, fmt.Sprintf("/api/projects/%s/versions/%d", pid, n), nil, &v), http.StatusOK)
+		got := map[string]bool{}
+		for _, f := range v.Files {
+			got[f.Path] = f.Executable
+		}
+		if want := map[string]bool{"run.sh": true, "index.js": false}; !maps.Equal(got, want) {
+			t.Fatalf("version %d's files and executable bits are %v, want %v", n, got, want)
+		}
 	}
 }

@@ -13,7 +13,8 @@ import (
 // routes is the one route table. Each group declares its policy here: how its requests are
 // authenticated, and how its answers (errors included) are written (answerAs). Every route's body
 // is bounded by its rule (limits.go) once its answer's kind is known, so a refused body is
-// answered as its route answers.
+// answered as its route answers. A route whose rule takes a large body names largeBody last:
+// its body is read only once its group has authenticated the request.
 func (h *Handlers) routes(e *echo.Echo) {
 	e.Use(middleware.Recover())
 	e.Use(h.requestLog)
@@ -78,7 +79,7 @@ func (h *Handlers) routes(e *echo.Echo) {
 	app := s.Group("", requireUser)
 	app.GET("/projects/new", h.newProjectPage)
 	app.POST("/projects", h.createFromStarter)
-	app.POST("/projects/upload", h.createFromUpload)
+	app.POST("/projects/upload", h.createFromUpload, h.largeBody)
 	app.GET("/projects/:id", h.projectPage)
 	app.POST("/projects/:id/build", h.buildAction(false))
 	app.GET("/projects/:id/rebuild", h.rebuildConfirm)
@@ -88,7 +89,7 @@ func (h *Handlers) routes(e *echo.Echo) {
 	app.POST("/projects/:id/share/off", h.shareAction(h.Shares.TurnOff))
 	app.POST("/projects/:id/settings", h.reloadAction)
 	app.GET("/projects/:id/versions/new", h.uploadVersionPage)
-	app.POST("/projects/:id/versions", h.uploadVersion)
+	app.POST("/projects/:id/versions", h.uploadVersion, h.largeBody)
 	app.GET("/projects/:id/versions/:n", h.versionPage)
 	app.POST("/projects/:id/versions/:n/restore", h.restoreAction)
 	app.POST("/sandboxes/:id/resume", h.sandboxAction(h.resume))
@@ -127,7 +128,7 @@ func (h *Handlers) routes(e *echo.Echo) {
 	api.POST("/projects/:id/rebuild", h.apiBuild(true))
 	api.POST("/projects/:id/share", h.apiShare)
 	api.DELETE("/projects/:id/share", h.apiUnshare)
-	api.POST("/projects/:id/versions", h.apiCreateVersion)
+	api.POST("/projects/:id/versions", h.apiCreateVersion, h.largeBody)
 	api.GET("/projects/:id/versions", h.apiListVersions)
 	api.GET("/projects/:id/versions/:n", h.apiGetVersion)
 	api.GET("/projects/:id/versions/:n/files/*", h.versionFile)

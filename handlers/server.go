@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/alexedwards/scs/v2"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -46,6 +47,11 @@ type Deps struct {
 	HSTS bool
 	// FrameOrigins may be shown in the preview iframe (the provider's preview hosts).
 	FrameOrigins []string
+	// LargeBodies is how many bodies past the small default (uploads, versions) this instance
+	// reads at once, and LargeBodyWait how long one more waits for its turn before a 503;
+	// zero: DefaultLargeBodies, DefaultLargeBodyWait.
+	LargeBodies   int
+	LargeBodyWait time.Duration
 }
 
 // Handlers holds the dependencies of every route.
@@ -57,6 +63,11 @@ type Handlers struct {
 	// requestsByAuth counts requests by how they were authenticated; tokenFailures the API
 	// tokens refused, by why.
 	requestsByAuth, tokenFailures *prometheus.CounterVec
+	// largeBodies holds a token per large body being read (largeBody); largeBodiesReading
+	// counts them, largeBodiesBusy the requests refused for want of a turn.
+	largeBodies        chan struct{}
+	largeBodiesReading prometheus.Gauge
+	largeBodiesBusy    prometheus.Counter
 }
 
 // New builds the echo server with every route.
@@ -70,6 +81,14 @@ func New(d Deps) *echo.Echo {
 	}
 	h := &Handlers{Deps: d, requests: newRequestMetric(reg), rateLimited: newRateLimitedMetric(reg), shareViews: newShareViewsMetric(reg)}
 	h.requestsByAuth, h.tokenFailures = newAuthMetrics(reg)
+	if h.LargeBodies <= 0 {
+		h.LargeBodies = DefaultLargeBodies
+	}
+	if h.LargeBodyWait <= 0 {
+		h.LargeBodyWait = DefaultLargeBodyWait
+	}
+	h.largeBodies = make(chan struct{}, h.LargeBodies)
+	h.largeBodiesReading, h.largeBodiesBusy = newLargeBodyMetrics(reg)
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true

@@ -148,7 +148,8 @@ func stripCommonFolder(files []versions.File) []versions.File {
 	}
 	out := make([]versions.File, len(files))
 	for i, f := range files {
-		out[i] = versions.File{Path: strings.TrimPrefix(f.Path, top+"/"), Content: f.Content}
+		f.Path = strings.TrimPrefix(f.Path, top+"/") // everything else kept: the executable bit too
+		out[i] = f
 	}
 	return out
 }

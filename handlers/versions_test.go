@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"sandman/app/apptest"
+	"sandman/versions"
 )
 
 // version is the JSON API's view of a version.
@@ -407,5 +408,67 @@ func TestPaneSaysWhichVersionRunsAndWaits(t *testing.T) {
 	apptest.RequireStatus(t, c.PostForm("/projects/"+pid+"/versions/1/restore", url.Values{}), http.StatusSeeOther)
 	if f := fileOf(t, c, pid, 3, "a.txt"); f.Status != http.StatusNotFound {
 		t.Fatalf("version 3 is not version 1 restored: a.txt answers %d", f.Status)
+	}
+}
+
+// A refusal's size never grows with what was sent: a delete list longer than a version can hold
+// is refused whole, before any path of it is checked, and a refusal names at most
+// versions.MaxFileErrors files and counts the rest.
+func TestARefusalStaysSmallWhateverTheListHolds(t *testing.T) {
+	t.Parallel()
+	s := webOnly(t)
+	c := s.NewClient(t)
+	c.SignUp("long-lists@example.com")
+	pid := newCounter(t, c)
+	paths := func(n int, format string) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf(format, i)
+		}
+		return out
+	}
+	tests := []struct {
+		name      string
+		body      map[string]any
+		field     string // the field that explains the refusal
+		says      string
+		fileNamed int // how many "file:" fields the answer holds
+	}{
+		{"a delete list past the file limit", map[string]any{"delete": paths(100_000, "../gone-%d")},
+			"delete", "at most 500 paths; this one lists 100000", 0},
+		{"a delete list at the limit, every path missing", map[string]any{"delete": paths(versions.MaxFiles, "missing-%d.js")},
+			"files", "the first 20 are listed, and 480 more", versions.MaxFileErrors},
+		{"many bad files", map[string]any{"files": func() []vfile {
+			var fs []vfile
+			for _, p := range paths(300, "../bad-%d") {
+				fs = append(fs, text(p, "x"))
+			}
+			return fs
+		}()}, "files", "the first 20 are listed, and 280 more", versions.MaxFileErrors},
+	}
+	before := s.count(t, "SELECT count(*) FROM versions")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, a := postVersion(t, c, pid, tt.body, nil)
+			apptest.RequireStatus(t, r, http.StatusUnprocessableEntity)
+			if !strings.Contains(a.Fields[tt.field], tt.says) {
+				t.Fatalf("fields[%q] = %q, want it to say %q", tt.field, a.Fields[tt.field], tt.says)
+			}
+			named := 0
+			for k := range a.Fields {
+				if strings.HasPrefix(k, "file:") {
+					named++
+				}
+			}
+			if named != tt.fileNamed {
+				t.Fatalf("the answer names %d files, want %d", named, tt.fileNamed)
+			}
+			if len(r.Body) > 8<<10 {
+				t.Fatalf("the answer is %d bytes: it grows with the list", len(r.Body))
+			}
+		})
+	}
+	if after := s.count(t, "SELECT count(*) FROM versions"); after != before {
+		t.Fatalf("refused requests stored versions: %d, then %d", before, after)
 	}
 }

@@ -4,13 +4,17 @@ import (
 	"archive/zip"
 	"bytes"
 	"compress/flate"
+	"encoding/binary"
+	"errors"
 	"hash/crc32"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 
 	"sandman/apperr"
+	"sandman/internal/testkit"
 	"sandman/versions"
 )
 
@@ -201,4 +205,175 @@ func TestStarterFiles(t *testing.T) {
 			t.Fatalf("%s breaks the upload rules: %+v", s.Name, errs)
 		}
 	}
+}
+
+// emptyEntries is an archive of n empty, stored files: a directory of n headers, cheap to send.
+func emptyEntries(t testing.TB, n int) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	for i := range n {
+		if _, err := zw.CreateHeader(&zip.FileHeader{Name: strconv.Itoa(i), Method: zip.Store}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// directoryOf is an archive of one empty, stored file whose directory lists it n times (under n
+// names) and whose end record declares `declared` entries: the records zip.Writer would write
+// for a few entries (it writes zip64 ones past 65,535), the directory of many.
+func directoryOf(n int, declared uint16) []byte {
+	le := binary.LittleEndian
+	out := le.AppendUint32(nil, 0x04034b50) // the local header of an empty file named "0"
+	out = append(out, 10, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+	out = append(out, make([]byte, 12)...) // CRC-32 and sizes: 0
+	out = le.AppendUint16(out, 1)
+	out = le.AppendUint16(out, 0)
+	out = append(out, '0')
+	dir := len(out)
+	for i := range n {
+		name := strconv.Itoa(i)
+		out = le.AppendUint32(out, dirHeaderSig)
+		out = append(out, 20, 3, 10, 0) // made by unix, version 2.0; needs 1.0
+		out = append(out, make([]byte, 20)...)
+		out = le.AppendUint16(out, uint16(len(name)))
+		out = append(out, make([]byte, 8)...)            // extra, comment, disk, internal attributes
+		out = le.AppendUint32(out, uint32(0o100644)<<16) // a regular file
+		out = le.AppendUint32(out, 0)                    // its local header's offset
+		out = append(out, name...)
+	}
+	out = le.AppendUint32(out, endSig)
+	out = le.AppendUint32(out, 0)
+	out = le.AppendUint16(out, declared)
+	out = le.AppendUint16(out, declared)
+	out = le.AppendUint32(out, uint32(len(out)-4-8-dir))
+	out = le.AppendUint32(out, uint32(dir))
+	return le.AppendUint16(out, 0)
+}
+
+// shortened rewrites an archive's end record to declare a directory k bytes shorter than it is:
+// zip.NewReader then takes the difference for data before the archive, unless it finds a header
+// where the directory was said to start.
+func shortened(data []byte, k uint32) []byte {
+	out := bytes.Clone(data)
+	end := len(out) - endLen
+	binary.LittleEndian.PutUint32(out[end+12:], binary.LittleEndian.Uint32(out[end+12:])-k)
+	return out
+}
+
+// asZip64 rewrites an archive's end as a zip64 archive's: the counts, the directory's size and
+// offset in a zip64 end record (declaring n entries), found through its locator, and an end
+// record that defers to them.
+func asZip64(data []byte, n uint64) []byte {
+	end := len(data) - endLen
+	dirSize := uint64(binary.LittleEndian.Uint32(data[end+12:]))
+	dirOffset := uint64(binary.LittleEndian.Uint32(data[end+16:]))
+	out := bytes.Clone(data[:end])
+	rec := len(out)
+	out = binary.LittleEndian.AppendUint32(out, end64Sig)
+	out = binary.LittleEndian.AppendUint64(out, end64Len-12)
+	out = binary.LittleEndian.AppendUint16(out, 45)
+	out = binary.LittleEndian.AppendUint16(out, 45)
+	out = binary.LittleEndian.AppendUint32(out, 0)
+	out = binary.LittleEndian.AppendUint32(out, 0)
+	out = binary.LittleEndian.AppendUint64(out, n)
+	out = binary.LittleEndian.AppendUint64(out, n)
+	out = binary.LittleEndian.AppendUint64(out, dirSize)
+	out = binary.LittleEndian.AppendUint64(out, dirOffset)
+	out = binary.LittleEndian.AppendUint32(out, end64LocSig)
+	out = binary.LittleEndian.AppendUint32(out, 0)
+	out = binary.LittleEndian.AppendUint64(out, uint64(rec))
+	out = binary.LittleEndian.AppendUint32(out, 1)
+	out = binary.LittleEndian.AppendUint32(out, endSig)
+	out = append(out, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0)
+	return out
+}
+
+// An archive whose end record declares a few entries while its directory holds many more is
+// refused as one that declares them all (a 413 naming the limit), and cheaply: its directory is
+// walked and left, never parsed into memory. The zip64 records, and data before the archive,
+// are read as zip.NewReader reads them.
+func TestAZipThatUnderDeclaresItsEntriesIsRefusedCheaply(t *testing.T) {
+	// 1<<16 + 3 entries: zip.NewReader checks the count it read against the declared one modulo
+	// 65,536 (the end record's field is 16 bits), so an archive that declares 3 is one it takes.
+	many := 1<<16 + 3
+	few := emptyEntries(t, 3)
+	tests := []struct {
+		name    string
+		archive []byte
+		refused bool
+	}{
+		{"the end record declares 3", directoryOf(many, 3), true},
+		{"the end record declares none", directoryOf(many, 0), true},
+		{"the zip64 record declares 3", asZip64(directoryOf(many, 3), 3), true},
+		{"after data before the archive", append(bytes.Repeat([]byte("x"), 1000), directoryOf(many, 3)...), true},
+		{"the end record declares a short directory", shortened(directoryOf(many, 3), 1000), true},
+		{"a small archive as zip64", asZip64(few, 3), false},
+		{"a small archive after data before it", append([]byte("#!/bin/sh\nexit 0\n"), few...), false},
+		{"a small directory of one file thrice", directoryOf(3, 3), false},
+	}
+	refused := 0
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			files, errs, err := ReadZip(tt.archive, versions.NewBudget())
+			runtime.ReadMemStats(&after)
+			if !tt.refused {
+				if err != nil || len(errs) != 0 || len(files) != 3 {
+					t.Fatalf("read %d files, file errors %+v, error %v; want the 3 files", len(files), errs, err)
+				}
+				return
+			}
+			if err != ErrTooManyEntries {
+				t.Fatalf("read %d files, file errors %d, error %v; want the archive refused for its entries", len(files), len(errs), err)
+			}
+			if ae, _ := apperr.As(err); ae.Kind != apperr.KindTooLarge || !strings.Contains(ae.Message, "the limit is 2000 entries") {
+				t.Fatalf("the refusal %v must be a 413 naming the limit", err)
+			}
+			// zip.NewReader spends about 300 bytes an entry; walking a directory, none.
+			if got := after.TotalAlloc - before.TotalAlloc; got > 256<<10 {
+				t.Fatalf("refusing the archive allocated %d KiB, want at most 256 KiB: its directory was read into memory", got>>10)
+			}
+			refused++
+		})
+	}
+	testkit.Record(t, testkit.Scenario{ID: "zip-under-declared",
+		Injected: "archives whose directory lists 65,539 entries while the end record declares 3 or none, the zip64 record 3, or the directory's size short, one after data before the archive",
+		Times:    refused,
+		Result:   "each refused (413 naming the limit of 2,000 entries) before zip.NewReader, allocating at most 256 KiB; small archives, zip64 or after data, read whole"})
+}
+
+// FuzzZipEntries: whatever the bytes, the walk never panics, never counts past its limit, and
+// never counts fewer entries than zip.NewReader reads, so a count within the cap is a promise
+// about what zip.NewReader will hold.
+func FuzzZipEntries(f *testing.F) {
+	few := emptyEntries(f, 3)
+	f.Add(few)
+	f.Add(directoryOf(12, 2))
+	f.Add(asZip64(few, 3))
+	f.Add(asZip64(directoryOf(12, 1), 1))
+	f.Add(append([]byte("prefix"), directoryOf(3, 3)...))
+	f.Add(shortened(directoryOf(12, 12), 20))
+	f.Add(zipOf(f, zipEntry{name: "a/", mode: os.ModeDir | 0o755}, zipEntry{name: "a/b", content: []byte("x")}))
+	f.Add([]byte("PK\x05\x06"))
+	const limit = 8
+	f.Fuzz(func(t *testing.T, data []byte) {
+		n, ok := zipEntries(data, limit)
+		if n > limit+1 {
+			t.Fatalf("counted %d entries, past the limit %d and one", n, limit)
+		}
+		zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
+		if err != nil && !errors.Is(err, zip.ErrInsecurePath) {
+			return
+		}
+		if !ok || n < min(len(zr.File), limit+1) {
+			t.Fatalf("the walk counted %d entries (found a directory: %v), zip.NewReader read %d", n, ok, len(zr.File))
+		}
+	})
 }

@@ -422,6 +422,13 @@ func checkChange(c *Change) error {
 	for _, f := range c.Files {
 		writing[f.Path] = true
 	}
+	if len(c.Delete) > MaxFiles {
+		// No version holds more files than this: a longer list cannot all be deleted, and
+		// checking every path of it would cost the server what the sender chose.
+		errs["delete"] = fmt.Sprintf("A version holds at most %d files, so delete lists at most %d paths; this one lists %d.",
+			MaxFiles, MaxFiles, len(c.Delete))
+		return invalid(errs, nil)
+	}
 	deleting := make(map[string]bool, len(c.Delete))
 	for _, p := range c.Delete {
 		switch err := CheckPath(p); {
@@ -440,17 +447,31 @@ func checkChange(c *Change) error {
 	return invalid(errs, fileErrs)
 }
 
-// invalid is the one error of a refused change: a field per rule broken, "file:PATH" per file.
+// MaxFileErrors is the most files one refusal names: past it, the answer counts the rest, so
+// its size never grows with what was sent.
+const MaxFileErrors = 20
+
+// invalid is the one error of a refused change: a field per rule broken, "file:PATH" per file
+// (the first MaxFileErrors of them; "files" counts the rest).
 func invalid(errs map[string]string, fileErrs []FileError) error {
 	if len(fileErrs) > 0 {
-		errs["files"] = fmt.Sprintf("%d problem(s) with the files; nothing was stored.", len(fileErrs))
+		named, listed := 0, 0
 		for _, fe := range fileErrs {
 			key := "file:" + fe.Path
 			if prev, ok := errs[key]; ok {
 				errs[key] = prev + " " + fe.Message
-			} else {
+			} else if named < MaxFileErrors {
 				errs[key] = fe.Message
+				named++
+			} else {
+				continue
 			}
+			listed++
+		}
+		errs["files"] = fmt.Sprintf("%d problem(s) with the files; nothing was stored.", len(fileErrs))
+		if more := len(fileErrs) - listed; more > 0 {
+			errs["files"] = fmt.Sprintf("%d problems with the files: the first %d are listed, and %d more; nothing was stored.",
+				len(fileErrs), listed, more)
 		}
 	}
 	if len(errs) > 0 {

@@ -76,6 +76,11 @@ func loadConfig(getenv func(string) string) (config, error) {
 	} else {
 		c.ProjectLimit = limit
 	}
+	large, err := intEnv(getenv, "SANDMAN_LARGE_BODIES", c.LargeBodies)
+	if err != nil || large < 1 {
+		errs = append(errs, "SANDMAN_LARGE_BODIES must be a whole number ≥ 1 (the uploads and versions an instance reads at once)")
+	}
+	c.LargeBodies = large
 	c.Provider = e2b.FromEnv(getenv)
 	c.WebhookURL = getenv("E2B_WEBHOOK_URL")
 	lc := &c.Lifecycle

@@ -21,7 +21,7 @@ func TestLoadConfig(t *testing.T) {
 			if c.Addr != "127.0.0.1:8080" || c.StartCredits != 10 || c.Lifecycle.IdleTimeout != 3*time.Minute ||
 				c.Lifecycle.SandboxTimeout != time.Hour || c.Lifecycle.Template != "base" || c.Lifecycle.PauseAfterReady != "idle" ||
 				c.Role != app.RoleAll || c.ShutdownWait != app.DefaultConfig().ShutdownWait || c.LogLevel != "info" ||
-				c.MetricsAddr != "" || c.MetricsToken != "" || c.SignUpsPerHour != 10 ||
+				c.MetricsAddr != "" || c.MetricsToken != "" || c.SignUpsPerHour != 10 || c.LargeBodies != 4 ||
 				c.PublicURL != "http://127.0.0.1:8080" || c.ShareKey != "" ||
 				c.Ops.Rates.VCPUHour != 0.0504 || c.Ops.Rates.GiBHour != 0.0162 || c.Ops.Size.VCPUs != 2 || c.Ops.Size.MemoryMiB != 512 ||
 				c.StorageQuota != 1<<30 || c.ProjectLimit != 100 {
@@ -33,13 +33,13 @@ func TestLoadConfig(t *testing.T) {
 			"SANDMAN_TRUST_PROXY": "1", "SANDMAN_IDLE_TIMEOUT": "90s", "SANDMAN_SANDBOX_TIMEOUT": "2h",
 			"SANDMAN_PAUSE_AFTER_READY": "immediate", "E2B_TEMPLATE": "node", "E2B_WEBHOOK_URL": "https://x/webhooks/e2b",
 			"E2B_WEBHOOK_SECRET": "s", "SANDMAN_METRICS_ADDR": "10.0.0.5:9100", "SANDMAN_METRICS_TOKEN": "m3trics",
-			"SANDMAN_SIGNUPS_PER_HOUR": "0", "SANDMAN_PUBLIC_URL": "https://sandman.example.com/",
+			"SANDMAN_SIGNUPS_PER_HOUR": "0", "SANDMAN_PUBLIC_URL": "https://sandman.example.com/", "SANDMAN_LARGE_BODIES": "9",
 			"SANDMAN_SHARE_KEY":      "0123456789abcdef0123456789abcdef",
 			"SANDMAN_RATE_VCPU_HOUR": "0.1", "SANDMAN_RATE_GIB_HOUR": "0.02", "SANDMAN_SANDBOX_VCPUS": "4", "SANDMAN_SANDBOX_MEMORY": "1.5GiB",
 			"SANDMAN_STORAGE_QUOTA": "500MiB", "SANDMAN_PROJECT_LIMIT": "7",
 		}, check: func(t *testing.T, c config) {
 			if c.Addr != "0.0.0.0:9000" || c.StartCredits != 3 || !c.CookieSecure || !c.TrustProxy ||
-				c.MetricsAddr != "10.0.0.5:9100" || c.MetricsToken != "m3trics" || c.SignUpsPerHour != 0 ||
+				c.MetricsAddr != "10.0.0.5:9100" || c.MetricsToken != "m3trics" || c.SignUpsPerHour != 0 || c.LargeBodies != 9 ||
 				c.Lifecycle.IdleTimeout != 90*time.Second || c.Lifecycle.SandboxTimeout != 2*time.Hour ||
 				c.Lifecycle.PauseAfterReady != "immediate" || c.Lifecycle.Template != "node" ||
 				c.WebhookURL == "" || c.Lifecycle.WebhookSecret != "s" ||
@@ -95,6 +95,7 @@ func TestLoadConfig(t *testing.T) {
 		{name: "quota too small", env: map[string]string{"SANDMAN_STORAGE_QUOTA": "10KiB"}, wantErr: "SANDMAN_STORAGE_QUOTA must be a size"},
 		{name: "no projects", env: map[string]string{"SANDMAN_PROJECT_LIMIT": "0"}, wantErr: "SANDMAN_PROJECT_LIMIT must be a whole number ≥ 1"},
 		{name: "negative sign-up limit", env: map[string]string{"SANDMAN_SIGNUPS_PER_HOUR": "-1"}, wantErr: "SANDMAN_SIGNUPS_PER_HOUR"},
+		{name: "no large body at a time", env: map[string]string{"SANDMAN_LARGE_BODIES": "0"}, wantErr: "SANDMAN_LARGE_BODIES must be a whole number ≥ 1"},
 		{name: "bad bool", env: map[string]string{"SANDMAN_COOKIE_SECURE": "yes please"}, wantErr: "SANDMAN_COOKIE_SECURE must be true or false"},
 		{name: "bad duration", env: map[string]string{"SANDMAN_IDLE_TIMEOUT": "3 minutes"}, wantErr: "SANDMAN_IDLE_TIMEOUT must be a positive duration"},
 		{name: "negative duration", env: map[string]string{"SANDMAN_IDLE_TIMEOUT": "-3m"}, wantErr: "SANDMAN_IDLE_TIMEOUT"},
