@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"archive/zip"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -407,5 +408,27 @@ func TestPaneSaysWhichVersionRunsAndWaits(t *testing.T) {
 	apptest.RequireStatus(t, c.PostForm("/projects/"+pid+"/versions/1/restore", url.Values{}), http.StatusSeeOther)
 	if f := fileOf(t, c, pid, 3, "a.txt"); f.Status != http.StatusNotFound {
 		t.Fatalf("version 3 is not version 1 restored: a.txt answers %d", f.Status)
+	}
+}
+
+// A version whose stored content is missing is never served short: its file and its archive
+// answer 500, never a 200 without the file; the page of its changes too.
+func TestAVersionWithMissingContentIsNeverServedShort(t *testing.T) {
+	t.Parallel()
+	s := webOnly(t)
+	c := s.NewClient(t)
+	c.SignUp("missing-content@example.com")
+	pid := newCounter(t, c)
+	r, _ := postVersion(t, c, pid, map[string]any{"files": []vfile{text("kept.txt", "kept\n"), text("gone.txt", "lost content 27\n")}}, nil)
+	apptest.RequireStatus(t, r, http.StatusCreated)
+	if _, err := s.Pool().Exec(context.Background(), `DELETE FROM blobs WHERE content = convert_to(E'lost content 27\n', 'UTF8')`); err != nil {
+		t.Fatal(err)
+	}
+	apptest.RequireStatus(t, fileOf(t, c, pid, 2, "kept.txt"), http.StatusOK)
+	for _, path := range []string{"/api/projects/" + pid + "/versions/2/files/gone.txt", "/api/projects/" + pid + "/versions/2/archive",
+		"/projects/" + pid + "/versions/2"} {
+		if r := c.Do(http.MethodGet, path, nil, nil); r.Status != http.StatusInternalServerError {
+			t.Errorf("GET %s with a file's content missing: %d (%d bytes), want 500", path, r.Status, len(r.Body))
+		}
 	}
 }

@@ -3,6 +3,7 @@ package versions
 import (
 	"archive/zip"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -73,9 +74,9 @@ func (s *Service) FileContent(ctx context.Context, owner, projectID uuid.UUID, n
 	if i == len(es) || es[i].Path != path {
 		return Entry{}, nil, apperr.NotFound(fmt.Sprintf("File %q in version %d", path, v.Number))
 	}
-	rows, err := s.q.ListVersionContents(ctx, db.ListVersionContentsParams{OwnerID: owner, ProjectID: projectID, Number: v.Number, Paths: []string{path}})
-	if err != nil || len(rows) != 1 {
-		return Entry{}, nil, fmt.Errorf("versions: the content of %q in version %d: %w (%d rows)", path, v.Number, err, len(rows))
+	rows, err := Contents(ctx, s.q, owner, v, []string{path})
+	if err != nil {
+		return Entry{}, nil, err
 	}
 	return es[i], rows[0].Content, nil
 }
@@ -89,7 +90,7 @@ func (s *Service) Archive(ctx context.Context, owner, projectID uuid.UUID, n int
 	if err != nil {
 		return err
 	}
-	rows, err := s.q.ListVersionContents(ctx, db.ListVersionContentsParams{OwnerID: owner, ProjectID: projectID, Number: v.Number, Paths: []string{}})
+	rows, err := Contents(ctx, s.q, owner, v, nil)
 	if err != nil {
 		return err
 	}
@@ -109,6 +110,48 @@ func (s *Service) Archive(ctx context.Context, owner, projectID uuid.UUID, n int
 		}
 	}
 	return zw.Close()
+}
+
+// ErrContentMissing is a version's file whose stored content is gone: a reader fails with it
+// rather than leave the file out.
+var ErrContentMissing = errors.New("versions: stored content is missing")
+
+// ContentReader reads version contents: a db.Tx or the pool's queries.
+type ContentReader interface {
+	ListVersionContents(ctx context.Context, arg db.ListVersionContentsParams) ([]db.ListVersionContentsRow, error)
+}
+
+// Contents are version v's files at paths (every file when paths is nil or empty) with their
+// content, sorted by path, read from the owner's stored content. It is the one way to read a
+// version's content: it fails (ErrContentMissing) when a file's content is not stored, or when
+// a path asked for is not one of the version's files, never answering fewer files than asked.
+func Contents(ctx context.Context, q ContentReader, owner uuid.UUID, v db.Version, paths []string) ([]db.ListVersionContentsRow, error) {
+	if paths == nil {
+		paths = []string{}
+	}
+	rows, err := q.ListVersionContents(ctx, db.ListVersionContentsParams{OwnerID: owner, ProjectID: v.ProjectID, Number: v.Number, Paths: paths})
+	if err != nil {
+		return nil, err
+	}
+	var missing []string
+	for _, r := range rows {
+		if !r.Stored {
+			missing = append(missing, r.Path)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("%w: %d file(s) of version %d of project %s, first %q", ErrContentMissing, len(missing), v.Number, v.ProjectID, missing[0])
+	}
+	if len(paths) > 0 && len(rows) != len(uniq(paths)) {
+		return nil, fmt.Errorf("%w: version %d of project %s has %d of the %d files asked for", ErrContentMissing, v.Number, v.ProjectID, len(rows), len(uniq(paths)))
+	}
+	return rows, nil
+}
+
+func uniq(ss []string) []string {
+	out := slices.Clone(ss)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // FileChange is one file a version changed against its parent, with both contents when the
@@ -141,22 +184,22 @@ func (s *Service) VersionChanges(ctx context.Context, owner, projectID uuid.UUID
 		}
 	}
 	d := Diff(before, now)
-	content := func(number int32, paths []string) (map[string][]byte, error) {
+	content := func(of db.Version, paths []string) (map[string][]byte, error) {
 		out := map[string][]byte{}
-		if number == 0 || len(paths) == 0 {
+		if of.Number == 0 || len(paths) == 0 {
 			return out, nil
 		}
-		rows, err := s.q.ListVersionContents(ctx, db.ListVersionContentsParams{OwnerID: owner, ProjectID: projectID, Number: number, Paths: paths})
+		rows, err := Contents(ctx, s.q, owner, of, paths)
 		for _, r := range rows {
 			out[r.Path] = r.Content
 		}
 		return out, err
 	}
-	olds, err := content(parent.Number, slices.Concat(d.Changed, d.Removed))
+	olds, err := content(parent, slices.Concat(d.Changed, d.Removed))
 	if err != nil {
 		return v, nil, err
 	}
-	news, err := content(v.Number, slices.Concat(d.Added, d.Changed))
+	news, err := content(v, slices.Concat(d.Added, d.Changed))
 	if err != nil {
 		return v, nil, err
 	}

@@ -280,7 +280,18 @@ func prune(ctx context.Context, tx db.Tx, owner, projectID uuid.UUID) error {
 	if err != nil || len(gone) == 0 {
 		return err
 	}
+	if err := lockContent(ctx, tx, owner); err != nil {
+		return err
+	}
 	return tx.DeleteUnusedBlobs(ctx, db.DeleteUnusedBlobsParams{OwnerID: owner, Sha256s: gone})
+}
+
+// lockContent holds the founder's content lock until the transaction ends: storing content
+// and collecting it take it, so a collection never deletes content that a transaction still
+// open found already stored and points at (docs/architecture.md, "Versions"). A project's lock
+// is always taken before it, never after.
+func lockContent(ctx context.Context, tx db.Tx, owner uuid.UUID) error {
+	return tx.LockFounderContent(ctx, owner.String())
 }
 
 // reader is what both a db.Tx and the pool's queries answer.
@@ -456,6 +467,9 @@ func totalBytes(es []Entry) int64 {
 func storeBlobs(ctx context.Context, tx db.Tx, owner uuid.UUID, files []File) error {
 	if len(files) == 0 {
 		return nil
+	}
+	if err := lockContent(ctx, tx, owner); err != nil {
+		return err
 	}
 	sums, contents := make([][]byte, len(files)), make([][]byte, len(files))
 	for i, f := range files {
