@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"sandman/app/apptest"
+	"sandman/internal/testkit"
 )
 
 // version is the JSON API's view of a version.
@@ -433,6 +434,9 @@ func TestAVersionWithMissingContentIsNeverServedShort(t *testing.T) {
 			t.Errorf("GET %s with a file's content missing: %d (%d bytes), want 500", path, r.Status, len(r.Body))
 		}
 	}
+	testkit.Record(t, testkit.Scenario{ID: "content-missing", Times: 3,
+		Injected: "a version's stored content of one file deleted under it; its file, its archive and its changes page read",
+		Result:   "500 each, never a 200 without the file; another file of the version still served"})
 }
 
 // The page of a version whose every file changed whole stays small and cheap: 78 files of
@@ -481,4 +485,7 @@ func TestAHugeChangeMakesABoundedPage(t *testing.T) {
 	if allocated > 64<<20 {
 		t.Errorf("making version 3's page allocated %.1f MiB, want at most 64", float64(allocated)/(1<<20))
 	}
+	testkit.Record(t, testkit.Scenario{ID: "diff-page-huge", Times: 1,
+		Injected: `a version's changes page where 78 files of "a\n" × 131,071 became "b\n" × 131,071 (two zips of about 40 KB)`,
+		Result:   "200 within 2 MiB, the rest folded behind the version's archive; allocated to make it ≤ 64 MiB"})
 }

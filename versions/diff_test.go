@@ -93,9 +93,9 @@ func TestADiffTurnsTheOldTextIntoTheNew(t *testing.T) {
 		fmt.Fprintf(&b, "new %d\n", i)
 	}
 	old := "same 1\nsame 2\n" + a.String() + "end\n"
-	new := "same 1\nsame 2\n" + b.String() + "end\n"
+	new := "same 1\nsame 2\n" + b.String() + "one more\nend\n"
 	diff, folded := diffText([]byte(old), []byte(new), &diffBudget{lines: 1 << 30, bytes: 1 << 30})
-	if folded || len(diff) != 1+2+2*MaxDiffWork+1 || diff[0].Text != fmt.Sprintf("@@ -1,%d +1,%d @@", MaxDiffWork+3, MaxDiffWork+3) {
+	if folded || len(diff) != 1+2+2*MaxDiffWork+1+1 || diff[0].Text != fmt.Sprintf("@@ -1,%d +1,%d @@", MaxDiffWork+3, MaxDiffWork+4) {
 		t.Fatalf("a large middle: %d lines (folded %v), first %v", len(diff), folded, diff[:min(3, len(diff))])
 	}
 	if got := patch(t, strings.Split(strings.TrimSuffix(old, "\n"), "\n"), diff); strings.Join(got, "\n")+"\n" != new {
