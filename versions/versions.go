@@ -471,10 +471,15 @@ func storeBlobs(ctx context.Context, tx db.Tx, owner uuid.UUID, files []File) er
 	if err := lockContent(ctx, tx, owner); err != nil {
 		return err
 	}
-	sums, contents := make([][]byte, len(files)), make([][]byte, len(files))
-	for i, f := range files {
+	// Each content once: a version of many equal files sends it once.
+	sums, contents := make([][]byte, 0, len(files)), make([][]byte, 0, len(files))
+	seen := make(map[[32]byte]bool, len(files))
+	for _, f := range files {
 		sum := sha256.Sum256(f.Content)
-		sums[i], contents[i] = sum[:], f.Content
+		if !seen[sum] {
+			seen[sum] = true
+			sums, contents = append(sums, sum[:]), append(contents, f.Content)
+		}
 	}
 	return tx.InsertBlobs(ctx, db.InsertBlobsParams{OwnerID: owner, Sha256s: sums, Contents: contents})
 }
