@@ -58,7 +58,8 @@ func waitOthers(ctx context.Context, pool *pgxpool.Pool, done <-chan struct{}) e
 }
 
 // A version made while another project of the same founder prunes the only version that used
-// the same content never points at deleted content: both orders, many rounds. Each round holds
+// the same content never points at deleted content: both orders, the prune made by a new
+// version or by a restore, many rounds. Each round holds
 // one transaction open at the moment that matters (after storing, before committing; after
 // collecting, before committing) until the other has finished or waits on it.
 func TestStoredContentIsNeverLostToAConcurrentPrune(t *testing.T) {
@@ -105,8 +106,13 @@ func TestStoredContentIsNeverLostToAConcurrentPrune(t *testing.T) {
 		errs := make(chan error, 2)
 		makeP := func() {
 			defer close(pDone)
-			_, err := pSvc.Create(ctx, owner, p, versions.Change{Source: versions.SourceAPI,
-				Files: []versions.File{{Path: "n.txt", Content: fmt.Appendf(nil, "p round %d", round)}}})
+			var err error
+			if round/2%2 == 0 {
+				_, err = pSvc.Create(ctx, owner, p, versions.Change{Source: versions.SourceAPI,
+					Files: []versions.File{{Path: "n.txt", Content: fmt.Appendf(nil, "p round %d", round)}}})
+			} else { // a restore stores no content but prunes too
+				_, err = pSvc.Restore(ctx, owner, p, int32(versions.MaxVersions+round-1), nil)
+			}
 			errs <- err
 		}
 		makeQ := func() {
@@ -156,7 +162,7 @@ func TestStoredContentIsNeverLostToAConcurrentPrune(t *testing.T) {
 		}
 	}
 	testkit.Record(t, testkit.Scenario{ID: "prune-store-race", Times: rounds,
-		Injected: "per round: a version of one project storing the content that a version of another project of the same founder prunes (its project kept at 1,000 versions); one of the two transactions held open, stored or collected and not committed, until the other finished or waited (each order in half the rounds)",
+		Injected: "per round: a version of one project storing the content that a version of another project of the same founder prunes (its project kept at 1,000 versions); one of the two transactions held open, stored or collected and not committed, until the other finished or waited (each order in half the rounds; the prune made by a new version or by a restore, alternately)",
 		Result:   "0 files of any kept version without their content; each round's new file and every archive read back whole"})
 }
 
