@@ -97,7 +97,8 @@ type DeleteUnusedBlobsParams struct {
 	Sha256s [][]byte
 }
 
-// Of the given contents, those no version of the founder uses any more.
+// Of the given contents, those no version of the founder uses any more. Under
+// LockFounderContent only (InsertBlobs says why).
 func (q *Queries) DeleteUnusedBlobs(ctx context.Context, arg DeleteUnusedBlobsParams) error {
 	_, err := q.db.Exec(ctx, deleteUnusedBlobs, arg.OwnerID, arg.Sha256s)
 	return err
@@ -254,7 +255,9 @@ type InsertBlobsParams struct {
 	Contents [][]byte
 }
 
-// Content is stored once per founder: a digest already stored is skipped.
+// Content is stored once per founder: a digest already stored is skipped. Under
+// LockFounderContent only: the row skipped is not locked, so only that lock keeps a collection
+// from deleting it before this transaction's rows that point at it commit.
 func (q *Queries) InsertBlobs(ctx context.Context, arg InsertBlobsParams) error {
 	_, err := q.db.Exec(ctx, insertBlobs, arg.OwnerID, arg.Sha256s, arg.Contents)
 	return err
@@ -344,8 +347,8 @@ func (q *Queries) InsertVersionFiles(ctx context.Context, arg InsertVersionFiles
 }
 
 const listVersionContents = `-- name: ListVersionContents :many
-SELECT f.path, f.executable, b.content
-FROM version_files f JOIN blobs b ON b.owner_id = $1 AND b.sha256 = f.sha256
+SELECT f.path, f.executable, b.content, (b.sha256 IS NOT NULL)::boolean AS stored
+FROM version_files f LEFT JOIN blobs b ON b.owner_id = $1 AND b.sha256 = f.sha256
 WHERE f.project_id = $2 AND f.from_number <= $3::integer AND (f.until_number IS NULL OR f.until_number > $3::integer)
   AND (cardinality($4::text[]) = 0 OR f.path = ANY($4::text[]))
 ORDER BY f.path
@@ -362,9 +365,12 @@ type ListVersionContentsRow struct {
 	Path       string
 	Executable bool
 	Content    []byte
+	Stored     bool
 }
 
-// Version number's files with their content (only paths, when any are given).
+// Version number's files with their content (only paths, when any are given). A file whose
+// content is missing is still listed, not stored, so a reader fails instead of leaving it out
+// (versions.Contents).
 func (q *Queries) ListVersionContents(ctx context.Context, arg ListVersionContentsParams) ([]ListVersionContentsRow, error) {
 	rows, err := q.db.Query(ctx, listVersionContents,
 		arg.OwnerID,
@@ -379,7 +385,12 @@ func (q *Queries) ListVersionContents(ctx context.Context, arg ListVersionConten
 	items := []ListVersionContentsRow{}
 	for rows.Next() {
 		var i ListVersionContentsRow
-		if err := rows.Scan(&i.Path, &i.Executable, &i.Content); err != nil {
+		if err := rows.Scan(
+			&i.Path,
+			&i.Executable,
+			&i.Content,
+			&i.Stored,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -478,6 +489,18 @@ func (q *Queries) ListVersions(ctx context.Context, arg ListVersionsParams) ([]V
 		return nil, err
 	}
 	return items, nil
+}
+
+const lockFounderContent = `-- name: LockFounderContent :exec
+SELECT pg_advisory_xact_lock(hashtextextended('founder content ' || $1::text, 0))
+`
+
+// Serializes, until the transaction ends, storing a founder's content and collecting what no
+// version uses (docs/architecture.md, "Versions"): a collection then sees every row that points
+// at content stored before it, and content stored after it is inserted again.
+func (q *Queries) LockFounderContent(ctx context.Context, ownerID string) error {
+	_, err := q.db.Exec(ctx, lockFounderContent, ownerID)
+	return err
 }
 
 const lockFounderStorage = `-- name: LockFounderStorage :one

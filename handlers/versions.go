@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aymanbagabas/go-udiff"
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
@@ -346,7 +345,8 @@ func (h *Handlers) versionsVM(c echo.Context, owner uuid.UUID, v lifecycle.Proje
 }
 
 // versionPage shows a version's changes against its parent: per file, a unified diff of text,
-// "binary" otherwise.
+// "binary" otherwise, within the page's bounds (versions.VersionChanges): what does not fit is
+// folded behind a link to the version's archive.
 func (h *Handlers) versionPage(c echo.Context) error {
 	id, n, err := h.projectAndVersion(c)
 	if err != nil {
@@ -367,37 +367,15 @@ func (h *Handlers) versionPage(c echo.Context) error {
 		return err
 	}
 	vm := views.VersionPage{Layout: h.layout(c, fmt.Sprintf("%s: version %d", p.Name, n)), ProjectID: id.String(), ProjectName: p.Name,
-		Version: versionRow(v), Current: cur.Number}
-	for _, f := range changes {
-		fc := views.FileChange{Path: f.Path, Kind: f.Kind, Binary: !f.Text}
-		if f.Text {
-			fc.Lines = diffLines(f.Path, string(f.Old), string(f.New))
+		Version: versionRow(v), Current: cur.Number, More: changes.More}
+	for _, f := range changes.Files {
+		fc := views.FileChange{Path: f.Path, Kind: f.Kind, Binary: f.Binary, Folded: f.Folded, Lines: make([]views.DiffLine, len(f.Lines))}
+		for i, l := range f.Lines {
+			fc.Lines[i] = views.DiffLine{Kind: l.Kind, Text: l.Text}
 		}
 		vm.Files = append(vm.Files, fc)
 	}
 	return render(c, http.StatusOK, views.VersionView(vm))
-}
-
-// diffLines is the unified diff of a file's two texts, line by line, for the page to colour.
-func diffLines(path, old, new string) []views.DiffLine {
-	var out []views.DiffLine
-	for _, l := range strings.Split(strings.TrimSuffix(udiff.Unified("a/"+path, "b/"+path, old, new), "\n"), "\n") {
-		kind := "ctx"
-		switch {
-		case strings.HasPrefix(l, "+++"), strings.HasPrefix(l, "---"):
-			continue // the labels: the page names the file
-		case strings.HasPrefix(l, "@@"):
-			kind = "hunk"
-		case strings.HasPrefix(l, "+"):
-			kind = "add"
-		case strings.HasPrefix(l, "-"):
-			kind = "del"
-		case strings.HasPrefix(l, `\`):
-			kind = "hunk" // "\ No newline at end of file"
-		}
-		out = append(out, views.DiffLine{Kind: kind, Text: l})
-	}
-	return out
 }
 
 // restoreAction restores a version (or, with path fields, those files of it) from a form, and

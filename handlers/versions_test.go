@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"archive/zip"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -10,11 +11,14 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"sandman/app/apptest"
+	"sandman/internal/testkit"
 	"sandman/versions"
 )
 
@@ -471,4 +475,80 @@ func TestARefusalStaysSmallWhateverTheListHolds(t *testing.T) {
 	if after := s.count(t, "SELECT count(*) FROM versions"); after != before {
 		t.Fatalf("refused requests stored versions: %d, then %d", before, after)
 	}
+}
+
+// A version whose stored content is missing is never served short: its file and its archive
+// answer 500, never a 200 without the file; the page of its changes too.
+func TestAVersionWithMissingContentIsNeverServedShort(t *testing.T) {
+	t.Parallel()
+	s := webOnly(t)
+	c := s.NewClient(t)
+	c.SignUp("missing-content@example.com")
+	pid := newCounter(t, c)
+	r, _ := postVersion(t, c, pid, map[string]any{"files": []vfile{text("kept.txt", "kept\n"), text("gone.txt", "lost content 27\n")}}, nil)
+	apptest.RequireStatus(t, r, http.StatusCreated)
+	if _, err := s.Pool().Exec(context.Background(), `DELETE FROM blobs WHERE content = convert_to(E'lost content 27\n', 'UTF8')`); err != nil {
+		t.Fatal(err)
+	}
+	apptest.RequireStatus(t, fileOf(t, c, pid, 2, "kept.txt"), http.StatusOK)
+	for _, path := range []string{"/api/projects/" + pid + "/versions/2/files/gone.txt", "/api/projects/" + pid + "/versions/2/archive",
+		"/projects/" + pid + "/versions/2"} {
+		if r := c.Do(http.MethodGet, path, nil, nil); r.Status != http.StatusInternalServerError {
+			t.Errorf("GET %s with a file's content missing: %d (%d bytes), want 500", path, r.Status, len(r.Body))
+		}
+	}
+	testkit.Record(t, testkit.Scenario{ID: "content-missing", Times: 3,
+		Injected: "a version's stored content of one file deleted under it; its file, its archive and its changes page read",
+		Result:   "500 each, never a 200 without the file; another file of the version still served"})
+}
+
+// The page of a version whose every file changed whole stays small and cheap: 78 files of
+// 131,071 lines replaced by 131,071 others (once 675 MB of HTML and 52 s) give a page within
+// 2 MiB that folds the rest behind the archive, allocating a bounded amount to make it.
+func TestAHugeChangeMakesABoundedPage(t *testing.T) {
+	t.Parallel()
+	s := webOnly(t)
+	c := s.NewClient(t)
+	c.SignUp("huge-diff@example.com")
+	pid := newCounter(t, c)
+	const files, lines = 78, 131071
+	for _, line := range []string{"a\n", "b\n"} {
+		var buf bytes.Buffer
+		zw := zip.NewWriter(&buf)
+		content := []byte(strings.Repeat(line, lines))
+		for i := range files {
+			w, err := zw.Create(fmt.Sprintf("f%02d.txt", i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.Write(content)
+		}
+		zw.Close()
+		r := c.Do(http.MethodPost, "/api/projects/"+pid+"/versions", &buf, map[string]string{"X-CSRF-Token": c.CSRF(), "Content-Type": "application/zip"})
+		apptest.RequireStatus(t, r, http.StatusCreated)
+	}
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	r := c.Do(http.MethodGet, "/projects/"+pid+"/versions/3", nil, nil)
+	took := time.Since(start)
+	runtime.ReadMemStats(&after)
+	apptest.RequireStatus(t, r, http.StatusOK)
+	allocated := after.TotalAlloc - before.TotalAlloc
+	t.Logf("version 3's page: %d bytes in %v, %.1f MiB allocated", len(r.Body), took, float64(allocated)/(1<<20))
+	if len(r.Body) > 2<<20 {
+		t.Errorf("version 3's page is %d bytes, want at most 2 MiB", len(r.Body))
+	}
+	if !strings.Contains(r.Body, "This change is too large to show here") || !strings.Contains(r.Body, "/versions/3/archive") {
+		t.Errorf("version 3's page does not fold the rest behind the archive")
+	}
+	// The content read and diffed is bounded (versions.MaxPageReadBytes): a few times that, not
+	// the 78 files' 40 MB read, 20 million lines diffed and 675 MB of HTML.
+	if allocated > 64<<20 {
+		t.Errorf("making version 3's page allocated %.1f MiB, want at most 64", float64(allocated)/(1<<20))
+	}
+	testkit.Record(t, testkit.Scenario{ID: "diff-page-huge", Times: 1,
+		Injected: `a version's changes page where 78 files of "a\n" × 131,071 became "b\n" × 131,071 (two zips of about 40 KB)`,
+		Result:   "200 within 2 MiB, the rest folded behind the version's archive; allocated to make it ≤ 64 MiB"})
 }

@@ -82,13 +82,10 @@ func containsSorted(sorted []string, p string) bool {
 }
 
 // contents are the version's files at paths (every file when paths is nil), read from the
-// founder's stored content, to upload into the app directory.
+// founder's stored content, to upload into the app directory. A file whose content is missing
+// fails the whole read (versions.Contents): a deploy or a repair never goes on without it.
 func (s *Service) contents(ctx context.Context, owner uuid.UUID, w wanted, paths []string) ([]e2b.File, error) {
-	if paths == nil {
-		paths = []string{}
-	}
-	rows, err := s.q.ListVersionContents(ctx, db.ListVersionContentsParams{OwnerID: owner, ProjectID: w.version.ProjectID,
-		Number: w.version.Number, Paths: paths})
+	rows, err := versions.Contents(ctx, s.q, owner, w.version, paths)
 	if err != nil {
 		return nil, err
 	}

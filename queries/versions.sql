@@ -1,5 +1,13 @@
+-- name: LockFounderContent :exec
+-- Serializes, until the transaction ends, storing a founder's content and collecting what no
+-- version uses (docs/architecture.md, "Versions"): a collection then sees every row that points
+-- at content stored before it, and content stored after it is inserted again.
+SELECT pg_advisory_xact_lock(hashtextextended('founder content ' || @owner_id::text, 0));
+
 -- name: InsertBlobs :exec
--- Content is stored once per founder: a digest already stored is skipped.
+-- Content is stored once per founder: a digest already stored is skipped. Under
+-- LockFounderContent only: the row skipped is not locked, so only that lock keeps a collection
+-- from deleting it before this transaction's rows that point at it commit.
 INSERT INTO blobs (owner_id, sha256, content)
 SELECT @owner_id::uuid, unnest(@sha256s::bytea[]), unnest(@contents::bytea[])
 ON CONFLICT DO NOTHING;
@@ -46,9 +54,11 @@ WHERE project_id = @project_id AND from_number <= @number::integer AND (until_nu
 ORDER BY path;
 
 -- name: ListVersionContents :many
--- Version number's files with their content (only paths, when any are given).
-SELECT f.path, f.executable, b.content
-FROM version_files f JOIN blobs b ON b.owner_id = @owner_id AND b.sha256 = f.sha256
+-- Version number's files with their content (only paths, when any are given). A file whose
+-- content is missing is still listed, not stored, so a reader fails instead of leaving it out
+-- (versions.Contents).
+SELECT f.path, f.executable, b.content, (b.sha256 IS NOT NULL)::boolean AS stored
+FROM version_files f LEFT JOIN blobs b ON b.owner_id = @owner_id AND b.sha256 = f.sha256
 WHERE f.project_id = @project_id AND f.from_number <= @number::integer AND (f.until_number IS NULL OR f.until_number > @number::integer)
   AND (cardinality(@paths::text[]) = 0 OR f.path = ANY(@paths::text[]))
 ORDER BY f.path;
@@ -75,7 +85,8 @@ DELETE FROM version_files f WHERE f.project_id = @project_id AND NOT EXISTS (
 RETURNING f.sha256;
 
 -- name: DeleteUnusedBlobs :exec
--- Of the given contents, those no version of the founder uses any more.
+-- Of the given contents, those no version of the founder uses any more. Under
+-- LockFounderContent only (InsertBlobs says why).
 DELETE FROM blobs b WHERE b.owner_id = @owner_id AND b.sha256 = ANY(@sha256s::bytea[]) AND NOT EXISTS (
     SELECT 1 FROM version_files f JOIN projects p ON p.id = f.project_id
     WHERE f.sha256 = b.sha256 AND p.owner_id = @owner_id);

@@ -3,11 +3,13 @@ package versions
 import (
 	"archive/zip"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"slices"
 	"sort"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -73,9 +75,9 @@ func (s *Service) FileContent(ctx context.Context, owner, projectID uuid.UUID, n
 	if i == len(es) || es[i].Path != path {
 		return Entry{}, nil, apperr.NotFound(fmt.Sprintf("File %q in version %d", path, v.Number))
 	}
-	rows, err := s.q.ListVersionContents(ctx, db.ListVersionContentsParams{OwnerID: owner, ProjectID: projectID, Number: v.Number, Paths: []string{path}})
-	if err != nil || len(rows) != 1 {
-		return Entry{}, nil, fmt.Errorf("versions: the content of %q in version %d: %w (%d rows)", path, v.Number, err, len(rows))
+	rows, err := Contents(ctx, s.q, owner, v, []string{path})
+	if err != nil {
+		return Entry{}, nil, err
 	}
 	return es[i], rows[0].Content, nil
 }
@@ -89,7 +91,7 @@ func (s *Service) Archive(ctx context.Context, owner, projectID uuid.UUID, n int
 	if err != nil {
 		return err
 	}
-	rows, err := s.q.ListVersionContents(ctx, db.ListVersionContentsParams{OwnerID: owner, ProjectID: projectID, Number: v.Number, Paths: []string{}})
+	rows, err := Contents(ctx, s.q, owner, v, nil)
 	if err != nil {
 		return err
 	}
@@ -111,71 +113,163 @@ func (s *Service) Archive(ctx context.Context, owner, projectID uuid.UUID, n int
 	return zw.Close()
 }
 
-// FileChange is one file a version changed against its parent, with both contents when the
-// diff page can show them (text up to MaxDiffBytes).
-type FileChange struct {
-	Path     string
-	Kind     string // added, changed, removed
-	Text     bool   // both sides are text within MaxDiffBytes: Old and New hold them
-	Old, New []byte
+// ErrContentMissing is a version's file whose stored content is gone: a reader fails with it
+// rather than leave the file out.
+var ErrContentMissing = errors.New("versions: stored content is missing")
+
+// ContentReader reads version contents: a db.Tx or the pool's queries.
+type ContentReader interface {
+	ListVersionContents(ctx context.Context, arg db.ListVersionContentsParams) ([]db.ListVersionContentsRow, error)
 }
 
-// MaxDiffBytes is the largest file the diff page shows line by line.
-const MaxDiffBytes = 256 << 10
+// Contents are version v's files at paths (every file when paths is nil or empty) with their
+// content, sorted by path, read from the owner's stored content. It is the one way to read a
+// version's content: it fails (ErrContentMissing) when a file's content is not stored, or when
+// a path asked for is not one of the version's files, never answering fewer files than asked.
+func Contents(ctx context.Context, q ContentReader, owner uuid.UUID, v db.Version, paths []string) ([]db.ListVersionContentsRow, error) {
+	if paths == nil {
+		paths = []string{}
+	}
+	rows, err := q.ListVersionContents(ctx, db.ListVersionContentsParams{OwnerID: owner, ProjectID: v.ProjectID, Number: v.Number, Paths: paths})
+	if err != nil {
+		return nil, err
+	}
+	var missing []string
+	for _, r := range rows {
+		if !r.Stored {
+			missing = append(missing, r.Path)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("%w: %d file(s) of version %d of project %s, first %q", ErrContentMissing, len(missing), v.Number, v.ProjectID, missing[0])
+	}
+	if len(paths) > 0 && len(rows) != len(uniq(paths)) {
+		return nil, fmt.Errorf("%w: version %d of project %s has %d of the %d files asked for", ErrContentMissing, v.Number, v.ProjectID, len(rows), len(uniq(paths)))
+	}
+	return rows, nil
+}
 
-// VersionChanges returns version n's changes against its parent, file by file.
-func (s *Service) VersionChanges(ctx context.Context, owner, projectID uuid.UUID, n int32) (db.Version, []FileChange, error) {
+func uniq(ss []string) []string {
+	out := slices.Clone(ss)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// FileChange is one file a version changed against its parent, as its page shows it.
+type FileChange struct {
+	Path   string
+	Kind   string // added, changed, removed
+	Binary bool   // not text: no lines
+	// Lines are its unified diff, or the start of it when Folded.
+	Lines []DiffLine
+	// Folded: the change, or the rest of it, is too large for the page (MaxDiffBytes, the
+	// page's bounds); the version's archive has it.
+	Folded bool
+}
+
+// PageChanges is a version's page of changes, within the page's bounds.
+type PageChanges struct {
+	Files []FileChange // by path, at most MaxPageFiles
+	More  int          // changed files past MaxPageFiles, not listed
+}
+
+// VersionChanges returns version n's changes against its parent, file by file, within the
+// page's bounds: at most MaxPageFiles files, MaxPageReadBytes of content read and MaxPageLines
+// lines (MaxPageTextBytes) of diff, whatever the versions hold.
+func (s *Service) VersionChanges(ctx context.Context, owner, projectID uuid.UUID, n int32) (db.Version, PageChanges, error) {
 	v, now, err := s.Get(ctx, owner, projectID, n)
 	if err != nil {
-		return v, nil, err
+		return v, PageChanges{}, err
 	}
 	var before []Entry
 	var parent db.Version
 	if v.ParentNumber != nil {
 		if parent, err = s.q.GetVersionByNumber(ctx, db.GetVersionByNumberParams{ProjectID: projectID, Number: *v.ParentNumber}); err == nil {
 			if before, err = entries(ctx, s.q, parent); err != nil {
-				return v, nil, err
+				return v, PageChanges{}, err
 			}
 		} else if !db.IsNotFound(err) { // a pruned parent: every file reads as added
-			return v, nil, err
+			return v, PageChanges{}, err
 		}
 	}
 	d := Diff(before, now)
-	content := func(number int32, paths []string) (map[string][]byte, error) {
+	var page PageChanges
+	for _, group := range []struct {
+		kind  string
+		paths []string
+	}{{"added", d.Added}, {"changed", d.Changed}, {"removed", d.Removed}} {
+		for _, p := range group.paths {
+			page.Files = append(page.Files, FileChange{Path: p, Kind: group.kind})
+		}
+	}
+	slices.SortFunc(page.Files, func(a, b FileChange) int { return strings.Compare(a.Path, b.Path) })
+	if len(page.Files) > MaxPageFiles {
+		page.More = len(page.Files) - MaxPageFiles
+		page.Files = page.Files[:MaxPageFiles]
+	}
+	// Which contents to read: in path order, each file whose two sides fit what is left to read.
+	sizes := func(es []Entry) map[string]int64 {
+		out := make(map[string]int64, len(es))
+		for _, e := range es {
+			out[e.Path] = e.Size
+		}
+		return out
+	}
+	oldSize, newSize := sizes(before), sizes(now)
+	var oldPaths, newPaths []string
+	left := int64(MaxPageReadBytes)
+	for i := range page.Files {
+		f := &page.Files[i]
+		o, nw := oldSize[f.Path], newSize[f.Path]
+		if o > MaxDiffBytes || nw > MaxDiffBytes || o+nw > left {
+			f.Folded = true
+			continue
+		}
+		left -= o + nw
+		if f.Kind != "added" {
+			oldPaths = append(oldPaths, f.Path)
+		}
+		if f.Kind != "removed" {
+			newPaths = append(newPaths, f.Path)
+		}
+	}
+	content := func(of db.Version, paths []string) (map[string][]byte, error) {
 		out := map[string][]byte{}
-		if number == 0 || len(paths) == 0 {
+		if len(paths) == 0 {
 			return out, nil
 		}
-		rows, err := s.q.ListVersionContents(ctx, db.ListVersionContentsParams{OwnerID: owner, ProjectID: projectID, Number: number, Paths: paths})
+		rows, err := Contents(ctx, s.q, owner, of, paths)
 		for _, r := range rows {
 			out[r.Path] = r.Content
 		}
 		return out, err
 	}
-	olds, err := content(parent.Number, slices.Concat(d.Changed, d.Removed))
+	olds, err := content(parent, oldPaths)
 	if err != nil {
-		return v, nil, err
+		return v, PageChanges{}, err
 	}
-	news, err := content(v.Number, slices.Concat(d.Added, d.Changed))
+	news, err := content(v, newPaths)
 	if err != nil {
-		return v, nil, err
+		return v, PageChanges{}, err
 	}
-	var out []FileChange
-	add := func(kind string, paths []string) {
-		for _, p := range paths {
-			fc := FileChange{Path: p, Kind: kind, Old: olds[p], New: news[p]}
-			fc.Text = isText(fc.Old) && isText(fc.New)
-			if !fc.Text {
-				fc.Old, fc.New = nil, nil
-			}
-			out = append(out, fc)
+	budget := newDiffBudget()
+	for i := range page.Files {
+		f := &page.Files[i]
+		if f.Folded {
+			continue
 		}
+		old, nw := olds[f.Path], news[f.Path]
+		if !isText(old) || !isText(nw) {
+			f.Binary = true
+			continue
+		}
+		if budget.empty() {
+			f.Folded = true
+			continue
+		}
+		f.Lines, f.Folded = diffText(old, nw, budget)
 	}
-	add("added", d.Added)
-	add("changed", d.Changed)
-	add("removed", d.Removed)
-	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
-	return v, out, nil
+	return v, page, nil
 }
 
 // isText: within MaxDiffBytes, valid UTF-8 and no NUL byte.

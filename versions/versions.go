@@ -309,6 +309,9 @@ func prune(ctx context.Context, tx db.Tx, owner, projectID uuid.UUID) error {
 	if err != nil || len(gone) == 0 {
 		return err
 	}
+	if err := lockContent(ctx, tx, owner); err != nil {
+		return err
+	}
 	return tx.DeleteUnusedBlobs(ctx, db.DeleteUnusedBlobsParams{OwnerID: owner, Sha256s: gone})
 }
 
@@ -370,6 +373,14 @@ func QuotaSize(n int64) string {
 		return fmt.Sprintf("%d bytes", n)
 	}
 	return strings.TrimSuffix(fmt.Sprintf("%.1f", float64(n)/float64(unit)), ".0") + " " + name
+}
+
+// lockContent holds the founder's content lock until the transaction ends: storing content
+// and collecting it take it, so a collection never deletes content that a transaction still
+// open found already stored and points at (docs/architecture.md, "Versions"). A project's lock
+// is always taken before it, never after.
+func lockContent(ctx context.Context, tx db.Tx, owner uuid.UUID) error {
+	return tx.LockFounderContent(ctx, owner.String())
 }
 
 // reader is what both a db.Tx and the pool's queries answer.
@@ -567,10 +578,18 @@ func storeBlobs(ctx context.Context, tx db.Tx, owner uuid.UUID, files []File) er
 	if len(files) == 0 {
 		return nil
 	}
-	sums, contents := make([][]byte, len(files)), make([][]byte, len(files))
-	for i, f := range files {
+	if err := lockContent(ctx, tx, owner); err != nil {
+		return err
+	}
+	// Each content once: a version of many equal files sends it once.
+	sums, contents := make([][]byte, 0, len(files)), make([][]byte, 0, len(files))
+	seen := make(map[[32]byte]bool, len(files))
+	for _, f := range files {
 		sum := sha256.Sum256(f.Content)
-		sums[i], contents[i] = sum[:], f.Content
+		if !seen[sum] {
+			seen[sum] = true
+			sums, contents = append(sums, sum[:]), append(contents, f.Content)
+		}
 	}
 	return tx.InsertBlobs(ctx, db.InsertBlobsParams{OwnerID: owner, Sha256s: sums, Contents: contents})
 }

@@ -92,13 +92,17 @@ type VersionPage struct {
 	Version                VersionRow
 	Current                int32
 	Files                  []FileChange
+	// More is how many changed files are past the page's bounds, not listed.
+	More int
 }
 
-// FileChange is one file a version changed: its unified diff for text, or Binary.
+// FileChange is one file a version changed: its unified diff for text, or Binary. Folded: the
+// change, or the rest of it after Lines, is too large to show on the page.
 type FileChange struct {
 	Path   string
 	Kind   string // added, changed, removed
 	Binary bool
+	Folded bool
 	Lines  []DiffLine
 }
 
