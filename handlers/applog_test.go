@@ -288,7 +288,7 @@ func TestBrowserReportsAreTakenOnlyWithinTheirBounds(t *testing.T) {
 		{"another founder's preview", other, own, ok, http.StatusNotFound},
 		{"a preview that does not exist", founder, "/api/sandboxes/" + uuid.NewString() + "/reports", ok, http.StatusNotFound},
 		{"a wrong share token", visitor, "/s/" + strings.Repeat("A", len(token)) + "/reports", ok, http.StatusNotFound},
-		{"no session", visitor, own, ok, http.StatusUnauthorized},
+		{"no session (refused at its CSRF check, as every POST)", visitor, own, ok, http.StatusForbidden},
 	} {
 		if r := report(tc.c, tc.path, tc.body); r.Status != tc.status {
 			t.Errorf("%s: %d, want %d (%s)", tc.name, r.Status, tc.status, r.Body)
