@@ -227,44 +227,47 @@ func (s *Service) CloseProblems(ctx context.Context, project uuid.UUID, upVersio
 // ErrNoPreview is a report for a preview the viewer may not see, or that does not exist.
 var ErrNoPreview = apperr.NotFound("Preview")
 
-// ReportBrowser records a founder's browser's report about one of their previews, as a problem
-// of the version the preview runs, within the reports' limits (the founder is the viewer).
-func (s *Service) ReportBrowser(ctx context.Context, owner, sandbox uuid.UUID, r Report) (Problem, error) {
-	if err := s.limits.allow(sandbox, "founder:"+owner.String()); err != nil {
+// ReportBrowser records a report, as sent by a founder's browser, about one of their previews:
+// another founder's preview (or none) is not found before the body is read, a body that is not a
+// report is ErrNotAReport (ErrReportTooLarge past its size), a report past the limits (the
+// founder is the viewer) is refused, and one taken becomes a browser problem of the version the
+// preview runs.
+func (s *Service) ReportBrowser(ctx context.Context, owner, sandbox uuid.UUID, body []byte) (Problem, error) {
+	t, err := s.q.GetReportTarget(ctx, db.GetReportTargetParams{SandboxID: sandbox, OwnerID: owner})
+	if db.IsNotFound(err) {
+		return Problem{}, ErrNoPreview
+	}
+	if err != nil {
 		return Problem{}, err
 	}
-	var p Problem
-	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
-		t, err := tx.GetReportTarget(ctx, db.GetReportTargetParams{SandboxID: sandbox, OwnerID: owner})
-		if db.IsNotFound(err) {
-			return ErrNoPreview
-		}
-		if err != nil {
-			return err
-		}
-		p, err = upsert(ctx, tx, t.ProjectID, sandbox, SourceBrowser, t.Version, r.problemMessage(), r.problemDetail())
-		return err
-	})
-	return p, err
+	return s.report(ctx, t.ProjectID, sandbox, t.Version, "founder:"+owner.String(), body)
 }
 
-// ReportShared records a share link visitor's browser's report about the project's preview (its
-// current sandbox: the one the link shows), within the reports' limits (the visitor's address is
-// the viewer).
-func (s *Service) ReportShared(ctx context.Context, project uuid.UUID, addr string, r Report) (Problem, error) {
-	if err := s.limits.allow(project, "addr:"+addr); err != nil {
+// ReportShared is ReportBrowser for a share link's visitor, about the project's preview (its
+// current sandbox: the one the link shows); the visitor's address is the viewer.
+func (s *Service) ReportShared(ctx context.Context, project uuid.UUID, addr string, body []byte) (Problem, error) {
+	t, err := s.q.GetProjectReportTarget(ctx, project)
+	if db.IsNotFound(err) {
+		return Problem{}, ErrNoPreview
+	}
+	if err != nil {
+		return Problem{}, err
+	}
+	return s.report(ctx, project, t.SandboxID, t.Version, "addr:"+addr, body)
+}
+
+func (s *Service) report(ctx context.Context, project, sandbox uuid.UUID, version int32, viewer string, body []byte) (Problem, error) {
+	r, err := ParseReport(body)
+	if err != nil {
+		return Problem{}, err
+	}
+	if err := s.limits.allow(sandbox, viewer); err != nil {
 		return Problem{}, err
 	}
 	var p Problem
-	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
-		t, err := tx.GetProjectReportTarget(ctx, project)
-		if db.IsNotFound(err) {
-			return ErrNoPreview
-		}
-		if err != nil {
-			return err
-		}
-		p, err = upsert(ctx, tx, project, t.SandboxID, SourceBrowser, t.Version, r.problemMessage(), r.problemDetail())
+	err = db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		var err error
+		p, err = upsert(ctx, tx, project, sandbox, SourceBrowser, version, r.problemMessage(), r.problemDetail())
 		return err
 	})
 	return p, err

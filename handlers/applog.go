@@ -242,48 +242,43 @@ func (h *Handlers) apiProblems(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{"problems": out})
 }
 
-// readReport reads a browser's report: 413 past its size, 400 for anything that is not one.
-func readReport(c echo.Context) (applog.Report, error) {
-	body, err := io.ReadAll(c.Request().Body) // bounded by its route's rule (limitBody)
-	if err != nil {
-		return applog.Report{}, err
-	}
-	r, err := applog.ParseReport(body)
+// reportError answers a report refused for what it is: 413 past its size, 400 for anything that
+// is not one; other errors as they are.
+func reportError(err error) error {
 	switch {
 	case errors.Is(err, applog.ErrReportTooLarge):
-		return r, &apperr.Error{Kind: apperr.KindTooLarge, Code: "too_large", Message: reportTooLarge}
-	case err != nil:
-		return r, echo.NewHTTPError(http.StatusBadRequest, "This is not a report: send "+err.Error()+".")
+		return &apperr.Error{Kind: apperr.KindTooLarge, Code: "too_large", Message: reportTooLarge}
+	case errors.Is(err, applog.ErrNotAReport):
+		return echo.NewHTTPError(http.StatusBadRequest, "This is not a report: send "+err.Error()+".")
 	}
-	return r, nil
+	return err
 }
 
-// apiReport is the founder's page reporting an error its preview's page saw (docs/api.md,
-// "The app's health").
+// apiReport is the founder's page relaying an error its preview's page saw (docs/architecture.md,
+// "The browser's reports").
 func (h *Handlers) apiReport(c echo.Context) error {
 	id, err := parseID(c.Param("id"), "Preview")
 	if err != nil {
 		return err
 	}
-	r, err := readReport(c)
+	body, err := io.ReadAll(c.Request().Body) // bounded by its route's rule (limitBody)
 	if err != nil {
 		return err
 	}
-	if _, err := h.AppLog.ReportBrowser(c.Request().Context(), principal(c).Founder.ID, id, r); err != nil {
-		return err
+	if _, err := h.AppLog.ReportBrowser(c.Request().Context(), principal(c).Founder.ID, id, body); err != nil {
+		return reportError(err)
 	}
 	return c.NoContent(http.StatusNoContent)
 }
 
-// shareReport is a share link visitor's page reporting an error the preview's page saw.
+// shareReport is a share link visitor's page relaying an error the preview's page saw.
 func (h *Handlers) shareReport(c echo.Context) error {
-	v := visitOf(c)
-	r, err := readReport(c)
+	body, err := io.ReadAll(c.Request().Body) // bounded by its route's rule (limitBody)
 	if err != nil {
 		return err
 	}
-	if _, err := h.AppLog.ReportShared(c.Request().Context(), v.ProjectID, c.RealIP(), r); err != nil {
-		return err
+	if _, err := h.AppLog.ReportShared(c.Request().Context(), visitOf(c).ProjectID, c.RealIP(), body); err != nil {
+		return reportError(err)
 	}
 	return c.NoContent(http.StatusNoContent)
 }

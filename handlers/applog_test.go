@@ -299,12 +299,12 @@ func TestBrowserReportsAreTakenOnlyWithinTheirBounds(t *testing.T) {
 	var count int64
 	for _, p := range got {
 		if p.Source != "browser" || p.Version != 1 {
-			t.Errorf("problem %+v: want a browser problem of version 1", p)
+			t.Errorf("a %s problem of version %d (%.80q): want a browser problem of version 1", p.Source, p.Version, p.Message)
 		}
 		count += p.Count
 	}
 	if len(got) != 2 || count != 3 {
-		t.Fatalf("problems %+v; want the founder's report counted twice and the visitor's once, nothing refused stored", got)
+		t.Fatalf("%d problems counting %d reports; want the founder's report counted twice and the visitor's once, nothing refused stored", len(got), count)
 	}
 
 	limited := 0
