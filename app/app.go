@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"sandman/accounts"
+	"sandman/applog"
 	"sandman/db"
 	"sandman/e2b"
 	"sandman/handlers"
@@ -105,6 +106,10 @@ type Config struct {
 	// SANDMAN_RATE_GIB_HOUR, SANDMAN_SANDBOX_VCPUS, SANDMAN_SANDBOX_MEMORY); its size is also
 	// what a new sandbox is recorded with until the provider reports its own.
 	Ops ops.Config
+	// AppLog bounds what is kept of the apps' output and how it is batched; Reports the
+	// browsers' error reports' rates (docs/architecture.md, "The app's health").
+	AppLog  applog.WriterConfig
+	Reports applog.ReportLimits
 	// WebhookURL is Sandman's public …/webhooks/e2b (E2B_WEBHOOK_URL): instances that run jobs
 	// register it with the provider at start, signed with Lifecycle.WebhookSecret.
 	WebhookURL string
@@ -131,6 +136,8 @@ func DefaultConfig() Config {
 		Ops:             ops.DefaultConfig(),
 		StorageQuota:    versions.DefaultQuota,
 		ProjectLimit:    projects.DefaultLimit,
+		AppLog:          applog.DefaultWriterConfig(),
+		Reports:         applog.DefaultReportLimits(),
 	}
 }
 
@@ -148,6 +155,7 @@ type App struct {
 	operators *ops.Operators
 	accounts  *accounts.Service
 	shares    *shares.Service
+	applog    *applog.Service        // its Writer runs in every role; its Feed only where streams are served
 	sessions  *accounts.SessionStore // nil for RoleWorker
 	hub       *live.Hub              // nil for RoleWorker
 	handler   http.Handler           // nil for RoleWorker
@@ -208,6 +216,7 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 			return ops.ProviderClient{Circuit: a.provider.CircuitState(), Errors: a.provider.CallErrors()}
 		}})
 	a.operators = ops.NewOperators(pool)
+	a.applog = applog.New(pool, applog.NewWriter(pool, cfg.AppLog, logger, a.registry), applog.NewFeed(logger), cfg.Reports)
 	a.registry.MustRegister(ops.NewCollector(a.ops, logger))
 	a.accounts = accounts.New(pool, accounts.Options{StartCredits: cfg.StartCredits, BcryptCost: cfg.BcryptCost,
 		SignUpsPerHour: cfg.SignUpsPerHour, TokenLimit: cfg.TokenLimit, BearerFailureLimit: cfg.BearerFailureLimit})
@@ -246,7 +255,7 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 	}
 	a.handler = handlers.New(handlers.Deps{
 		Pool: pool, Sessions: sessions, Accounts: a.accounts, Projects: projects.New(pool).WithLimits(cfg.ProjectLimit, cfg.StorageQuota), Shares: a.shares,
-		Versions: versions.New(pool, a.lifecycle.VersionMade).WithQuota(cfg.StorageQuota), Lifecycle: a.lifecycle,
+		Versions: versions.New(pool, a.lifecycle.VersionMade).WithQuota(cfg.StorageQuota), Lifecycle: a.lifecycle, AppLog: a.applog,
 		Live: a.hub, Ops: a.ops, Operators: a.operators, Logger: logger, Registry: a.registry, Metrics: metricsOnMain, TrustProxy: cfg.TrustProxy, HSTS: cfg.CookieSecure,
 		FrameOrigins: []string{frameOrigin(a.provider)}, LargeBodies: cfg.LargeBodies, LargeBodyWait: cfg.LargeBodyWait,
 	})
@@ -256,6 +265,7 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 	a.server = &http.Server{Handler: a.handler, ReadHeaderTimeout: min(10*time.Second, cfg.ReadTimeout), ReadTimeout: cfg.ReadTimeout,
 		IdleTimeout: 2 * time.Minute}
 	a.server.RegisterOnShutdown(a.hub.Close)
+	a.server.RegisterOnShutdown(a.applog.Feed.Close)
 	return a, nil
 }
 
@@ -267,6 +277,7 @@ func (a *App) Start(ctx context.Context) error {
 	// starts a graceful Stop rather than cutting running jobs short.
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	a.cancel = cancel
+	a.background(bg, a.applog.Writer.Run) // before the workers, which write to it
 	if err := a.lifecycle.Start(bg); err != nil {
 		return err
 	}
@@ -306,6 +317,7 @@ func (a *App) Start(ctx context.Context) error {
 	// reach the streams it concerns. A database that can't be reached yet delays only that long.
 	feedUp := make(chan struct{})
 	a.background(bg, a.hub.Run)
+	a.background(bg, func(ctx context.Context) { a.applog.Feed.Listen(ctx, a.cfg.DatabaseURL) })
 	a.background(bg, func(ctx context.Context) { a.hub.Listen(ctx, a.cfg.DatabaseURL, func() { close(feedUp) }) })
 	select {
 	case <-feedUp:
@@ -459,6 +471,10 @@ func (a *App) Provider() *e2b.Client { return a.provider }
 
 // Hub is the instance's live hub (nil for a worker).
 func (a *App) Hub() *live.Hub { return a.hub }
+
+// AppLog is the apps' output and problems: the dev servers' watch writes their lines to its
+// Writer.
+func (a *App) AppLog() *applog.Service { return a.applog }
 
 // Handler is the instance's HTTP handler with every route and middleware (nil for a worker).
 func (a *App) Handler() http.Handler { return a.handler }

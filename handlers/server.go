@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"sandman/accounts"
+	"sandman/applog"
 	"sandman/lifecycle"
 	"sandman/live"
 	"sandman/ops"
@@ -24,12 +25,14 @@ import (
 
 // Deps are everything the handlers call.
 type Deps struct {
-	Pool      *pgxpool.Pool
-	Sessions  *scs.SessionManager
-	Accounts  *accounts.Service
-	Projects  *projects.Service
-	Shares    *shares.Service
-	Versions  *versions.Service
+	Pool     *pgxpool.Pool
+	Sessions *scs.SessionManager
+	Accounts *accounts.Service
+	Projects *projects.Service
+	Shares   *shares.Service
+	Versions *versions.Service
+	// AppLog is the apps' output and problems (and the log streams' feed).
+	AppLog    *applog.Service
 	Lifecycle *lifecycle.Service
 	Live      *live.Hub
 	// Ops is the operator's console; Operators says who may open it.
@@ -68,6 +71,8 @@ type Handlers struct {
 	largeBodies        chan struct{}
 	largeBodiesReading prometheus.Gauge
 	largeBodiesBusy    prometheus.Counter
+	// logStreams counts each founder's log streams here.
+	logStreams logStreams
 }
 
 // New builds the echo server with every route.
