@@ -49,7 +49,7 @@ func (q *Queries) CountAppLogLines(ctx context.Context, projectID uuid.UUID) (Co
 }
 
 const getProjectReportTarget = `-- name: GetProjectReportTarget :one
-SELECT s.id AS sandbox_id, coalesce((SELECT v.number FROM versions v WHERE v.id = s.deployed_version_id), 0)::integer AS version
+SELECT s.id AS sandbox_id, coalesce(s.app_version, (SELECT v.number FROM versions v WHERE v.id = s.deployed_version_id), 0)::integer AS version
 FROM sandboxes s WHERE s.project_id = $1 ORDER BY s.created_at DESC LIMIT 1
 `
 
@@ -67,7 +67,7 @@ func (q *Queries) GetProjectReportTarget(ctx context.Context, projectID uuid.UUI
 }
 
 const getReportTarget = `-- name: GetReportTarget :one
-SELECT s.project_id, coalesce((SELECT v.number FROM versions v WHERE v.id = s.deployed_version_id), 0)::integer AS version
+SELECT s.project_id, coalesce(s.app_version, (SELECT v.number FROM versions v WHERE v.id = s.deployed_version_id), 0)::integer AS version
 FROM sandboxes s WHERE s.id = $1 AND s.owner_id = $2
 `
 
@@ -82,7 +82,7 @@ type GetReportTargetRow struct {
 }
 
 // Where a browser's report about a sandbox goes: its project and the version its preview runs
-// (the files it was last given), for its owner only.
+// (its app's version; the files it was last given before the app was ever seen), for its owner only.
 func (q *Queries) GetReportTarget(ctx context.Context, arg GetReportTargetParams) (GetReportTargetRow, error) {
 	row := q.db.QueryRow(ctx, getReportTarget, arg.SandboxID, arg.OwnerID)
 	var i GetReportTargetRow

@@ -79,13 +79,13 @@ SELECT * FROM app_problems WHERE project_id = @project_id ORDER BY last_seen DES
 
 -- name: GetReportTarget :one
 -- Where a browser's report about a sandbox goes: its project and the version its preview runs
--- (the files it was last given), for its owner only.
-SELECT s.project_id, coalesce((SELECT v.number FROM versions v WHERE v.id = s.deployed_version_id), 0)::integer AS version
+-- (its app's version; the files it was last given before the app was ever seen), for its owner only.
+SELECT s.project_id, coalesce(s.app_version, (SELECT v.number FROM versions v WHERE v.id = s.deployed_version_id), 0)::integer AS version
 FROM sandboxes s WHERE s.id = @sandbox_id AND s.owner_id = @owner_id;
 
 -- name: GetProjectReportTarget :one
 -- The same for a share link's visitor, who sees the project's current (newest) sandbox.
-SELECT s.id AS sandbox_id, coalesce((SELECT v.number FROM versions v WHERE v.id = s.deployed_version_id), 0)::integer AS version
+SELECT s.id AS sandbox_id, coalesce(s.app_version, (SELECT v.number FROM versions v WHERE v.id = s.deployed_version_id), 0)::integer AS version
 FROM sandboxes s WHERE s.project_id = @project_id ORDER BY s.created_at DESC LIMIT 1;
 
 -- name: NotifyAppLogs :exec
