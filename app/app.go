@@ -19,6 +19,7 @@ import (
 
 	"github.com/alexedwards/scs/pgxstore"
 	"github.com/alexedwards/scs/v2"
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -185,7 +186,7 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 	lc := cfg.Lifecycle
 	lc.Size = cfg.Ops.Size
 	a.lifecycle, err = lifecycle.New(lifecycle.Options{Pool: pool, Provider: a.provider, Config: lc,
-		Logger: logger, Registerer: a.registry, Work: cfg.Role.works()})
+		Logger: logger, Registerer: a.registry, Work: cfg.Role.works(), Name: "sandman-watch-" + uuid.NewString()[:8]})
 	if err != nil {
 		return nil, err
 	}

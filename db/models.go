@@ -12,6 +12,70 @@ import (
 	"github.com/google/uuid"
 )
 
+type AppStatus string
+
+const (
+	AppStatusStarting     AppStatus = "starting"
+	AppStatusUp           AppStatus = "up"
+	AppStatusExited       AppStatus = "exited"
+	AppStatusNotAnswering AppStatus = "not_answering"
+)
+
+func (e *AppStatus) Scan(src interface{}) error {
+	switch s := src.(type) {
+	case []byte:
+		*e = AppStatus(s)
+	case string:
+		*e = AppStatus(s)
+	default:
+		return fmt.Errorf("unsupported scan type for AppStatus: %T", src)
+	}
+	return nil
+}
+
+type NullAppStatus struct {
+	AppStatus AppStatus
+	Valid     bool // Valid is true if AppStatus is not NULL
+}
+
+// Scan implements the Scanner interface.
+func (ns *NullAppStatus) Scan(value interface{}) error {
+	if value == nil {
+		ns.AppStatus, ns.Valid = "", false
+		return nil
+	}
+	ns.Valid = true
+	return ns.AppStatus.Scan(value)
+}
+
+// Value implements the driver Valuer interface.
+func (ns NullAppStatus) Value() (driver.Value, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	return string(ns.AppStatus), nil
+}
+
+func (e AppStatus) Valid() bool {
+	switch e {
+	case AppStatusStarting,
+		AppStatusUp,
+		AppStatusExited,
+		AppStatusNotAnswering:
+		return true
+	}
+	return false
+}
+
+func AllAppStatusValues() []AppStatus {
+	return []AppStatus{
+		AppStatusStarting,
+		AppStatusUp,
+		AppStatusExited,
+		AppStatusNotAnswering,
+	}
+}
+
 type BuildKind string
 
 const (
@@ -168,6 +232,8 @@ const (
 	EventReasonVersionFailed       EventReason = "version_failed"
 	EventReasonWokeWithVersion     EventReason = "woke_with_version"
 	EventReasonOther               EventReason = "other"
+	EventReasonAppExited           EventReason = "app_exited"
+	EventReasonWokeNotStarting     EventReason = "woke_not_starting"
 )
 
 func (e *EventReason) Scan(src interface{}) error {
@@ -237,7 +303,9 @@ func (e EventReason) Valid() bool {
 		EventReasonVersionLive,
 		EventReasonVersionFailed,
 		EventReasonWokeWithVersion,
-		EventReasonOther:
+		EventReasonOther,
+		EventReasonAppExited,
+		EventReasonWokeNotStarting:
 		return true
 	}
 	return false
@@ -276,6 +344,8 @@ func AllEventReasonValues() []EventReason {
 		EventReasonVersionFailed,
 		EventReasonWokeWithVersion,
 		EventReasonOther,
+		EventReasonAppExited,
+		EventReasonWokeNotStarting,
 	}
 }
 
@@ -290,6 +360,7 @@ const (
 	EventSourceEventsAPI  EventSource = "events_api"
 	EventSourceVisitor    EventSource = "visitor"
 	EventSourceOperator   EventSource = "operator"
+	EventSourceWatch      EventSource = "watch"
 )
 
 func (e *EventSource) Scan(src interface{}) error {
@@ -336,7 +407,8 @@ func (e EventSource) Valid() bool {
 		EventSourceBuild,
 		EventSourceEventsAPI,
 		EventSourceVisitor,
-		EventSourceOperator:
+		EventSourceOperator,
+		EventSourceWatch:
 		return true
 	}
 	return false
@@ -352,6 +424,7 @@ func AllEventSourceValues() []EventSource {
 		EventSourceEventsAPI,
 		EventSourceVisitor,
 		EventSourceOperator,
+		EventSourceWatch,
 	}
 }
 
@@ -861,16 +934,17 @@ type OperatorLog struct {
 }
 
 type Project struct {
-	ID             uuid.UUID
-	OwnerID        uuid.UUID
-	Name           string
-	Starter        *string
-	InstallCommand string
-	StartCommand   string
-	Port           int32
-	PauseKind      PauseKind
-	CreatedAt      time.Time
-	ReloadsItself  bool
+	ID              uuid.UUID
+	OwnerID         uuid.UUID
+	Name            string
+	Starter         *string
+	InstallCommand  string
+	StartCommand    string
+	Port            int32
+	PauseKind       PauseKind
+	CreatedAt       time.Time
+	ReloadsItself   bool
+	LastGoodVersion *int32
 }
 
 type Sandbox struct {
@@ -911,6 +985,12 @@ type Sandbox struct {
 	MemoryMib            int32
 	LifetimeSeconds      int32
 	ChangedByProvider    bool
+	AppStatus            *AppStatus
+	AppVersion           *int32
+	AppSince             *time.Time
+	AppExitCode          *int32
+	AppRunID             *uuid.UUID
+	AppPid               *int32
 }
 
 type SandboxEvent struct {

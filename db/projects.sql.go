@@ -28,7 +28,7 @@ func (q *Queries) CountProjectsByOwnerAndStarter(ctx context.Context, arg CountP
 }
 
 const getProject = `-- name: GetProject :one
-SELECT id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself FROM projects WHERE id = $1
+SELECT id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself, last_good_version FROM projects WHERE id = $1
 `
 
 // A project by id alone: for a visitor of its share link, whose link names the project.
@@ -46,12 +46,13 @@ func (q *Queries) GetProject(ctx context.Context, id uuid.UUID) (Project, error)
 		&i.PauseKind,
 		&i.CreatedAt,
 		&i.ReloadsItself,
+		&i.LastGoodVersion,
 	)
 	return i, err
 }
 
 const getProjectByOwner = `-- name: GetProjectByOwner :one
-SELECT id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself FROM projects WHERE id = $1 AND owner_id = $2
+SELECT id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself, last_good_version FROM projects WHERE id = $1 AND owner_id = $2
 `
 
 type GetProjectByOwnerParams struct {
@@ -74,12 +75,13 @@ func (q *Queries) GetProjectByOwner(ctx context.Context, arg GetProjectByOwnerPa
 		&i.PauseKind,
 		&i.CreatedAt,
 		&i.ReloadsItself,
+		&i.LastGoodVersion,
 	)
 	return i, err
 }
 
 const getProjectState = `-- name: GetProjectState :one
-SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself,
+SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself, projects.last_good_version,
        coalesce(cur.file_count, 0)::integer AS file_count, coalesce(cur.number, 0)::integer AS current_version,
        EXISTS (SELECT 1 FROM share_links l WHERE l.project_id = projects.id)::boolean AS shared
 FROM projects
@@ -116,6 +118,7 @@ func (q *Queries) GetProjectState(ctx context.Context, arg GetProjectStateParams
 		&i.Project.PauseKind,
 		&i.Project.CreatedAt,
 		&i.Project.ReloadsItself,
+		&i.Project.LastGoodVersion,
 		&i.FileCount,
 		&i.CurrentVersion,
 		&i.Shared,
@@ -124,10 +127,10 @@ func (q *Queries) GetProjectState(ctx context.Context, arg GetProjectStateParams
 }
 
 const getProjectStateOfSandbox = `-- name: GetProjectStateOfSandbox :one
-SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself, u.credits AS owner_credits,
+SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself, projects.last_good_version, u.credits AS owner_credits,
        coalesce(cur.file_count, 0)::integer AS file_count, coalesce(cur.number, 0)::integer AS current_version,
        EXISTS (SELECT 1 FROM share_links l WHERE l.project_id = projects.id)::boolean AS shared,
-       s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail,
+       s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, s.app_status, s.app_version, s.app_since, s.app_exit_code, s.app_run_id, s.app_pid, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail,
        (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id,
        (SELECT v.number FROM versions v WHERE v.id = s.deployed_version_id)::integer AS deployed_number,
        coalesce((SELECT v.number FROM versions v WHERE v.id = s.deploying_version_id), 0)::integer AS deploying_number
@@ -182,6 +185,7 @@ func (q *Queries) GetProjectStateOfSandbox(ctx context.Context, arg GetProjectSt
 		&i.Project.PauseKind,
 		&i.Project.CreatedAt,
 		&i.Project.ReloadsItself,
+		&i.Project.LastGoodVersion,
 		&i.OwnerCredits,
 		&i.FileCount,
 		&i.CurrentVersion,
@@ -223,6 +227,12 @@ func (q *Queries) GetProjectStateOfSandbox(ctx context.Context, arg GetProjectSt
 		&i.Sandbox.MemoryMib,
 		&i.Sandbox.LifetimeSeconds,
 		&i.Sandbox.ChangedByProvider,
+		&i.Sandbox.AppStatus,
+		&i.Sandbox.AppVersion,
+		&i.Sandbox.AppSince,
+		&i.Sandbox.AppExitCode,
+		&i.Sandbox.AppRunID,
+		&i.Sandbox.AppPid,
 		&i.Build.ID,
 		&i.Build.ProjectID,
 		&i.Build.Version,
@@ -258,7 +268,7 @@ func (q *Queries) GetProjectStateOfSandbox(ctx context.Context, arg GetProjectSt
 const insertProject = `-- name: InsertProject :one
 INSERT INTO projects (owner_id, name, starter, install_command, start_command, port, pause_kind, reloads_itself)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-RETURNING id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself
+RETURNING id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself, last_good_version
 `
 
 type InsertProjectParams struct {
@@ -295,15 +305,16 @@ func (q *Queries) InsertProject(ctx context.Context, arg InsertProjectParams) (P
 		&i.PauseKind,
 		&i.CreatedAt,
 		&i.ReloadsItself,
+		&i.LastGoodVersion,
 	)
 	return i, err
 }
 
 const listProjectStatesByOwner = `-- name: ListProjectStatesByOwner :many
-SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself,
+SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself, projects.last_good_version,
        coalesce(cur.file_count, 0)::integer AS file_count, coalesce(cur.number, 0)::integer AS current_version,
        EXISTS (SELECT 1 FROM share_links l WHERE l.project_id = projects.id)::boolean AS shared,
-       s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail,
+       s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, s.app_status, s.app_version, s.app_since, s.app_exit_code, s.app_run_id, s.app_pid, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail,
        (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id,
        (SELECT v.number FROM versions v WHERE v.id = s.deployed_version_id)::integer AS deployed_number,
        coalesce((SELECT v.number FROM versions v WHERE v.id = s.deploying_version_id), 0)::integer AS deploying_number,
@@ -360,6 +371,7 @@ func (q *Queries) ListProjectStatesByOwner(ctx context.Context, ownerID uuid.UUI
 			&i.Project.PauseKind,
 			&i.Project.CreatedAt,
 			&i.Project.ReloadsItself,
+			&i.Project.LastGoodVersion,
 			&i.FileCount,
 			&i.CurrentVersion,
 			&i.Shared,
@@ -400,6 +412,12 @@ func (q *Queries) ListProjectStatesByOwner(ctx context.Context, ownerID uuid.UUI
 			&i.Sandbox.MemoryMib,
 			&i.Sandbox.LifetimeSeconds,
 			&i.Sandbox.ChangedByProvider,
+			&i.Sandbox.AppStatus,
+			&i.Sandbox.AppVersion,
+			&i.Sandbox.AppSince,
+			&i.Sandbox.AppExitCode,
+			&i.Sandbox.AppRunID,
+			&i.Sandbox.AppPid,
 			&i.Build.ID,
 			&i.Build.ProjectID,
 			&i.Build.Version,
@@ -442,7 +460,7 @@ func (q *Queries) ListProjectStatesByOwner(ctx context.Context, ownerID uuid.UUI
 }
 
 const listProjectsByOwner = `-- name: ListProjectsByOwner :many
-SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself,
+SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself, projects.last_good_version,
        coalesce(cur.file_count, 0)::integer AS file_count, coalesce(cur.number, 0)::integer AS current_version,
        EXISTS (SELECT 1 FROM share_links l WHERE l.project_id = projects.id)::boolean AS shared
 FROM projects
@@ -478,6 +496,7 @@ func (q *Queries) ListProjectsByOwner(ctx context.Context, ownerID uuid.UUID) ([
 			&i.Project.PauseKind,
 			&i.Project.CreatedAt,
 			&i.Project.ReloadsItself,
+			&i.Project.LastGoodVersion,
 			&i.FileCount,
 			&i.CurrentVersion,
 			&i.Shared,
@@ -493,7 +512,7 @@ func (q *Queries) ListProjectsByOwner(ctx context.Context, ownerID uuid.UUID) ([
 }
 
 const lockProjectByOwner = `-- name: LockProjectByOwner :one
-SELECT id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself FROM projects WHERE id = $1 AND owner_id = $2 FOR NO KEY UPDATE
+SELECT id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself, last_good_version FROM projects WHERE id = $1 AND owner_id = $2 FOR NO KEY UPDATE
 `
 
 type LockProjectByOwnerParams struct {
@@ -519,12 +538,13 @@ func (q *Queries) LockProjectByOwner(ctx context.Context, arg LockProjectByOwner
 		&i.PauseKind,
 		&i.CreatedAt,
 		&i.ReloadsItself,
+		&i.LastGoodVersion,
 	)
 	return i, err
 }
 
 const setProjectReloadsItself = `-- name: SetProjectReloadsItself :one
-UPDATE projects SET reloads_itself = $1 WHERE id = $2 AND owner_id = $3 RETURNING id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself
+UPDATE projects SET reloads_itself = $1 WHERE id = $2 AND owner_id = $3 RETURNING id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself, last_good_version
 `
 
 type SetProjectReloadsItselfParams struct {
@@ -548,6 +568,7 @@ func (q *Queries) SetProjectReloadsItself(ctx context.Context, arg SetProjectRel
 		&i.PauseKind,
 		&i.CreatedAt,
 		&i.ReloadsItself,
+		&i.LastGoodVersion,
 	)
 	return i, err
 }

@@ -16,7 +16,7 @@ const claimSandboxDeploy = `-- name: ClaimSandboxDeploy :one
 UPDATE sandboxes SET deploying_version_id = $1, deploying_since = now(), deploying_job = $2
 WHERE id = $3 AND (deploying_version_id IS NULL OR deploying_job = $2
     OR deploying_since < now() - make_interval(secs => $4::float8))
-RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider
+RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider, app_status, app_version, app_since, app_exit_code, app_run_id, app_pid
 `
 
 type ClaimSandboxDeployParams struct {
@@ -74,6 +74,12 @@ func (q *Queries) ClaimSandboxDeploy(ctx context.Context, arg ClaimSandboxDeploy
 		&i.MemoryMib,
 		&i.LifetimeSeconds,
 		&i.ChangedByProvider,
+		&i.AppStatus,
+		&i.AppVersion,
+		&i.AppSince,
+		&i.AppExitCode,
+		&i.AppRunID,
+		&i.AppPid,
 	)
 	return i, err
 }
@@ -96,7 +102,7 @@ func (q *Queries) EndSandboxDeploy(ctx context.Context, arg EndSandboxDeployPara
 }
 
 const getCurrentSandboxByProject = `-- name: GetCurrentSandboxByProject :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider FROM sandboxes WHERE project_id = $1 ORDER BY created_at DESC LIMIT 1
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider, app_status, app_version, app_since, app_exit_code, app_run_id, app_pid FROM sandboxes WHERE project_id = $1 ORDER BY created_at DESC LIMIT 1
 `
 
 // The sandbox of the project's newest build.
@@ -141,12 +147,18 @@ func (q *Queries) GetCurrentSandboxByProject(ctx context.Context, projectID uuid
 		&i.MemoryMib,
 		&i.LifetimeSeconds,
 		&i.ChangedByProvider,
+		&i.AppStatus,
+		&i.AppVersion,
+		&i.AppSince,
+		&i.AppExitCode,
+		&i.AppRunID,
+		&i.AppPid,
 	)
 	return i, err
 }
 
 const getCurrentSandboxByProjectForUpdate = `-- name: GetCurrentSandboxByProjectForUpdate :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider FROM sandboxes WHERE project_id = $1 ORDER BY created_at DESC LIMIT 1 FOR NO KEY UPDATE
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider, app_status, app_version, app_since, app_exit_code, app_run_id, app_pid FROM sandboxes WHERE project_id = $1 ORDER BY created_at DESC LIMIT 1 FOR NO KEY UPDATE
 `
 
 // The project's current sandbox, locked: a visitor's wake decides under this lock, so of any
@@ -192,12 +204,18 @@ func (q *Queries) GetCurrentSandboxByProjectForUpdate(ctx context.Context, proje
 		&i.MemoryMib,
 		&i.LifetimeSeconds,
 		&i.ChangedByProvider,
+		&i.AppStatus,
+		&i.AppVersion,
+		&i.AppSince,
+		&i.AppExitCode,
+		&i.AppRunID,
+		&i.AppPid,
 	)
 	return i, err
 }
 
 const getCurrentSandboxState = `-- name: GetCurrentSandboxState :one
-SELECT s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail,
+SELECT s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, s.app_status, s.app_version, s.app_since, s.app_exit_code, s.app_run_id, s.app_pid, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail,
     (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id,
     (SELECT v.number FROM versions v WHERE v.id = s.deployed_version_id)::integer AS deployed_number,
     coalesce((SELECT v.number FROM versions v WHERE v.id = s.deploying_version_id), 0)::integer AS deploying_number
@@ -262,6 +280,12 @@ func (q *Queries) GetCurrentSandboxState(ctx context.Context, projectID uuid.UUI
 		&i.Sandbox.MemoryMib,
 		&i.Sandbox.LifetimeSeconds,
 		&i.Sandbox.ChangedByProvider,
+		&i.Sandbox.AppStatus,
+		&i.Sandbox.AppVersion,
+		&i.Sandbox.AppSince,
+		&i.Sandbox.AppExitCode,
+		&i.Sandbox.AppRunID,
+		&i.Sandbox.AppPid,
 		&i.Build.ID,
 		&i.Build.ProjectID,
 		&i.Build.Version,
@@ -295,7 +319,7 @@ func (q *Queries) GetCurrentSandboxState(ctx context.Context, projectID uuid.UUI
 }
 
 const getSandbox = `-- name: GetSandbox :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider FROM sandboxes WHERE id = $1
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider, app_status, app_version, app_since, app_exit_code, app_run_id, app_pid FROM sandboxes WHERE id = $1
 `
 
 func (q *Queries) GetSandbox(ctx context.Context, id uuid.UUID) (Sandbox, error) {
@@ -339,12 +363,18 @@ func (q *Queries) GetSandbox(ctx context.Context, id uuid.UUID) (Sandbox, error)
 		&i.MemoryMib,
 		&i.LifetimeSeconds,
 		&i.ChangedByProvider,
+		&i.AppStatus,
+		&i.AppVersion,
+		&i.AppSince,
+		&i.AppExitCode,
+		&i.AppRunID,
+		&i.AppPid,
 	)
 	return i, err
 }
 
 const getSandboxByBuild = `-- name: GetSandboxByBuild :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider FROM sandboxes WHERE build_id = $1
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider, app_status, app_version, app_since, app_exit_code, app_run_id, app_pid FROM sandboxes WHERE build_id = $1
 `
 
 func (q *Queries) GetSandboxByBuild(ctx context.Context, buildID uuid.UUID) (Sandbox, error) {
@@ -388,12 +418,18 @@ func (q *Queries) GetSandboxByBuild(ctx context.Context, buildID uuid.UUID) (San
 		&i.MemoryMib,
 		&i.LifetimeSeconds,
 		&i.ChangedByProvider,
+		&i.AppStatus,
+		&i.AppVersion,
+		&i.AppSince,
+		&i.AppExitCode,
+		&i.AppRunID,
+		&i.AppPid,
 	)
 	return i, err
 }
 
 const getSandboxByOwner = `-- name: GetSandboxByOwner :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider FROM sandboxes WHERE id = $1 AND owner_id = $2
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider, app_status, app_version, app_since, app_exit_code, app_run_id, app_pid FROM sandboxes WHERE id = $1 AND owner_id = $2
 `
 
 type GetSandboxByOwnerParams struct {
@@ -442,12 +478,18 @@ func (q *Queries) GetSandboxByOwner(ctx context.Context, arg GetSandboxByOwnerPa
 		&i.MemoryMib,
 		&i.LifetimeSeconds,
 		&i.ChangedByProvider,
+		&i.AppStatus,
+		&i.AppVersion,
+		&i.AppSince,
+		&i.AppExitCode,
+		&i.AppRunID,
+		&i.AppPid,
 	)
 	return i, err
 }
 
 const getSandboxByProviderID = `-- name: GetSandboxByProviderID :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider FROM sandboxes WHERE provider_id = $1
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider, app_status, app_version, app_since, app_exit_code, app_run_id, app_pid FROM sandboxes WHERE provider_id = $1
 `
 
 func (q *Queries) GetSandboxByProviderID(ctx context.Context, providerID *string) (Sandbox, error) {
@@ -491,12 +533,18 @@ func (q *Queries) GetSandboxByProviderID(ctx context.Context, providerID *string
 		&i.MemoryMib,
 		&i.LifetimeSeconds,
 		&i.ChangedByProvider,
+		&i.AppStatus,
+		&i.AppVersion,
+		&i.AppSince,
+		&i.AppExitCode,
+		&i.AppRunID,
+		&i.AppPid,
 	)
 	return i, err
 }
 
 const getSandboxByProviderIDForUpdate = `-- name: GetSandboxByProviderIDForUpdate :one
-SELECT s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, p.pause_kind FROM sandboxes s JOIN projects p ON p.id = s.project_id
+SELECT s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, s.app_status, s.app_version, s.app_since, s.app_exit_code, s.app_run_id, s.app_pid, p.pause_kind FROM sandboxes s JOIN projects p ON p.id = s.project_id
 WHERE s.provider_id = $1 FOR NO KEY UPDATE OF s
 `
 
@@ -548,13 +596,19 @@ func (q *Queries) GetSandboxByProviderIDForUpdate(ctx context.Context, providerI
 		&i.Sandbox.MemoryMib,
 		&i.Sandbox.LifetimeSeconds,
 		&i.Sandbox.ChangedByProvider,
+		&i.Sandbox.AppStatus,
+		&i.Sandbox.AppVersion,
+		&i.Sandbox.AppSince,
+		&i.Sandbox.AppExitCode,
+		&i.Sandbox.AppRunID,
+		&i.Sandbox.AppPid,
 		&i.PauseKind,
 	)
 	return i, err
 }
 
 const getSandboxForUpdate = `-- name: GetSandboxForUpdate :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider FROM sandboxes WHERE id = $1 FOR NO KEY UPDATE
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider, app_status, app_version, app_since, app_exit_code, app_run_id, app_pid FROM sandboxes WHERE id = $1 FOR NO KEY UPDATE
 `
 
 func (q *Queries) GetSandboxForUpdate(ctx context.Context, id uuid.UUID) (Sandbox, error) {
@@ -598,17 +652,24 @@ func (q *Queries) GetSandboxForUpdate(ctx context.Context, id uuid.UUID) (Sandbo
 		&i.MemoryMib,
 		&i.LifetimeSeconds,
 		&i.ChangedByProvider,
+		&i.AppStatus,
+		&i.AppVersion,
+		&i.AppSince,
+		&i.AppExitCode,
+		&i.AppRunID,
+		&i.AppPid,
 	)
 	return i, err
 }
 
 const getSandboxStatus = `-- name: GetSandboxStatus :one
-SELECT x.id, x.provider_id, x.owner_id, x.project_id, x.build_id, x.status, x.snapshot_kind, x.preview_url, x.envd_token, x.provider_domain, x.last_active_at, x.last_verified_at, x.verification_failures, x.state_changed_at, x.last_event_at, x.end_at, x.killed_at, x.killed_reason, x.failure_cause, x.recreated, x.kill_requested, x.version, x.created_at, x.pause_requested_at, x.app_changed_files, x.files_seen_at, x.missing_since, x.deployed_version_id, x.deploying_version_id, x.deploying_since, x.deploying_job, x.killed_detail, x.failure_detail, x.vcpus, x.memory_mib, x.lifetime_seconds, x.changed_by_provider,
+SELECT x.id, x.provider_id, x.owner_id, x.project_id, x.build_id, x.status, x.snapshot_kind, x.preview_url, x.envd_token, x.provider_domain, x.last_active_at, x.last_verified_at, x.verification_failures, x.state_changed_at, x.last_event_at, x.end_at, x.killed_at, x.killed_reason, x.failure_cause, x.recreated, x.kill_requested, x.version, x.created_at, x.pause_requested_at, x.app_changed_files, x.files_seen_at, x.missing_since, x.deployed_version_id, x.deploying_version_id, x.deploying_since, x.deploying_job, x.killed_detail, x.failure_detail, x.vcpus, x.memory_mib, x.lifetime_seconds, x.changed_by_provider, x.app_status, x.app_version, x.app_since, x.app_exit_code, x.app_run_id, x.app_pid,
        (x.id = (SELECT n.id FROM sandboxes n WHERE n.project_id = x.project_id
            ORDER BY n.created_at DESC LIMIT 1))::boolean AS is_current,
        (SELECT v.number FROM versions v WHERE v.id = x.deployed_version_id)::integer AS deployed_number,
        coalesce((SELECT v.number FROM versions v WHERE v.project_id = x.project_id
-           ORDER BY v.number DESC LIMIT 1), 0)::integer AS current_version
+           ORDER BY v.number DESC LIMIT 1), 0)::integer AS current_version,
+       p.last_good_version
 FROM sandboxes x
 JOIN projects p ON p.id = x.project_id AND p.owner_id = $1
 WHERE x.id = $2 AND x.owner_id = $1
@@ -620,15 +681,16 @@ type GetSandboxStatusParams struct {
 }
 
 type GetSandboxStatusRow struct {
-	Sandbox        Sandbox
-	IsCurrent      bool
-	DeployedNumber int32
-	CurrentVersion int32
+	Sandbox         Sandbox
+	IsCurrent       bool
+	DeployedNumber  int32
+	CurrentVersion  int32
+	LastGoodVersion *int32
 }
 
 // One of the founder's sandboxes for the JSON status read (docs/api.md), in one round trip:
 // its row, whether it is its project's current (newest) sandbox, the version its files are
-// and its project's newest version (as GetProjectStateOfSandbox reads them). No build, change
+// and its project's newest version and last good one (as GetProjectStateOfSandbox reads them). No build, change
 // or history: the answer shows none.
 func (q *Queries) GetSandboxStatus(ctx context.Context, arg GetSandboxStatusParams) (GetSandboxStatusRow, error) {
 	row := q.db.QueryRow(ctx, getSandboxStatus, arg.OwnerID, arg.SandboxID)
@@ -671,15 +733,22 @@ func (q *Queries) GetSandboxStatus(ctx context.Context, arg GetSandboxStatusPara
 		&i.Sandbox.MemoryMib,
 		&i.Sandbox.LifetimeSeconds,
 		&i.Sandbox.ChangedByProvider,
+		&i.Sandbox.AppStatus,
+		&i.Sandbox.AppVersion,
+		&i.Sandbox.AppSince,
+		&i.Sandbox.AppExitCode,
+		&i.Sandbox.AppRunID,
+		&i.Sandbox.AppPid,
 		&i.IsCurrent,
 		&i.DeployedNumber,
 		&i.CurrentVersion,
+		&i.LastGoodVersion,
 	)
 	return i, err
 }
 
 const getSharedSandboxByProject = `-- name: GetSharedSandboxByProject :one
-SELECT s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id,
+SELECT s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, s.app_status, s.app_version, s.app_since, s.app_exit_code, s.app_run_id, s.app_pid, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id,
     (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id
 FROM sandboxes s JOIN builds b ON b.id = s.build_id
 WHERE s.project_id = $1
@@ -736,6 +805,12 @@ func (q *Queries) GetSharedSandboxByProject(ctx context.Context, projectID uuid.
 		&i.Sandbox.MemoryMib,
 		&i.Sandbox.LifetimeSeconds,
 		&i.Sandbox.ChangedByProvider,
+		&i.Sandbox.AppStatus,
+		&i.Sandbox.AppVersion,
+		&i.Sandbox.AppSince,
+		&i.Sandbox.AppExitCode,
+		&i.Sandbox.AppRunID,
+		&i.Sandbox.AppPid,
 		&i.Build.ID,
 		&i.Build.ProjectID,
 		&i.Build.Version,
@@ -767,7 +842,7 @@ const insertSandbox = `-- name: InsertSandbox :one
 INSERT INTO sandboxes (owner_id, project_id, build_id, recreated, deployed_version_id, vcpus, memory_mib, lifetime_seconds)
 VALUES ($1, $2, $3, $4, (SELECT files_version_id FROM builds WHERE id = $3), $5, $6,
     $7)
-RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider
+RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider, app_status, app_version, app_since, app_exit_code, app_run_id, app_pid
 `
 
 type InsertSandboxParams struct {
@@ -829,6 +904,12 @@ func (q *Queries) InsertSandbox(ctx context.Context, arg InsertSandboxParams) (S
 		&i.MemoryMib,
 		&i.LifetimeSeconds,
 		&i.ChangedByProvider,
+		&i.AppStatus,
+		&i.AppVersion,
+		&i.AppSince,
+		&i.AppExitCode,
+		&i.AppRunID,
+		&i.AppPid,
 	)
 	return i, err
 }
@@ -875,7 +956,7 @@ func (q *Queries) ListReconcileRows(ctx context.Context) ([]ListReconcileRowsRow
 }
 
 const listStuckSandboxes = `-- name: ListStuckSandboxes :many
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider FROM sandboxes
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider, app_status, app_version, app_since, app_exit_code, app_run_id, app_pid FROM sandboxes
 WHERE (status = 'starting' AND state_changed_at < $1::timestamptz)
    OR (status = 'resuming' AND state_changed_at < $2::timestamptz)
 ORDER BY state_changed_at LIMIT 500
@@ -934,6 +1015,12 @@ func (q *Queries) ListStuckSandboxes(ctx context.Context, arg ListStuckSandboxes
 			&i.MemoryMib,
 			&i.LifetimeSeconds,
 			&i.ChangedByProvider,
+			&i.AppStatus,
+			&i.AppVersion,
+			&i.AppSince,
+			&i.AppExitCode,
+			&i.AppRunID,
+			&i.AppPid,
 		); err != nil {
 			return nil, err
 		}
@@ -1105,7 +1192,7 @@ const setSandboxProvider = `-- name: SetSandboxProvider :one
 UPDATE sandboxes SET provider_id = $1, preview_url = $2, envd_token = $3,
     provider_domain = $4, end_at = $5
 WHERE id = $6 AND status = 'starting'
-RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider
+RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider, app_status, app_version, app_since, app_exit_code, app_run_id, app_pid
 `
 
 type SetSandboxProviderParams struct {
@@ -1166,6 +1253,12 @@ func (q *Queries) SetSandboxProvider(ctx context.Context, arg SetSandboxProvider
 		&i.MemoryMib,
 		&i.LifetimeSeconds,
 		&i.ChangedByProvider,
+		&i.AppStatus,
+		&i.AppVersion,
+		&i.AppSince,
+		&i.AppExitCode,
+		&i.AppRunID,
+		&i.AppPid,
 	)
 	return i, err
 }
@@ -1182,7 +1275,7 @@ func (q *Queries) TouchActivity(ctx context.Context, id uuid.UUID) error {
 const touchSandboxActivity = `-- name: TouchSandboxActivity :one
 UPDATE sandboxes SET last_active_at = now()
 WHERE id = $1 AND owner_id = $2 AND last_active_at < now() - interval '1 second'
-RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider
+RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider, app_status, app_version, app_since, app_exit_code, app_run_id, app_pid
 `
 
 type TouchSandboxActivityParams struct {
@@ -1232,6 +1325,12 @@ func (q *Queries) TouchSandboxActivity(ctx context.Context, arg TouchSandboxActi
 		&i.MemoryMib,
 		&i.LifetimeSeconds,
 		&i.ChangedByProvider,
+		&i.AppStatus,
+		&i.AppVersion,
+		&i.AppSince,
+		&i.AppExitCode,
+		&i.AppRunID,
+		&i.AppPid,
 	)
 	return i, err
 }
@@ -1258,7 +1357,7 @@ WITH u AS (
         pause_requested_at = NULL,
         missing_since    = NULL
     WHERE x.id = $15 AND x.version = $16
-    RETURNING x.id, x.provider_id, x.owner_id, x.project_id, x.build_id, x.status, x.snapshot_kind, x.preview_url, x.envd_token, x.provider_domain, x.last_active_at, x.last_verified_at, x.verification_failures, x.state_changed_at, x.last_event_at, x.end_at, x.killed_at, x.killed_reason, x.failure_cause, x.recreated, x.kill_requested, x.version, x.created_at, x.pause_requested_at, x.app_changed_files, x.files_seen_at, x.missing_since, x.deployed_version_id, x.deploying_version_id, x.deploying_since, x.deploying_job, x.killed_detail, x.failure_detail, x.vcpus, x.memory_mib, x.lifetime_seconds, x.changed_by_provider
+    RETURNING x.id, x.provider_id, x.owner_id, x.project_id, x.build_id, x.status, x.snapshot_kind, x.preview_url, x.envd_token, x.provider_domain, x.last_active_at, x.last_verified_at, x.verification_failures, x.state_changed_at, x.last_event_at, x.end_at, x.killed_at, x.killed_reason, x.failure_cause, x.recreated, x.kill_requested, x.version, x.created_at, x.pause_requested_at, x.app_changed_files, x.files_seen_at, x.missing_since, x.deployed_version_id, x.deploying_version_id, x.deploying_since, x.deploying_job, x.killed_detail, x.failure_detail, x.vcpus, x.memory_mib, x.lifetime_seconds, x.changed_by_provider, x.app_status, x.app_version, x.app_since, x.app_exit_code, x.app_run_id, x.app_pid
 ), e AS (
     INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason, detail, provider_event_id, provider_timestamp)
     SELECT u.id, $17::sandbox_status, u.status, $18::event_source, $19::event_reason, $10::text,
@@ -1266,7 +1365,7 @@ WITH u AS (
     FROM u
     RETURNING id, sandbox_id
 )
-SELECT u.id, u.provider_id, u.owner_id, u.project_id, u.build_id, u.status, u.snapshot_kind, u.preview_url, u.envd_token, u.provider_domain, u.last_active_at, u.last_verified_at, u.verification_failures, u.state_changed_at, u.last_event_at, u.end_at, u.killed_at, u.killed_reason, u.failure_cause, u.recreated, u.kill_requested, u.version, u.created_at, u.pause_requested_at, u.app_changed_files, u.files_seen_at, u.missing_since, u.deployed_version_id, u.deploying_version_id, u.deploying_since, u.deploying_job, u.killed_detail, u.failure_detail, u.vcpus, u.memory_mib, u.lifetime_seconds, u.changed_by_provider FROM u JOIN e ON e.sandbox_id = u.id,
+SELECT u.id, u.provider_id, u.owner_id, u.project_id, u.build_id, u.status, u.snapshot_kind, u.preview_url, u.envd_token, u.provider_domain, u.last_active_at, u.last_verified_at, u.verification_failures, u.state_changed_at, u.last_event_at, u.end_at, u.killed_at, u.killed_reason, u.failure_cause, u.recreated, u.kill_requested, u.version, u.created_at, u.pause_requested_at, u.app_changed_files, u.files_seen_at, u.missing_since, u.deployed_version_id, u.deploying_version_id, u.deploying_since, u.deploying_job, u.killed_detail, u.failure_detail, u.vcpus, u.memory_mib, u.lifetime_seconds, u.changed_by_provider, u.app_status, u.app_version, u.app_since, u.app_exit_code, u.app_run_id, u.app_pid FROM u JOIN e ON e.sandbox_id = u.id,
     pg_notify($1::text, json_build_object('sandbox_id', u.id, 'owner_id', u.owner_id, 'event_id', e.id)::text)
 `
 
@@ -1331,6 +1430,12 @@ type UpdateSandboxStatusRow struct {
 	MemoryMib            int32
 	LifetimeSeconds      int32
 	ChangedByProvider    bool
+	AppStatus            *AppStatus
+	AppVersion           *int32
+	AppSince             *time.Time
+	AppExitCode          *int32
+	AppRunID             *uuid.UUID
+	AppPid               *int32
 }
 
 // The only statement that writes status: lifecycle's apply calls it inside a transaction. The
@@ -1400,6 +1505,12 @@ func (q *Queries) UpdateSandboxStatus(ctx context.Context, arg UpdateSandboxStat
 		&i.MemoryMib,
 		&i.LifetimeSeconds,
 		&i.ChangedByProvider,
+		&i.AppStatus,
+		&i.AppVersion,
+		&i.AppSince,
+		&i.AppExitCode,
+		&i.AppRunID,
+		&i.AppPid,
 	)
 	return i, err
 }

@@ -262,6 +262,9 @@ type Process struct {
 	cancel context.CancelFunc
 	cfg    Config
 
+	// onData, when set (Follow), gets each chunk of output as it arrives.
+	onData func(stdout, stderr []byte)
+
 	mu             sync.Mutex
 	stdout, stderr []byte
 	result         *ProcessResult
@@ -319,7 +322,7 @@ func (c *Client) StartProcess(ctx context.Context, sb Sandbox, p ProcessParams) 
 	var proc *Process
 	for attempt := 0; ; attempt++ {
 		var retryable bool
-		proc, retryable, err = c.startOnce(ctx, op, sb, p.User, appendEnvelope(nil, 0, msg))
+		proc, retryable, err = c.startOnce(ctx, op, sb, p.User, "process.Process/Start", appendEnvelope(nil, 0, msg))
 		if err == nil || !retryable || attempt >= len(c.cfg.RetryDelays) {
 			break
 		}
@@ -337,8 +340,49 @@ func (c *Client) StartProcess(ctx context.Context, sb Sandbox, p ProcessParams) 
 	return proc, err
 }
 
-// startOnce sends one Start request and reads up to the start event.
-func (c *Client) startOnce(ctx context.Context, op string, sb Sandbox, user string, body []byte) (*Process, bool, error) {
+// ConnectProcess follows again a process envd started earlier, by its pid (envd's streaming
+// Connect call): after a restart of the caller, or a resume. It returns once envd answered with
+// the process's start event; the output and end that follow are the process's from then on
+// (what it printed before is not repeated). ErrNotFound when envd does not have the process
+// (it ended, or the sandbox was booted afresh). Connecting twice follows nothing twice, so a
+// request that provably did not reach envd is repeated like a start.
+func (c *Client) ConnectProcess(ctx context.Context, sb Sandbox, pid int) (*Process, error) {
+	const op = "envd_connect"
+	if err := checkSandboxID(op, sb.ID); err != nil {
+		return nil, err
+	}
+	if pid <= 0 {
+		return nil, fmt.Errorf("e2b %s: %w: bad pid %d", op, ErrInvalid, pid)
+	}
+	msg, err := json.Marshal(map[string]any{"process": map[string]int{"pid": pid}})
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	ctx, cancelCall := c.withDeadline(ctx)
+	defer cancelCall()
+	var proc *Process
+	for attempt := 0; ; attempt++ {
+		var retryable bool
+		proc, retryable, err = c.startOnce(ctx, op, sb, "", "process.Process/Connect", appendEnvelope(nil, 0, msg))
+		if err == nil || !retryable || attempt >= len(c.cfg.RetryDelays) {
+			break
+		}
+		wait := c.cfg.RetryDelays[attempt]
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
+			break
+		}
+		c.metrics.retries.WithLabelValues(op, "transient").Inc()
+		if serr := sleep(ctx, wait); serr != nil {
+			break
+		}
+	}
+	c.metrics.observe(op, err, time.Since(start))
+	return proc, err
+}
+
+// startOnce sends one streaming request (Start, or Connect) and reads up to the start event.
+func (c *Client) startOnce(ctx context.Context, op string, sb Sandbox, user, procedure string, body []byte) (*Process, bool, error) {
 	// The stream must outlive ctx (a detached dev server's stream is closed by Detach), so it
 	// gets its own cancel; ctx and the attempt timeout only guard the handshake.
 	streamCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -350,7 +394,7 @@ func (c *Client) startOnce(ctx context.Context, op string, sb Sandbox, user stri
 		cancel()
 		return nil, retryable, err
 	}
-	req, err := http.NewRequestWithContext(streamCtx, http.MethodPost, c.envdURL(sb)+"/process.Process/Start", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(streamCtx, http.MethodPost, c.envdURL(sb)+"/"+procedure, bytes.NewReader(body))
 	if err != nil {
 		return fail(false, err)
 	}
@@ -411,6 +455,9 @@ func (p *Process) readFrame() (done bool, err error) {
 	if err := json.Unmarshal(msg, &ev); err != nil {
 		return true, fmt.Errorf("%w: bad event: %v", errMalformedStream, err)
 	}
+	if e := ev.Event; e.Data != nil && p.onData != nil {
+		p.onData(append(e.Data.Stdout, e.Data.Pty...), e.Data.Stderr)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch e := ev.Event; {
@@ -469,6 +516,24 @@ func (p *Process) Wait(ctx context.Context) (ProcessResult, error) {
 		ctx, cancel = context.WithTimeout(ctx, p.cfg.CallTimeout)
 		defer cancel()
 	}
+	return p.follow(ctx)
+}
+
+// Follow is Wait for a process that runs as long as it likes (a dev server): onData gets each
+// chunk of its output as it arrives (stdout and stderr apart; called from Follow's goroutine,
+// never at once), and only ctx bounds the wait. It must be called before any Wait.
+func (p *Process) Follow(ctx context.Context, onData func(stdout, stderr []byte)) (ProcessResult, error) {
+	p.onData = onData
+	return p.follow(ctx)
+}
+
+func (p *Process) follow(ctx context.Context) (ProcessResult, error) {
+	p.mu.Lock()
+	if p.result != nil || p.err != nil {
+		defer p.mu.Unlock()
+		return p.resultLocked(), p.err
+	}
+	p.mu.Unlock()
 	stop := context.AfterFunc(ctx, p.cancel)
 	defer stop()
 	var err error

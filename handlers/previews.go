@@ -230,6 +230,26 @@ type sandboxJSON struct {
 	// applied (it goes live when the preview runs), or null.
 	Version        *int32 `json:"version,omitempty"`
 	PendingVersion *int32 `json:"pendingVersion"`
+	// App is the app's own state (the dev server), beside the sandbox's.
+	App *appJSON `json:"app,omitempty"`
+}
+
+// appJSON is a sandbox's app in the JSON API (docs/api.md, "The app").
+type appJSON struct {
+	Status          string    `json:"status"`
+	Version         *int32    `json:"version"`
+	Since           time.Time `json:"since"`
+	ExitCode        *int32    `json:"exitCode"`
+	LastGoodVersion *int32    `json:"lastGoodVersion"`
+}
+
+func toAppJSON(a lifecycle.AppState) *appJSON {
+	out := &appJSON{Status: a.Status, Since: a.Since, ExitCode: a.ExitCode, LastGoodVersion: a.LastGoodVersion}
+	if a.Version > 0 {
+		v := a.Version
+		out.Version = &v
+	}
+	return out
 }
 
 func (h *Handlers) toSandboxJSON(sb db.Sandbox) sandboxJSON {
@@ -288,14 +308,21 @@ func (h *Handlers) apiGetSandbox(c echo.Context) error {
 		return err
 	}
 	if !st.Current { // an older sandbox of the project runs nothing now
-		return c.JSON(http.StatusOK, h.toSandboxJSON(st.Sandbox))
+		out := h.toSandboxJSON(st.Sandbox)
+		out.App = toAppJSON(st.App)
+		return c.JSON(http.StatusOK, out)
 	}
-	return c.JSON(http.StatusOK, h.currentSandboxJSON(st.Sandbox, st.DeployedVersion, st.Waiting))
+	out := h.currentSandboxJSON(st.Sandbox, st.DeployedVersion, st.Waiting)
+	out.App = toAppJSON(st.App)
+	return c.JSON(http.StatusOK, out)
 }
 
-// sandboxOfView is the project's current sandbox with the version it runs and the one waiting.
+// sandboxOfView is the project's current sandbox with the version it runs, the one waiting and
+// its app.
 func (h *Handlers) sandboxOfView(v lifecycle.ProjectView) sandboxJSON {
-	return h.currentSandboxJSON(*v.Sandbox, v.DeployedVersion, v.Waiting())
+	out := h.currentSandboxJSON(*v.Sandbox, v.DeployedVersion, v.Waiting())
+	out.App = toAppJSON(v.App())
+	return out
 }
 
 // currentSandboxJSON is a project's current sandbox with the version it runs and the one

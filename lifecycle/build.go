@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
 
+	"sandman/applog"
 	"sandman/db"
 )
 
@@ -176,7 +177,7 @@ func (s *Service) runBuild(ctx context.Context, sb db.Sandbox, build db.Build, p
 			return err
 		}
 		ictx, cancel := context.WithTimeout(ctx, s.cfg.InstallTimeout)
-		code, output, err := s.providerRun(ictx, handle, project.InstallCommand)
+		code, output, err := s.providerInstall(ictx, handle, project.InstallCommand, s.runOf(sb, w.version.Number, applog.SourceInstall))
 		cancel()
 		if err == nil && code != 0 || errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			// The command's end is the founder's doing unless the sandbox itself went away.
@@ -199,28 +200,52 @@ func (s *Service) runBuild(ctx context.Context, sb db.Sandbox, build db.Build, p
 	if err := stage(StageStarting); err != nil {
 		return err
 	}
-	if err := s.ensureDevServer(ctx, handle, project, sb.PreviewURL, false); err != nil {
+	run, err := s.newAppRun(ctx, sb, w.version.Number, applog.SourceApp)
+	if err != nil {
+		return err
+	}
+	d, err := s.startDevServer(ctx, handle, project, sb.PreviewURL, run, false)
+	if err != nil {
 		return err
 	}
 	if err := stage(StageWaiting); err != nil {
+		d.abandon()
 		return err
 	}
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.ReadyTimeout)
-	err = s.waitReady(rctx, sb.PreviewURL)
+	st, err := s.waitUp(rctx, sb.PreviewURL, d)
 	cancel()
-	if err != nil {
+	switch {
+	case st.exited:
+		// The founder's code: the build fails at once, saying so (docs/states.md, "The app").
+		s.settle(ctx, d, st)
+		if err := s.stillThere(ctx, sb, st.code < 0); err != nil {
+			return err
+		}
+		return failf("%s", st.text(project, s.cfg.ReadyTimeout))
+	case err != nil:
+		d.abandon()
 		if ctx.Err() != nil {
 			return ctx.Err() // the job's own time ran out: not the dev server's doing
 		}
 		if err := s.stillThere(ctx, sb, false); err != nil {
 			return err
 		}
-		return failf("The start command %q did not answer on port %d within %s; check that the server listens on 0.0.0.0:%d. Its last output:\n%s",
-			project.StartCommand, project.Port, s.cfg.ReadyTimeout, project.Port, s.devServerOutput(ctx, handle))
+		return failf("%s", st.text(project, s.cfg.ReadyTimeout))
 	}
 	// What the install and start commands changed of the stored files is the app's from now on.
 	s.lookAtFiles(ctx, handle, sb)
-	return s.finishBuild(ctx, sb.ID)
+	if err := s.finishBuild(ctx, sb.ID, st.appOutcome(run)); err != nil {
+		d.abandon()
+		return err
+	}
+	s.settle(ctx, d, st)
+	return nil
+}
+
+// runOf names a new run of source in sb, of version.
+func (s *Service) runOf(sb db.Sandbox, version int32, source applog.Source) applog.Run {
+	return applog.Run{ProjectID: sb.ProjectID, SandboxID: sb.ID, Version: version, Source: source, ID: uuid.New()}
 }
 
 // recordBuildRestored records the files a build's upload check restored, in its history.
@@ -266,43 +291,10 @@ func (s *Service) stillThere(ctx context.Context, sb db.Sandbox, signalled bool)
 // outputTail is how much of a failed command's output the build page shows.
 const outputTail = 1500
 
-// devServerOutput is the end of what the dev server printed (its log in the sandbox), for the
-// build page when it never answered.
-func (s *Service) devServerOutput(ctx context.Context, h sandboxHandle) string {
-	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	_, out, err := s.providerRun(lctx, h, fmt.Sprintf("tail -c %d %s", outputTail, devServerLog))
-	if err != nil {
-		return "(its output could not be read: " + err.Error() + ")"
-	}
-	if out = strings.TrimSpace(out); out == "" {
-		return "(nothing)"
-	}
-	return tail(out, outputTail)
-}
-
-// ensureDevServer starts the dev server unless it already answers (always when force).
-func (s *Service) ensureDevServer(ctx context.Context, h sandboxHandle, project db.Project, previewURL string, force bool) error {
-	if !force {
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		up := s.answers(pctx, previewURL)
-		cancel()
-		if up {
-			return nil
-		}
-	}
-	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := s.providerStart(sctx, h, project.StartCommand, project.Port); err != nil {
-		return fmt.Errorf("start the dev server: %w", err)
-	}
-	return nil
-}
-
 // finishBuild marks the build Ready and the sandbox running, and schedules its idle pause. A
 // preview that has just become ready counts as used: its idle timeout starts now, not when its
 // build began (a build longer than the timeout would otherwise be paused the moment it is ready).
-func (s *Service) finishBuild(ctx context.Context, sandboxID uuid.UUID) error {
+func (s *Service) finishBuild(ctx context.Context, sandboxID uuid.UUID, app appChange) error {
 	return db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		sb, err := tx.GetSandboxForUpdate(ctx, sandboxID)
 		if err != nil {
@@ -315,6 +307,9 @@ func (s *Service) finishBuild(ctx context.Context, sandboxID uuid.UUID) error {
 			return err
 		}
 		if err := tx.TouchActivity(ctx, sb.ID); err != nil {
+			return err
+		}
+		if _, _, err := setApp(ctx, tx, sb.ID, app); err != nil {
 			return err
 		}
 		sb, err = apply(ctx, tx, sb, Change{To: Running, Source: db.EventSourceBuild, Reason: db.EventReasonReady, Verified: true})

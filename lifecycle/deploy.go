@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
 
+	"sandman/applog"
 	"sandman/db"
 )
 
@@ -115,11 +116,21 @@ func (w *deployWorker) Work(ctx context.Context, job *river.Job[DeployArgs]) err
 			return s.letGo(ctx, sb, err)
 		}
 		out, err := s.deployOnce(ctx, sb, project, from, to)
+		if err != nil && out.dev != nil {
+			out.dev.abandon()
+		}
 		if err != nil {
 			s.log.Warn("apply a version", "sandbox_id", sb.ID, "version", to.version.Number, "err", err)
 			return s.letGo(ctx, sb, err) // River tries again; the files converge from wherever they are
 		}
 		next, more, err := s.deployed(ctx, sb.ID, to, out)
+		if out.dev != nil {
+			if err != nil {
+				out.dev.abandon()
+			} else {
+				s.settle(ctx, *out.dev, out.st)
+			}
+		}
 		if err != nil || !more {
 			return err
 		}
@@ -145,6 +156,10 @@ type applied struct {
 	conv   convergence
 	took   time.Duration
 	failed string // the install's or the dev server's last output when the version did not start
+	// dev is the dev server run it started (none when the server reloads changed files itself),
+	// and st how its start went.
+	dev *devRun
+	st  startup
 }
 
 // deployOnce applies to to a running sandbox whose files are from's: converge, install when the
@@ -165,27 +180,36 @@ func (s *Service) deployOnce(ctx context.Context, sb db.Sandbox, project db.Proj
 	}
 	deps := c.dependencies() && strings.TrimSpace(project.InstallCommand) != ""
 	if deps {
-		if a.failed, err = s.install(ctx, h, project); err != nil || a.failed != "" {
+		if a.failed, err = s.install(ctx, h, sb, to.version.Number, project); err != nil || a.failed != "" {
 			a.took = time.Since(start)
 			return a, err
 		}
 	}
+	var d devRun
 	if c.touched() && (deps || !project.ReloadsItself) {
+		// A new run before the old server stops: its end is not this version's.
+		run, err := s.newAppRun(ctx, sb, to.version.Number, applog.SourceApp)
+		if err != nil {
+			return a, err
+		}
 		if err := s.providerStopDevServer(ctx, h, project.Port); err != nil {
 			return a, fmt.Errorf("stop the dev server: %w", err)
 		}
-		if err := s.ensureDevServer(ctx, h, project, sb.PreviewURL, true); err != nil {
+		if d, err = s.startDevServer(ctx, h, project, sb.PreviewURL, run, true); err != nil {
 			return a, err
 		}
+		a.dev = &d
 	}
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.ReadyTimeout)
-	err = s.waitReady(rctx, sb.PreviewURL)
+	st, err := s.waitUp(rctx, sb.PreviewURL, d)
 	cancel()
-	if err != nil {
-		if ctx.Err() != nil {
-			return a, ctx.Err()
-		}
-		a.failed = s.devServerOutput(ctx, h)
+	a.st = st
+	if err != nil && ctx.Err() != nil {
+		d.abandon()
+		return a, ctx.Err()
+	}
+	if !st.up {
+		a.failed = st.text(project, s.cfg.ReadyTimeout)
 	}
 	a.took = time.Since(start)
 	return a, nil
@@ -193,9 +217,9 @@ func (s *Service) deployOnce(ctx context.Context, sb db.Sandbox, project db.Proj
 
 // install runs the project's install command; a non-zero exit or a timeout is the founder's code
 // (out says what it printed), any other error the provider's.
-func (s *Service) install(ctx context.Context, h sandboxHandle, project db.Project) (out string, err error) {
+func (s *Service) install(ctx context.Context, h sandboxHandle, sb db.Sandbox, version int32, project db.Project) (out string, err error) {
 	ictx, cancel := context.WithTimeout(ctx, s.cfg.InstallTimeout)
-	code, output, err := s.providerRun(ictx, h, project.InstallCommand)
+	code, output, err := s.providerInstall(ictx, h, project.InstallCommand, s.runOf(sb, version, applog.SourceInstall))
 	cancel()
 	switch {
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
@@ -222,6 +246,16 @@ func (s *Service) deployed(ctx context.Context, id uuid.UUID, to wanted, a appli
 		}
 		if err := tx.SetSandboxDeployed(ctx, db.SetSandboxDeployedParams{ID: id, VersionID: to.version.ID}); err != nil {
 			return err
+		}
+		if a.dev != nil {
+			if _, _, err := setApp(ctx, tx, id, a.st.appOutcome(a.dev.run)); err != nil {
+				return err
+			}
+		} else if sb.AppRunID != nil && a.failed == "" && a.st.up {
+			// A server that reloads changed files itself runs the version now.
+			if err := tx.SetSandboxAppVersion(ctx, db.SetSandboxAppVersionParams{ID: id, AppVersion: to.version.Number}); err != nil {
+				return err
+			}
 		}
 		n, ms := to.version.Number, int32(a.took.Milliseconds())
 		ev := db.InsertSandboxEventParams{SandboxID: id, FromStatus: sb.Status, ToStatus: sb.Status, Source: db.EventSourceUser,

@@ -45,7 +45,7 @@ func (s *Service) entry(ev db.SandboxEvent, kind db.BuildKind) HistoryEntry {
 	switch ev.Reason {
 	case reasonRestored:
 		text = restoredText(len(ev.Files)) // it counts the files the event names
-	case reasonVersionLive, reasonVersionFailed, reasonWokeWithVersion:
+	case reasonVersionLive, reasonVersionFailed, reasonWokeWithVersion, reasonAppExited, reasonWokeNotStarting:
 		text = versionText(ev)
 	}
 	return HistoryEntry{EventID: ev.ID, At: ev.CreatedAt, Text: text, Files: ev.Files}
@@ -77,6 +77,11 @@ const (
 	reasonVersionFailed    = db.EventReasonVersionFailed
 	reasonWokeWithVersion  = db.EventReasonWokeWithVersion
 	reasonVisitorFoundGone = db.EventReasonVisitorFoundGone
+	// The watch saw a running preview's dev server exit (detail: its exit code; output: its
+	// last lines); a wake worked with a version whose dev server does not start (output: what
+	// it printed).
+	reasonAppExited       = db.EventReasonAppExited
+	reasonWokeNotStarting = db.EventReasonWokeNotStarting
 )
 
 // eventFacts are what a sentence is chosen from: the move, who made it and why.
@@ -232,7 +237,8 @@ func DurationText(d time.Duration) string {
 
 // versionText is a version's history sentence: "Version 8 is live (3 files changed, 0.4 s)",
 // "Version 8 didn't start: {what it printed}", "Woke with version 8 (3 files changed since it
-// slept)".
+// slept)", "Woke with version 8, which doesn't start: {what it printed}", "Version 8 stopped
+// (exit code 1): {its last lines}".
 func versionText(ev db.SandboxEvent) string {
 	n := 0
 	if ev.VersionNumber != nil {
@@ -243,6 +249,13 @@ func versionText(ev db.SandboxEvent) string {
 		return fmt.Sprintf("Version %d didn't start: %s", n, ev.Output)
 	case reasonWokeWithVersion:
 		return fmt.Sprintf("Woke with version %d (%s changed since it slept)", n, filesText(len(ev.Files)))
+	case reasonWokeNotStarting:
+		return fmt.Sprintf("Woke with version %d, which doesn't start: %s", n, ev.Output)
+	case reasonAppExited:
+		if ev.Detail != "" {
+			return fmt.Sprintf("Version %d stopped (%s): %s", n, ev.Detail, ev.Output)
+		}
+		return fmt.Sprintf("Version %d stopped: %s", n, ev.Output)
 	}
 	took := 0.0
 	if ev.DurationMs != nil {

@@ -8,8 +8,10 @@ import (
 	"strconv"
 	"time"
 
+	"sandman/applog"
 	"sandman/db"
 	"sandman/e2b"
+	"sandman/watch"
 )
 
 // This file is the lifecycle's only contact with the provider client.
@@ -88,41 +90,49 @@ func (s *Service) providerDigest(ctx context.Context, h sandboxHandle, paths []s
 	return s.provider.DigestFiles(ctx, h, appDir, paths)
 }
 
-// providerRun runs a command in the app directory and waits for it (ctx bounds the wait).
-func (s *Service) providerRun(ctx context.Context, h sandboxHandle, cmd string) (int, string, error) {
+// providerInstall runs the install command in the app directory and waits for it (ctx bounds
+// the wait): its lines go to the log as run's (source install), and its last lines come back
+// with its exit code.
+func (s *Service) providerInstall(ctx context.Context, h sandboxHandle, cmd string, run applog.Run) (int, string, error) {
 	p, err := s.provider.StartProcess(ctx, h, e2b.ProcessParams{Command: cmd, Cwd: appDir, Tag: "install"})
 	if err != nil {
 		return 0, "", err
 	}
-	res, err := p.Wait(ctx)
-	if err != nil {
-		return 0, res.Stdout + res.Stderr, err
+	f := watch.Follow(run, p, s.sink)
+	select {
+	case <-f.Done():
+	case <-ctx.Done():
+		f.Stop()
 	}
-	return res.ExitCode, res.Stdout + res.Stderr, nil
+	code, ended := f.Ended()
+	switch {
+	case ended:
+	case ctx.Err() != nil:
+		return 0, f.Tail(), ctx.Err()
+	default:
+		return 0, f.Tail(), f.Err()
+	}
+	if code != 0 {
+		s.sink.Ended(context.WithoutCancel(ctx), run, &code)
+	}
+	return int(code), f.Tail(), nil
 }
 
-// devServerLog is where the dev server's output goes in the sandbox, and devServerPID where its
-// process id and start time are written, so that it can be stopped without the process list
-// (E2B#1031). The start time tells the process from a later one that got the same id after a
-// cold boot.
-const (
-	devServerLog = "/home/user/dev-server.log"
-	devServerPID = "/home/user/dev-server.pid"
-)
+// devServerPID is where the dev server's process id and start time are written, so that it can
+// be stopped without the process list (E2B#1031). The start time tells the process from a later
+// one that got the same id after a cold boot.
+const devServerPID = "/home/user/dev-server.pid"
 
-// providerStart starts the dev server and leaves it running; its output goes to devServerLog.
-func (s *Service) providerStart(ctx context.Context, h sandboxHandle, cmd string, port int32) error {
-	p, err := s.provider.StartProcess(ctx, h, e2b.ProcessParams{
-		// exec keeps the shell's pid: the one written down is the dev server's.
-		Command: startTime + `echo "$$ $(start_time $$)" > ` + devServerPID + "; exec " + cmd + " >> " + devServerLog + " 2>&1",
+// providerStart starts the dev server and returns its process with its output stream open: the
+// watch follows it (its output, and its end when it exits). exec keeps the shell's pid, so the
+// process envd reports, the one written down and the one connected to again after a restart of
+// Sandman are the dev server itself.
+func (s *Service) providerStart(ctx context.Context, h sandboxHandle, cmd string, port int32) (*e2b.Process, error) {
+	return s.provider.StartProcess(ctx, h, e2b.ProcessParams{
+		Command: startTime + `echo "$$ $(start_time $$)" > ` + devServerPID + "; exec " + cmd,
 		Cwd:     appDir, Tag: "dev-server",
 		Envs: map[string]string{"PORT": strconv.Itoa(int(port)), "HOST": "0.0.0.0"},
 	})
-	if err != nil {
-		return err
-	}
-	p.Detach()
-	return nil
 }
 
 // startTime defines start_time PID: the process's start time (field 22 of /proc/PID/stat,

@@ -29,7 +29,8 @@ type ProjectView struct {
 	// A current version newer than the deployed one is waiting (docs/states.md, "Versions").
 	CurrentVersion, DeployedVersion, DeployingVersion int32
 	// FailedVersion is the version whose dev server did not start, when that is the newest
-	// change (the pane offers RestoreTo, the version before it); 0 otherwise.
+	// change (the pane offers RestoreTo, the version before it), or whose app does not start
+	// now (RestoreTo: the last good version, 0 when there is none older); 0 otherwise.
 	FailedVersion, RestoreTo int32
 }
 
@@ -145,6 +146,15 @@ func (s *Service) withCurrent(ctx context.Context, v *ProjectView, sb *db.Sandbo
 		} else if err != nil && !db.IsNotFound(err) {
 			return err
 		}
+		return nil
+	}
+	// The app of the version it runs does not start (it exited, or does not answer), whatever
+	// the newest change says (a wake, a crash seen later): the way out is the last good version.
+	if app := v.App(); app.DoesNotStart() && app.Version > 0 && sb.Status == Running {
+		v.FailedVersion = app.Version
+		if good := app.LastGoodVersion; good != nil && *good < app.Version {
+			v.RestoreTo = *good
+		}
 	}
 	return nil
 }
@@ -179,6 +189,8 @@ type SandboxStatus struct {
 	// DeployedVersion is the version its files are; Waiting one that goes live when it runs
 	// again, or 0 (ProjectView's DeployedVersion and Waiting).
 	DeployedVersion, Waiting int32
+	// App is its app's state (ProjectView's App).
+	App AppState
 }
 
 // SandboxStatus returns one of the founder's sandboxes with its versions, in one round trip
@@ -192,7 +204,7 @@ func (s *Service) SandboxStatus(ctx context.Context, owner, sandboxID uuid.UUID)
 		return SandboxStatus{}, err
 	}
 	return SandboxStatus{Sandbox: r.Sandbox, Current: r.IsCurrent, DeployedVersion: r.DeployedNumber,
-		Waiting: waiting(r.CurrentVersion, r.DeployedNumber)}, nil
+		Waiting: waiting(r.CurrentVersion, r.DeployedNumber), App: AppOf(r.Sandbox, r.LastGoodVersion)}, nil
 }
 
 // Credits returns the founder's current credits.

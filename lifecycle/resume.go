@@ -12,6 +12,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"sandman/apperr"
+	"sandman/applog"
 	"sandman/db"
 )
 
@@ -115,6 +116,9 @@ func (w *resumeWorker) Work(ctx context.Context, job *river.Job[ResumeArgs]) err
 			})
 			if err == nil && changed {
 				s.countIntegrity(res)
+				s.settle(ctx, res.dev, res.st)
+			} else {
+				res.dev.abandon()
 			}
 			return err
 		}
@@ -168,8 +172,23 @@ type resumed struct {
 	checked   bool // the sandbox had slept, so its files were checked
 	unchecked bool // … but the check itself could not be made
 	// failed is, when the version the preview woke with changed its files and its dev server
-	// did not start on them, what the server printed: the founder's code, not lost files.
+	// did not start on them, or its dev server exited, what the server printed: the founder's
+	// code, not lost files.
 	failed string
+	// dev is the dev server run the wake started (none when the server ran on through the
+	// sleep), and st how its start went.
+	dev devRun
+	st  startup
+}
+
+// wokeVersion is the version whose files a waking preview's dev server starts on: the one its
+// check converged to, else the one its files were.
+func (s *Service) wokeVersion(ctx context.Context, sb db.Sandbox, c convergence) (int32, error) {
+	if c.to.version.ID != uuid.Nil {
+		return c.to.version.Number, nil
+	}
+	v, err := s.q.GetVersion(ctx, sb.DeployedVersionID)
+	return v.Number, err
 }
 
 // recordWoke records, in the resume's transaction, what its check did: the version it applied
@@ -177,6 +196,19 @@ type resumed struct {
 // version's failure to start; and that the sandbox's files are now that version's.
 func (s *Service) recordWoke(ctx context.Context, tx db.Tx, sb db.Sandbox, source db.EventSource, r resumed) error {
 	c := r.conv
+	if r.dev.run.ID != uuid.Nil {
+		if _, _, err := setApp(ctx, tx, sb.ID, r.st.appOutcome(r.dev.run)); err != nil {
+			return err
+		}
+		if r.st.exited && (c.to.version.ID == uuid.Nil || c.to.version.ID == sb.DeployedVersionID) {
+			// "Woke with version 2, which doesn't start": the version it slept with.
+			n := r.dev.run.Version
+			if err := record(ctx, tx, db.InsertSandboxEventParams{SandboxID: sb.ID, FromStatus: sb.Status, ToStatus: sb.Status,
+				Source: source, Reason: reasonWokeNotStarting, VersionNumber: &n, Output: &r.failed}, sb.OwnerID); err != nil {
+				return err
+			}
+		}
+	}
 	if c.to.version.ID == uuid.Nil {
 		return nil // not checked: nothing slept
 	}
@@ -265,7 +297,7 @@ func (s *Service) resumeOnce(ctx context.Context, sb db.Sandbox, project db.Proj
 	coldBoot := sb.SnapshotKind != nil && *sb.SnapshotKind == db.PauseKindFilesystem
 	newVersion := !c.changes.Empty()
 	if newVersion && c.dependencies() && strings.TrimSpace(project.InstallCommand) != "" {
-		if out, err := s.install(ctx, h, project); err != nil {
+		if out, err := s.install(ctx, h, sb, c.to.version.Number, project); err != nil {
 			return fail(err)
 		} else if out != "" {
 			r.failed = out
@@ -280,11 +312,31 @@ func (s *Service) resumeOnce(ctx context.Context, sb db.Sandbox, project db.Proj
 			return fail(&filesLost{why: "the dev server could not be stopped to start it on the restored files: " + err.Error()})
 		}
 	}
-	if err := s.ensureDevServer(ctx, h, project, r.preview, coldBoot || restart); err != nil {
-		if restart && !isNotFound(err) {
-			return fail(&filesLost{why: err.Error()})
+	start := coldBoot || restart
+	if !start {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		start = !s.answers(pctx, r.preview)
+		cancel()
+	}
+	if start {
+		version, err := s.wokeVersion(ctx, sb, c)
+		if err != nil {
+			return fail(err)
 		}
-		return fail(err)
+		run, err := s.newAppRun(ctx, sb, version, applog.SourceApp)
+		if err != nil {
+			return fail(err)
+		}
+		if r.dev, err = s.startDevServer(ctx, h, project, r.preview, run, true); err != nil {
+			if restart && !isNotFound(err) {
+				return fail(&filesLost{why: err.Error()})
+			}
+			return fail(err)
+		}
+		fail = func(err error) (resumed, error) {
+			r.dev.abandon()
+			return resumed{conv: r.conv}, err
+		}
 	}
 	rctx, cancel := ctx, context.CancelFunc(func() {})
 	if newVersion {
@@ -292,15 +344,21 @@ func (s *Service) resumeOnce(ctx context.Context, sb db.Sandbox, project db.Proj
 		// still ends in time to say so.
 		rctx, cancel = context.WithTimeout(ctx, s.cfg.ReadyTimeout)
 	}
-	err = s.waitReady(rctx, r.preview)
+	r.st, err = s.waitUp(rctx, r.preview, r.dev)
 	cancel()
-	if err != nil {
+	if err != nil || r.st.exited {
 		switch {
+		case r.st.exited:
+			// A server that exits is the version's own code, not the sandbox: the wake worked,
+			// and the founder is told which version does not start (docs/states.md, "The app").
+			if r.failed == "" {
+				r.failed = r.st.text(project, s.cfg.ReadyTimeout)
+			}
 		case newVersion || r.failed != "":
 			// The version's own code did not start: the sandbox is up and running it, and the
 			// founder is told why, with the previous version one click away.
 			if r.failed == "" {
-				r.failed = s.devServerOutput(context.WithoutCancel(ctx), h)
+				r.failed = r.st.text(project, s.cfg.ReadyTimeout)
 			}
 		case restart:
 			return fail(&filesLost{why: fmt.Sprintf("the dev server did not answer on the %d restored files: %v", len(c.restored), err)})

@@ -15,6 +15,7 @@ import (
 	"sandman/db"
 	"sandman/e2b"
 	"sandman/ops"
+	"sandman/watch"
 )
 
 // Config holds the lifecycle's timings and choices (README lists their variables).
@@ -36,6 +37,9 @@ type Config struct {
 	CreateTimeout, UploadTimeout, InstallTimeout, ReadyTimeout, ResumeTimeout time.Duration
 	// HTTPClient checks previews for readiness.
 	HTTPClient *http.Client
+	// WatchScanEvery is how often an instance looks for running previews whose dev server no
+	// instance watches (a dead instance's): 0, 2 s.
+	WatchScanEvery time.Duration
 	// Size is a new sandbox's size (SANDMAN_SANDBOX_VCPUS, SANDMAN_SANDBOX_MEMORY) until the
 	// provider reports its own; zero: ops.DefaultConfig's.
 	Size ops.Size
@@ -55,6 +59,10 @@ type Service struct {
 	hooks groupCommit
 	// ghosts: the listed sandboxes whose orphan kill found nothing (lifecycle/verify.go).
 	ghosts orphanGhosts
+	// watch follows the running previews' dev servers this instance holds (package watch),
+	// and sink is where their output and the installs' goes.
+	watch *watch.Watcher
+	sink  watch.Sink
 	// stopIdle ends the idle queue's loop (lifecycle/idle.go), and idleDone is closed once it
 	// has ended.
 	stopIdle context.CancelFunc

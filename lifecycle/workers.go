@@ -15,6 +15,7 @@ import (
 	"sandman/db"
 	"sandman/e2b"
 	"sandman/ops"
+	"sandman/watch"
 )
 
 // DefaultConfig is the production configuration (README lists the variables that change it).
@@ -51,6 +52,11 @@ type Options struct {
 	// Work runs the River workers and periodic jobs here; without it the Service only inserts
 	// jobs (a web-only instance).
 	Work bool
+	// Sink receives the output of the installs and dev servers, and how their runs failed (the
+	// log store's writer); nil: nowhere.
+	Sink watch.Sink
+	// Name tells the instance's watch connection in pg_stat_activity.
+	Name string
 }
 
 // New assembles the Service and its River client.
@@ -69,9 +75,14 @@ func New(opts Options) (*Service, error) {
 		opts.Config.HTTPClient = &http.Client{Transport: e2b.NewHTTPTransport(), Timeout: 5 * time.Second,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
+	if opts.Sink == nil {
+		opts.Sink = watch.Discard
+	}
 	s := &Service{pool: opts.Pool, q: db.New(opts.Pool), provider: opts.Provider, cfg: opts.Config, log: opts.Logger,
-		metrics: newMetrics(opts.Registerer), work: opts.Work}
-	rc := &river.Config{Logger: opts.Logger, JobTimeout: -1}
+		metrics: newMetrics(opts.Registerer), work: opts.Work, sink: opts.Sink}
+	s.watch = watch.New(watch.Options{Pool: opts.Pool, Provider: opts.Provider, Sink: opts.Sink, OnExit: s.appEnded,
+		Answers: s.answers, Logger: opts.Logger, ScanEvery: opts.Config.WatchScanEvery, Name: opts.Name})
+	rc := &river.Config{Logger: quietRiver(opts.Logger), JobTimeout: -1}
 	if opts.Work {
 		workers := river.NewWorkers()
 		river.AddWorker(workers, &buildWorker{s: s})
@@ -125,6 +136,7 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := s.river.Start(ctx); err != nil {
 		return err
 	}
+	s.watch.Start(ctx)
 	ictx, cancel := context.WithCancel(ctx)
 	s.stopIdle, s.idleDone = cancel, make(chan struct{})
 	go func() {
@@ -144,7 +156,10 @@ func (s *Service) Stop(ctx context.Context) error {
 		s.stopIdle()
 		<-s.idleDone
 	}
-	return s.river.Stop(ctx)
+	err := s.river.Stop(ctx)
+	// After the jobs: a job that ends hands its dev server over to the watch.
+	s.watch.Stop()
+	return err
 }
 
 type killWorker struct {

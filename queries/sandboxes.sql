@@ -44,14 +44,15 @@ ORDER BY s.created_at DESC LIMIT 1;
 -- name: GetSandboxStatus :one
 -- One of the founder's sandboxes for the JSON status read (docs/api.md), in one round trip:
 -- its row, whether it is its project's current (newest) sandbox, the version its files are
--- and its project's newest version (as GetProjectStateOfSandbox reads them). No build, change
+-- and its project's newest version and last good one (as GetProjectStateOfSandbox reads them). No build, change
 -- or history: the answer shows none.
 SELECT sqlc.embed(x),
        (x.id = (SELECT n.id FROM sandboxes n WHERE n.project_id = x.project_id
            ORDER BY n.created_at DESC LIMIT 1))::boolean AS is_current,
        (SELECT v.number FROM versions v WHERE v.id = x.deployed_version_id)::integer AS deployed_number,
        coalesce((SELECT v.number FROM versions v WHERE v.project_id = x.project_id
-           ORDER BY v.number DESC LIMIT 1), 0)::integer AS current_version
+           ORDER BY v.number DESC LIMIT 1), 0)::integer AS current_version,
+       p.last_good_version
 FROM sandboxes x
 JOIN projects p ON p.id = x.project_id AND p.owner_id = @owner_id
 WHERE x.id = @sandbox_id AND x.owner_id = @owner_id;

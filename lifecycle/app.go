@@ -1,0 +1,133 @@
+package lifecycle
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+
+	"sandman/db"
+)
+
+// The app's own state, next to the sandbox's (docs/states.md, "The app"): the dev server
+// Sandman started in the sandbox. The sandbox's status keeps meaning the sandbox: a version
+// whose server does not start leaves it running.
+const (
+	AppStarting     = "starting"      // started, not answering yet
+	AppUp           = "up"            // answers on its port
+	AppExited       = "exited"        // its process ended (ExitCode says how)
+	AppNotAnswering = "not_answering" // runs, and did not answer within the readiness timeout
+	AppStopped      = "stopped"       // the sandbox is not running, so neither is the app
+)
+
+// AppState is the app of a sandbox as the API tells it.
+type AppState struct {
+	Status string
+	// Version is the version whose files it runs (0: none yet).
+	Version int32
+	// Since is when it entered its status (for stopped: when the sandbox left running).
+	Since time.Time
+	// ExitCode is set when it exited and its process's end said how (nil when it was found gone
+	// without an end to read).
+	ExitCode *int32
+	// LastGoodVersion is the newest version of the project whose app was up (nil: none).
+	LastGoodVersion *int32
+}
+
+// AppOf is the app of sb, whose project's last good version is lastGood. A sandbox that is not
+// running (or starting: a build's dev server has a state before the build is ready) runs no
+// app.
+func AppOf(sb db.Sandbox, lastGood *int32) AppState {
+	a := AppState{Status: AppStopped, Since: sb.StateChangedAt, LastGoodVersion: lastGood}
+	if sb.AppVersion != nil {
+		a.Version = *sb.AppVersion
+	}
+	if sb.AppStatus == nil || sb.Status != Running && sb.Status != Starting {
+		return a
+	}
+	a.Status = string(*sb.AppStatus)
+	if sb.AppSince != nil && sb.AppSince.After(sb.StateChangedAt) {
+		a.Since = *sb.AppSince
+	}
+	if a.Status == AppExited {
+		a.ExitCode = sb.AppExitCode
+	}
+	return a
+}
+
+// DoesNotStart reports whether the app's current version does not start: its server exited,
+// or runs without answering. A rebuild does not mend that (it builds the same files): the
+// rebuild dialog warns, and the way out is the last good version (docs/states.md, "The app").
+func (a AppState) DoesNotStart() bool {
+	return a.Status == AppExited || a.Status == AppNotAnswering
+}
+
+// App is the view's sandbox's app (stopped before the first build).
+func (v ProjectView) App() AppState {
+	if v.Sandbox == nil {
+		return AppState{Status: AppStopped, LastGoodVersion: v.Project.LastGoodVersion}
+	}
+	return AppOf(*v.Sandbox, v.Project.LastGoodVersion)
+}
+
+// appChange is one change of a sandbox's app state.
+type appChange struct {
+	// run is the dev server run the change is about; newRun starts it (replacing whatever run
+	// the row held), else the change applies only while the row still holds run.
+	run    uuid.UUID
+	newRun bool
+	to     db.AppStatus
+	// version is the run's version (a new run's); pid its process, once known.
+	version  int32
+	pid      *int32
+	exitCode *int32
+	// onlyRunning: the change applies only while the sandbox runs with no pause asked for.
+	onlyRunning bool
+	// event, when set, records the change in the history, with output (the run's last lines).
+	event  db.EventReason
+	source db.EventSource
+	output string
+}
+
+// setApp is the app state's writer, the status writer's neighbour (apply): inside the caller's
+// transaction it changes the app columns of one run (SetSandboxApp: a run the row no longer
+// holds changes nothing, so a late report of an earlier run never overwrites a later one),
+// records the newest good version when the app is up, and records the change's event row
+// (NOTIFYing it) or, for a change the history does not tell, NOTIFYs alone, so that pages and
+// the API's readers learn of it at commit. The sandbox's own status is never touched. ok is
+// false when the run is not the row's.
+func setApp(ctx context.Context, tx db.Tx, sandboxID uuid.UUID, c appChange) (sb db.Sandbox, ok bool, err error) {
+	row, err := tx.SetSandboxApp(ctx, db.SetSandboxAppParams{ID: sandboxID, AppStatus: c.to, NewRun: c.newRun,
+		AppVersion: c.version, AppExitCode: c.exitCode, AppRunID: c.run, AppPid: c.pid, OnlyRunning: c.onlyRunning})
+	if db.IsNotFound(err) {
+		return sb, false, nil
+	}
+	if err != nil {
+		return sb, false, err
+	}
+	sb = db.Sandbox(row)
+	if c.to == db.AppStatusUp && sb.AppVersion != nil {
+		if err := tx.SetProjectLastGoodVersion(ctx, db.SetProjectLastGoodVersionParams{ID: sb.ProjectID, Version: *sb.AppVersion}); err != nil {
+			return sb, false, err
+		}
+	}
+	if c.event == "" {
+		return sb, true, notifyInTx(ctx, tx, sb)
+	}
+	ev := db.InsertSandboxEventParams{SandboxID: sb.ID, FromStatus: sb.Status, ToStatus: sb.Status, Source: c.source,
+		Reason: c.event, VersionNumber: sb.AppVersion, Output: nonEmpty(c.output)}
+	if c.exitCode != nil {
+		ev.Detail = "exit code " + strconv.Itoa(int(*c.exitCode))
+	}
+	return sb, true, record(ctx, tx, ev, sb.OwnerID)
+}
+
+// changeApp is setApp in a transaction of its own.
+func (s *Service) changeApp(ctx context.Context, sandboxID uuid.UUID, c appChange) (ok bool, err error) {
+	err = db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		_, ok, err = setApp(ctx, tx, sandboxID, c)
+		return err
+	})
+	return ok, err
+}

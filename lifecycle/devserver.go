@@ -1,0 +1,173 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"sandman/applog"
+	"sandman/db"
+	"sandman/watch"
+)
+
+// A dev server run (docs/states.md, "The app"): the job that starts the dev server (a build, a
+// version's apply, a wake) records a new run as starting before it stops the old server (so the
+// old one's end is never taken for the new one's), starts it with its output stream open,
+// follows it while it waits for it to answer, and learns of its end the moment it exits. Once
+// it answered (or did not within the readiness timeout, running on), the job hands the run to
+// the watch (package watch), which follows it for as long as the preview runs, on whichever
+// instance holds its watch.
+
+// devRun is a dev server run a job started and follows.
+type devRun struct {
+	run applog.Run
+	f   *watch.Follower // nil: the server was not started by this run (it answered already)
+}
+
+// newAppRun records a new run of the sandbox's app, of version, as starting, before its server
+// is (re)started.
+func (s *Service) newAppRun(ctx context.Context, sb db.Sandbox, version int32, source applog.Source) (applog.Run, error) {
+	run := applog.Run{ProjectID: sb.ProjectID, SandboxID: sb.ID, Version: version, Source: source, ID: uuid.New()}
+	_, err := s.changeApp(ctx, sb.ID, appChange{run: run.ID, newRun: true, to: db.AppStatusStarting, version: version})
+	return run, err
+}
+
+// startDevServer starts the dev server as run (newAppRun) unless it answers already (always
+// when force), and records its process.
+func (s *Service) startDevServer(ctx context.Context, h sandboxHandle, project db.Project, previewURL string, run applog.Run, force bool) (devRun, error) {
+	if !force {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		up := s.answers(pctx, previewURL)
+		cancel()
+		if up {
+			return devRun{run: run}, nil
+		}
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	p, err := s.providerStart(sctx, h, project.StartCommand, project.Port)
+	if err != nil {
+		return devRun{run: run}, fmt.Errorf("start the dev server: %w", err)
+	}
+	d := devRun{run: run, f: watch.Follow(run, p, s.sink)}
+	pid := int32(p.PID)
+	if _, err := s.changeApp(ctx, run.SandboxID, appChange{run: run.ID, to: db.AppStatusStarting, pid: &pid}); err != nil {
+		d.f.Stop()
+		return devRun{run: run}, err
+	}
+	return d, nil
+}
+
+// startup is how a dev server's start went.
+type startup struct {
+	up bool
+	// exited: its process ended before it answered, with code.
+	exited bool
+	code   int32
+	// output is its last lines (exited, or not answering).
+	output string
+}
+
+// waitUp waits until d's server answers, its process ends, or ctx ends (the readiness timeout:
+// an error, with what it printed by then in the startup).
+func (s *Service) waitUp(ctx context.Context, url string, d devRun) (startup, error) {
+	if d.f == nil {
+		err := s.waitReady(ctx, url)
+		return startup{up: err == nil}, err
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-d.f.Done():
+			if _, ended := d.f.Ended(); ended {
+				cancel()
+			}
+		case <-wctx.Done():
+		}
+	}()
+	err := s.waitReady(wctx, url)
+	if err == nil {
+		return startup{up: true}, nil
+	}
+	select {
+	case <-d.f.Done():
+		if code, ended := d.f.Ended(); ended && ctx.Err() == nil {
+			return startup{exited: true, code: code, output: d.f.Tail()}, nil
+		}
+	default:
+	}
+	return startup{output: d.f.Tail()}, err
+}
+
+// text is a startup that failed as the founder reads it: what the start command did, and what
+// it printed.
+func (st startup) text(project db.Project, ready time.Duration) string {
+	out := st.output
+	if out == "" {
+		out = "(nothing)"
+	}
+	if st.exited {
+		return fmt.Sprintf("The start command %q exited with code %d before it answered on port %d. Its last output:\n%s",
+			project.StartCommand, st.code, project.Port, tail(out, outputTail))
+	}
+	return fmt.Sprintf("The start command %q did not answer on port %d within %s; check that the server listens on 0.0.0.0:%d. Its last output:\n%s",
+		project.StartCommand, project.Port, ready, project.Port, tail(out, outputTail))
+}
+
+// appOutcome is the app change a startup makes (inside the job's own transaction).
+func (st startup) appOutcome(run applog.Run) appChange {
+	c := appChange{run: run.ID, to: db.AppStatusUp}
+	switch {
+	case st.exited:
+		code := st.code
+		c.to, c.exitCode = db.AppStatusExited, &code
+	case !st.up:
+		c.to = db.AppStatusNotAnswering
+	}
+	return c
+}
+
+// settle ends a job's part in a run, once its outcome is committed: a server that runs (up, or
+// not answering) is handed to the watch; the end of one that exited is told to the log.
+func (s *Service) settle(ctx context.Context, d devRun, st startup) {
+	if st.exited {
+		code := st.code
+		s.log.Info("app exited", "sandbox_id", d.run.SandboxID, "version", d.run.Version, "exit_code", code)
+		s.sink.Ended(context.WithoutCancel(ctx), d.run, &code)
+	}
+	if d.f == nil {
+		s.watch.Kick() // a server that ran on (a wake): its holder connects to it
+		return
+	}
+	if st.exited || !s.work {
+		d.f.Stop()
+		return
+	}
+	s.watch.Hold(context.WithoutCancel(ctx), d.f)
+}
+
+// abandon stops following a run whose job failed otherwise (its sandbox is ended, or the job is
+// tried again).
+func (d devRun) abandon() {
+	if d.f != nil {
+		d.f.Stop()
+	}
+}
+
+// appEnded is the watch's report of a held run's end (watch.Options.OnExit): the app exited,
+// recorded with its history entry, unless the sandbox holds another run by now or is not
+// running (a pause ends the server too).
+func (s *Service) appEnded(ctx context.Context, e watch.Exit) error {
+	ok, err := s.changeApp(ctx, e.Run.SandboxID, appChange{run: e.Run.ID, to: db.AppStatusExited, exitCode: e.ExitCode,
+		onlyRunning: true, event: reasonAppExited, source: db.EventSourceWatch, output: e.Tail})
+	if err == nil && ok {
+		s.sink.Ended(ctx, e.Run, e.ExitCode)
+	}
+	return err
+}
+
+// Watches reports whether this instance holds the watch of the sandbox's dev server.
+func (s *Service) Watches(sandboxID uuid.UUID) bool { return s.watch.Holds(sandboxID) }

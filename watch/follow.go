@@ -1,0 +1,140 @@
+package watch
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"sandman/applog"
+	"sandman/e2b"
+)
+
+// Sink receives what the app printed and how its runs ended (the log store's writer, which
+// opens a problem for a run that failed). Lines is called from the goroutine that follows one
+// run, a batch per chunk of output that arrived, in order; it must not block for long (the
+// store batches and drops past its rate). Ended is called once per run that failed, after its
+// last lines: an install that exited non-zero, a dev server that exited (exitCode nil: found
+// gone with no end to read), whichever instance saw it.
+type Sink interface {
+	Lines(ctx context.Context, lines []applog.Line)
+	Ended(ctx context.Context, run applog.Run, exitCode *int32)
+}
+
+// discard is the sink when none is given.
+type discard struct{}
+
+func (discard) Lines(context.Context, []applog.Line)      {}
+func (discard) Ended(context.Context, applog.Run, *int32) {}
+
+// Discard is a sink that keeps nothing.
+var Discard Sink = discard{}
+
+// tailLines is how many of a run's last lines a follower keeps for its end's report.
+const tailLines = 40
+
+// Follower follows one run's process: its output goes to the sink line by line, stdout and
+// stderr apart, and its last lines are kept for the report of its end.
+type Follower struct {
+	run  applog.Run
+	proc *e2b.Process
+	sink Sink
+	done chan struct{}
+	stop context.CancelFunc
+
+	mu   sync.Mutex
+	tail []string
+	res  e2b.ProcessResult
+	err  error
+}
+
+// Follow starts following proc, a run of run.Source, until it ends or Stop: its lines go to sink
+// (nil: nowhere).
+func Follow(run applog.Run, proc *e2b.Process, sink Sink) *Follower {
+	if sink == nil {
+		sink = discard{}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &Follower{run: run, proc: proc, sink: sink, done: make(chan struct{}), stop: cancel}
+	go f.follow(ctx)
+	return f
+}
+
+func (f *Follower) follow(ctx context.Context) {
+	defer close(f.done)
+	var out, errOut splitter
+	var batch []applog.Line
+	emit := func(stream applog.Stream) func(string) {
+		return func(text string) {
+			batch = append(batch, applog.Line{Run: f.run, Stream: stream, At: time.Now(), Text: text})
+		}
+	}
+	send := func() {
+		if len(batch) == 0 {
+			return
+		}
+		f.keep(batch)
+		f.sink.Lines(ctx, batch)
+		batch = nil
+	}
+	res, err := f.proc.Follow(ctx, func(stdout, stderr []byte) {
+		out.write(stdout, emit(applog.Stdout))
+		errOut.write(stderr, emit(applog.Stderr))
+		send()
+	})
+	out.flush(emit(applog.Stdout))
+	errOut.flush(emit(applog.Stderr))
+	send()
+	f.mu.Lock()
+	f.res, f.err = res, err
+	f.mu.Unlock()
+}
+
+func (f *Follower) keep(lines []applog.Line) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, l := range lines {
+		f.tail = append(f.tail, l.Text)
+	}
+	if over := len(f.tail) - tailLines; over > 0 {
+		f.tail = append(f.tail[:0], f.tail[over:]...)
+	}
+}
+
+// Run is the run followed.
+func (f *Follower) Run() applog.Run { return f.run }
+
+// PID is the followed process's id.
+func (f *Follower) PID() int { return f.proc.PID }
+
+// Done is closed once the follow ended: the process ended, the stream broke, or Stop.
+func (f *Follower) Done() <-chan struct{} { return f.done }
+
+// Ended reports, once Done, whether the process's end arrived (a broken stream or Stop is no
+// end: the process may run on) and its exit code.
+func (f *Follower) Ended() (code int32, ended bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return int32(f.res.ExitCode), f.err == nil
+}
+
+// Err is why the follow ended without the process's end (nil once it ended, or before Done).
+func (f *Follower) Err() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
+}
+
+// Tail is the run's last lines (at most tailLines of them), one per line.
+func (f *Follower) Tail() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return strings.Join(f.tail, "\n")
+}
+
+// Stop stops following (the stream is closed; the process runs on) and waits for the follow to
+// end.
+func (f *Follower) Stop() {
+	f.stop()
+	<-f.done
+}
