@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"sandman/accounts"
+	"sandman/applog"
 	"sandman/db"
 	"sandman/e2b"
 	"sandman/handlers"
@@ -101,6 +102,10 @@ type Config struct {
 	// SANDMAN_RATE_GIB_HOUR, SANDMAN_SANDBOX_VCPUS, SANDMAN_SANDBOX_MEMORY); its size is also
 	// what a new sandbox is recorded with until the provider reports its own.
 	Ops ops.Config
+	// AppLog bounds what is kept of the apps' output and how it is batched; Reports the
+	// browsers' error reports' rates (docs/architecture.md, "The app's health").
+	AppLog  applog.WriterConfig
+	Reports applog.ReportLimits
 	// WebhookURL is Sandman's public …/webhooks/e2b (E2B_WEBHOOK_URL): instances that run jobs
 	// register it with the provider at start, signed with Lifecycle.WebhookSecret.
 	WebhookURL string
@@ -118,6 +123,8 @@ func DefaultConfig() Config {
 		ShutdownWait:    15 * time.Second,
 		Lifecycle:       lifecycle.DefaultConfig(),
 		Ops:             ops.DefaultConfig(),
+		AppLog:          applog.DefaultWriterConfig(),
+		Reports:         applog.DefaultReportLimits(),
 	}
 }
 
@@ -135,6 +142,7 @@ type App struct {
 	operators *ops.Operators
 	accounts  *accounts.Service
 	shares    *shares.Service
+	applog    *applog.Service        // its Writer runs in every role; its Feed only where streams are served
 	sessions  *accounts.SessionStore // nil for RoleWorker
 	hub       *live.Hub              // nil for RoleWorker
 	handler   http.Handler           // nil for RoleWorker
@@ -195,6 +203,7 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 			return ops.ProviderClient{Circuit: a.provider.CircuitState(), Errors: a.provider.CallErrors()}
 		}})
 	a.operators = ops.NewOperators(pool)
+	a.applog = applog.New(pool, applog.NewWriter(pool, cfg.AppLog, logger, a.registry), applog.NewFeed(logger), cfg.Reports)
 	a.registry.MustRegister(ops.NewCollector(a.ops, logger))
 	a.accounts = accounts.New(pool, accounts.Options{StartCredits: cfg.StartCredits, BcryptCost: cfg.BcryptCost,
 		SignUpsPerHour: cfg.SignUpsPerHour, TokenLimit: cfg.TokenLimit, BearerFailureLimit: cfg.BearerFailureLimit})
@@ -233,7 +242,7 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 	}
 	a.handler = handlers.New(handlers.Deps{
 		Pool: pool, Sessions: sessions, Accounts: a.accounts, Projects: projects.New(pool), Shares: a.shares,
-		Versions: versions.New(pool, a.lifecycle.VersionMade), Lifecycle: a.lifecycle,
+		Versions: versions.New(pool, a.lifecycle.VersionMade), Lifecycle: a.lifecycle, AppLog: a.applog,
 		Live: a.hub, Ops: a.ops, Operators: a.operators, Logger: logger, Registry: a.registry, Metrics: metricsOnMain, TrustProxy: cfg.TrustProxy, HSTS: cfg.CookieSecure,
 		FrameOrigins: []string{frameOrigin(a.provider)},
 	})
@@ -243,6 +252,7 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 	a.server = &http.Server{Handler: a.handler, ReadHeaderTimeout: min(10*time.Second, cfg.ReadTimeout), ReadTimeout: cfg.ReadTimeout,
 		IdleTimeout: 2 * time.Minute}
 	a.server.RegisterOnShutdown(a.hub.Close)
+	a.server.RegisterOnShutdown(a.applog.Feed.Close)
 	return a, nil
 }
 
@@ -254,6 +264,7 @@ func (a *App) Start(ctx context.Context) error {
 	// starts a graceful Stop rather than cutting running jobs short.
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	a.cancel = cancel
+	a.background(bg, a.applog.Writer.Run) // before the workers, which write to it
 	if err := a.lifecycle.Start(bg); err != nil {
 		return err
 	}
@@ -293,6 +304,7 @@ func (a *App) Start(ctx context.Context) error {
 	// reach the streams it concerns. A database that can't be reached yet delays only that long.
 	feedUp := make(chan struct{})
 	a.background(bg, a.hub.Run)
+	a.background(bg, func(ctx context.Context) { a.applog.Feed.Listen(ctx, a.cfg.DatabaseURL) })
 	a.background(bg, func(ctx context.Context) { a.hub.Listen(ctx, a.cfg.DatabaseURL, func() { close(feedUp) }) })
 	select {
 	case <-feedUp:
@@ -446,6 +458,10 @@ func (a *App) Provider() *e2b.Client { return a.provider }
 
 // Hub is the instance's live hub (nil for a worker).
 func (a *App) Hub() *live.Hub { return a.hub }
+
+// AppLog is the apps' output and problems: the dev servers' watch writes their lines to its
+// Writer.
+func (a *App) AppLog() *applog.Service { return a.applog }
 
 // Handler is the instance's HTTP handler with every route and middleware (nil for a worker).
 func (a *App) Handler() http.Handler { return a.handler }

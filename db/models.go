@@ -899,6 +899,27 @@ type APIToken struct {
 	RateTat      time.Time
 }
 
+type AppLogTotal struct {
+	ProjectID uuid.UUID
+	Lines     int64
+	Bytes     int64
+}
+
+type AppProblem struct {
+	ID          uuid.UUID
+	ProjectID   uuid.UUID
+	Source      string
+	Version     int32
+	Fingerprint []byte
+	Message     string
+	Detail      string
+	SandboxID   uuid.UUID
+	Count       int64
+	FirstSeen   time.Time
+	LastSeen    time.Time
+	ClosedAt    *time.Time
+}
+
 type Build struct {
 	ID             uuid.UUID
 	ProjectID      uuid.UUID

@@ -90,7 +90,8 @@ func (h *Handlers) requestLog(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil {
 			c.Error(err)
 		}
-		if !strings.HasSuffix(c.Path(), "/events") { // a stream's duration is its lifetime, not a latency
+		// A stream's duration is its lifetime, not a latency.
+		if !strings.HasSuffix(c.Path(), "/events") && !strings.HasSuffix(c.Path(), "/logs/stream") {
 			h.requests.WithLabelValues(c.Request().Method, c.Path(), strconv.Itoa(c.Response().Status)).
 				Observe(time.Since(start).Seconds())
 		}

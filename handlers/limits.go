@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"sandman/apperr"
+	"sandman/applog"
 	"sandman/lifecycle"
 	"sandman/versions"
 )
@@ -35,6 +36,8 @@ const (
 	maxVersionBody = versions.MaxTotalBytes/3*4 + 2<<20
 )
 
+const reportTooLarge = "A report is at most 16 KiB: send a shorter message and stack."
+
 // bodyRule is how one route takes its body.
 type bodyRule struct {
 	max      int64
@@ -51,7 +54,10 @@ type bodyRule struct {
 var bodyRules = map[string]bodyRule{
 	"POST /projects/upload": {max: maxUploadBody, streamed: true, readTime: uploadReadTime,
 		tooLarge: fmt.Sprintf("The upload is larger than %d MiB, the limit for one upload. Remove large files (build output, node_modules) and try again.", maxUploadBody>>20)},
-	"POST /webhooks/e2b": {max: lifecycle.MaxWebhookBody, tooLarge: "Webhook bodies are limited to 1 MiB."},
+	// A browser's report of an error in a preview's page (applog.ParseReport).
+	"POST /api/sandboxes/:id/reports": {max: applog.MaxReportBytes, tooLarge: reportTooLarge},
+	"POST /s/:token/reports":          {max: applog.MaxReportBytes, tooLarge: reportTooLarge},
+	"POST /webhooks/e2b":              {max: lifecycle.MaxWebhookBody, tooLarge: "Webhook bodies are limited to 1 MiB."},
 	"POST /projects/:id/versions": {max: maxUploadBody, streamed: true, readTime: uploadReadTime,
 		tooLarge: fmt.Sprintf("The upload is larger than %d MiB, the limit for one version. Remove large files (build output, node_modules) and try again.", maxUploadBody>>20)},
 	"POST /api/projects/:id/versions": {max: maxVersionBody, readTime: uploadReadTime,

@@ -50,6 +50,9 @@ func (h *Handlers) routes(e *echo.Echo) {
 	v.POST("", h.shareWake)
 	v.POST("/activity", h.shareActivity)
 	v.GET("/events", h.shareEvents)
+	// The visitor's page relays the errors its preview's page reports (docs/architecture.md,
+	// "The app's health").
+	v.POST("/reports", h.shareReport)
 
 	// Pages and htmx actions: the browser's session and its CSRF token. An API token opens none
 	// of them (its header is not read here).
@@ -133,7 +136,12 @@ func (h *Handlers) routes(e *echo.Echo) {
 	api.GET("/projects/:id/versions/:n/files/*", h.versionFile)
 	api.GET("/projects/:id/versions/:n/archive", h.versionArchive)
 	api.POST("/projects/:id/versions/:n/restore", h.apiRestoreVersion)
+	api.GET("/projects/:id/logs", h.apiLogs)
+	// The one event stream an API token may open: the founder's backend follows its app's output.
+	api.GET("/projects/:id/logs/stream", h.apiLogStream)
+	api.GET("/projects/:id/problems", h.apiProblems)
 	api.GET("/sandboxes/:id", h.apiGetSandbox)
+	api.POST("/sandboxes/:id/reports", h.apiReport)
 	api.POST("/sandboxes/:id/pause", h.apiSandboxAction(http.StatusAccepted, h.pause))
 	api.POST("/sandboxes/:id/resume", h.apiSandboxAction(http.StatusAccepted, h.resume))
 	api.POST("/sandboxes/:id/verify", h.apiSandboxAction(http.StatusAccepted, h.verify))

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"sandman/accounts"
+	"sandman/applog"
 	"sandman/lifecycle"
 	"sandman/live"
 	"sandman/ops"
@@ -23,12 +24,14 @@ import (
 
 // Deps are everything the handlers call.
 type Deps struct {
-	Pool      *pgxpool.Pool
-	Sessions  *scs.SessionManager
-	Accounts  *accounts.Service
-	Projects  *projects.Service
-	Shares    *shares.Service
-	Versions  *versions.Service
+	Pool     *pgxpool.Pool
+	Sessions *scs.SessionManager
+	Accounts *accounts.Service
+	Projects *projects.Service
+	Shares   *shares.Service
+	Versions *versions.Service
+	// AppLog is the apps' output and problems (and the log streams' feed).
+	AppLog    *applog.Service
 	Lifecycle *lifecycle.Service
 	Live      *live.Hub
 	// Ops is the operator's console; Operators says who may open it.
@@ -57,6 +60,8 @@ type Handlers struct {
 	// requestsByAuth counts requests by how they were authenticated; tokenFailures the API
 	// tokens refused, by why.
 	requestsByAuth, tokenFailures *prometheus.CounterVec
+	// logStreams counts each founder's log streams here.
+	logStreams logStreams
 }
 
 // New builds the echo server with every route.

@@ -130,6 +130,7 @@ func opsRoute(r route) bool {
 // ask not to be indexed. TestShareLinkReachesOnlyItsPreview checks what a good token can do.
 var visitorRoutes = map[string]bool{
 	"GET /s/:token": true, "POST /s/:token": true, "POST /s/:token/activity": true, "GET /s/:token/events": true,
+	"POST /s/:token/reports": true,
 }
 
 func init() {
@@ -311,7 +312,10 @@ func send(t *testing.T, c *apptest.Client, method, path, token string) apptest.R
 	h := map[string]string{}
 	var body io.Reader
 	if method != http.MethodGet {
-		if strings.HasPrefix(path, "/api/") {
+		if strings.HasSuffix(path, "/reports") {
+			// A browser's report (applog.ParseReport): the one body these routes take.
+			body, h["Content-Type"] = strings.NewReader(`{"kind":"error","message":"sweep"}`), "application/json"
+		} else if strings.HasPrefix(path, "/api/") {
 			body, h["Content-Type"] = strings.NewReader(`{"idempotencyKey":"sweep"}`), "application/json"
 		} else {
 			// A multipart form, which every form route takes (the upload takes nothing else).
@@ -322,14 +326,14 @@ func send(t *testing.T, c *apptest.Client, method, path, token string) apptest.R
 	if token != "" {
 		h["X-CSRF-Token"] = token
 	}
-	if strings.HasSuffix(path, "/events") {
+	if strings.HasSuffix(path, "/events") || strings.HasSuffix(path, "/logs/stream") {
 		return peek(t, c, method, path, h)
 	}
 	return c.Do(method, path, body, h)
 }
 
-// peek sends a request and reads only the answer's status and headers (an event stream's body
-// never ends).
+// peek sends a request and reads only the answer's status and headers, and a refusal's body (an
+// event stream's body never ends).
 func peek(t *testing.T, c *apptest.Client, method, path string, h map[string]string) apptest.Response {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -341,12 +345,19 @@ func peek(t *testing.T, c *apptest.Client, method, path string, h map[string]str
 	for k, v := range h {
 		req.Header.Set(k, v)
 	}
+	if b := c.Bearer(); b != "" {
+		req.Header.Set("Authorization", "Bearer "+b)
+	}
 	res, err := c.HTTP().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res.Body.Close()
-	return apptest.Response{Status: res.StatusCode, Header: res.Header}
+	defer res.Body.Close()
+	var body []byte
+	if res.StatusCode != http.StatusOK { // a refusal is no stream: its body ends
+		body, _ = io.ReadAll(io.LimitReader(res.Body, 64<<10))
+	}
+	return apptest.Response{Status: res.StatusCode, Header: res.Header, Body: string(body)}
 }
 
 // TestSecuritySweep walks the production route table: every state-changing route refuses a

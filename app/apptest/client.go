@@ -75,6 +75,10 @@ func (c *Client) MakeToken(name string) string {
 // HTTP is the client's underlying http.Client (its cookie jar, no redirects followed).
 func (c *Client) HTTP() *http.Client { return c.hc }
 
+// Bearer is the API token the client sends ("" for a browser-like client), for requests made
+// outside Do (an event stream read by hand).
+func (c *Client) Bearer() string { return c.bearer }
+
 // URL is the instance's base URL followed by path.
 func (c *Client) URL(path string) string { return c.base + path }
 
