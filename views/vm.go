@@ -179,6 +179,9 @@ type RebuildQuestion struct {
 	Key     string // the rebuild's idempotency key (Preview.IdempotencyKey)
 	CSRF    string
 	Credits int32
+	// NotStarting is the version whose app does not start (0: it starts): a rebuild builds the
+	// same files, so the question warns, and names RestoreTo (the last good version, 0: none).
+	NotStarting, RestoreTo int32
 }
 
 // RebuildPage is the rebuild's confirmation without JavaScript.
