@@ -53,6 +53,36 @@ type ProjectPage struct {
 	ReloadsItself bool
 	Files         []File
 	Versions      Versions
+	Health        AppHealth
+}
+
+// AppHealth is the build page's Logs panel and Problems list (docs/states.md, "The app").
+type AppHealth struct {
+	ProjectID string
+	// Lines are the newest lines, oldest first; the page's script follows the log stream after
+	// the last (its Seq).
+	Lines    []LogLine
+	Problems []ProblemRow
+	Now      time.Time
+}
+
+// LogLine is one line the app or its install printed. Its text is data, drawn as text.
+type LogLine struct {
+	Seq            int64
+	At             time.Time
+	Version        int32
+	Source, Stream string
+	Text           string
+}
+
+// ProblemRow is one problem with its text for the builder's AI.
+type ProblemRow struct {
+	ID, Source, Message, Detail string
+	Version                     int32
+	Count                       int64
+	LastSeen                    time.Time
+	Open                        bool
+	AIText                      string
 }
 
 // Versions is the build page's Versions section: newest first.
