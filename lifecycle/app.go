@@ -47,7 +47,7 @@ func AppOf(sb db.Sandbox, lastGood *int32) AppState {
 		return a
 	}
 	a.Status = string(*sb.AppStatus)
-	if sb.AppSince != nil && sb.AppSince.After(sb.StateChangedAt) {
+	if sb.AppSince != nil {
 		a.Since = *sb.AppSince
 	}
 	if a.Status == AppExited {

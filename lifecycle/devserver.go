@@ -161,6 +161,14 @@ func (d devRun) abandon() {
 // recorded with its history entry, unless the sandbox holds another run by now or is not
 // running (a pause ends the server too).
 func (s *Service) appEnded(ctx context.Context, e watch.Exit) error {
+	if e.Signalled || e.ExitCode == nil {
+		// A sandbox being killed or paused ends its processes too, moments before its own state
+		// says so: the provider is asked whether it still runs (twice for a signal, 2 s apart,
+		// as stillThere does for a build's command) before the app is said to have exited.
+		if running, err := s.stillRunning(ctx, e.Run.SandboxID, e.Signalled); err != nil || !running {
+			return err
+		}
+	}
 	ok, err := s.changeApp(ctx, e.Run.SandboxID, appChange{run: e.Run.ID, to: db.AppStatusExited, exitCode: e.ExitCode,
 		onlyRunning: true, event: reasonAppExited, source: db.EventSourceWatch, output: e.Tail})
 	if err == nil && ok {
@@ -171,3 +179,32 @@ func (s *Service) appEnded(ctx context.Context, e watch.Exit) error {
 
 // Watches reports whether this instance holds the watch of the sandbox's dev server.
 func (s *Service) Watches(sandboxID uuid.UUID) bool { return s.watch.Holds(sandboxID) }
+
+// stillRunning reports whether the provider still runs the sandbox: the row's provider id asked
+// once, or twice 2 s apart when signalled.
+func (s *Service) stillRunning(ctx context.Context, sandboxID uuid.UUID, signalled bool) (bool, error) {
+	sb, err := s.q.GetSandbox(ctx, sandboxID)
+	if db.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil || sb.ProviderID == nil || sb.Status != Running {
+		return false, err
+	}
+	for look := 1; ; look++ {
+		ps, err := s.providerGet(ctx, *sb.ProviderID)
+		if err != nil {
+			return false, err
+		}
+		if !ps.Found || ps.State != Running {
+			return false, nil
+		}
+		if !signalled || look == 2 {
+			return true, nil
+		}
+		select {
+		case <-time.After(2 * time.Second):
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+}

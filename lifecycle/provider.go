@@ -126,12 +126,15 @@ const devServerPID = "/home/user/dev-server.pid"
 // providerStart starts the dev server and returns its process with its output stream open: the
 // watch follows it (its output, and its end when it exits). exec keeps the shell's pid, so the
 // process envd reports, the one written down and the one connected to again after a restart of
-// Sandman are the dev server itself.
+// Sandman are the start command's own.
 func (s *Service) providerStart(ctx context.Context, h sandboxHandle, cmd string, port int32) (*e2b.Process, error) {
 	return s.provider.StartProcess(ctx, h, e2b.ProcessParams{
-		Command: startTime + `echo "$$ $(start_time $$)" > ` + devServerPID + "; exec " + cmd,
+		// The start command is the founder's shell text (it may be several commands): a shell of
+		// its own runs it whole, in the same process (exec), and bash runs a lone command in its
+		// own place too, so the process ends when the command does.
+		Command: startTime + `echo "$$ $(start_time $$)" > ` + devServerPID + `; c=$SANDMAN_START_COMMAND; unset SANDMAN_START_COMMAND; exec /bin/bash -c "$c"`,
 		Cwd:     appDir, Tag: "dev-server",
-		Envs: map[string]string{"PORT": strconv.Itoa(int(port)), "HOST": "0.0.0.0"},
+		Envs: map[string]string{"PORT": strconv.Itoa(int(port)), "HOST": "0.0.0.0", "SANDMAN_START_COMMAND": cmd},
 	})
 }
 

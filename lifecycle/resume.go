@@ -348,9 +348,10 @@ func (s *Service) resumeOnce(ctx context.Context, sb db.Sandbox, project db.Proj
 	cancel()
 	if err != nil || r.st.exited {
 		switch {
-		case r.st.exited:
+		case r.st.exited && (newVersion || !restart):
 			// A server that exits is the version's own code, not the sandbox: the wake worked,
 			// and the founder is told which version does not start (docs/states.md, "The app").
+			// Not so on files the check restored: then the restore did not bring it back.
 			if r.failed == "" {
 				r.failed = r.st.text(project, s.cfg.ReadyTimeout)
 			}

@@ -118,6 +118,14 @@ func (f *Follower) Ended() (code int32, ended bool) {
 	return int32(f.res.ExitCode), f.err == nil
 }
 
+// Signalled reports, once Done with the process's end, whether a signal ended it (a kill: the
+// sandbox's own end looks the same from inside) rather than its own exit.
+func (f *Follower) Signalled() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err == nil && !f.res.Exited
+}
+
 // Err is why the follow ended without the process's end (nil once it ended, or before Done).
 func (f *Follower) Err() error {
 	f.mu.Lock()

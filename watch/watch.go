@@ -37,6 +37,8 @@ type Exit struct {
 	// ExitCode is nil when the process was found gone with no end to read (it ended while no
 	// instance followed it).
 	ExitCode *int32
+	// Signalled: a signal ended it (a crash killed, or the sandbox itself ending).
+	Signalled bool
 	// Tail is the run's last lines, as far as this instance followed it.
 	Tail string
 }
@@ -355,7 +357,7 @@ func (w *Watcher) keep(ctx context.Context, h *holding, f *Follower) {
 		case <-f.Done():
 		}
 		if code, ended := f.Ended(); ended {
-			w.report(ctx, Exit{Run: f.Run(), ExitCode: &code, Tail: f.Tail()})
+			w.report(ctx, Exit{Run: f.Run(), ExitCode: &code, Signalled: f.Signalled(), Tail: f.Tail()})
 			// The row may already hold a newer run (a restart on a new version): follow it.
 			f = nil
 			continue
