@@ -206,7 +206,7 @@ func (w *Writer) take(all bool) (batch []Line, more bool) {
 			w.drops.Add(float64(rs.dropped))
 			w.log.Info("applog: lines dropped", "project", rs.run.ProjectID, "run", id, "dropped", rs.dropped)
 			batch = append(batch, Line{Run: rs.run, Stream: Stderr, At: now,
-				Text: fmt.Sprintf("[sandman] %d lines dropped: more than %g lines a second", rs.dropped, w.cfg.RunRate)})
+				Text: fmt.Sprintf("[sandman] %d lines dropped: more than %g lines a second, or more than could be stored meanwhile", rs.dropped, w.cfg.RunRate)})
 			rs.dropped, rs.toldAt = 0, now
 		}
 		if rs.dropped == 0 && now.Sub(rs.lastSeen) > time.Minute {
