@@ -69,11 +69,6 @@ func TestBrowserAVersionThatDoesNotStartIsToldWithTheWayOut(t *testing.T) {
 		`(() => { const p = `+pane+`; const b = p.querySelector(".actions button, .actions a");
 		  return b && b.dataset.testid === "restore-previous" && b.textContent.trim() === "Restore version 1" &&
 		    !p.querySelector("[data-testid=rebuild]") && !p.querySelector("iframe") && !p.textContent.includes("Live preview ready"); })()`)
-	var dbg struct{ Lines []struct{ Seq int64; Text, Source string } }
-	c.API(http.MethodGet, "/api/projects/"+pid+"/logs", nil, &dbg)
-	t.Logf("DEBUG lines %+v", dbg.Lines)
-	t.Logf("DEBUG panel %s", apptest.Eval[string](t, page, `document.getElementById("logs").outerHTML`))
-	t.Logf("DEBUG reqs %v", page.Requests())
 	page.WaitFor(t, "the printed line in the Logs panel", `Array.from(document.querySelectorAll("#logs [data-testid=log-text]")).some(e => e.textContent.includes("`+printed+`"))`)
 	page.WaitFor(t, "the page not reloaded", notReloaded)
 	cards.WaitFor(t, "the card's open problem, no Ready", `(() => { const c = document.querySelector("[data-testid=project-card]");
