@@ -34,7 +34,11 @@ func previewVM(l *lifecycle.Service, v lifecycle.ProjectView, now time.Time, csr
 	}
 	p.Version, p.Waiting, p.Applying = v.DeployedVersion, v.Waiting(), v.DeployingVersion
 	p.FailedVersion, p.RestoreTo = v.FailedVersion, v.RestoreTo
-	p.AppDown, p.OpenProblems = v.App().DoesNotStart(), v.OpenProblems
+	app := v.App()
+	p.AppDown, p.OpenProblems = app.DoesNotStart(), v.OpenProblems
+	if p.AppDown {
+		p.DownVersion = app.Version
+	}
 	if v.Problem != nil {
 		p.ProblemMessage, p.ProblemDetail = v.Problem.Message, v.Problem.Detail
 	}

@@ -48,6 +48,7 @@ type Preview struct {
 	// is not live, whatever the sandbox says (docs/states.md, "The app"). ProblemMessage and
 	// ProblemDetail are its problem (the detail keeps its lines).
 	AppDown                       bool
+	DownVersion                   int32 // the version whose app does not start
 	ProblemMessage, ProblemDetail string
 	// OpenProblems is how many of the project's problems are open (the card shows it).
 	OpenProblems int64
@@ -55,7 +56,11 @@ type Preview struct {
 
 // doesNotStart is the sentence of a version whose app does not start.
 func (p Preview) doesNotStart() string {
-	return "Version " + itoa32(p.Version) + " doesn't start"
+	n := p.DownVersion
+	if n == 0 {
+		n = p.Version
+	}
+	return "Version " + itoa32(n) + " doesn't start"
 }
 
 // problemsText is the card's count of open problems.

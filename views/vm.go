@@ -92,6 +92,8 @@ type Versions struct {
 	Now       time.Time
 	// Live is the version the preview runs (0 without a preview), Current the newest.
 	Live, Current int32
+	// DoesNotStart: the app of the Live version does not start (it is never marked live).
+	DoesNotStart bool
 	Rows          []VersionRow
 	// More: older versions exist than the rows shown.
 	More bool
