@@ -56,8 +56,8 @@ func TestAVisitorOfARunningPreviewWhoseAppIsDownSeesOurPage(t *testing.T) {
 			t.Errorf("app %s: refreshes itself without JavaScript: %v", tt.app, refresh)
 		}
 		apptest.RequireStatus(t, v.Do(http.MethodPost, path, nil, map[string]string{"HX-Request": "true"}), http.StatusOK)
-		if n := s.count(t, "SELECT count(*) FROM river_job WHERE args->>'sandbox_id' = $1", sid); n != 0 {
-			t.Errorf("app %s: a visitor's post queued %d jobs", tt.app, n)
+		if n := s.count(t, "SELECT count(*) FROM river_job WHERE kind = 'resume' AND args->>'sandbox_id' = $1 AND (args->>'visitor')::boolean", sid); n != 0 {
+			t.Errorf("app %s: a visitor's post queued %d resumes", tt.app, n)
 		}
 
 		page := c.Get("/projects/" + pid)

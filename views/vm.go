@@ -94,7 +94,7 @@ type Versions struct {
 	Live, Current int32
 	// DoesNotStart: the app of the Live version does not start (it is never marked live).
 	DoesNotStart bool
-	Rows          []VersionRow
+	Rows         []VersionRow
 	// More: older versions exist than the rows shown.
 	More bool
 }
