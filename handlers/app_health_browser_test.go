@@ -81,7 +81,7 @@ func TestBrowserAVersionThatDoesNotStartIsToldWithTheWayOut(t *testing.T) {
 	page.Do(t, chromedp.Navigate(s.URL()+"/projects/"+pid))
 	page.WaitFor(t, "the problem listed", `document.querySelector("[data-testid=problem][data-open=true]") !== null`)
 	ai := apptest.Eval[string](t, page, `document.querySelector("[data-testid=problem][data-open=true] [data-testid=ai-text]").value`)
-	for _, want := range []string{"Version 2", thrown, "server.js"} {
+	for _, want := range []string{"Version 2", thrown, "- server.js (changed)"} {
 		if !strings.Contains(ai, want) {
 			t.Errorf("the text for the AI lacks %q:\n%s", want, ai)
 		}
