@@ -177,7 +177,8 @@ func (s *Service) appEnded(ctx context.Context, e watch.Exit) error {
 	return err
 }
 
-// Watches reports whether this instance holds the watch of the sandbox's dev server.
+// Watches reports whether this instance holds the watch of the sandbox's dev server and follows
+// its stream.
 func (s *Service) Watches(sandboxID uuid.UUID) bool { return s.watch.Holds(sandboxID) }
 
 // stillRunning reports whether the provider still runs the sandbox: the row's provider id asked

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -87,6 +88,8 @@ type holding struct {
 	follow chan *Follower // a newer run's follower the lifecycle handed over
 	cancel context.CancelFunc
 	gone   chan struct{} // closed once its keep returned
+	// following: its run's stream is open (not between a takeover and its connect).
+	following atomic.Bool
 }
 
 // New assembles a Watcher; Start runs it.
@@ -277,12 +280,13 @@ func (w *Watcher) Hold(ctx context.Context, f *Follower) bool {
 	return true
 }
 
-// Holds reports whether this instance holds the watch of the sandbox.
+// Holds reports whether this instance holds the watch of the sandbox and follows its dev
+// server's stream.
 func (w *Watcher) Holds(id uuid.UUID) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	_, ok := w.held[id]
-	return ok
+	h, ok := w.held[id]
+	return ok && h.following.Load()
 }
 
 // start follows a preview whose watch this instance just took: f when given, else its dev
@@ -337,6 +341,7 @@ func (w *Watcher) keep(ctx context.Context, h *holding, f *Follower) {
 	}()
 	retry := 0
 	for {
+		h.following.Store(f != nil)
 		if f == nil {
 			var stop bool
 			f, stop = w.connect(ctx, h.id, &retry)
@@ -346,6 +351,7 @@ func (w *Watcher) keep(ctx context.Context, h *holding, f *Follower) {
 			if f == nil {
 				continue
 			}
+			h.following.Store(true)
 		}
 		select {
 		case <-ctx.Done():
