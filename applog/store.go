@@ -278,3 +278,21 @@ func (s *Service) Counts(ctx context.Context, project uuid.UUID) (lines, bytes i
 	c, err := s.q.CountAppLogLines(ctx, project)
 	return c.Lines, c.Bytes, err
 }
+
+// Newest is the owner's project's newest lines, at most limit, oldest first: the build page's
+// Logs panel as drawn on the server (its script then follows the stream after the last).
+func (s *Service) Newest(ctx context.Context, owner, project uuid.UUID, limit int) ([]LogLine, error) {
+	if err := s.owns(ctx, owner, project); err != nil {
+		return nil, err
+	}
+	rows, err := s.q.ListNewestAppLogLines(ctx, db.ListNewestAppLogLinesParams{ProjectID: project, MaxLines: int32(max(1, min(limit, MaxPage)))})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]LogLine, len(rows))
+	for i, r := range rows {
+		out[len(rows)-1-i] = LogLine{Seq: r.Seq, At: r.At, SandboxID: r.SandboxID, Version: r.Version,
+			Source: Source(r.Source), Stream: Stream(r.Stream), Text: r.Text}
+	}
+	return out, nil
+}

@@ -34,6 +34,20 @@ func previewVM(l *lifecycle.Service, v lifecycle.ProjectView, now time.Time, csr
 	}
 	p.Version, p.Waiting, p.Applying = v.DeployedVersion, v.Waiting(), v.DeployingVersion
 	p.FailedVersion, p.RestoreTo = v.FailedVersion, v.RestoreTo
+	app := v.App()
+	p.AppDown, p.OpenProblems = app.DoesNotStart(), v.OpenProblems
+	if p.AppDown {
+		p.DownVersion = app.Version
+	}
+	if v.Problem != nil {
+		p.ProblemMessage, p.ProblemDetail = v.Problem.Message, v.Problem.Detail
+	}
+	if p.AppDown && p.RestoreTo == 0 {
+		// A card drawn from the founder's list (no failed version read): the last good version.
+		if good := v.Project.LastGoodVersion; good != nil && *good < p.Version {
+			p.RestoreTo = *good
+		}
+	}
 	if v.Build != nil {
 		p.BuildID = v.Build.ID.String()
 		p.BuildStatus, p.Stage, p.BuildError = string(v.Build.Status), v.Build.Stage, v.Build.Error
@@ -168,6 +182,9 @@ func (h *Handlers) rebuildConfirm(c echo.Context) error {
 	}
 	q := views.RebuildQuestion{ProjectID: pid, Target: target, Return: safeReturn(c.QueryParam("return"), "/projects/"+pid),
 		Key: previewVM(h.Lifecycle, v, time.Now(), "").IdempotencyKey(), CSRF: h.csrfToken(c), Credits: pageCredits(c)}
+	if app := v.App(); app.DoesNotStart() && v.Sandbox != nil && v.Sandbox.Status == lifecycle.Running {
+		q.NotStarting, q.RestoreTo = app.Version, v.RestoreTo
+	}
 	if isHTMX(c) {
 		return render(c, http.StatusOK, views.RebuildDialog(q))
 	}

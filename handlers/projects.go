@@ -67,9 +67,13 @@ func (h *Handlers) projectPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	health, err := h.healthVM(ctx, u.ID, id, l.Now)
+	if err != nil {
+		return err
+	}
 	vm := views.ProjectPage{Layout: l, Preview: previewVM(h.Lifecycle, v, l.Now, l.CSRF), Share: box, History: historyVM(p.ID.String(), hist, l.Now),
 		InstallCommand: p.InstallCommand, StartCommand: p.StartCommand, Port: p.Port, PauseKind: string(p.PauseKind),
-		ReloadsItself: p.ReloadsItself, Versions: vs}
+		ReloadsItself: p.ReloadsItself, Versions: vs, Health: health}
 	for _, f := range files {
 		vm.Files = append(vm.Files, views.File{Path: f.Path, Size: humanSize(f.Size)})
 	}

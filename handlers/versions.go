@@ -333,7 +333,8 @@ func (h *Handlers) versionsVM(c echo.Context, owner uuid.UUID, v lifecycle.Proje
 	if err != nil {
 		return views.Versions{}, err
 	}
-	out := views.Versions{ProjectID: v.Project.ID.String(), CSRF: h.csrfToken(c), Now: now, Live: v.DeployedVersion, Current: page.Current.Number}
+	out := views.Versions{ProjectID: v.Project.ID.String(), CSRF: h.csrfToken(c), Now: now, Live: v.DeployedVersion, Current: page.Current.Number,
+		DoesNotStart: v.App().DoesNotStart()}
 	for i, ver := range page.Versions {
 		if i == versionsShown {
 			out.More = true

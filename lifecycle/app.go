@@ -2,11 +2,13 @@ package lifecycle
 
 import (
 	"context"
+	"encoding/json"
 	"strconv"
 	"time"
 
 	"github.com/google/uuid"
 
+	"sandman/applog"
 	"sandman/db"
 )
 
@@ -111,6 +113,10 @@ func setApp(ctx context.Context, tx db.Tx, sandboxID uuid.UUID, c appChange) (sb
 		if err := tx.SetProjectLastGoodVersion(ctx, db.SetProjectLastGoodVersionParams{ID: sb.ProjectID, Version: *sb.AppVersion}); err != nil {
 			return sb, false, err
 		}
+		// What broke in older versions is not what runs now (docs/states.md, "The app").
+		if _, err := applog.CloseProblems(ctx, tx, sb.ProjectID, *sb.AppVersion); err != nil {
+			return sb, false, err
+		}
 	}
 	if c.event == "" {
 		return sb, true, notifyInTx(ctx, tx, sb)
@@ -130,4 +136,19 @@ func (s *Service) changeApp(ctx context.Context, sandboxID uuid.UUID, c appChang
 		return err
 	})
 	return ok, err
+}
+
+// runEnded tells the sink a run ended (which stores its problem), then announces the sandbox
+// again: the problem is stored after the app's change was, and the pages draw it (the pane's
+// detail, the card's count).
+func (s *Service) runEnded(ctx context.Context, run applog.Run, exitCode *int32) {
+	s.sink.Ended(ctx, run, exitCode)
+	sb, err := s.q.GetSandbox(ctx, run.SandboxID)
+	if err == nil {
+		payload, _ := json.Marshal(db.SandboxNotification{SandboxID: sb.ID, OwnerID: sb.OwnerID})
+		err = s.q.Notify(ctx, db.NotifyParams{Channel: db.SandboxChannel, Payload: string(payload)})
+	}
+	if err != nil && ctx.Err() == nil {
+		s.log.Warn("app: the pages were not told of a run's problem", "sandbox_id", run.SandboxID, "err", err)
+	}
 }

@@ -394,9 +394,10 @@ func readAllWays(ctx context.Context, svc *lifecycle.Service, owner, projectID, 
 	if i < 0 {
 		return byID, fmt.Errorf("the founder's list has no project %v", projectID)
 	}
-	// The list leaves out the version to restore (its cards offer none).
+	// The list leaves out the version to restore and its problem (its cards tell only the
+	// count of open problems).
 	want := byID
-	want.FailedVersion, want.RestoreTo = 0, 0
+	want.FailedVersion, want.RestoreTo, want.Problem = 0, 0, nil
 	if !reflect.DeepEqual(list[i], want) {
 		return byID, fmt.Errorf("the project's state in the founder's list differs from the one read by its id:\n%+v\n%+v", list[i], want)
 	}

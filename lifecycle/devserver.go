@@ -136,7 +136,7 @@ func (s *Service) settle(ctx context.Context, d devRun, st startup) {
 	if st.exited {
 		code := st.code
 		s.log.Info("app exited", "sandbox_id", d.run.SandboxID, "version", d.run.Version, "exit_code", code)
-		s.sink.Ended(context.WithoutCancel(ctx), d.run, &code)
+		s.runEnded(context.WithoutCancel(ctx), d.run, &code)
 	}
 	if d.f == nil {
 		s.watch.Kick() // a server that ran on (a wake): its holder connects to it
@@ -172,7 +172,7 @@ func (s *Service) appEnded(ctx context.Context, e watch.Exit) error {
 	ok, err := s.changeApp(ctx, e.Run.SandboxID, appChange{run: e.Run.ID, to: db.AppStatusExited, exitCode: e.ExitCode,
 		onlyRunning: true, event: reasonAppExited, source: db.EventSourceWatch, output: e.Tail})
 	if err == nil && ok {
-		s.sink.Ended(ctx, e.Run, e.ExitCode)
+		s.runEnded(ctx, e.Run, e.ExitCode)
 	}
 	return err
 }

@@ -32,6 +32,11 @@ type ProjectView struct {
 	// change (the pane offers RestoreTo, the version before it), or whose app does not start
 	// now (RestoreTo: the last good version, 0 when there is none older); 0 otherwise.
 	FailedVersion, RestoreTo int32
+	// OpenProblems is how many of the project's problems are open (the card's count), and
+	// Problem the failed version's newest open problem, when there is one (the pane tells its
+	// message and detail).
+	OpenProblems int64
+	Problem      *db.AppProblem
 }
 
 // Waiting is the version that goes live when the preview runs again (or in a moment, when it
@@ -80,6 +85,9 @@ func (s *Service) Projects(ctx context.Context, owner uuid.UUID) ([]ProjectView,
 		s.withSandbox(&out[i], &p.Sandbox, &p.Build, p.SandboxEvent, p.LatestEventID)
 		out[i].DeployedVersion, out[i].DeployingVersion = p.DeployedNumber, p.DeployingNumber
 	}
+	if err := s.withProblemCounts(ctx, owner, out); err != nil {
+		return nil, 0, err
+	}
 	if len(states) > 0 && int(states[0].ProjectCount) == len(states) {
 		return out, states[0].Credits, nil
 	}
@@ -110,6 +118,22 @@ func (s *Service) Projects(ctx context.Context, owner uuid.UUID) ([]ProjectView,
 	return all, credits, nil
 }
 
+// withProblemCounts sets each view's count of open problems, in one read for the founder.
+func (s *Service) withProblemCounts(ctx context.Context, owner uuid.UUID, vs []ProjectView) error {
+	counts, err := s.q.CountOpenProblemsByOwner(ctx, owner)
+	if err != nil || len(counts) == 0 {
+		return err
+	}
+	byProject := make(map[uuid.UUID]int64, len(counts))
+	for _, c := range counts {
+		byProject[c.ProjectID] = c.Open
+	}
+	for i := range vs {
+		vs[i].OpenProblems = byProject[vs[i].Project.ID]
+	}
+	return nil
+}
+
 // Project returns one of the founder's projects with its current state, in two queries that
 // read it as Projects reads each of the list (the page and an action's answer draw it from the
 // same read; ProjectOfSandbox reads the same in one).
@@ -132,14 +156,46 @@ func (s *Service) Project(ctx context.Context, owner, projectID uuid.UUID) (Proj
 	return v, s.withCurrent(ctx, &v, &c.Sandbox, &c.Build, c.SandboxEvent, c.LatestEventID, c.DeployedNumber, c.DeployingNumber)
 }
 
-// withCurrent completes the view with its current sandbox (withSandbox) and versions, and, when
-// its newest change is a version that failed, the version to restore (one more read, rare).
+// withCurrent completes the view with its current sandbox (withSandbox) and versions, the
+// version that failed and the one to restore (withFailedVersion), the count of open problems,
+// and the failed version's problem (one more read, only while a version fails).
 func (s *Service) withCurrent(ctx context.Context, v *ProjectView, sb *db.Sandbox, b *db.Build, last db.SandboxEvent,
 	eventID int64, deployed, deploying int32) error {
 	s.withSandbox(v, sb, b, last, eventID)
 	v.DeployedVersion, v.DeployingVersion = deployed, deploying
+	if err := s.withFailedVersion(ctx, v, sb, last); err != nil {
+		return err
+	}
+	n, err := s.q.CountOpenProblems(ctx, v.Project.ID)
+	if err != nil {
+		return err
+	}
+	v.OpenProblems = n
+	if v.FailedVersion == 0 || n == 0 {
+		return nil
+	}
+	p, err := s.q.GetOpenProblemOfVersion(ctx, db.GetOpenProblemOfVersionParams{ProjectID: v.Project.ID, Version: v.FailedVersion})
+	if db.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	v.Problem = &p
+	return nil
+}
+
+// withFailedVersion sets the view's failed version and the version to restore, when its newest
+// change is a version that failed (one more read, rare) or its app does not start now.
+func (s *Service) withFailedVersion(ctx context.Context, v *ProjectView, sb *db.Sandbox, last db.SandboxEvent) error {
 	if last.Reason == reasonVersionFailed && last.VersionNumber != nil {
 		v.FailedVersion = *last.VersionNumber
+		// The last good version is the way out (the app was up with it); without one, the
+		// version before the failed one.
+		if good := v.Project.LastGoodVersion; good != nil && *good < v.FailedVersion {
+			v.RestoreTo = *good
+			return nil
+		}
 		failed, err := s.q.GetVersionByNumber(ctx, db.GetVersionByNumberParams{ProjectID: v.Project.ID, Number: v.FailedVersion})
 		if err == nil && failed.ParentNumber != nil {
 			v.RestoreTo = *failed.ParentNumber

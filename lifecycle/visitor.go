@@ -28,6 +28,13 @@ const (
 	VisitorGone VisitorState = "gone"
 	// VisitorTrouble: the provider cannot be reached (unknown), or two resumes in a row failed.
 	VisitorTrouble VisitorState = "trouble"
+	// VisitorBroken: the sandbox runs but its app does not (it exited, or does not answer):
+	// the page of ours says so, never the provider's error page, and nothing of why (that is
+	// the founder's).
+	VisitorBroken VisitorState = "broken"
+	// VisitorUpdating: the sandbox runs and a version's dev server is starting, not answering
+	// yet.
+	VisitorUpdating VisitorState = "updating"
 )
 
 // SharedPreview is all a visitor of a share link may know of the project: its name and its
@@ -54,7 +61,7 @@ func visitorState(sb *db.Sandbox, b db.Build, failedResumes int32) VisitorState 
 	}
 	switch sb.Status {
 	case Running:
-		return VisitorLive
+		return appVisitorState(sb)
 	case Paused:
 		return VisitorSleeping
 	case Resuming:
@@ -73,6 +80,21 @@ func visitorState(sb *db.Sandbox, b db.Build, failedResumes int32) VisitorState 
 		return VisitorTrouble
 	}
 	return VisitorGone
+}
+
+// appVisitorState is what a visitor sees of a running sandbox: its app's state decides whether
+// the frame would show the app or the provider's error page.
+func appVisitorState(sb *db.Sandbox) VisitorState {
+	if sb.AppStatus == nil {
+		return VisitorLive // a sandbox from before the app's state was kept
+	}
+	switch *sb.AppStatus {
+	case db.AppStatusExited, db.AppStatusNotAnswering:
+		return VisitorBroken
+	case db.AppStatusStarting:
+		return VisitorUpdating
+	}
+	return VisitorLive
 }
 
 // wakeable reports whether a visitor's wake resumes the sandbox: it sleeps, a resume failed

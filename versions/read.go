@@ -292,3 +292,24 @@ func (s *Service) owned(ctx context.Context, owner, projectID uuid.UUID) error {
 	}
 	return err
 }
+
+// ChangedPaths returns what version n changed against its parent, path by path (no contents):
+// what a problem of that version tells the builder's AI it touched.
+func (s *Service) ChangedPaths(ctx context.Context, owner, projectID uuid.UUID, n int32) (Changes, error) {
+	v, now, err := s.Get(ctx, owner, projectID, n)
+	if err != nil {
+		return Changes{}, err
+	}
+	var before []Entry
+	if v.ParentNumber != nil {
+		parent, err := s.q.GetVersionByNumber(ctx, db.GetVersionByNumberParams{ProjectID: projectID, Number: *v.ParentNumber})
+		if err == nil {
+			if before, err = entries(ctx, s.q, parent); err != nil {
+				return Changes{}, err
+			}
+		} else if !db.IsNotFound(err) { // a pruned parent: every file reads as added
+			return Changes{}, err
+		}
+	}
+	return Diff(before, now), nil
+}

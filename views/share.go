@@ -19,7 +19,7 @@ const ShareClosedEvent = "share-closed"
 type ShareState struct {
 	ProjectName string
 	// State is the visitor's state (lifecycle.VisitorState): live, sleeping, waking, starting,
-	// gone or trouble; "ended" when the link stopped working.
+	// updating, broken, gone or trouble; "ended" when the link stopped working.
 	State      string
 	PreviewURL string // while live
 	ColdStart  bool   // waking from a files-only snapshot starts the app again
@@ -87,6 +87,12 @@ func (s ShareState) copy() shareCopy {
 	case "trouble":
 		return shareCopy{Heading: "We can't reach this preview right now.", Line: "Its host isn't answering. Try again in a moment.",
 			Icon: "warn", Class: "warn", TryAgain: true}
+	case "broken":
+		// Nothing of why: no provider id, no output, no file name (those are the founder's).
+		return shareCopy{Heading: "This preview isn't working right now.", Line: "Its maker can see why.", Icon: "broken", Class: "warn"}
+	case "updating":
+		return shareCopy{Heading: "Starting the latest version…", Line: "The new version of " + name + " will be here in a moment.", Icon: "build",
+			Class: "busy", Busy: true, Refresh: true}
 	case "ended":
 		return shareCopy{Heading: "This link doesn't work anymore.", Line: "Ask the person who shared it for a new link.", Icon: "stopped", Class: "gone"}
 	}

@@ -44,6 +44,31 @@ type Preview struct {
 	// (0: none), Applying the one being applied now (0: none). FailedVersion is a version whose
 	// dev server did not start (its Why says what it printed), RestoreTo the one before it.
 	Version, Waiting, Applying, FailedVersion, RestoreTo int32
+	// AppDown: the sandbox runs but its app does not (exited, or not answering): the preview
+	// is not live, whatever the sandbox says (docs/states.md, "The app"). ProblemMessage and
+	// ProblemDetail are its problem (the detail keeps its lines).
+	AppDown                       bool
+	DownVersion                   int32 // the version whose app does not start
+	ProblemMessage, ProblemDetail string
+	// OpenProblems is how many of the project's problems are open (the card shows it).
+	OpenProblems int64
+}
+
+// doesNotStart is the sentence of a version whose app does not start.
+func (p Preview) doesNotStart() string {
+	n := p.DownVersion
+	if n == 0 {
+		n = p.Version
+	}
+	return "Version " + itoa32(n) + " doesn't start"
+}
+
+// problemsText is the card's count of open problems.
+func (p Preview) problemsText() string {
+	if p.OpenProblems == 1 {
+		return "1 open problem"
+	}
+	return strconv.FormatInt(p.OpenProblems, 10) + " open problems"
 }
 
 // versionTag is the card's "v8".
@@ -90,8 +115,11 @@ func (p Preview) BuildFailed() bool { return p.BuildStatus == "failed" }
 // Building reports whether the build is under way (the build stage is shown).
 func (p Preview) Building() bool { return p.Status == "starting" && !p.BuildFailed() }
 
-// Live reports whether the preview runs: only then is the iframe shown.
-func (p Preview) Live() bool { return p.Status == "running" && !p.BuildFailed() }
+// Live reports whether the preview runs and its app with it: only then is the iframe shown.
+func (p Preview) Live() bool { return p.Status == "running" && !p.BuildFailed() && !p.AppDown }
+
+// Broken reports whether the sandbox runs an app that does not start.
+func (p Preview) Broken() bool { return p.Status == "running" && !p.BuildFailed() && p.AppDown }
 
 // Resuming reports whether a resume is under way.
 func (p Preview) Resuming() bool { return p.Status == "resuming" }
@@ -160,6 +188,11 @@ func (p Preview) copy() stateCopy {
 		c.Line, c.CardSub = p.BuildError, p.BuildError
 		return c
 	}
+	if p.Broken() {
+		// Never "ready" or "Live": the sandbox runs, the founder's code does not.
+		return stateCopy{Heading: p.doesNotStart(), Line: p.ProblemMessage, Card: "Doesn't start", CardSub: p.doesNotStart(),
+			Class: "gone", Icon: "broken"}
+	}
 	return states[p.Status]
 }
 
@@ -208,7 +241,7 @@ const (
 // control is one action of a fragment: a form that posts (htmx enhances it, a browser without
 // JavaScript posts it and is sent back), the rebuild's question, or a link.
 type control struct {
-	Kind    string // "post", "rebuild", "open", "copy", "waiting"
+	Kind    string // "post", "restore", "rebuild", "open", "copy", "waiting"
 	Path    string // what the form posts to, or the link
 	Label   string
 	TestID  string
@@ -238,6 +271,16 @@ func (p Preview) controls() []control {
 	case "unknown":
 		return []control{{Kind: "post", Path: sandbox + "/verify", Label: "Retry", TestID: "retry"}, rebuild}
 	case "running":
+		if p.AppDown {
+			// The founder's code does not start: the way out is the last good version (free),
+			// never a rebuild, which builds the same files.
+			var out []control
+			if p.RestoreTo != 0 {
+				out = append(out, control{Kind: "restore", Path: versionPath(p.ProjectID, p.RestoreTo) + "/restore",
+					Label: "Restore version " + itoa32(p.RestoreTo), TestID: "restore-previous", Cost: "Free", Primary: true})
+			}
+			return append(out, control{Kind: "post", Path: sandbox + "/pause", Label: "Pause", TestID: "pause"})
+		}
 		return []control{
 			{Kind: "open", Path: p.PreviewURL, Label: "Open", TestID: "open"},
 			{Kind: "copy", Path: p.PreviewURL, Label: "Copy URL", TestID: "copy-url"},

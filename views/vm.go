@@ -62,6 +62,36 @@ type ProjectPage struct {
 	ReloadsItself bool
 	Files         []File
 	Versions      Versions
+	Health        AppHealth
+}
+
+// AppHealth is the build page's Logs panel and Problems list (docs/states.md, "The app").
+type AppHealth struct {
+	ProjectID string
+	// Lines are the newest lines, oldest first; the page's script follows the log stream after
+	// the last (its Seq).
+	Lines    []LogLine
+	Problems []ProblemRow
+	Now      time.Time
+}
+
+// LogLine is one line the app or its install printed. Its text is data, drawn as text.
+type LogLine struct {
+	Seq            int64
+	At             time.Time
+	Version        int32
+	Source, Stream string
+	Text           string
+}
+
+// ProblemRow is one problem with its text for the builder's AI.
+type ProblemRow struct {
+	ID, Source, Message, Detail string
+	Version                     int32
+	Count                       int64
+	LastSeen                    time.Time
+	Open                        bool
+	AIText                      string
 }
 
 // Versions is the build page's Versions section: newest first.
@@ -71,7 +101,9 @@ type Versions struct {
 	Now       time.Time
 	// Live is the version the preview runs (0 without a preview), Current the newest.
 	Live, Current int32
-	Rows          []VersionRow
+	// DoesNotStart: the app of the Live version does not start (it is never marked live).
+	DoesNotStart bool
+	Rows         []VersionRow
 	// More: older versions exist than the rows shown.
 	More bool
 }
@@ -192,6 +224,9 @@ type RebuildQuestion struct {
 	Key     string // the rebuild's idempotency key (Preview.IdempotencyKey)
 	CSRF    string
 	Credits int32
+	// NotStarting is the version whose app does not start (0: it starts): a rebuild builds the
+	// same files, so the question warns, and names RestoreTo (the last good version, 0: none).
+	NotStarting, RestoreTo int32
 }
 
 // RebuildPage is the rebuild's confirmation without JavaScript.

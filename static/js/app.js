@@ -5,11 +5,15 @@
 
 document.documentElement.classList.replace("no-js", "js");
 
-// "Copy URL" buttons copy their data-copy value and say so briefly.
+// "Copy URL" buttons copy their data-copy value and say so briefly; "Copy for the AI" copies
+// the text of the element its data-copy-from names (the readonly text area shown without it).
 document.addEventListener("click", (ev) => {
-  const btn = ev.target.closest("[data-copy]");
+  const btn = ev.target.closest("[data-copy], [data-copy-from]");
   if (!btn || !navigator.clipboard) return;
-  navigator.clipboard.writeText(btn.dataset.copy).then(() => {
+  const from = btn.dataset.copyFrom ? document.getElementById(btn.dataset.copyFrom) : null;
+  const text = from ? from.value : btn.dataset.copy;
+  if (text == null) return;
+  navigator.clipboard.writeText(text).then(() => {
     const label = btn.textContent;
     btn.textContent = "Copied";
     setTimeout(() => { btn.textContent = label; }, 1500);
