@@ -1,11 +1,11 @@
 // Command previewproxy runs inside a sandbox next to the app's dev server: the preview URL
 // points at its port, it forwards every request to the app's port, and it adds one script tag
-// to the app's HTML pages, a reporter that tells Sandman the page's errors. Websockets (Vite's
-// hot reload), streams and every answer that is not a page pass untouched. --plain turns the
-// script off. See docs/architecture.md, "The preview proxy".
+// to the app's HTML pages, a reporter that tells the page's errors to Sandman's page framing
+// it. Websockets (Vite's hot reload), streams and every answer that is not a page pass
+// untouched. --plain turns the script off. See docs/architecture.md, "The preview proxy".
 //
 // Each flag can come from the environment instead (PREVIEWPROXY_ and its name in capitals,
-// dashes as underscores), which keeps the token out of the process list.
+// dashes as underscores), as a sandbox's start command sets them.
 //
 // It is built static (CGO_ENABLED=0, `make previewproxy`) and uploaded with the app.
 package main
@@ -48,9 +48,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, log *sl
 	plain, _ := strconv.ParseBool(env("plain", "false"))
 	fs.BoolVar(&plain, "plain", plain, "forward everything untouched: add no script")
 	scriptURL := fs.String("script-url", env("script-url", ""), "src of the added script tag, instead of the reporter served at /__sandman/report.js")
-	reportURL := fs.String("report-url", env("report-url", ""), "where the reporter posts the page's errors (Sandman's endpoint)")
-	token := fs.String("report-token", env("report-token", ""), "the preview's report token, sent as ?t=")
-	sandbox := fs.String("sandbox-id", env("sandbox-id", ""), "the sandbox's id, sent as ?sandbox=")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -61,8 +58,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, log *sl
 	if err != nil {
 		return err
 	}
-	p, err := New(Config{Target: u, Plain: plain, ScriptURL: *scriptURL, ReportURL: *reportURL,
-		Token: *token, SandboxID: *sandbox, Log: log})
+	p, err := New(Config{Target: u, Plain: plain, ScriptURL: *scriptURL, Log: log})
 	if err != nil {
 		return err
 	}

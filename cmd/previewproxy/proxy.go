@@ -10,9 +10,7 @@ import (
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"html"
 	"io"
 	"log/slog"
@@ -38,11 +36,6 @@ type Config struct {
 	// ScriptURL, when set, is the src of the injected tag instead of the reporter the proxy
 	// serves itself.
 	ScriptURL string
-	// ReportURL is where the reporter posts (Sandman's endpoint); Token and SandboxID go in its
-	// query string as t= and sandbox=.
-	ReportURL string
-	Token     string
-	SandboxID string
 	Log       *slog.Logger
 }
 
@@ -56,7 +49,7 @@ type Proxy struct {
 	rp       *httputil.ReverseProxy
 	tag      []byte // the script tag added to each page
 	etagMark string // appended to the ETag of a page with the tag: "-sm" and the tag's hash
-	script   []byte // the reporter with its configuration, served at reserved+"report.js"
+	script   []byte // the reporter, served at reserved+"report.js"; nil with a ScriptURL
 }
 
 // New makes the proxy of cfg.
@@ -69,9 +62,7 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	p := &Proxy{cfg: cfg}
 	if !cfg.Plain {
-		if err := p.prepare(); err != nil {
-			return nil, err
-		}
+		p.prepare()
 	}
 	transport := &http.Transport{
 		Proxy:       nil, // the app is next door: never through an HTTP_PROXY of the sandbox
@@ -95,39 +86,17 @@ func New(cfg Config) (*Proxy, error) {
 	return p, nil
 }
 
-// prepare builds the reporter with its configuration and the tag that loads it.
-func (p *Proxy) prepare() error {
+// prepare takes the reporter and makes the tag that loads it.
+func (p *Proxy) prepare() {
 	src := p.cfg.ScriptURL
 	if src == "" {
-		if p.cfg.ReportURL == "" {
-			return errors.New("no report URL: give --report-url (or --script-url, or --plain for no script)")
-		}
-		u, err := url.Parse(p.cfg.ReportURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("the report URL %q is not an http(s) URL", p.cfg.ReportURL)
-		}
-		q := u.Query()
-		if p.cfg.Token != "" {
-			q.Set("t", p.cfg.Token)
-		}
-		if p.cfg.SandboxID != "" {
-			q.Set("sandbox", p.cfg.SandboxID)
-		}
-		u.RawQuery = q.Encode()
-		conf, err := json.Marshal(map[string]string{"url": u.String()})
-		if err != nil {
-			return err
-		}
-		// JSON is a JavaScript expression whatever the URL holds (json.Marshal escapes U+2028
-		// and U+2029, which would end a line of JavaScript).
-		p.script = []byte(strings.Replace(reportJS, "/*CONFIG*/null", string(conf), 1))
+		p.script = []byte(reportJS)
 		sum := sha256.Sum256(p.script)
 		src = reserved + "report.js?v=" + hex.EncodeToString(sum[:6])
 	}
 	p.tag = []byte(`<script src="` + html.EscapeString(src) + `"></script>`)
 	sum := sha256.Sum256(p.tag)
 	p.etagMark = "-sm" + hex.EncodeToString(sum[:4])
-	return nil
 }
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -169,7 +138,7 @@ func (w asSent) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 func (p *Proxy) serveScript(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Type", "text/javascript; charset=utf-8")
-	// The tag names the script by its hash (?v=): a new configuration is a new URL.
+	// The tag names the script by its hash (?v=): a new reporter is a new URL.
 	h.Set("Cache-Control", "public, max-age=31536000, immutable")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Content-Length", strconv.Itoa(len(p.script)))
@@ -289,7 +258,7 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 }
 
 // markETag appends the tag's hash to the page's ETag: the page with the tag is a different
-// representation from the app's, and a new configuration makes the cached one stale. rewrite
+// representation from the app's, and a new reporter makes the cached one stale. rewrite
 // takes the mark off the browser's conditional requests, so the app's own check still works.
 func (p *Proxy) markETag(h http.Header) {
 	v := h.Get("ETag")

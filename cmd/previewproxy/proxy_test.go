@@ -6,6 +6,8 @@ import (
 	"compress/gzip"
 	"compress/zlib"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"net"
 	"net/http"
@@ -40,7 +42,7 @@ func testConfig(t testing.TB, app *httptest.Server) Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Config{Target: u, ReportURL: "http://127.0.0.1:9/report", Token: "tok-1", SandboxID: "sb-1"}
+	return Config{Target: u}
 }
 
 // startProxy runs the proxy of cfg on a real loopback server.
@@ -479,23 +481,24 @@ func TestPlainForwardsPagesUntouched(t *testing.T) {
 	}
 }
 
-func TestTheReporterIsServedWithItsConfiguration(t *testing.T) {
+func TestTheReporterIsServedUnderItsOwnHash(t *testing.T) {
 	app := upstream(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html")
 		_, _ = io.WriteString(w, "<head></head>")
 	})
-	cfg := testConfig(t, app)
-	cfg.ReportURL = "https://sandman.example/api/reports?x=1"
-	cfg.Token = `a"b</script>`
-	p, proxy := startProxy(t, cfg)
+	p, proxy := startProxy(t, testConfig(t, app))
 	src := strings.TrimSuffix(strings.TrimPrefix(string(p.tag), `<script src="`), `"></script>`)
 	resp, js := do(t, "GET", proxy.URL+src, nil)
 	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/javascript") {
 		t.Fatalf("GET %s: %d %s", src, resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
-	want := `{"url":"https://sandman.example/api/reports?sandbox=sb-1\u0026t=a%22b%3C%2Fscript%3E\u0026x=1"}`
-	if !strings.Contains(string(js), "var config = "+want+";") {
-		t.Errorf("the reporter's configuration is not %s:\n%.400s", want, js)
+	if string(js) != reportJS {
+		t.Errorf("the script served is not the reporter:\n%.300s", js)
+	}
+	// Cached for a year: only a URL naming the script's content lets a new reporter through.
+	sum := sha256.Sum256([]byte(reportJS))
+	if want := "/__sandman/report.js?v=" + hex.EncodeToString(sum[:6]); src != want || !strings.Contains(resp.Header.Get("Cache-Control"), "immutable") {
+		t.Errorf("the reporter at %s (Cache-Control %q), want it at %s, immutable", src, resp.Header.Get("Cache-Control"), want)
 	}
 }
 
@@ -519,8 +522,7 @@ func TestTheStaticBinaryRunsFromItsEnvironment(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	cmd := exec.Command(bin)
-	cmd.Env = []string{"PREVIEWPROXY_LISTEN=" + addr, "PREVIEWPROXY_TARGET=" + strings.TrimPrefix(app.URL, "http://"),
-		"PREVIEWPROXY_REPORT_URL=http://127.0.0.1:9/r", "PREVIEWPROXY_REPORT_TOKEN=envtoken", "PREVIEWPROXY_SANDBOX_ID=sb-env"}
+	cmd.Env = []string{"PREVIEWPROXY_LISTEN=" + addr, "PREVIEWPROXY_TARGET=" + strings.TrimPrefix(app.URL, "http://")}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -552,7 +554,7 @@ func TestTheStaticBinaryRunsFromItsEnvironment(t *testing.T) {
 	}
 	js, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if !strings.Contains(string(js), `sandbox=sb-env\u0026t=envtoken`) {
-		t.Errorf("the reporter does not carry the environment's token and sandbox:\n%.300s", js)
+	if string(js) != reportJS {
+		t.Errorf("the binary's script is not the reporter:\n%.300s", js)
 	}
 }

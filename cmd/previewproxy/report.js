@@ -1,10 +1,11 @@
-// Sandman's reporter: the preview proxy adds it to every page of the app and fills in its
-// configuration. It tells Sandman the page's uncaught errors, unhandled promise rejections,
-// console.error calls and Vite's error overlay (docs/architecture.md, "The preview proxy").
+// Sandman's reporter: the preview proxy adds it to every page of the app. It tells the page's
+// uncaught errors, unhandled promise rejections, console.error calls and Vite's error overlay to
+// the window that frames the page, Sandman's, which relays them (docs/architecture.md, "The
+// preview proxy" and "The browser's reports"). It calls nothing itself: the page alone in a tab
+// has no one to tell, and reports nothing.
 (function () {
   "use strict";
-  var config = /*CONFIG*/null;
-  if (!config || !config.url || window.__sandmanReporter) return;
+  if (window.parent === window || window.__sandmanReporter) return;
   window.__sandmanReporter = true;
 
   var MAX_BYTES = 16384; // a report, as JSON
@@ -54,8 +55,7 @@
         kind: kind,
         message: cut(message, 4096),
         stack: cut(stack, 8192),
-        url: cut(String(location.href), 2048),
-        at: new Date(now).toISOString()
+        url: cut(String(location.href), 2048)
       };
       var body = JSON.stringify(r);
       while (bytes(body) > MAX_BYTES && (r.stack.length > 64 || r.message.length > 64)) {
@@ -63,23 +63,13 @@
         else r.message = cut(r.message, r.message.length >> 1);
         body = JSON.stringify(r);
       }
-      send(body);
+      // Only the four fields Sandman takes: it refuses a report with any other. "*": the page
+      // does not know Sandman's origin; the report is the page's own, for whoever frames it.
+      window.parent.postMessage({ sandman: "report", kind: r.kind, message: r.message, stack: r.stack, url: r.url }, "*");
     } catch (e) {
       /* the reporter never breaks the page */
     } finally {
       busy = false;
-    }
-  }
-
-  // text/plain and no credentials: a simple cross-origin request, no preflight, no cookie.
-  function send(body) {
-    if (typeof fetch === "function") {
-      fetch(config.url, {
-        method: "POST", body: body, keepalive: true, mode: "no-cors", credentials: "omit",
-        headers: { "Content-Type": "text/plain;charset=UTF-8" }
-      }).catch(function () {});
-    } else if (navigator.sendBeacon) {
-      navigator.sendBeacon(config.url, new Blob([body], { type: "text/plain;charset=UTF-8" }));
     }
   }
 
@@ -130,6 +120,11 @@
   }
   function watchOverlay() {
     if (typeof MutationObserver !== "function" || !document.body) return;
+    // An overlay already there came before the observer (added while the page still loaded).
+    var present = document.body.children;
+    for (var i = 0; i < present.length; i++) {
+      if (present[i].nodeName === "VITE-ERROR-OVERLAY") overlay(present[i]);
+    }
     // Vite appends the overlay to the body: its direct children are all there is to watch.
     new MutationObserver(function (changes) {
       for (var i = 0; i < changes.length; i++) {
