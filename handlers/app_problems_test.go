@@ -42,7 +42,9 @@ func TestAnAppThatExitsIsAProblemUntilAGoodVersionIsUp(t *testing.T) {
 	if strings.Contains(open.Detail, "counter listening") {
 		t.Fatalf("version 2's problem holds an earlier run's output: %q", open.Detail)
 	}
-	var logs struct{ Lines []struct{ Source, Text string } }
+	var logs struct {
+		Lines []struct{ Source, Text string }
+	}
 	apptest.RequireStatus(t, c.API(http.MethodGet, "/api/projects/"+pid+"/logs", nil, &logs), http.StatusOK)
 	found := false
 	for _, l := range logs.Lines {
