@@ -31,8 +31,12 @@ RACY := ^Test(Concurrent|TwoInstances)
 # intact, no request from an idle page…) run in `make test` too: each benchmark once, at the
 # small sizes -short gives it (testkit.BenchSize), failing on a broken invariant; the targets
 # they only report stay figures for `make bench`.
+# -p 1 on the first pass: handlers and lifecycle each start dozens of instances, sandboxd
+# sandboxes and (handlers) Chromium tabs; run side by side on two cores since the watch of dev
+# servers came, their stream tests missed transient states (a build's first stage, a card's
+# second render) that each package alone passes. A package at a time is about 14 minutes here.
 test: deps ## run the whole test suite (real PostgreSQL, sandboxd and Chromium)
-	$(GO) test -timeout $(TEST_TIMEOUT) -skip '$(RACY)' ./...
+	$(GO) test -p 1 -timeout $(TEST_TIMEOUT) -skip '$(RACY)' ./...
 	$(GO) test -timeout $(TEST_TIMEOUT) -race -run '$(RACY)' ./handlers ./lifecycle
 	$(GO) test -timeout $(TEST_TIMEOUT) -race ./live
 	$(GO) test -timeout 10m -short -run '^$$' -bench . -benchtime 1x ./...
