@@ -316,28 +316,7 @@ func (c *Client) StartProcess(ctx context.Context, sb Sandbox, p ProcessParams) 
 	if err != nil {
 		return nil, err
 	}
-	start := time.Now()
-	ctx, cancelCall := c.withDeadline(ctx)
-	defer cancelCall()
-	var proc *Process
-	for attempt := 0; ; attempt++ {
-		var retryable bool
-		proc, retryable, err = c.startOnce(ctx, op, sb, p.User, "process.Process/Start", appendEnvelope(nil, 0, msg))
-		if err == nil || !retryable || attempt >= len(c.cfg.RetryDelays) {
-			break
-		}
-		wait := c.cfg.RetryDelays[attempt]
-		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
-			break
-		}
-		c.log.Warn("e2b call failed, retrying", "op", op, "attempt", attempt+1, "wait", wait, "err", err)
-		c.metrics.retries.WithLabelValues(op, "transient").Inc()
-		if serr := sleep(ctx, wait); serr != nil {
-			break
-		}
-	}
-	c.metrics.observe(op, err, time.Since(start))
-	return proc, err
+	return c.stream(ctx, op, sb, p.User, "process.Process/Start", msg)
 }
 
 // ConnectProcess follows again a process envd started earlier, by its pid (envd's streaming
@@ -358,13 +337,20 @@ func (c *Client) ConnectProcess(ctx context.Context, sb Sandbox, pid int) (*Proc
 	if err != nil {
 		return nil, err
 	}
+	return c.stream(ctx, op, sb, "", "process.Process/Connect", msg)
+}
+
+// stream opens one of envd's streaming process calls (Start, Connect) up to its start event,
+// repeating a request that provably did not reach envd with the client's retry delays.
+func (c *Client) stream(ctx context.Context, op string, sb Sandbox, user, procedure string, msg []byte) (*Process, error) {
 	start := time.Now()
 	ctx, cancelCall := c.withDeadline(ctx)
 	defer cancelCall()
 	var proc *Process
+	var err error
 	for attempt := 0; ; attempt++ {
 		var retryable bool
-		proc, retryable, err = c.startOnce(ctx, op, sb, "", "process.Process/Connect", appendEnvelope(nil, 0, msg))
+		proc, retryable, err = c.startOnce(ctx, op, sb, user, procedure, appendEnvelope(nil, 0, msg))
 		if err == nil || !retryable || attempt >= len(c.cfg.RetryDelays) {
 			break
 		}
@@ -372,6 +358,7 @@ func (c *Client) ConnectProcess(ctx context.Context, sb Sandbox, pid int) (*Proc
 		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
 			break
 		}
+		c.log.Warn("e2b call failed, retrying", "op", op, "attempt", attempt+1, "wait", wait, "err", err)
 		c.metrics.retries.WithLabelValues(op, "transient").Inc()
 		if serr := sleep(ctx, wait); serr != nil {
 			break
