@@ -246,29 +246,16 @@ func (s *Server) handlePause(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleConnect(w http.ResponseWriter, r *http.Request) {
-	id, ok := sandboxIDParam(w, r)
-	if !ok {
-		return
-	}
 	var req struct {
 		Timeout *int64 `json:"timeout"`
 		Memory  *bool  `json:"memory"`
-	}
-	if err := decodeBody(r, &req); err != nil {
-		writeError(w, http.StatusBadRequest, "Invalid request body: "+err.Error())
-		return
 	}
 	// The spec requires timeout, but the JS SDK omits it when the caller
 	// gave none; 300 s is the SDKs' default lifetime. Zero or less is refused,
 	// as on create and resume since 2026 (infra#3419): it would resume a
 	// paused sandbox with no time to live.
-	secs := int64(300)
-	if req.Timeout != nil {
-		secs = *req.Timeout
-	}
-	timeout, err := s.validTimeout(secs, false)
-	if err != nil {
-		writeOpError(w, err)
+	id, timeout, ok := s.resumeRequest(w, r, &req, &req.Timeout, 300)
+	if !ok {
 		return
 	}
 	rec, resumed, err := s.connect(id, timeout, req.Memory == nil || *req.Memory)
@@ -283,27 +270,37 @@ func (s *Server) handleConnect(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, s.sandboxBody(rec))
 }
 
+// resumeRequest reads a call that may resume a sandbox: the sandbox's id, the
+// body into req, and the lifetime that *timeout asks (defSecs when absent).
+// It has answered the error when ok is false.
+func (s *Server) resumeRequest(w http.ResponseWriter, r *http.Request, req any, timeout **int64, defSecs int64) (id string, d time.Duration, ok bool) {
+	id, ok = sandboxIDParam(w, r)
+	if !ok {
+		return "", 0, false
+	}
+	if err := decodeBody(r, req); err != nil {
+		writeError(w, http.StatusBadRequest, "Invalid request body: "+err.Error())
+		return "", 0, false
+	}
+	if *timeout != nil {
+		defSecs = **timeout
+	}
+	d, err := s.validTimeout(defSecs, false)
+	if err != nil {
+		writeOpError(w, err)
+		return "", 0, false
+	}
+	return id, d, true
+}
+
 // handleResume is the deprecated resume: paused only (409 when running).
 func (s *Server) handleResume(w http.ResponseWriter, r *http.Request) {
-	id, ok := sandboxIDParam(w, r)
-	if !ok {
-		return
-	}
 	var req struct {
 		Timeout   *int64 `json:"timeout"`
 		AutoPause *bool  `json:"autoPause"`
 	}
-	if err := decodeBody(r, &req); err != nil {
-		writeError(w, http.StatusBadRequest, "Invalid request body: "+err.Error())
-		return
-	}
-	secs := int64(15)
-	if req.Timeout != nil {
-		secs = *req.Timeout
-	}
-	timeout, err := s.validTimeout(secs, false)
-	if err != nil {
-		writeOpError(w, err)
+	id, timeout, ok := s.resumeRequest(w, r, &req, &req.Timeout, 15)
+	if !ok {
 		return
 	}
 	sb, err := s.acquire(id)
