@@ -2,9 +2,27 @@ package sandboxd
 
 import (
 	"net/http"
+
+	"sandman/sandboxd/faults"
 )
 
-// The admin endpoints are documented on Fault.
+// Fault is one injected misbehaviour; the admin endpoints that take it are
+// documented there. Only a sandboxd with Config.FaultInjection has them.
+type Fault = faults.Fault
+
+// File damage and webhook fault kinds (Fault.Damage, Fault.Webhook).
+const (
+	DamageDelete  = faults.DamageDelete
+	DamageCorrupt = faults.DamageCorrupt
+	WebhookDrop   = faults.WebhookDrop
+	WebhookDelay  = faults.WebhookDelay
+)
+
+// faultFile says whether a files fault may damage sandbox path p.
+func faultFile(p string) bool {
+	_, _, ok := splitSandboxPath(p)
+	return ok && !isProtectedPath(cleanSandboxPath(p))
+}
 
 func (s *Server) handleFaultAdd(w http.ResponseWriter, r *http.Request) {
 	var f Fault
@@ -12,22 +30,22 @@ func (s *Server) handleFaultAdd(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "Invalid request body: "+err.Error())
 		return
 	}
-	if err := f.validate(); err != nil {
+	if err := f.Validate(faultFile); err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	a := s.faults.add(f)
+	a := s.faults.Add(f, newUUID())
 	s.log.Info("fault added", "fault_id", a.ID, "route", f.Route, "webhook", f.Webhook, "files", f.Files, "damage", f.Damage,
 		"status", f.Status, "latency_ms", f.LatencyMs, "count", f.Count)
 	writeJSON(w, http.StatusCreated, map[string]string{"id": a.ID})
 }
 
 func (s *Server) handleFaultList(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.faults.list())
+	writeJSON(w, http.StatusOK, s.faults.List())
 }
 
 func (s *Server) handleFaultClear(w http.ResponseWriter, r *http.Request) {
-	if !s.faults.clear(r.PathValue("faultID")) {
+	if !s.faults.Clear(r.PathValue("faultID")) {
 		writeError(w, http.StatusNotFound, "fault not found")
 		return
 	}

@@ -48,12 +48,16 @@ func (s *Server) apiHandler() http.Handler {
 	admin := func(pattern string, h http.HandlerFunc) {
 		mux.Handle(pattern, s.authenticate(h))
 	}
-	admin("POST /_sandboxd/faults", s.handleFaultAdd)
-	admin("GET /_sandboxd/faults", s.handleFaultList)
-	admin("DELETE /_sandboxd/faults", s.handleFaultClear)
-	admin("DELETE /_sandboxd/faults/{faultID}", s.handleFaultClear)
-	admin("POST /_sandboxd/sandboxes/{sandboxID}/kill", s.handleDashboardKill)
-	admin("POST /_sandboxd/sandboxes/{sandboxID}/lose", s.handleLose)
+	// A production sandboxd has no way in for faults: these routes answer
+	// its 404 like any unknown path.
+	if s.faults != nil {
+		admin("POST /_sandboxd/faults", s.handleFaultAdd)
+		admin("GET /_sandboxd/faults", s.handleFaultList)
+		admin("DELETE /_sandboxd/faults", s.handleFaultClear)
+		admin("DELETE /_sandboxd/faults/{faultID}", s.handleFaultClear)
+		admin("POST /_sandboxd/sandboxes/{sandboxID}/kill", s.handleDashboardKill)
+		admin("POST /_sandboxd/sandboxes/{sandboxID}/lose", s.handleLose)
+	}
 	admin("GET /_sandboxd/isolation", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, s.IsolationReport())
 	})
@@ -67,7 +71,7 @@ func (s *Server) apiHandler() http.Handler {
 // apiMiddleware authenticates, then applies injected faults for pattern.
 func (s *Server) apiMiddleware(pattern string, h http.HandlerFunc) http.Handler {
 	return s.authenticate(func(w http.ResponseWriter, r *http.Request) {
-		if f := s.faults.route(pattern, r.PathValue("sandboxID")); f != nil {
+		if f := s.faults.Route(pattern, r.PathValue("sandboxID")); f != nil {
 			if f.LatencyMs > 0 {
 				select {
 				case <-time.After(time.Duration(f.LatencyMs) * time.Millisecond):

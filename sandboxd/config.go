@@ -112,6 +112,10 @@ type Config struct {
 	// envd at resume, so a resumed sandbox may report another version than
 	// before its pause.
 	EnvdVersion string
+	// FaultInjection opens the admin endpoints that inject the provider's
+	// misbehaviours (Fault) for resilience tests. Off, sandboxd has no such
+	// endpoint and takes no fault: production never runs one.
+	FaultInjection bool
 }
 
 // DefaultEnvdVersion is the envd version sandboxes report unless Config says

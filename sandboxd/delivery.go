@@ -160,7 +160,7 @@ func (d *deliverer) send(dl *delivery) bool {
 		return false
 	}
 	log := d.log.With("webhook_id", dl.Hook, "event_id", ev.ID, "event_type", ev.Type, "sandbox_id", ev.SandboxID, "attempt", dl.Attempt+1)
-	if f := d.s.faults.webhook(); f != nil {
+	if f := d.s.faults.Webhook(); f != nil {
 		if f.Webhook == WebhookDrop {
 			log.Info("webhook delivery dropped by fault injection")
 			return false

@@ -90,6 +90,32 @@ func TestRouteFaults(t *testing.T) {
 	}
 }
 
+// TestAProductionSandboxdTakesNoFaults: without Config.FaultInjection (as
+// cmd/sandboxd runs unless told otherwise) no endpoint adds a fault, kills
+// as the dashboard or loses a sandbox, and every call acts.
+func TestAProductionSandboxdTakesNoFaults(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, sandboxdtest.WithConfig(func(cfg *sandboxd.Config) { cfg.FaultInjection = false }))
+	sb := c.create(nil)
+	for _, call := range []struct {
+		method, path string
+		body         any
+	}{
+		{"POST", "/_sandboxd/faults", sandboxd.Fault{Route: "*", Status: 500}},
+		{"POST", "/_sandboxd/faults", sandboxd.Fault{Webhook: sandboxd.WebhookDrop}},
+		{"GET", "/_sandboxd/faults", nil},
+		{"DELETE", "/_sandboxd/faults", nil},
+		{"POST", "/_sandboxd/sandboxes/" + sb.SandboxID + "/kill", nil},
+		{"POST", "/_sandboxd/sandboxes/" + sb.SandboxID + "/lose", nil},
+	} {
+		c.must(404, call.method, call.path, call.body, nil)
+	}
+	c.must(200, "GET", "/sandboxes/"+sb.SandboxID, nil, nil)
+	c.must(204, "POST", "/sandboxes/"+sb.SandboxID+"/pause", nil, nil)
+	// The isolation report is no fault: production answers it.
+	c.must(200, "GET", "/_sandboxd/isolation", nil, nil)
+}
+
 func TestWebhookFaults(t *testing.T) {
 	t.Parallel()
 	rcv := newReceiver(t, "f")

@@ -353,7 +353,7 @@ func (s *Server) connectLocked(sb *sandbox, timeout time.Duration, keepMemory bo
 	rec.StartedAt, rec.EndAt, rec.ExecutionID = t, t.Add(timeout), newUUID()
 	// envd is upgraded at resume: the sandbox now runs the version in force.
 	rec.EnvdVersion = s.cfg.EnvdVersion
-	for _, f := range s.faults.files(rec.ID) {
+	for _, f := range s.faults.Files(rec.ID) {
 		s.damageFiles(sb, f)
 	}
 	s.commit(sb, rec, EventResumed, nil)

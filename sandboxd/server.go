@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"sandman/sandboxd/faults"
 )
 
 // Server is a running sandboxd: the control-plane API, the sandbox traffic
@@ -29,7 +31,7 @@ type Server struct {
 	events  *eventStore
 	hooks   *webhookRegistry
 	deliver *deliverer
-	faults  faultSet
+	faults  *faults.Set // nil unless Config.FaultInjection
 	proxy   *sandboxProxy
 
 	mu        sync.Mutex
@@ -60,6 +62,9 @@ func New(cfg Config) (_ *Server, err error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, sandboxes: map[string]*sandbox{}, startingUIDs: map[int]bool{}}
+	if cfg.FaultInjection {
+		s.faults = &faults.Set{}
+	}
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	// One team per API key, stable across restarts.
 	sum := sha256.Sum256([]byte(cfg.APIKey))

@@ -156,6 +156,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	fs.IntVar(&stored, "max-stored-sandboxes", sandboxd.DefaultMaxStored, "sandboxes kept, running and paused; one more create is refused with 429 (0: no cap)")
 	fs.BoolVar(&cfg.ShareOpt, "share-opt", false, "show sandboxes the host's /opt, read-only")
 	fs.IntVar(&cfg.UIDBase, "uid-base", sandboxd.DefaultUIDBase, fmt.Sprintf("as root: sandboxes run as host uids from uid-base+1 to uid-base+%d; locked while sandboxd runs", sandboxd.UIDRangeSize-1))
+	fs.BoolVar(&cfg.FaultInjection, "fault-injection", false, "open the admin endpoints that inject the provider's faults, for resilience tests: never in production")
 	fs.StringVar(&logFormat, "log-format", "text", "text or json")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {

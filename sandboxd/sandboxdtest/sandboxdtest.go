@@ -87,6 +87,9 @@ func Start(t testing.TB, opts ...Option) *Host {
 		WebhookRetryDelay: 50 * time.Millisecond,
 		WebhookTimeout:    5 * time.Second,
 		Logger:            slog.New(slog.DiscardHandler),
+		// Tests inject the provider's misbehaviours (InjectFault and the
+		// rest); a production sandboxd takes none.
+		FaultInjection: true,
 	}
 	if os.Getenv("SANDBOXD_TEST_LOG") != "" {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))

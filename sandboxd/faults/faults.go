@@ -1,4 +1,10 @@
-package sandboxd
+// Package faults is sandboxd's fault injection for resilience tests: the
+// misbehaviours of the provider a test can ask for (failing or slow API
+// calls, lost or late webhooks, files damaged across a pause) and the set of
+// those in force. A sandboxd takes faults only when its Config.FaultInjection
+// is set; a production one has no Set and no admin routes to add one
+// (docs/sandboxd.md, "Fault injection").
+package faults
 
 import (
 	"errors"
@@ -93,7 +99,9 @@ type Fault struct {
 	Count int `json:"count,omitempty"`
 }
 
-func (f *Fault) validate() error {
+// Validate checks f before it is added; validFile says whether a sandbox
+// path may be damaged.
+func (f *Fault) Validate(validFile func(string) bool) error {
 	kinds := 0
 	for _, set := range []bool{f.Route != "", f.Webhook != "", len(f.Files) > 0} {
 		if set {
@@ -115,10 +123,7 @@ func (f *Fault) validate() error {
 		return errors.New("a route fault needs status or latencyMs")
 	case f.Status != 0 && (f.Status < 400 || f.Status > 599):
 		return errors.New("status must be 400..599")
-	case slices.ContainsFunc(f.Files, func(p string) bool {
-		_, _, ok := splitSandboxPath(p)
-		return !ok || isProtectedPath(cleanSandboxPath(p))
-	}):
+	case slices.ContainsFunc(f.Files, func(p string) bool { return !validFile(p) }):
 		return errors.New("files must be under /home/user or /tmp, and not those directories themselves")
 	case f.Count < 0 || f.LatencyMs < 0 || f.RetryAfterSeconds < 0:
 		return errors.New("count, latencyMs and retryAfterSeconds cannot be negative")
@@ -126,16 +131,19 @@ func (f *Fault) validate() error {
 	return nil
 }
 
-type activeFault struct {
+// Active is a fault in force, as the admin endpoint lists it.
+type Active struct {
 	ID        string `json:"id"`
 	Remaining int    `json:"remaining"` // -1: unlimited
 	Fault
 	route string
 }
 
-type faultSet struct {
+// Set holds the faults in force. A nil Set takes none: every query finds
+// nothing.
+type Set struct {
 	mu     sync.Mutex
-	faults []*activeFault
+	faults []*Active
 }
 
 var wildcardName = regexp.MustCompile(`\{[^}]*\}`)
@@ -150,8 +158,9 @@ func normalizeRoute(route string) string {
 	return route
 }
 
-func (fs *faultSet) add(f Fault) *activeFault {
-	a := &activeFault{ID: newUUID(), Fault: f, Remaining: f.Count, route: normalizeRoute(f.Route)}
+// Add puts f in force under id.
+func (fs *Set) Add(f Fault, id string) *Active {
+	a := &Active{ID: id, Fault: f, Remaining: f.Count, route: normalizeRoute(f.Route)}
 	if f.Count == 0 {
 		a.Remaining = -1
 	}
@@ -164,17 +173,26 @@ func (fs *faultSet) add(f Fault) *activeFault {
 	return a
 }
 
-func (fs *faultSet) list() []activeFault {
+// List returns the faults in force.
+func (fs *Set) List() []Active {
+	if fs == nil {
+		return nil
+	}
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	out := make([]activeFault, 0, len(fs.faults))
+	out := make([]Active, 0, len(fs.faults))
 	for _, f := range fs.faults {
 		out = append(out, *f)
 	}
 	return out
 }
 
-func (fs *faultSet) clear(id string) bool {
+// Clear ends fault id, or every fault when id is empty; false when id is
+// not in force.
+func (fs *Set) Clear(id string) bool {
+	if fs == nil {
+		return false
+	}
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	if id == "" {
@@ -191,7 +209,7 @@ func (fs *faultSet) clear(id string) bool {
 }
 
 // takeLocked consumes one use of fs.faults[i].
-func (fs *faultSet) takeLocked(i int) Fault {
+func (fs *Set) takeLocked(i int) Fault {
 	f := fs.faults[i]
 	if f.Remaining > 0 {
 		f.Remaining--
@@ -202,8 +220,11 @@ func (fs *faultSet) takeLocked(i int) Fault {
 	return f.Fault
 }
 
-// route returns the first fault matching an API call, consuming one use.
-func (fs *faultSet) route(pattern, sandboxID string) *Fault {
+// Route returns the first fault matching an API call, consuming one use.
+func (fs *Set) Route(pattern, sandboxID string) *Fault {
+	if fs == nil {
+		return nil
+	}
 	norm := normalizeRoute(pattern)
 	_, path, _ := strings.Cut(norm, " ")
 	fs.mu.Lock()
@@ -220,8 +241,11 @@ func (fs *faultSet) route(pattern, sandboxID string) *Fault {
 	return nil
 }
 
-// webhook returns the first webhook fault, consuming one use.
-func (fs *faultSet) webhook() *Fault {
+// Webhook returns the first webhook fault, consuming one use.
+func (fs *Set) Webhook() *Fault {
+	if fs == nil {
+		return nil
+	}
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	for i, f := range fs.faults {
@@ -233,9 +257,12 @@ func (fs *faultSet) webhook() *Fault {
 	return nil
 }
 
-// files returns every files fault for a resume of sandboxID, consuming one
+// Files returns every files fault for a resume of sandboxID, consuming one
 // use of each.
-func (fs *faultSet) files(sandboxID string) []Fault {
+func (fs *Set) Files(sandboxID string) []Fault {
+	if fs == nil {
+		return nil
+	}
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	var out []Fault
