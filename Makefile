@@ -15,7 +15,7 @@ TEST_TIMEOUT ?= 20m
 # system-call filter); Chromium (browser tests).
 PG_INITDB := /usr/lib/postgresql/15/bin/initdb
 
-.PHONY: help run test check generate build previewproxy bench deps deps-run tools clean
+.PHONY: help run test test-quick check generate build previewproxy bench deps deps-run tools clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -40,6 +40,15 @@ test: deps ## run the whole test suite (real PostgreSQL, sandboxd and Chromium)
 	$(GO) test -timeout $(TEST_TIMEOUT) -race -run '$(RACY)' ./handlers ./lifecycle
 	$(GO) test -timeout $(TEST_TIMEOUT) -race ./live
 	$(GO) test -timeout 10m -short -run '^$$' -bench . -benchtime 1x ./...
+
+# The quick lane, for a run while working: every package but sandboxd's own (their tests are
+# its isolation), with SANDMAN_TEST_LANE=quick, which skips each test that starts a sandboxd
+# (sandboxdtest.Start) or Chromium (apptest.NewBrowser). Under CI=true those skips fail
+# (testkit.NotInQuickLane): CI runs `make test`.
+QUICK_PKGS = $(shell $(GO) list ./... | grep -v -e '^sandman/sandboxd' -e '^sandman/cmd/sandboxd$$')
+
+test-quick: deps-run ## run the tests that need neither sandboxd's isolation nor Chromium (about a minute)
+	SANDMAN_TEST_LANE=quick $(GO) test -timeout 5m $(QUICK_PKGS)
 
 # -p 1: one package at a time, so no benchmark shares the two cores with another.
 # The stream memory benchmarks run each in a process of its own: the runtime keeps the records of

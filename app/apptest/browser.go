@@ -71,6 +71,7 @@ func CloseBrowsers() {
 // part of the suite, not optional.
 func NewBrowser(t testing.TB) *Browser {
 	t.Helper()
+	testkit.NotInQuickLane(t, "Chromium")
 	if _, err := os.Stat(ChromiumPath); err != nil {
 		t.Fatalf("browser tests need Debian's Chromium at %s: run `make deps` (apt-get install -y chromium)", ChromiumPath)
 	}

@@ -36,3 +36,26 @@ func TestNeedsFailsUnderCI(t *testing.T) {
 		}
 	}
 }
+
+// The quick lane skips what needs sandboxd's isolation or Chromium, but never under CI=true,
+// where such a skip fails: CI runs the whole suite. (Not parallel: it sets CI and the lane.)
+func TestTheQuickLaneSkipsOnlyOffCI(t *testing.T) {
+	for _, tt := range []struct {
+		ci, lane    string
+		fails, skip bool
+	}{
+		{ci: "", lane: "quick", skip: true},
+		{ci: "true", lane: "quick", fails: true},
+		{ci: "", lane: ""},
+		{ci: "true", lane: ""},
+		{ci: "", lane: "whole"},
+	} {
+		t.Setenv("CI", tt.ci)
+		t.Setenv("SANDMAN_TEST_LANE", tt.lane)
+		r := &tbRecorder{TB: t}
+		NotInQuickLane(r, "a sandboxd")
+		if (r.fatal != "") != tt.fails || (r.skip != "") != tt.skip {
+			t.Errorf("CI=%q, lane %q: failed %q, skipped %q; want failed %v, skipped %v", tt.ci, tt.lane, r.fatal, r.skip, tt.fails, tt.skip)
+		}
+	}
+}

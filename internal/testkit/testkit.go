@@ -57,6 +57,27 @@ func Needs(t testing.TB, ok bool, format string, args ...any) {
 	}
 }
 
+// LaneQuick is the lane of `make test-quick` (SANDMAN_TEST_LANE=quick): the tests that need
+// neither a sandboxd that isolates sandboxes nor Chromium, for a run of a minute or two while
+// working. `make test` is the whole suite, and so is every run without the variable.
+const LaneQuick = "quick"
+
+// Lane is the test lane this run is in: LaneQuick, or "" for the whole suite.
+func Lane() string {
+	if os.Getenv("SANDMAN_TEST_LANE") == LaneQuick {
+		return LaneQuick
+	}
+	return ""
+}
+
+// NotInQuickLane stops a test that needs what the quick lane leaves out (what says which) when
+// the run is the quick lane: a skip, except under CI=true, where it fails as every other
+// environment skip does (Needs): CI runs the whole suite, and nothing passes there by not running.
+func NotInQuickLane(t testing.TB, what string) {
+	t.Helper()
+	Needs(t, Lane() != LaneQuick, "%s, which the quick lane (SANDMAN_TEST_LANE=quick) leaves out", what)
+}
+
 // Until is Eventually for a condition that has nothing to say but whether it holds.
 func Until(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()

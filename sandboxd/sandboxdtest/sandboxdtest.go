@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"sandman/internal/testkit"
 	"sandman/sandboxd"
 )
 
@@ -75,9 +76,10 @@ func WithConfig(f func(*sandboxd.Config)) Option { return f }
 // stderr when SANDBOXD_TEST_LOG is set. Sandboxes are isolated as sandboxd
 // does by default; where that cannot work (no bubblewrap, no user
 // namespaces) the test runs them unisolated and logs it, unless CI=true,
-// where that fails the test.
+// where that fails the test. In the quick lane (testkit.Lane) it skips the test.
 func Start(t testing.TB, opts ...Option) *Host {
 	t.Helper()
+	testkit.NotInQuickLane(t, "a sandboxd")
 	key := make([]byte, 20)
 	rand.Read(key)
 	cfg := sandboxd.Config{
