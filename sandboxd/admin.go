@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"sandman/sandboxd/faults"
+	"sandman/sandboxd/machine"
 )
 
 // Fault is one injected misbehaviour; the admin endpoints that take it are
@@ -20,8 +21,8 @@ const (
 
 // faultFile says whether a files fault may damage sandbox path p.
 func faultFile(p string) bool {
-	_, _, ok := splitSandboxPath(p)
-	return ok && !isProtectedPath(cleanSandboxPath(p))
+	_, _, ok := machine.SplitSandboxPath(p)
+	return ok && !machine.IsProtectedPath(machine.CleanSandboxPath(p))
 }
 
 func (s *Server) handleFaultAdd(w http.ResponseWriter, r *http.Request) {

@@ -71,7 +71,7 @@ func (s *Server) sandboxBody(rec record) sandboxBody {
 func (s *Server) detail(rec record) sandboxDetail {
 	d := sandboxDetail{
 		TemplateID: rec.TemplateID, Alias: rec.TemplateID, SandboxID: rec.ID, ClientID: pausedClientID,
-		StartedAt: rec.StartedAt, EndAt: rec.EndAt, CPUCount: cpuCount, MemoryMB: s.iso.memoryMB(), DiskSizeMB: s.iso.diskMB(),
+		StartedAt: rec.StartedAt, EndAt: rec.EndAt, CPUCount: cpuCount, MemoryMB: s.iso.MemoryMB(), DiskSizeMB: s.iso.DiskMB(),
 		State: rec.State, EnvdVersion: s.envdVersionOf(rec), EnvdAccessToken: rec.AccessToken,
 		AllowInternetAccess: rec.AllowInternet, Metadata: nonNil(rec.Metadata),
 		Lifecycle: lifecycleBody{AutoResume: rec.AutoResume, OnTimeout: "kill"},
@@ -89,7 +89,7 @@ func (s *Server) detail(rec record) sandboxDetail {
 func (s *Server) listed(rec record) listedSandbox {
 	return listedSandbox{
 		TemplateID: rec.TemplateID, Alias: rec.TemplateID, SandboxID: rec.ID, ClientID: pausedClientID,
-		StartedAt: rec.StartedAt, EndAt: rec.EndAt, CPUCount: cpuCount, MemoryMB: s.iso.memoryMB(), DiskSizeMB: s.iso.diskMB(),
+		StartedAt: rec.StartedAt, EndAt: rec.EndAt, CPUCount: cpuCount, MemoryMB: s.iso.MemoryMB(), DiskSizeMB: s.iso.DiskMB(),
 		State: rec.State, EnvdVersion: s.envdVersionOf(rec), Metadata: nonNil(rec.Metadata),
 	}
 }

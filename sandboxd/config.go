@@ -6,24 +6,25 @@ import (
 	"log/slog"
 	"regexp"
 	"time"
+
+	"sandman/sandboxd/machine"
 )
 
-// Isolation selects how sandbox processes are contained.
-type Isolation string
+// Isolation selects how sandbox processes are contained (machine.Isolation).
+type Isolation = machine.Isolation
 
+// The isolations Config.Isolation may name.
 const (
-	// IsolationAuto isolates with what works here (today: bubblewrap) and
-	// refuses to start when nothing does. It never falls back to none.
-	IsolationAuto Isolation = "auto"
-	// IsolationBwrap runs every sandbox in its own user, PID, mount,
-	// network, IPC and UTS namespaces through bubblewrap, as an unprivileged
-	// user with no capabilities, under the limits (docs/sandboxd.md).
-	IsolationBwrap Isolation = "bwrap"
-	// IsolationNone runs commands as host processes of sandboxd's user in
-	// the sandbox directory, on the host network, with no limits: only for
-	// trusted code. Two sandboxes cannot listen on the same port.
-	IsolationNone Isolation = "none"
+	IsolationAuto  = machine.IsolationAuto
+	IsolationBwrap = machine.IsolationBwrap
+	IsolationNone  = machine.IsolationNone
 )
+
+// Limits are a sandbox's resource limits (machine.Limits).
+type Limits = machine.Limits
+
+// IsolationReport is the isolation and limits in force (machine.IsolationReport).
+type IsolationReport = machine.IsolationReport
 
 // DefaultLimits are the per-sandbox limits when Config leaves them zero.
 var DefaultLimits = Limits{Memory: 2 << 30, Pids: 1024, CPUWeight: 100, Disk: 5 << 30, IOWeight: 100}
@@ -35,7 +36,7 @@ const (
 	DefaultMaxStored = 500
 	// UIDRangeSize is how many host uids one root sandboxd uses, from
 	// its base: the base for its start-up probe, the rest for sandboxes.
-	UIDRangeSize = 1 << 16
+	UIDRangeSize = machine.UIDRangeSize
 	// DefaultUIDBase is where root sandboxd starts the host uids of
 	// sandboxes (DefaultUIDBase+1 on; the base itself is for the start-up
 	// probe), far above the ranges of users and of subordinate ids.
@@ -219,3 +220,11 @@ func orDefault[T int | int64](v, def T) T {
 	}
 	return v
 }
+
+// ErrNoIsolation reports whether New failed because isolation is
+// unavailable (and --isolation=none is the way to start anyway).
+func ErrNoIsolation(err error) bool { return machine.ErrNoIsolation(err) }
+
+// ErrUIDRangeTaken reports whether New failed because another live sandboxd
+// holds an overlapping host uid range (Config.UIDBase).
+func ErrUIDRangeTaken(err error) bool { return machine.ErrUIDRangeTaken(err) }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"sandman/sandboxd/machine"
 )
 
 // maxCorrupt bounds the file a corrupt fault rewrites: tests damage source files, not disks.
@@ -18,13 +20,13 @@ func (s *Server) damageFiles(sb *sandbox, f Fault) {
 		s.log.Error("files fault: boot sandbox", "sandbox_id", sb.id, "err", err)
 		return
 	}
-	files := m.files()
+	files := m.Files()
 	for _, raw := range f.Files {
-		p := cleanSandboxPath(raw)
+		p := machine.CleanSandboxPath(raw)
 		var err error
 		switch f.Damage {
 		case DamageDelete:
-			err = files.remove(p)
+			err = files.Remove(p)
 		case DamageCorrupt:
 			err = corrupt(files, p)
 		}
@@ -37,8 +39,8 @@ func (s *Server) damageFiles(sb *sandbox, f Fault) {
 }
 
 // corrupt rewrites p with every byte inverted: the same size, other bytes.
-func corrupt(files fileOps, p string) error {
-	r, size, err := files.open(p)
+func corrupt(files machine.FileOps, p string) error {
+	r, size, err := files.Open(p)
 	if err != nil {
 		return err
 	}
@@ -54,7 +56,7 @@ func corrupt(files fileOps, p string) error {
 	for i := range b {
 		b[i] ^= 0xff
 	}
-	w, err := files.create(p)
+	w, err := files.Create(p)
 	if err != nil {
 		return err
 	}

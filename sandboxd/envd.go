@@ -17,6 +17,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"sandman/sandboxd/machine"
 )
 
 // envdRequest is what every envd handler works on: the sandbox the request
@@ -130,11 +132,11 @@ func fileError(w http.ResponseWriter, p string, err error) {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		writeError(w, http.StatusNotFound, err.Error())
-	case isErrno(err, syscall.EROFS), errors.Is(err, fs.ErrPermission):
+	case machine.IsErrno(err, syscall.EROFS), errors.Is(err, fs.ErrPermission):
 		writeError(w, http.StatusForbidden, err.Error())
-	case isErrno(err, syscall.ENOSPC):
+	case machine.IsErrno(err, syscall.ENOSPC):
 		writeError(w, http.StatusInsufficientStorage, err.Error())
-	case isErrno(err, syscall.EISDIR):
+	case machine.IsErrno(err, syscall.EISDIR):
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("path '%s' is a directory", p))
 	case errors.As(err, &pe), errors.As(err, &le):
 		writeError(w, http.StatusBadRequest, err.Error())
@@ -145,7 +147,7 @@ func fileError(w http.ResponseWriter, p string, err error) {
 
 // files is the file access of a running sandbox, booted if nothing ran in
 // it yet; the error is envd's answer when there is none.
-func (s *Server) files(w http.ResponseWriter, id string) (fileOps, bool) {
+func (s *Server) files(w http.ResponseWriter, id string) (machine.FileOps, bool) {
 	m, _, e := s.runningMachine(id)
 	if e != nil {
 		status, ok := connectHTTPStatus[e.Code]
@@ -155,7 +157,7 @@ func (s *Server) files(w http.ResponseWriter, id string) (fileOps, bool) {
 		writeError(w, status, e.Message)
 		return nil, false
 	}
-	return m.files(), true
+	return m.Files(), true
 }
 
 func (s *Server) handleFileRead(w http.ResponseWriter, r *http.Request, er *envdRequest) {
@@ -163,8 +165,8 @@ func (s *Server) handleFileRead(w http.ResponseWriter, r *http.Request, er *envd
 	if !ok {
 		return
 	}
-	p := cleanSandboxPath(r.URL.Query().Get("path"))
-	f, size, err := files.open(p)
+	p := machine.CleanSandboxPath(r.URL.Query().Get("path"))
+	f, size, err := files.Open(p)
 	if err != nil {
 		fileError(w, p, err)
 		return
@@ -192,8 +194,8 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request, er *env
 	var out []writtenFile
 	// write answers the request itself when it fails.
 	write := func(raw string, body io.Reader) bool {
-		p := cleanSandboxPath(raw)
-		f, err := files.create(p)
+		p := machine.CleanSandboxPath(raw)
+		f, err := files.Create(p)
 		if err == nil {
 			_, err = io.Copy(f, body)
 			if cerr := f.Close(); err == nil {
@@ -278,8 +280,8 @@ func (s *Server) handleEnvs(w http.ResponseWriter, r *http.Request, er *envdRequ
 func (s *Server) handleEnvdMetrics(w http.ResponseWriter, r *http.Request, er *envdRequest) {
 	writeJSON(w, http.StatusOK, map[string]any{
 		"ts": time.Now().Unix(), "cpu_count": cpuCount, "cpu_used_pct": 0,
-		"mem_total": s.iso.memoryMB() << 20, "mem_used": 0, "mem_cache": 0,
-		"mem_total_mib": s.iso.memoryMB(), "mem_used_mib": 0,
-		"disk_used": 0, "disk_total": s.iso.diskMB() << 20,
+		"mem_total": s.iso.MemoryMB() << 20, "mem_used": 0, "mem_cache": 0,
+		"mem_total_mib": s.iso.MemoryMB(), "mem_used_mib": 0,
+		"disk_used": 0, "disk_total": s.iso.DiskMB() << 20,
 	})
 }

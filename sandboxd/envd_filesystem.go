@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"os"
 	"syscall"
+
+	"sandman/sandboxd/machine"
 )
 
 func (s *Server) filesystemMethod(method string) envdHandlerFunc {
@@ -35,11 +37,11 @@ func fsRPCError(p string, err error) *rpcError {
 		return rpcErr("not_found", "%v", err)
 	case errors.Is(err, fs.ErrExist):
 		return rpcErr("already_exists", "%v", err)
-	case isErrno(err, syscall.EROFS), errors.Is(err, fs.ErrPermission):
+	case machine.IsErrno(err, syscall.EROFS), errors.Is(err, fs.ErrPermission):
 		return rpcErr("permission_denied", "%v", err)
-	case isErrno(err, syscall.ENOSPC):
+	case machine.IsErrno(err, syscall.ENOSPC):
 		return rpcErr("resource_exhausted", "%v", err)
-	case isErrno(err, syscall.ENOTDIR):
+	case machine.IsErrno(err, syscall.ENOTDIR):
 		return rpcErr("invalid_argument", "path %s is not a directory", p)
 	case errors.As(err, &pe), errors.As(err, &le):
 		return rpcErr("invalid_argument", "%v", err)
@@ -53,7 +55,7 @@ type pathRequest struct {
 
 // fsCall decodes a filesystem request into req and returns the sandbox's
 // file access; on failure it has answered.
-func (s *Server) fsCall(w http.ResponseWriter, r *http.Request, er *envdRequest, req any) (fileOps, bool) {
+func (s *Server) fsCall(w http.ResponseWriter, r *http.Request, er *envdRequest, req any) (machine.FileOps, bool) {
 	if e := decodeUnary(r, req); e != nil {
 		writeRPCError(w, e)
 		return nil, false
@@ -63,10 +65,10 @@ func (s *Server) fsCall(w http.ResponseWriter, r *http.Request, er *envdRequest,
 		writeRPCError(w, e)
 		return nil, false
 	}
-	return m.files(), true
+	return m.Files(), true
 }
 
-func writeEntry(w http.ResponseWriter, p string, e entryInfo, err error) {
+func writeEntry(w http.ResponseWriter, p string, e machine.EntryInfo, err error) {
 	if err != nil {
 		writeRPCError(w, fsRPCError(p, err))
 		return
@@ -80,8 +82,8 @@ func (s *Server) rpcStat(w http.ResponseWriter, r *http.Request, er *envdRequest
 	if !ok {
 		return
 	}
-	p := cleanSandboxPath(req.Path)
-	e, err := files.entry(p)
+	p := machine.CleanSandboxPath(req.Path)
+	e, err := files.Entry(p)
 	writeEntry(w, p, e, err)
 }
 
@@ -91,8 +93,8 @@ func (s *Server) rpcMakeDir(w http.ResponseWriter, r *http.Request, er *envdRequ
 	if !ok {
 		return
 	}
-	p := cleanSandboxPath(req.Path)
-	e, err := files.mkdir(p)
+	p := machine.CleanSandboxPath(req.Path)
+	e, err := files.Mkdir(p)
 	if errors.Is(err, fs.ErrExist) {
 		writeRPCError(w, rpcErr("already_exists", "directory at %s already exists", p))
 		return
@@ -109,13 +111,13 @@ func (s *Server) rpcMove(w http.ResponseWriter, r *http.Request, er *envdRequest
 	if !ok {
 		return
 	}
-	src, dst := cleanSandboxPath(req.Source), cleanSandboxPath(req.Destination)
-	if isProtectedPath(src) {
+	src, dst := machine.CleanSandboxPath(req.Source), machine.CleanSandboxPath(req.Destination)
+	if machine.IsProtectedPath(src) {
 		writeRPCError(w, rpcErr("permission_denied", "cannot move %s", src))
 		return
 	}
-	e, err := files.move(src, dst)
-	if isErrno(err, syscall.EXDEV) {
+	e, err := files.Move(src, dst)
+	if machine.IsErrno(err, syscall.EXDEV) {
 		writeRPCError(w, rpcErr("invalid_argument", "cannot move %s to %s: another mount", src, dst))
 		return
 	}
@@ -131,8 +133,8 @@ func (s *Server) rpcListDir(w http.ResponseWriter, r *http.Request, er *envdRequ
 	if !ok {
 		return
 	}
-	p := cleanSandboxPath(req.Path)
-	entries, err := files.list(p, max(req.Depth, 1))
+	p := machine.CleanSandboxPath(req.Path)
+	entries, err := files.List(p, max(req.Depth, 1))
 	if err != nil {
 		writeRPCError(w, fsRPCError(p, err))
 		return
@@ -146,12 +148,12 @@ func (s *Server) rpcRemove(w http.ResponseWriter, r *http.Request, er *envdReque
 	if !ok {
 		return
 	}
-	p := cleanSandboxPath(req.Path)
-	if isProtectedPath(p) {
+	p := machine.CleanSandboxPath(req.Path)
+	if machine.IsProtectedPath(p) {
 		writeRPCError(w, rpcErr("permission_denied", "cannot remove %s", p))
 		return
 	}
-	if err := files.remove(p); err != nil {
+	if err := files.Remove(p); err != nil {
 		writeRPCError(w, fsRPCError(p, err))
 		return
 	}

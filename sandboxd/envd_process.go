@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"sandman/sandboxd/machine"
 )
 
 // flexUint32 reads a protobuf-JSON uint32, which may come as a number or a
@@ -30,16 +32,16 @@ type processSelector struct {
 	Tag *string     `json:"tag"`
 }
 
-func (sel processSelector) find(m *machine) (*process, *rpcError) {
+func (sel processSelector) find(m *machine.Machine) (*machine.Process, *rpcError) {
 	switch {
 	case m == nil:
 	case sel.Pid != nil:
-		if p := m.process(uint32(*sel.Pid)); p != nil {
+		if p := m.Process(uint32(*sel.Pid)); p != nil {
 			return p, nil
 		}
 		return nil, rpcErr("not_found", "process with pid %d not found", *sel.Pid)
 	case sel.Tag != nil:
-		if p := m.processByTag(*sel.Tag); p != nil {
+		if p := m.ProcessByTag(*sel.Tag); p != nil {
 			return p, nil
 		}
 		return nil, rpcErr("not_found", "process with tag %q not found", *sel.Tag)
@@ -50,14 +52,14 @@ func (sel processSelector) find(m *machine) (*process, *rpcError) {
 }
 
 type startRequest struct {
-	Process processConfig   `json:"process"`
-	Pty     json.RawMessage `json:"pty"`
-	Tag     *string         `json:"tag"`
-	Stdin   *bool           `json:"stdin"`
+	Process machine.ProcessConfig `json:"process"`
+	Pty     json.RawMessage       `json:"pty"`
+	Tag     *string               `json:"tag"`
+	Stdin   *bool                 `json:"stdin"`
 }
 
 type processEventMsg struct {
-	Event procEvent `json:"event"`
+	Event machine.ProcEvent `json:"event"`
 }
 
 func (s *Server) processMethod(method string) envdHandlerFunc {
@@ -82,7 +84,7 @@ func (s *Server) processMethod(method string) envdHandlerFunc {
 
 // runningMachine returns the machine of a running sandbox, booting it if
 // nothing ran in it yet.
-func (s *Server) runningMachine(id string) (*machine, record, *rpcError) {
+func (s *Server) runningMachine(id string) (*machine.Machine, record, *rpcError) {
 	sb, err := s.acquire(id)
 	if err != nil {
 		return nil, record{}, rpcErr("unavailable", "sandbox %s was not found", id)
@@ -101,13 +103,13 @@ func (s *Server) runningMachine(id string) (*machine, record, *rpcError) {
 }
 
 // currentMachine is the sandbox's machine if one runs, without booting.
-func (s *Server) currentMachine(id string) *machine {
+func (s *Server) currentMachine(id string) *machine.Machine {
 	sb, err := s.acquire(id)
 	if err != nil {
 		return nil
 	}
 	defer sb.op.Unlock()
-	if sb.vm != nil && sb.vm.alive() {
+	if sb.vm != nil && sb.vm.Alive() {
 		return sb.vm
 	}
 	return nil
@@ -115,13 +117,13 @@ func (s *Server) currentMachine(id string) *machine {
 
 // processEnv is envd's environment: a fixed base, then the sandbox's
 // variables, then the request's (later ones win).
-func processEnv(rec record, m *machine, user string, extra map[string]string) []string {
+func processEnv(rec record, m *machine.Machine, user string, extra map[string]string) []string {
 	if user == "" {
 		user = "user"
 	}
 	env := []string{
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-		"HOME=" + m.b.home(), "USER=" + user, "LOGNAME=" + user, "LANG=C.UTF-8",
+		"HOME=" + m.Home(), "USER=" + user, "LOGNAME=" + user, "LANG=C.UTF-8",
 		"E2B_SANDBOX=true", "E2B_SANDBOX_ID=" + rec.ID,
 	}
 	for _, vars := range []map[string]string{rec.EnvVars, extra} {
@@ -152,9 +154,9 @@ func (s *Server) rpcStart(w http.ResponseWriter, r *http.Request, er *envdReques
 		sw.end(rpcErr("invalid_argument", "process.cmd is required"))
 		return
 	}
-	cwd := homeDir
+	cwd := machine.HomeDir
 	if req.Process.Cwd != nil && *req.Process.Cwd != "" {
-		cwd = cleanSandboxPath(*req.Process.Cwd)
+		cwd = machine.CleanSandboxPath(*req.Process.Cwd)
 	}
 	var timeout time.Duration
 	if v := r.Header.Get("Connect-Timeout-Ms"); v != "" {
@@ -170,20 +172,20 @@ func (s *Server) rpcStart(w http.ResponseWriter, r *http.Request, er *envdReques
 		sw.end(e)
 		return
 	}
-	if dir, err := m.files().isDir(cwd); err != nil || !dir {
+	if dir, err := m.Files().IsDir(cwd); err != nil || !dir {
 		sw.end(rpcErr("invalid_argument", "cwd '%s' does not exist", cwd))
 		return
 	}
 	openStdin := req.Stdin == nil || *req.Stdin
 	env := processEnv(rec, m, er.user, req.Process.Envs)
-	p, sub, err := m.startProcess(req.Process, req.Tag, openStdin, env, cwd, timeout)
+	p, sub, err := m.StartProcess(req.Process, req.Tag, openStdin, env, cwd, timeout)
 	if err != nil {
 		sw.end(rpcErr("invalid_argument", "error starting process '%s': %v", req.Process.Cmd, err))
 		return
 	}
-	s.log.Info("process started", "sandbox_id", rec.ID, "pid", p.pid, "cmd", req.Process.Cmd)
-	if err := sw.send(processEventMsg{Event: procEvent{Start: &procStart{Pid: p.pid}}}); err != nil {
-		p.unsubscribe(sub)
+	s.log.Info("process started", "sandbox_id", rec.ID, "pid", p.Pid, "cmd", req.Process.Cmd)
+	if err := sw.send(processEventMsg{Event: machine.ProcEvent{Start: &machine.ProcStart{Pid: p.Pid}}}); err != nil {
+		p.Unsubscribe(sub)
 		return
 	}
 	s.pump(r, sw, p, sub)
@@ -191,8 +193,8 @@ func (s *Server) rpcStart(w http.ResponseWriter, r *http.Request, er *envdReques
 
 // pump streams a process's events until it ends or the client leaves; the
 // process keeps running when the client leaves, as with envd.
-func (s *Server) pump(r *http.Request, sw *streamWriter, p *process, sub *subscriber) {
-	defer p.unsubscribe(sub)
+func (s *Server) pump(r *http.Request, sw *streamWriter, p *machine.Process, sub *machine.Subscriber) {
+	defer p.Unsubscribe(sub)
 	interval := s.cfg.KeepaliveMax
 	if v, err := strconv.Atoi(r.Header.Get("Keepalive-Ping-Interval")); err == nil && v > 0 {
 		interval = min(time.Duration(v)*time.Second, interval)
@@ -204,7 +206,7 @@ func (s *Server) pump(r *http.Request, sw *streamWriter, p *process, sub *subscr
 		select {
 		case <-ctx.Done():
 			return
-		case ev, ok := <-sub.ch:
+		case ev, ok := <-sub.C:
 			if !ok {
 				sw.end(nil)
 				return
@@ -214,7 +216,7 @@ func (s *Server) pump(r *http.Request, sw *streamWriter, p *process, sub *subscr
 			}
 			ticker.Reset(interval)
 		case <-ticker.C:
-			if err := sw.send(processEventMsg{Event: procEvent{Keepalive: &struct{}{}}}); err != nil {
+			if err := sw.send(processEventMsg{Event: machine.ProcEvent{Keepalive: &struct{}{}}}); err != nil {
 				return
 			}
 		}
@@ -235,22 +237,22 @@ func (s *Server) rpcConnect(w http.ResponseWriter, r *http.Request, er *envdRequ
 		sw.end(e)
 		return
 	}
-	sub := p.subscribe()
+	sub := p.Subscribe()
 	if sub == nil {
-		sw.end(rpcErr("not_found", "process with pid %d not found", p.pid))
+		sw.end(rpcErr("not_found", "process with pid %d not found", p.Pid))
 		return
 	}
-	if err := sw.send(processEventMsg{Event: procEvent{Start: &procStart{Pid: p.pid}}}); err != nil {
-		p.unsubscribe(sub)
+	if err := sw.send(processEventMsg{Event: machine.ProcEvent{Start: &machine.ProcStart{Pid: p.Pid}}}); err != nil {
+		p.Unsubscribe(sub)
 		return
 	}
 	s.pump(r, sw, p, sub)
 }
 
 type processInfo struct {
-	Config processConfig `json:"config"`
-	Pid    uint32        `json:"pid"`
-	Tag    *string       `json:"tag,omitempty"`
+	Config machine.ProcessConfig `json:"config"`
+	Pid    uint32                `json:"pid"`
+	Tag    *string               `json:"tag,omitempty"`
 }
 
 func (s *Server) rpcList(w http.ResponseWriter, r *http.Request, er *envdRequest) {
@@ -261,8 +263,8 @@ func (s *Server) rpcList(w http.ResponseWriter, r *http.Request, er *envdRequest
 	}
 	out := []processInfo{}
 	if m := s.currentMachine(er.rec.ID); m != nil {
-		for _, p := range m.processes() {
-			out = append(out, processInfo{Config: p.cfg, Pid: p.pid, Tag: p.tag})
+		for _, p := range m.Processes() {
+			out = append(out, processInfo{Config: p.Config, Pid: p.Pid, Tag: p.Tag})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Pid < out[j].Pid })
@@ -299,8 +301,8 @@ func (s *Server) rpcSendSignal(w http.ResponseWriter, r *http.Request, er *envdR
 		writeRPCError(w, e)
 		return
 	}
-	if err := p.signal(sig); err != nil && !isErrno(err, syscall.ESRCH) {
-		writeRPCError(w, rpcErr("internal", "signal process %d: %v", p.pid, err))
+	if err := p.Signal(sig); err != nil && !machine.IsErrno(err, syscall.ESRCH) {
+		writeRPCError(w, rpcErr("internal", "signal process %d: %v", p.Pid, err))
 		return
 	}
 	writeJSON(w, http.StatusOK, struct{}{})
@@ -327,7 +329,7 @@ func (s *Server) rpcSendInput(w http.ResponseWriter, r *http.Request, er *envdRe
 		writeRPCError(w, rpcErr("failed_precondition", "tty not assigned to process"))
 		return
 	}
-	if err := p.writeStdin(req.Input.Stdin); err != nil {
+	if err := p.WriteStdin(req.Input.Stdin); err != nil {
 		writeRPCError(w, rpcErr("failed_precondition", "%v", err))
 		return
 	}
@@ -347,6 +349,6 @@ func (s *Server) rpcCloseStdin(w http.ResponseWriter, r *http.Request, er *envdR
 		writeRPCError(w, e)
 		return
 	}
-	p.closeStdin()
+	p.CloseStdin()
 	writeJSON(w, http.StatusOK, struct{}{})
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"sandman/sandboxd/machine"
 )
 
 func FuzzRouteRequest(f *testing.F) {
@@ -171,11 +173,11 @@ func FuzzSandboxPath(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, p string) {
-		clean := cleanSandboxPath(p)
+		clean := machine.CleanSandboxPath(p)
 		if !path.IsAbs(clean) || path.Clean(clean) != clean {
 			t.Fatalf("cleanSandboxPath(%q) = %q", p, clean)
 		}
-		rel, under, ok := splitSandboxPath(p)
+		rel, under, ok := machine.SplitSandboxPath(p)
 		if !ok {
 			return
 		}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"sandman/sandboxd/machine"
 )
 
 // opError is a lifecycle failure the API shows with its status.
@@ -90,7 +92,7 @@ func (s *Server) create(p createParams) (record, error) {
 // disk limit is in force, otherwise a directory booting fills in.
 func (s *Server) makeSandboxFiles(id string, hostUID int) error {
 	dir := filepath.Join(s.sandboxesDir(), id)
-	if s.iso.mode == IsolationNone {
+	if s.iso.Mode == IsolationNone {
 		for _, d := range []string{"home", "tmp"} {
 			if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 				return err
@@ -101,12 +103,12 @@ func (s *Server) makeSandboxFiles(id string, hostUID int) error {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return err
 	}
-	if s.iso.limits.Disk > 0 {
+	if s.iso.Limits.Disk > 0 {
 		uid := hostUID
 		if uid == 0 {
 			uid = os.Geteuid()
 		}
-		return createImage(s.imagePath(id), s.iso.limits.Disk, uid, uid)
+		return machine.CreateImage(s.imagePath(id), s.iso.Limits.Disk, uid, uid)
 	}
 	return nil
 }
@@ -138,7 +140,7 @@ func (s *Server) reserve(sb *sandbox) (hostUID int, err error) {
 	if err := s.checkDiskBudgetLocked(sb); err != nil {
 		return 0, err
 	}
-	if sb == nil && s.iso.root && s.iso.mode == IsolationBwrap {
+	if sb == nil && s.iso.Root && s.iso.Mode == IsolationBwrap {
 		if hostUID, err = s.allocUIDLocked(); err != nil {
 			return 0, err
 		}
@@ -154,7 +156,7 @@ func (s *Server) reserve(sb *sandbox) (hostUID int, err error) {
 // are sparse, so --disk-limit alone promises space the disk may not have.
 // sb is the sandbox being resumed, nil for a new one (a whole image).
 func (s *Server) checkDiskBudgetLocked(sb *sandbox) error {
-	limit := s.iso.limits.Disk
+	limit := s.iso.Limits.Disk
 	if limit <= 0 || s.cfg.DiskReserve < 0 {
 		return nil
 	}
@@ -166,24 +168,24 @@ func (s *Server) checkDiskBudgetLocked(sb *sandbox) error {
 	others := int64(s.starting) * limit
 	for _, other := range s.sandboxes {
 		if other != sb && !other.gone && other.rec.State == stateRunning {
-			others += imageGrowth(s.imagePath(other.id), limit)
+			others += ImageGrowth(s.imagePath(other.id), limit)
 		}
 	}
 	this := limit
 	if sb != nil {
-		this = imageGrowth(s.imagePath(sb.id), limit)
+		this = ImageGrowth(s.imagePath(sb.id), limit)
 	}
 	if others+this+s.cfg.DiskReserve <= free {
 		return nil
 	}
 	return &opError{http.StatusInsufficientStorage, fmt.Sprintf("not enough disk space on the sandbox host: the running sandboxes may still write %s "+
 		"and this one %s, but %s is free on %s beyond the %s kept for the host; pause or kill sandboxes, free space or lower --disk-limit",
-		formatBytes(others), formatBytes(this), formatBytes(max(free-s.cfg.DiskReserve, 0)), s.cfg.StateDir, formatBytes(s.cfg.DiskReserve))}
+		machine.FormatBytes(others), machine.FormatBytes(this), machine.FormatBytes(max(free-s.cfg.DiskReserve, 0)), s.cfg.StateDir, machine.FormatBytes(s.cfg.DiskReserve))}
 }
 
 // imageGrowth is how much a disk image may still take on the host: its
 // size (the limit) less what it already holds.
-func imageGrowth(img string, limit int64) int64 {
+func ImageGrowth(img string, limit int64) int64 {
 	var st unix.Stat_t
 	if err := unix.Stat(img, &st); err != nil {
 		return 0 // no image: the sandbox has no disk limit
@@ -206,7 +208,7 @@ func (s *Server) allocUIDLocked() (int, error) {
 	for _, sb := range s.sandboxes {
 		used[sb.rec.HostUID] = true
 	}
-	for uid := s.iso.uidBase + 1; uid < s.iso.uidBase+UIDRangeSize; uid++ {
+	for uid := s.iso.UIDBase + 1; uid < s.iso.UIDBase+UIDRangeSize; uid++ {
 		if !used[uid] && !s.startingUIDs[uid] {
 			return uid, nil
 		}
@@ -282,15 +284,15 @@ func (s *Server) pauseLocked(sb *sandbox, memory bool) error {
 	if memory {
 		kind = snapshotMemory
 		if sb.vm != nil {
-			if err := sb.vm.freeze(); err != nil {
+			if err := sb.vm.Freeze(); err != nil {
 				// Better a cold boot later than a sandbox that runs on while paused.
 				s.log.Error("freeze sandbox, stopping it instead", "sandbox_id", rec.ID, "err", err)
-				sb.vm.kill()
+				sb.vm.Kill()
 				sb.vm = nil
 			}
 		}
 	} else if sb.vm != nil {
-		sb.vm.kill()
+		sb.vm.Kill()
 		sb.vm = nil
 	}
 	s.proxy.forget()
@@ -306,7 +308,7 @@ func execution(started, ended time.Time) map[string]any {
 	return map[string]any{
 		"started_at":     started.Format(time.RFC3339),
 		"vcpu_count":     cpuCount,
-		"memory_mb":      memoryMB,
+		"memory_mb":      machine.MemoryMB,
 		"execution_time": ended.Sub(started).Milliseconds(),
 	}
 }
@@ -338,15 +340,15 @@ func (s *Server) connectLocked(sb *sandbox, timeout time.Duration, keepMemory bo
 	}
 	defer s.unreserve(0)
 	thawed := false
-	if rec.Snapshot == snapshotMemory && keepMemory && sb.vm != nil && sb.vm.alive() {
-		if err := sb.vm.thaw(); err != nil {
+	if rec.Snapshot == snapshotMemory && keepMemory && sb.vm != nil && sb.vm.Alive() {
+		if err := sb.vm.Thaw(); err != nil {
 			s.log.Error("thaw sandbox, cold-booting it instead", "sandbox_id", rec.ID, "err", err)
 		} else {
 			thawed = true
 		}
 	}
 	if !thawed && sb.vm != nil {
-		sb.vm.kill()
+		sb.vm.Kill()
 		sb.vm = nil
 	}
 	rec.State, rec.Snapshot = stateRunning, ""
@@ -427,7 +429,7 @@ func (s *Server) lose(id string) error {
 // records the event of its end (or none).
 func (s *Server) removeLocked(sb *sandbox, record func() *event) {
 	if sb.vm != nil {
-		sb.vm.kill()
+		sb.vm.Kill()
 		sb.vm = nil
 	}
 	s.proxy.forget()
@@ -522,41 +524,41 @@ func (s *Server) deliverEvent(ev *event) {
 
 // machineFor returns the sandbox's running machine, booting one when nothing
 // has run yet (or after a filesystem snapshot). The caller holds sb.op.
-func (s *Server) machineFor(sb *sandbox) (*machine, error) {
-	if sb.vm != nil && sb.vm.alive() {
+func (s *Server) machineFor(sb *sandbox) (*machine.Machine, error) {
+	if sb.vm != nil && sb.vm.Alive() {
 		return sb.vm, nil
 	}
 	if sb.vm != nil {
 		s.log.Warn("sandbox stopped on its own, booting it again", "sandbox_id", sb.id)
-		sb.vm.kill()
+		sb.vm.Kill()
 		sb.vm = nil
 	}
-	var b backend
+	var b machine.Backend
 	var err error
-	if s.iso.mode == IsolationNone {
-		b, err = bootPlain(sb.dir, s.existingImage(sb.id))
+	if s.iso.Mode == IsolationNone {
+		b, err = machine.BootPlain(sb.dir, s.existingImage(sb.id))
 	} else {
-		b, err = bootNS(s.nsConfig(sb))
+		b, err = machine.BootNS(s.nsConfig(sb))
 	}
 	if err != nil {
 		return nil, err
 	}
-	sb.vm = newMachine(b)
+	sb.vm = machine.NewMachine(b)
 	return sb.vm, nil
 }
 
-func (s *Server) nsConfig(sb *sandbox) nsConfig {
+func (s *Server) nsConfig(sb *sandbox) machine.NSConfig {
 	s.mu.Lock()
 	hostUID := sb.rec.HostUID
 	s.mu.Unlock()
-	cfg := nsConfig{
-		id: sb.id, dir: sb.dir, hostUID: -1, hostGID: -1, bwrap: s.iso.bwrap,
-		cgroups: s.iso.cg, limits: s.iso.limits, system: s.iso.system, log: s.log,
+	cfg := machine.NSConfig{
+		ID: sb.id, Dir: sb.dir, HostUID: -1, HostGID: -1, Bwrap: s.iso.Bwrap,
+		Cgroups: s.iso.Cgroups, Limits: s.iso.Limits, System: s.iso.System, Log: s.log,
 	}
-	if s.iso.root {
-		cfg.hostUID, cfg.hostGID = hostUID, hostUID
+	if s.iso.Root {
+		cfg.HostUID, cfg.HostGID = hostUID, hostUID
 	}
-	cfg.image = s.existingImage(sb.id)
+	cfg.Image = s.existingImage(sb.id)
 	return cfg
 }
 

@@ -107,11 +107,11 @@ func (p *sandboxProxy) dial(ctx context.Context, _, addr string) (net.Conn, erro
 	sb.op.Lock()
 	m := sb.vm
 	sb.op.Unlock()
-	if m == nil || !m.alive() {
+	if m == nil || !m.Alive() {
 		// Nothing has run in this sandbox, so nothing listens.
 		return nil, syscall.ECONNREFUSED
 	}
-	return m.dial(ctx, port)
+	return m.Dial(ctx, port)
 }
 
 func (p *sandboxProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -3,6 +3,8 @@ package sandboxd
 import (
 	"sync"
 	"time"
+
+	"sandman/sandboxd/machine"
 )
 
 type sandboxState string
@@ -25,8 +27,6 @@ const (
 	pausedClientID = "6532622b"
 	envdPort       = 49983
 	cpuCount       = 2
-	memoryMB       = 512
-	diskSizeMB     = 1024
 	templateBase   = "base"
 	// baseBuildID is the build id events name for the base template: one
 	// fixed value, since sandboxd has one image.
@@ -95,7 +95,7 @@ type sandbox struct {
 	timer *time.Timer
 	// vm is the running machine (guarded by op for replacement, by its own
 	// lock inside); nil when nothing has run yet or after a filesystem pause.
-	vm *machine
+	vm *machine.Machine
 }
 
 // now is the one clock of sandboxd: UTC, microsecond precision, so that times

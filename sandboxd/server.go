@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"sandman/sandboxd/faults"
+	"sandman/sandboxd/machine"
 )
 
 // Server is a running sandboxd: the control-plane API, the sandbox traffic
@@ -25,7 +26,7 @@ import (
 type Server struct {
 	cfg    Config
 	log    *slog.Logger
-	iso    *isolation
+	iso    *machine.Host
 	teamID string
 
 	events  *eventStore
@@ -73,17 +74,17 @@ func New(cfg Config) (_ *Server, err error) {
 	if err := os.MkdirAll(s.sandboxesDir(), 0o755); err != nil {
 		return nil, fmt.Errorf("sandboxd: state dir: %w", err)
 	}
-	iso, err := detectIsolation(cfg)
+	iso, err := machine.Detect(machine.Config{Isolation: cfg.Isolation, StateDir: cfg.StateDir, UIDBase: cfg.UIDBase, ShareOpt: cfg.ShareOpt, Limits: cfg.Limits})
 	if err != nil {
 		return nil, err
 	}
 	defer func() {
 		if err != nil {
-			iso.release()
+			iso.Release()
 		}
 	}()
 	s.iso = iso
-	if iso.root && iso.mode == IsolationBwrap {
+	if iso.Root && iso.Mode == IsolationBwrap {
 		// Sandbox users reach their own directories through these two.
 		for _, d := range []string{cfg.StateDir, s.sandboxesDir()} {
 			if err := os.Chmod(d, 0o711); err != nil {
@@ -91,7 +92,7 @@ func New(cfg Config) (_ *Server, err error) {
 			}
 		}
 	}
-	logReport(s.log, iso.report(cfg))
+	machine.LogReport(s.log, iso.Report(cfg.MaxSandboxes, cfg.MaxStored, cfg.DiskReserve))
 
 	if s.events, err = openEventStore(cfg.StateDir, cfg.EventRetention); err != nil {
 		return nil, fmt.Errorf("sandboxd: events: %w", err)
@@ -123,10 +124,10 @@ func New(cfg Config) (_ *Server, err error) {
 // whose files are gone is reported killed.
 func (s *Server) recover() error {
 	// A crashed run may have left disk images mounted.
-	if mounts, err := mountsUnder(s.sandboxesDir()); err == nil {
+	if mounts, err := machine.MountsUnder(s.sandboxesDir()); err == nil {
 		for _, m := range mounts {
 			s.log.Warn("unmounting a sandbox disk left by the previous run", "path", m)
-			if err := unmount(m); err != nil {
+			if err := machine.Unmount(m); err != nil {
 				s.log.Error("unmount", "path", m, "err", err)
 			}
 		}
@@ -156,7 +157,7 @@ func (s *Server) recover() error {
 		case r.Snapshot == snapshotMemory:
 			r.Snapshot = snapshotFilesystem
 		}
-		if r.HostUID == 0 && s.iso.root && s.iso.mode == IsolationBwrap {
+		if r.HostUID == 0 && s.iso.Root && s.iso.Mode == IsolationBwrap {
 			if r.HostUID, err = s.allocUIDLocked(); err != nil {
 				return err
 			}
@@ -203,9 +204,9 @@ func (s *Server) hasFiles(id string) bool {
 func (s *Server) removeSandboxFiles(id string) {
 	dir := filepath.Join(s.sandboxesDir(), id)
 	// Never delete through a mount: unmount first, or leave the files.
-	if mounts, _ := mountsUnder(dir); len(mounts) > 0 {
+	if mounts, _ := machine.MountsUnder(dir); len(mounts) > 0 {
 		for _, m := range mounts {
-			if err := unmount(m); err != nil {
+			if err := machine.Unmount(m); err != nil {
 				s.log.Error("remove sandbox files: unmount", "sandbox_id", id, "err", err)
 				return
 			}
@@ -266,10 +267,12 @@ func (s *Server) SandboxURL() string {
 }
 
 // Isolation reports the isolation in use.
-func (s *Server) Isolation() Isolation { return s.iso.mode }
+func (s *Server) Isolation() Isolation { return s.iso.Mode }
 
 // IsolationReport reports the isolation and the limits in force.
-func (s *Server) IsolationReport() IsolationReport { return s.iso.report(s.cfg) }
+func (s *Server) IsolationReport() IsolationReport {
+	return s.iso.Report(s.cfg.MaxSandboxes, s.cfg.MaxStored, s.cfg.DiskReserve)
+}
 
 // Shutdown stops serving, stops every sandbox process, delivers the webhooks
 // that are due until ctx ends and saves the rest, and closes the event log.
@@ -310,16 +313,16 @@ func (s *Server) shutdown(ctx context.Context) error {
 			sb.op.Lock()
 			defer sb.op.Unlock()
 			if sb.vm != nil {
-				sb.vm.kill()
+				sb.vm.Kill()
 				sb.vm = nil
 			}
 		})
 	}
 	wg.Wait()
-	if s.iso.cg != nil {
-		s.iso.cg.removeInstance()
+	if s.iso.Cgroups != nil {
+		s.iso.Cgroups.RemoveInstance()
 	}
-	s.iso.release()
+	s.iso.Release()
 	if err := s.deliver.shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("save pending deliveries: %w", err))
 	}

@@ -1,4 +1,4 @@
-package sandboxd
+package machine
 
 import (
 	"context"
@@ -28,7 +28,7 @@ type plainBackend struct {
 	mounted string
 }
 
-func bootPlain(dir, image string) (_ *plainBackend, err error) {
+func BootPlain(dir, image string) (_ *plainBackend, err error) {
 	b := &plainBackend{
 		homeDir: filepath.Join(dir, "home"),
 		tmpDir:  filepath.Join(dir, "tmp"),
@@ -41,7 +41,7 @@ func bootPlain(dir, image string) (_ *plainBackend, err error) {
 		b.mounted = dir
 		defer func() {
 			if err != nil {
-				_ = unmount(dir)
+				_ = Unmount(dir)
 			}
 		}()
 	}
@@ -91,7 +91,7 @@ func (b *plainBackend) spawn(spec spawnSpec, stdio [3]*os.File) (int, func() exi
 
 // hostPath maps a sandbox path under /home/user or /tmp to the host.
 func (b *plainBackend) hostPath(p string) (string, error) {
-	rel, under, ok := splitSandboxPath(p)
+	rel, under, ok := SplitSandboxPath(p)
 	if !ok {
 		return "", fmt.Errorf("path %q is outside /home/user and /tmp", p)
 	}
@@ -114,7 +114,7 @@ func (b *plainBackend) dial(ctx context.Context, port int) (net.Conn, error) {
 	return d.DialContext(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 }
 
-func (b *plainBackend) files() fileOps { return hostFiles{dir: filepath.Dir(b.homeDir)} }
+func (b *plainBackend) files() FileOps { return hostFiles{dir: filepath.Dir(b.homeDir)} }
 
 func (b *plainBackend) freeze() error { return syscall.Kill(-b.pgid, syscall.SIGSTOP) }
 
@@ -128,11 +128,11 @@ func (b *plainBackend) stop() {
 	case <-time.After(5 * time.Second):
 	}
 	if b.mounted != "" {
-		_ = unmount(b.mounted)
+		_ = Unmount(b.mounted)
 		b.mounted = ""
 	}
 }
 
 func (b *plainBackend) done() <-chan struct{} { return b.exited }
 
-func (b *plainBackend) home() string { return b.homeDir }
+func (b *plainBackend) Home() string { return b.homeDir }

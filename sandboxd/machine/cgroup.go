@@ -1,4 +1,4 @@
-package sandboxd
+package machine
 
 import (
 	"bufio"
@@ -46,7 +46,7 @@ type cgroupController struct {
 
 // cgroups places sandboxes in control groups under sandboxd's own: one
 // directory "sandboxd-<instance>" per hierarchy, one group per sandbox in it.
-type cgroups struct {
+type Cgroups struct {
 	memory, pids, cpu, freezer, io *cgroupController
 	// ioWeight is the weight file the I/O controller has here.
 	ioWeight string
@@ -66,8 +66,8 @@ type cgroupMount struct {
 // that has it (v2 first), prepares the instance directory under sandboxd's
 // own cgroup there, and clears what a previous run left in it. A
 // controller that is missing or not writable is reported in off.
-func setupCgroups(instance string) *cgroups {
-	cg := &cgroups{off: map[string]string{}}
+func setupCgroups(instance string) *Cgroups {
+	cg := &Cgroups{off: map[string]string{}}
 	mounts, err := readCgroupMounts()
 	var own map[string]string
 	if err == nil {
@@ -268,13 +268,13 @@ type sandboxCgroup struct {
 	ioWeight                       string
 }
 
-func (cg *cgroups) enforced(controller string) bool {
+func (cg *Cgroups) enforced(controller string) bool {
 	_, off := cg.off[controller]
 	return !off
 }
 
 // create makes the sandbox's groups and writes its limits.
-func (cg *cgroups) create(id string, l Limits) (*sandboxCgroup, error) {
+func (cg *Cgroups) create(id string, l Limits) (*sandboxCgroup, error) {
 	sc := &sandboxCgroup{}
 	made := map[string]bool{}
 	sub := func(c *cgroupController) (*cgroupController, error) {
@@ -530,7 +530,7 @@ func waitCgroupFile(dir, name, want string) error {
 }
 
 // removeInstance removes the instance directories at shutdown.
-func (cg *cgroups) removeInstance() {
+func (cg *Cgroups) RemoveInstance() {
 	seen := map[string]bool{}
 	for _, c := range []*cgroupController{cg.memory, cg.pids, cg.cpu, cg.freezer, cg.io} {
 		if c != nil && !seen[c.dir] {

@@ -1,4 +1,4 @@
-package sandboxd
+package machine
 
 import (
 	"bufio"
@@ -41,27 +41,27 @@ const (
 const bootTimeout = 15 * time.Second
 
 // nsConfig is what booting an isolated sandbox needs.
-type nsConfig struct {
-	id  string
-	dir string // the sandbox's directory on the host: home/ and tmp/ inside
+type NSConfig struct {
+	ID  string
+	Dir string // the sandbox's directory on the host: home/ and tmp/ inside
 	// image, when set, is mounted on dir first (the disk limit).
-	image string
+	Image string
 	// hostUID/hostGID are who bubblewrap runs as, and so what the sandbox's
 	// user is on the host; -1 keeps sandboxd's own (non-root sandboxd).
-	hostUID, hostGID int
-	bwrap            string
-	cgroups          *cgroups // nil: no limits
-	limits           Limits
+	HostUID, HostGID int
+	Bwrap            string
+	Cgroups          *Cgroups // nil: no limits
+	Limits           Limits
 	// system is what of /usr, /bin, /lib... and /opt the sandbox sees.
-	system hostSystem
-	log    *slog.Logger
+	System hostSystem
+	Log    *slog.Logger
 }
 
 // nsBackend runs a sandbox in its own user, PID, mount, network, IPC, UTS
 // and cgroup namespaces, with its agent as PID 1. Everything sandboxd does
 // inside goes through the agent (docs/sandboxd.md).
 type nsBackend struct {
-	cfg    nsConfig
+	cfg    NSConfig
 	cmd    *exec.Cmd
 	pid1   int // the agent, as the host sees it
 	pidfd  int // for pid1, so that a late kill can never hit a recycled pid
@@ -76,8 +76,8 @@ type nsBackend struct {
 	stopped bool
 }
 
-func bootNS(cfg nsConfig) (_ *nsBackend, err error) {
-	if os.Geteuid() == 0 && cfg.hostUID <= 0 {
+func BootNS(cfg NSConfig) (_ *nsBackend, err error) {
+	if os.Geteuid() == 0 && cfg.HostUID <= 0 {
 		// bubblewrap run by root maps the sandbox's user to root.
 		return nil, errors.New("refusing to run a sandbox as host root: it has no host uid of its own")
 	}
@@ -88,17 +88,17 @@ func bootNS(cfg nsConfig) (_ *nsBackend, err error) {
 			b.release()
 		}
 	}()
-	if cfg.image != "" {
-		if err := mountImage(cfg.image, cfg.dir); err != nil {
+	if cfg.Image != "" {
+		if err := mountImage(cfg.Image, cfg.Dir); err != nil {
 			return nil, err
 		}
 		b.mounted = true
 	}
-	if err := prepareTree(cfg.dir, cfg.hostUID, cfg.hostGID); err != nil {
+	if err := prepareTree(cfg.Dir, cfg.HostUID, cfg.HostGID); err != nil {
 		return nil, err
 	}
-	if cfg.cgroups != nil {
-		if b.cg, err = cfg.cgroups.create(cfg.id, cfg.limits); err != nil {
+	if cfg.Cgroups != nil {
+		if b.cg, err = cfg.Cgroups.create(cfg.ID, cfg.Limits); err != nil {
 			return nil, err
 		}
 	}
@@ -128,7 +128,7 @@ func bootNS(cfg nsConfig) (_ *nsBackend, err error) {
 	}
 	ours, theirs = append(ours, blockW), append(theirs, blockR)
 	var etc []etcFile
-	for _, f := range sandboxEtc(cfg.id) {
+	for _, f := range sandboxEtc(cfg.ID) {
 		r, w, err := os.Pipe()
 		if err != nil {
 			return nil, err
@@ -148,8 +148,8 @@ func bootNS(cfg nsConfig) (_ *nsBackend, err error) {
 	}
 	ours, theirs = append(ours, logR), append(theirs, logW)
 
-	etcHost, _ := etcEntries(cfg.hostUID)
-	b.cmd = exec.Command(cfg.bwrap, bwrapArgs(cfg, etcHost, etc)...)
+	etcHost, _ := etcEntries(cfg.HostUID)
+	b.cmd = exec.Command(cfg.Bwrap, bwrapArgs(cfg, etcHost, etc)...)
 	// Nothing of sandboxd's environment (its API key) reaches the sandbox.
 	b.cmd.Env = []string{}
 	b.cmd.Stderr = logW
@@ -157,8 +157,8 @@ func bootNS(cfg nsConfig) (_ *nsBackend, err error) {
 	// Its own session: a Ctrl-C meant for sandboxd's terminal does not reach
 	// the sandbox, and nothing in it can reach that terminal.
 	b.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
-	if cfg.hostUID >= 0 {
-		b.cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(cfg.hostUID), Gid: uint32(cfg.hostGID), Groups: []uint32{}}
+	if cfg.HostUID >= 0 {
+		b.cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(cfg.HostUID), Gid: uint32(cfg.HostGID), Groups: []uint32{}}
 	}
 	if err := b.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start bubblewrap: %w", err)
@@ -166,7 +166,7 @@ func bootNS(cfg nsConfig) (_ *nsBackend, err error) {
 	closeAll(theirs)
 	theirs = nil
 	logs := newBootLog()
-	go logs.follow(logR, cfg.log.With("sandbox_id", cfg.id))
+	go logs.follow(logR, cfg.Log.With("sandbox_id", cfg.ID))
 	ours = ours[:len(ours)-1] // logR now belongs to the follower
 	go func() {
 		_ = b.cmd.Wait()
@@ -317,7 +317,7 @@ func sandboxEtc(id string) []etcFile {
 		{path: "/proc/keys", perms: "0444"},
 		{path: "/proc/key-users", perms: "0444"},
 		{path: "/etc/passwd", perms: "0644", content: "root:x:0:0:root:/root:/bin/bash\n" +
-			sandboxUser + ":x:1000:1000::" + homeDir + ":/bin/bash\n" +
+			sandboxUser + ":x:1000:1000::" + HomeDir + ":/bin/bash\n" +
 			"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"},
 		{path: "/etc/group", perms: "0644", content: "root:x:0:\n" + sandboxUser + ":x:1000:\nnogroup:x:65534:\n"},
 		{path: "/etc/shadow", perms: "0600", content: "root:*:19000:0:99999:7:::\n" + sandboxUser + ":*:19000:0:99999:7:::\nnobody:*:19000:0:99999:7:::\n"},
@@ -336,20 +336,20 @@ func sandboxHostname(id string) string { return "e2b-" + id }
 // home and /tmp writable, nothing else of the host. The agent's arguments
 // are the system directories' special files, which it masks (with /etc's,
 // which it finds itself).
-func bwrapArgs(cfg nsConfig, etcHost []hostEntry, etc []etcFile) []string {
+func bwrapArgs(cfg NSConfig, etcHost []hostEntry, etc []etcFile) []string {
 	args := []string{
 		"--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		// The sandbox cannot make user namespaces of its own, where it would
 		// get capabilities back.
 		"--disable-userns",
 		"--uid", strconv.Itoa(sandboxUID), "--gid", strconv.Itoa(sandboxUID),
-		"--hostname", sandboxHostname(cfg.id),
+		"--hostname", sandboxHostname(cfg.ID),
 		"--die-with-parent", "--new-session", "--as-pid-1",
 		// For the agent's first step only (confineAgent), in the sandbox's
 		// own user namespace; dropped before anything else runs.
 		"--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP",
 	}
-	args = append(args, bindArgs(cfg.system.entries)...)
+	args = append(args, bindArgs(cfg.System.entries)...)
 	args = append(args, "--perms", "0755", "--dir", "/etc")
 	args = append(args, bindArgs(etcHost)...)
 	ownFiles := func(dir string) {
@@ -360,7 +360,7 @@ func bwrapArgs(cfg nsConfig, etcHost []hostEntry, etc []etcFile) []string {
 		}
 	}
 	ownFiles("/etc/")
-	home, tmp := filepath.Join(cfg.dir, "home"), filepath.Join(cfg.dir, "tmp")
+	home, tmp := filepath.Join(cfg.Dir, "home"), filepath.Join(cfg.Dir, "tmp")
 	args = append(args, "--proc", "/proc")
 	ownFiles("/proc/")
 	args = append(args,
@@ -368,12 +368,12 @@ func bwrapArgs(cfg nsConfig, etcHost []hostEntry, etc []etcFile) []string {
 		"--tmpfs", "/run",
 		"--perms", "0755", "--dir", "/home",
 		"--perms", "0755", "--dir", "/var",
-		"--bind", home, homeDir,
+		"--bind", home, HomeDir,
 		"--bind", tmp, "/tmp",
 		"--bind", tmp, "/var/tmp",
 	)
 	return append(append(args,
-		"--chdir", homeDir,
+		"--chdir", HomeDir,
 		// The root itself (a tmpfs bubblewrap made) stays read-only.
 		"--remount-ro", "/",
 		"--info-fd", strconv.Itoa(bwrapInfoFD), "--block-fd", strconv.Itoa(bwrapBlockFD),
@@ -381,7 +381,7 @@ func bwrapArgs(cfg nsConfig, etcHost []hostEntry, etc []etcFile) []string {
 		// descriptor: its path on the host need not be visible, or even
 		// reachable, from the sandbox.
 		"--", "/proc/self/fd/"+strconv.Itoa(agentExeFD), agentArg,
-	), cfg.system.masks...)
+	), cfg.System.masks...)
 }
 
 // prepareTree makes the sandbox's directory, home and /tmp, owned by the
@@ -593,8 +593,8 @@ func (b *nsBackend) release() {
 		b.cg.remove()
 	}
 	if b.mounted {
-		if err := unmount(b.cfg.dir); err != nil {
-			b.cfg.log.Error("unmount sandbox disk", "sandbox_id", b.cfg.id, "err", err)
+		if err := Unmount(b.cfg.Dir); err != nil {
+			b.cfg.Log.Error("unmount sandbox disk", "sandbox_id", b.cfg.ID, "err", err)
 		}
 		b.mounted = false
 	}
@@ -602,9 +602,9 @@ func (b *nsBackend) release() {
 
 func (b *nsBackend) done() <-chan struct{} { return b.exited }
 
-func (b *nsBackend) home() string { return homeDir }
+func (b *nsBackend) Home() string { return HomeDir }
 
-func (b *nsBackend) files() fileOps { return agentFiles{b} }
+func (b *nsBackend) files() FileOps { return agentFiles{b} }
 
 // heldFile is a file of the sandbox open in sandboxd (a download or an
 // upload in progress). stop closes it so that the sandbox's disk can be
@@ -641,39 +641,39 @@ func (a agentFiles) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), agentTimeout)
 }
 
-func (a agentFiles) entryOp(req agentRequest) (entryInfo, error) {
+func (a agentFiles) entryOp(req agentRequest) (EntryInfo, error) {
 	ctx, cancel := a.ctx()
 	defer cancel()
 	resp, _, err := a.b.do(ctx, req, 0)
 	if err != nil {
-		return entryInfo{}, err
+		return EntryInfo{}, err
 	}
 	if resp.Entry == nil {
-		return entryInfo{}, errors.New("sandbox agent: no entry")
+		return EntryInfo{}, errors.New("sandbox agent: no entry")
 	}
 	return *resp.Entry, nil
 }
 
-func (a agentFiles) entry(p string) (entryInfo, error) {
+func (a agentFiles) Entry(p string) (EntryInfo, error) {
 	return a.entryOp(agentRequest{Op: opEntry, Path: p})
 }
 
-func (a agentFiles) mkdir(p string) (entryInfo, error) {
+func (a agentFiles) Mkdir(p string) (EntryInfo, error) {
 	return a.entryOp(agentRequest{Op: opMkdir, Path: p})
 }
 
-func (a agentFiles) move(src, dst string) (entryInfo, error) {
+func (a agentFiles) Move(src, dst string) (EntryInfo, error) {
 	return a.entryOp(agentRequest{Op: opMove, Path: src, Dest: dst})
 }
 
-func (a agentFiles) isDir(p string) (bool, error) {
+func (a agentFiles) IsDir(p string) (bool, error) {
 	ctx, cancel := a.ctx()
 	defer cancel()
 	resp, _, err := a.b.do(ctx, agentRequest{Op: opIsDir, Path: p}, 0)
 	return resp.IsDir, err
 }
 
-func (a agentFiles) open(p string) (io.ReadCloser, int64, error) {
+func (a agentFiles) Open(p string) (io.ReadCloser, int64, error) {
 	ctx, cancel := a.ctx()
 	defer cancel()
 	resp, fds, err := a.b.do(ctx, agentRequest{Op: opOpen, Path: p}, 1)
@@ -687,7 +687,7 @@ func (a agentFiles) open(p string) (io.ReadCloser, int64, error) {
 	return f, resp.Size, nil
 }
 
-func (a agentFiles) create(p string) (io.WriteCloser, error) {
+func (a agentFiles) Create(p string) (io.WriteCloser, error) {
 	ctx, cancel := a.ctx()
 	defer cancel()
 	_, fds, err := a.b.do(ctx, agentRequest{Op: opCreate, Path: p}, 1)
@@ -697,17 +697,17 @@ func (a agentFiles) create(p string) (io.WriteCloser, error) {
 	return a.b.hold(fds[0])
 }
 
-func (a agentFiles) list(p string, depth int) ([]entryInfo, error) {
+func (a agentFiles) List(p string, depth int) ([]EntryInfo, error) {
 	ctx, cancel := a.ctx()
 	defer cancel()
 	resp, _, err := a.b.do(ctx, agentRequest{Op: opList, Path: p, Depth: depth}, 0)
 	if resp.Entries == nil && err == nil {
-		resp.Entries = []entryInfo{}
+		resp.Entries = []EntryInfo{}
 	}
 	return resp.Entries, err
 }
 
-func (a agentFiles) remove(p string) error {
+func (a agentFiles) Remove(p string) error {
 	ctx, cancel := a.ctx()
 	defer cancel()
 	_, _, err := a.b.do(ctx, agentRequest{Op: opRemove, Path: p}, 0)

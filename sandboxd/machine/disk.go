@@ -1,4 +1,4 @@
-package sandboxd
+package machine
 
 import (
 	"errors"
@@ -66,7 +66,7 @@ func runTool(name string, args ...string) error {
 // createImage makes a sparse ext4 image of size bytes whose root belongs
 // to uid:gid. Inode tables are left uninitialised (and the mount keeps the
 // kernel from zeroing them later), so the image starts at a few megabytes.
-func createImage(img string, size int64, uid, gid int) error {
+func CreateImage(img string, size int64, uid, gid int) error {
 	f, err := os.OpenFile(img, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
@@ -104,7 +104,7 @@ func mountImage(img, dir string) error {
 // unmount detaches dir. Busy means someone still holds a file of the
 // sandbox open, which sandboxd avoids; after a few tries the mount is
 // detached lazily and the image is released when the last file closes.
-func unmount(dir string) error {
+func Unmount(dir string) error {
 	var err error
 	for range 20 {
 		if err = unix.Unmount(dir, 0); err == nil || errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOENT) {
@@ -122,7 +122,7 @@ func unmount(dir string) error {
 }
 
 // mountsUnder lists mount points at or below dir, deepest first.
-func mountsUnder(dir string) ([]string, error) {
+func MountsUnder(dir string) ([]string, error) {
 	mounts, err := readMountinfo()
 	if err != nil {
 		return nil, err
@@ -138,7 +138,7 @@ func mountsUnder(dir string) ([]string, error) {
 
 // formatBytes formats a byte count for logs and errors: exactly when it is
 // whole GiB or MiB, else to a tenth.
-func formatBytes(n int64) string {
+func FormatBytes(n int64) string {
 	const gib, mib = 1 << 30, 1 << 20
 	switch {
 	case n != 0 && n%gib == 0:

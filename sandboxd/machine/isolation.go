@@ -1,4 +1,4 @@
-package sandboxd
+package machine
 
 import (
 	"context"
@@ -16,30 +16,66 @@ import (
 	"time"
 )
 
+// Isolation selects how sandbox processes are contained.
+type Isolation string
+
+const (
+	// IsolationAuto isolates with what works here (today: bubblewrap) and
+	// refuses to start when nothing does. It never falls back to none.
+	IsolationAuto Isolation = "auto"
+	// IsolationBwrap runs every sandbox in its own user, PID, mount,
+	// network, IPC and UTS namespaces through bubblewrap, as an unprivileged
+	// user with no capabilities, under the limits (docs/sandboxd.md).
+	IsolationBwrap Isolation = "bwrap"
+	// IsolationNone runs commands as host processes of sandboxd's user in
+	// the sandbox directory, on the host network, with no limits: only for
+	// trusted code. Two sandboxes cannot listen on the same port.
+	IsolationNone Isolation = "none"
+)
+
+const (
+	// UIDRangeSize is how many host uids one root sandboxd uses, from
+	// its base: the base for its start-up probe, the rest for sandboxes.
+	UIDRangeSize = 1 << 16
+	// MemoryMB and DiskSizeMB are a sandbox's nominal size, as the API
+	// reports it where no limit is in force.
+	MemoryMB   = 512
+	DiskSizeMB = 1024
+)
+
+// Config is what Detect needs of sandboxd's configuration.
+type Config struct {
+	Isolation Isolation
+	StateDir  string
+	UIDBase   int
+	ShareOpt  bool
+	Limits    Limits
+}
+
 // isolation is what sandboxd found it can enforce here, decided once at
 // start and reported in its log and at GET /_sandboxd/isolation.
-type isolation struct {
-	mode   Isolation
-	reason string
-	bwrap  string
+type Host struct {
+	Mode   Isolation
+	Reason string
+	Bwrap  string
 	// root: sandboxd runs as root, and each sandbox's user is a host uid of
 	// its own from uidBase up; otherwise it is sandboxd's own uid.
-	root    bool
-	uidBase int
+	Root    bool
+	UIDBase int
 	// limits holds what is in force; a zero field is off, and off says why.
-	limits Limits
-	off    map[string]string
-	cg     *cgroups
+	Limits  Limits
+	off     map[string]string
+	Cgroups *Cgroups
 	// pause is how a memory pause stops a sandbox.
 	pause string
 	// system is what of the host's system directories sandboxes see.
-	system hostSystem
+	System hostSystem
 	// uidLock holds this root sandboxd's uid range (uidlock.go).
 	uidLock *os.File
 }
 
 // release gives up what detectIsolation claimed.
-func (iso *isolation) release() {
+func (iso *Host) Release() {
 	unlockUIDRange(iso.uidLock)
 	iso.uidLock = nil
 }
@@ -85,17 +121,17 @@ var errNoIsolation = errors.New("cannot isolate sandboxes here")
 // unavailable (and --isolation=none is the way to start anyway).
 func ErrNoIsolation(err error) bool { return errors.Is(err, errNoIsolation) }
 
-func detectIsolation(cfg Config) (_ *isolation, err error) {
-	iso := &isolation{mode: cfg.Isolation, root: os.Geteuid() == 0, uidBase: cfg.UIDBase, off: map[string]string{}}
+func Detect(cfg Config) (_ *Host, err error) {
+	iso := &Host{Mode: cfg.Isolation, Root: os.Geteuid() == 0, UIDBase: cfg.UIDBase, off: map[string]string{}}
 	if cfg.Isolation == IsolationNone {
-		iso.reason = "configured: --isolation=none"
+		iso.Reason = "configured: --isolation=none"
 		for _, l := range []string{"memory", "pids", "cpu", "disk", "io"} {
 			iso.off[l] = "no isolation"
 		}
 		iso.pause = "SIGSTOP to the sandbox's process group"
 		return iso, nil
 	}
-	fail := func(why error) (*isolation, error) {
+	fail := func(why error) (*Host, error) {
 		return nil, fmt.Errorf("sandboxd: %w: %v; --isolation=none runs them as plain host processes instead, "+
 			"which is unsafe for untrusted code", errNoIsolation, why)
 	}
@@ -103,8 +139,8 @@ func detectIsolation(cfg Config) (_ *isolation, err error) {
 	if err != nil {
 		return fail(errors.New("bwrap not found (apt-get install bubblewrap)"))
 	}
-	iso.bwrap = bwrap
-	if iso.root {
+	iso.Bwrap = bwrap
+	if iso.Root {
 		if err := checkSearchable(cfg.StateDir); err != nil {
 			return nil, fmt.Errorf("sandboxd: %w", err)
 		}
@@ -114,46 +150,46 @@ func detectIsolation(cfg Config) (_ *isolation, err error) {
 		}
 		defer func() {
 			if err != nil {
-				iso.release()
+				iso.Release()
 			}
 		}()
 	}
-	if iso.system, err = hostSystemDirs(cfg.ShareOpt, iso.probeUID()); err != nil {
+	if iso.System, err = hostSystemDirs(cfg.ShareOpt, iso.probeUID()); err != nil {
 		return nil, fmt.Errorf("sandboxd: %w", err)
 	}
-	if err := probeNamespaces(bwrap, iso.probeUID(), iso.system); err != nil {
+	if err := probeNamespaces(bwrap, iso.probeUID(), iso.System); err != nil {
 		return fail(err)
 	}
-	iso.mode = IsolationBwrap
-	iso.reason = "bubblewrap with unprivileged user namespaces works"
+	iso.Mode = IsolationBwrap
+	iso.Reason = "bubblewrap with unprivileged user namespaces works"
 
 	want := cfg.Limits
-	iso.cg = setupCgroups(instanceName(cfg.StateDir))
+	iso.Cgroups = setupCgroups(instanceName(cfg.StateDir))
 	check := func(name, controller string, on bool) bool {
 		switch {
 		case !on:
 			iso.off[name] = "turned off by configuration"
-		case !iso.cg.enforced(controller):
-			iso.off[name] = iso.cg.off[controller]
+		case !iso.Cgroups.enforced(controller):
+			iso.off[name] = iso.Cgroups.off[controller]
 		default:
 			return true
 		}
 		return false
 	}
 	if check("memory", "memory", want.Memory > 0) {
-		iso.limits.Memory = want.Memory
+		iso.Limits.Memory = want.Memory
 	}
 	if check("pids", "pids", want.Pids > 0) {
-		iso.limits.Pids = want.Pids
+		iso.Limits.Pids = want.Pids
 	}
 	if check("cpu", "cpu", want.CPUWeight > 0) {
-		iso.limits.CPUWeight = want.CPUWeight
+		iso.Limits.CPUWeight = want.CPUWeight
 	}
 	if check("io", "io", want.IOWeight > 0) {
-		if why := ioWeightsIgnored(iso.cg.ioWeight, cfg.StateDir); why != "" {
+		if why := ioWeightsIgnored(iso.Cgroups.ioWeight, cfg.StateDir); why != "" {
 			iso.off["io"] = why
 		} else {
-			iso.limits.IOWeight = want.IOWeight
+			iso.Limits.IOWeight = want.IOWeight
 		}
 	}
 	switch {
@@ -163,22 +199,22 @@ func detectIsolation(cfg Config) (_ *isolation, err error) {
 		if err := diskTools(); err != nil {
 			iso.off["disk"] = err.Error()
 		} else {
-			iso.limits.Disk = want.Disk
+			iso.Limits.Disk = want.Disk
 		}
 	}
-	if iso.cg.enforced("freezer") {
+	if iso.Cgroups.enforced("freezer") {
 		iso.pause = "freezer cgroup"
 	} else {
-		iso.pause = "SIGSTOP to every process of the sandbox (" + iso.cg.off["freezer"] + ")"
+		iso.pause = "SIGSTOP to every process of the sandbox (" + iso.Cgroups.off["freezer"] + ")"
 	}
 	return iso, nil
 }
 
 // probeUID is the host uid a probe sandbox runs as: the one below the
 // sandboxes' range as root, sandboxd's own otherwise.
-func (iso *isolation) probeUID() int {
-	if iso.root {
-		return iso.uidBase
+func (iso *Host) probeUID() int {
+	if iso.Root {
+		return iso.UIDBase
 	}
 	return -1
 }
@@ -246,9 +282,9 @@ func probeOnce(bwrap string, uid int, system hostSystem) error {
 	if err := os.Chmod(dir, 0o711); err != nil {
 		return err
 	}
-	b, err := bootNS(nsConfig{
-		id: "probe", dir: filepath.Join(dir, "sandbox"), hostUID: uid, hostGID: uid, bwrap: bwrap,
-		system: system, log: slog.New(slog.DiscardHandler),
+	b, err := BootNS(NSConfig{
+		ID: "probe", Dir: filepath.Join(dir, "sandbox"), HostUID: uid, HostGID: uid, Bwrap: bwrap,
+		System: system, Log: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		return err
@@ -256,7 +292,7 @@ func probeOnce(bwrap string, uid int, system hostSystem) error {
 	defer b.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, _, err := b.do(ctx, agentRequest{Op: opIsDir, Path: homeDir}, 0)
+	resp, _, err := b.do(ctx, agentRequest{Op: opIsDir, Path: HomeDir}, 0)
 	if err != nil {
 		return fmt.Errorf("sandbox agent: %w", err)
 	}
@@ -266,19 +302,21 @@ func probeOnce(bwrap string, uid int, system hostSystem) error {
 	return nil
 }
 
-func (iso *isolation) report(cfg Config) IsolationReport {
-	r := IsolationReport{Mode: iso.mode, Reason: iso.reason, Limits: map[string]string{}, Off: iso.off, Pause: iso.pause,
-		MaxSandboxes: cfg.MaxSandboxes, MaxStored: cfg.MaxStored}
-	if iso.mode == IsolationBwrap {
+// Report is the isolation and limits in force with sandboxd's caps: running
+// and kept sandboxes, and the disk reserve (negative: not checked).
+func (iso *Host) Report(maxSandboxes, maxStored int, diskReserve int64) IsolationReport {
+	r := IsolationReport{Mode: iso.Mode, Reason: iso.Reason, Limits: map[string]string{}, Off: iso.off, Pause: iso.pause,
+		MaxSandboxes: maxSandboxes, MaxStored: maxStored}
+	if iso.Mode == IsolationBwrap {
 		r.Syscalls = syscallFilterReport()
-		for _, e := range iso.system.entries {
+		for _, e := range iso.System.entries {
 			r.HostPaths = append(r.HostPaths, e.path)
 		}
 		etc, masks := etcEntries(iso.probeUID())
 		for _, e := range etc {
 			r.HostPaths = append(r.HostPaths, e.path)
 		}
-		r.Masked = append(masks, iso.system.masks...)
+		r.Masked = append(masks, iso.System.masks...)
 		r.Confinement = []string{
 			"a fresh, empty session keyring; /proc/keys and /proc/key-users read empty",
 			"RLIMIT_CORE 0, soft and hard: no core dumps",
@@ -286,22 +324,22 @@ func (iso *isolation) report(cfg Config) IsolationReport {
 			"the agent, PID 1, drops every signal sent to it",
 		}
 		r.Limits["ptys"] = strconv.Itoa(maxPtys)
-		if iso.limits.Disk > 0 && cfg.DiskReserve >= 0 {
-			r.DiskReserve = formatBytes(cfg.DiskReserve)
+		if iso.Limits.Disk > 0 && diskReserve >= 0 {
+			r.DiskReserve = FormatBytes(diskReserve)
 		}
 	}
 	switch {
-	case iso.mode == IsolationNone:
+	case iso.Mode == IsolationNone:
 		r.User = fmt.Sprintf("sandboxd's own user (uid %d) on the host, with its rights", os.Geteuid())
-	case iso.root:
-		r.User = fmt.Sprintf("uid %d (%s) in the sandbox's user namespace, host uid %d+ (one per sandbox), no capabilities", sandboxUID, sandboxUser, iso.uidBase+1)
-		r.HostUIDs = []int{iso.uidBase + 1, iso.uidBase + UIDRangeSize - 1}
+	case iso.Root:
+		r.User = fmt.Sprintf("uid %d (%s) in the sandbox's user namespace, host uid %d+ (one per sandbox), no capabilities", sandboxUID, sandboxUser, iso.UIDBase+1)
+		r.HostUIDs = []int{iso.UIDBase + 1, iso.UIDBase + UIDRangeSize - 1}
 	default:
 		r.User = fmt.Sprintf("uid %d (%s) in the sandbox's user namespace, host uid %d (sandboxd's own), no capabilities", sandboxUID, sandboxUser, os.Geteuid())
 	}
-	l := iso.limits
+	l := iso.Limits
 	if l.Memory > 0 {
-		r.Limits["memory"] = formatBytes(l.Memory)
+		r.Limits["memory"] = FormatBytes(l.Memory)
 	}
 	if l.Pids > 0 {
 		r.Limits["pids"] = strconv.Itoa(l.Pids)
@@ -310,7 +348,7 @@ func (iso *isolation) report(cfg Config) IsolationReport {
 		r.Limits["cpu"] = "weight " + strconv.Itoa(l.CPUWeight)
 	}
 	if l.Disk > 0 {
-		r.Limits["disk"] = formatBytes(l.Disk)
+		r.Limits["disk"] = FormatBytes(l.Disk)
 	}
 	if l.IOWeight > 0 {
 		r.Limits["io"] = "weight " + strconv.Itoa(l.IOWeight)
@@ -320,24 +358,24 @@ func (iso *isolation) report(cfg Config) IsolationReport {
 
 // memoryMB is the memory a sandbox may use, as the API reports its size: the
 // limit in force, else the nominal size.
-func (iso *isolation) memoryMB() int {
-	if iso.limits.Memory > 0 {
-		return int(iso.limits.Memory >> 20)
+func (iso *Host) MemoryMB() int {
+	if iso.Limits.Memory > 0 {
+		return int(iso.Limits.Memory >> 20)
 	}
-	return memoryMB
+	return MemoryMB
 }
 
 // diskMB is the disk a sandbox may fill, like memoryMB.
-func (iso *isolation) diskMB() int {
-	if iso.limits.Disk > 0 {
-		return int(iso.limits.Disk >> 20)
+func (iso *Host) DiskMB() int {
+	if iso.Limits.Disk > 0 {
+		return int(iso.Limits.Disk >> 20)
 	}
-	return diskSizeMB
+	return DiskSizeMB
 }
 
 // logReport writes the report at start: one line for the isolation, one
 // per limit in force, one warning per limit that is off.
-func logReport(log *slog.Logger, r IsolationReport) {
+func LogReport(log *slog.Logger, r IsolationReport) {
 	if r.Mode == IsolationNone {
 		log.Warn("sandbox isolation", "mode", string(r.Mode), "reason", r.Reason, "user", r.User,
 			"warning", "sandboxes run as plain host processes: their code can read and change whatever sandboxd's user can; use only with trusted code")

@@ -1,4 +1,4 @@
-package sandboxd
+package machine
 
 import (
 	"errors"
@@ -10,7 +10,7 @@ import (
 )
 
 // processConfig is envd's ProcessConfig.
-type processConfig struct {
+type ProcessConfig struct {
 	Cmd  string            `json:"cmd"`
 	Args []string          `json:"args"`
 	Envs map[string]string `json:"envs"`
@@ -18,14 +18,14 @@ type processConfig struct {
 }
 
 // procEvent is one event of envd's process stream, already in its JSON shape.
-type procEvent struct {
-	Start     *procStart `json:"start,omitempty"`
+type ProcEvent struct {
+	Start     *ProcStart `json:"start,omitempty"`
 	Data      *procData  `json:"data,omitempty"`
 	End       *procEnd   `json:"end,omitempty"`
 	Keepalive *struct{}  `json:"keepalive,omitempty"`
 }
 
-type procStart struct {
+type ProcStart struct {
 	Pid uint32 `json:"pid"`
 }
 
@@ -42,16 +42,16 @@ type procEnd struct {
 }
 
 // process is a command started through envd's Process service.
-type process struct {
-	pid   uint32
-	cfg   processConfig
-	tag   *string
-	m     *machine
-	done  chan struct{}
-	stdin io.WriteCloser // nil when stdin is closed or was never open
+type Process struct {
+	Pid    uint32
+	Config ProcessConfig
+	Tag    *string
+	m      *Machine
+	done   chan struct{}
+	stdin  io.WriteCloser // nil when stdin is closed or was never open
 
 	mu   sync.Mutex
-	subs map[*subscriber]struct{}
+	subs map[*Subscriber]struct{}
 	// joined is closed (and replaced) when a stream subscribes, waking the
 	// readers that idle while nobody follows.
 	joined chan struct{}
@@ -62,13 +62,13 @@ type process struct {
 // subscriber is one stream (Start or Connect) following a process. Sends
 // block, so a slow client slows the process like envd, but never past the
 // client's departure.
-type subscriber struct {
-	ch   chan procEvent
+type Subscriber struct {
+	C    chan ProcEvent
 	gone chan struct{}
 }
 
-func (p *process) subscribe() *subscriber {
-	s := &subscriber{ch: make(chan procEvent, 64), gone: make(chan struct{})}
+func (p *Process) Subscribe() *Subscriber {
+	s := &Subscriber{C: make(chan ProcEvent, 64), gone: make(chan struct{})}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.end != nil {
@@ -82,7 +82,7 @@ func (p *process) subscribe() *subscriber {
 	return s
 }
 
-func (p *process) unsubscribe(s *subscriber) {
+func (p *Process) Unsubscribe(s *Subscriber) {
 	p.mu.Lock()
 	delete(p.subs, s)
 	p.mu.Unlock()
@@ -90,16 +90,16 @@ func (p *process) unsubscribe(s *subscriber) {
 }
 
 // publish hands ev to every subscriber and reports whether there was one.
-func (p *process) publish(ev procEvent) bool {
+func (p *Process) publish(ev ProcEvent) bool {
 	p.mu.Lock()
-	subs := make([]*subscriber, 0, len(p.subs))
+	subs := make([]*Subscriber, 0, len(p.subs))
 	for s := range p.subs {
 		subs = append(subs, s)
 	}
 	p.mu.Unlock()
 	for _, s := range subs {
 		select {
-		case s.ch <- ev:
+		case s.C <- ev:
 		case <-s.gone:
 		}
 	}
@@ -114,7 +114,7 @@ const idleOutputRate = 256 << 10 // bytes per second
 
 // idle waits as long as n dropped bytes take at idleOutputRate, or until a
 // stream subscribes.
-func (p *process) idle(n int) {
+func (p *Process) idle(n int) {
 	p.mu.Lock()
 	if len(p.subs) > 0 {
 		p.mu.Unlock()
@@ -134,7 +134,7 @@ func (p *process) idle(n int) {
 }
 
 // run streams the command's output to its subscribers and reports its end.
-func (p *process) run(outR, errR *os.File, wait func() exitInfo, timeout time.Duration) {
+func (p *Process) run(outR, errR *os.File, wait func() exitInfo, timeout time.Duration) {
 	var readers sync.WaitGroup
 	for _, r := range []struct {
 		f      *os.File
@@ -146,9 +146,9 @@ func (p *process) run(outR, errR *os.File, wait func() exitInfo, timeout time.Du
 				n, err := r.f.Read(buf)
 				if n > 0 {
 					chunk := append([]byte(nil), buf[:n]...)
-					ev := procEvent{Data: &procData{Stdout: chunk}}
+					ev := ProcEvent{Data: &procData{Stdout: chunk}}
 					if r.stderr {
-						ev = procEvent{Data: &procData{Stderr: chunk}}
+						ev = ProcEvent{Data: &procData{Stderr: chunk}}
 					}
 					if !p.publish(ev) {
 						p.idle(n)
@@ -163,7 +163,7 @@ func (p *process) run(outR, errR *os.File, wait func() exitInfo, timeout time.Du
 
 	var timer *time.Timer
 	if timeout > 0 {
-		timer = time.AfterFunc(timeout, func() { _ = p.signal(syscall.SIGKILL) })
+		timer = time.AfterFunc(timeout, func() { _ = p.Signal(syscall.SIGKILL) })
 	}
 	go func() {
 		exit := wait()
@@ -192,27 +192,27 @@ func (p *process) run(outR, errR *os.File, wait func() exitInfo, timeout time.Du
 		p.mu.Lock()
 		p.end = end
 		subs := p.subs
-		p.subs = map[*subscriber]struct{}{}
+		p.subs = map[*Subscriber]struct{}{}
 		p.mu.Unlock()
 		for s := range subs {
 			select {
-			case s.ch <- procEvent{End: end}:
+			case s.C <- ProcEvent{End: end}:
 			case <-s.gone:
 			}
-			close(s.ch)
+			close(s.C)
 		}
-		p.closeStdin()
+		p.CloseStdin()
 		close(p.done)
 	}()
 }
 
 // signal sends sig to the process and everything below it: the pid the
 // client knows may be a shell around the real program.
-func (p *process) signal(sig syscall.Signal) error {
-	return p.m.b.signal(int(p.pid), sig)
+func (p *Process) Signal(sig syscall.Signal) error {
+	return p.m.b.signal(int(p.Pid), sig)
 }
 
-func (p *process) writeStdin(b []byte) error {
+func (p *Process) WriteStdin(b []byte) error {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
 	if p.stdin == nil {
@@ -222,7 +222,7 @@ func (p *process) writeStdin(b []byte) error {
 	return err
 }
 
-func (p *process) closeStdin() {
+func (p *Process) CloseStdin() {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
 	if p.stdin != nil {

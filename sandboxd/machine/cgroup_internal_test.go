@@ -1,4 +1,4 @@
-package sandboxd
+package machine
 
 import (
 	"os"
@@ -45,8 +45,8 @@ func TestCgroupV2FreezesAndThaws(t *testing.T) {
 	if err != nil {
 		t.Fatalf("prepare the instance group: %v", err)
 	}
-	cg := &cgroups{freezer: &cgroupController{v2: true, dir: inst}, off: map[string]string{}}
-	defer cg.removeInstance()
+	cg := &Cgroups{freezer: &cgroupController{v2: true, dir: inst}, off: map[string]string{}}
+	defer cg.RemoveInstance()
 	sc, err := cg.create("sandbox", Limits{})
 	if err != nil {
 		t.Fatal(err)

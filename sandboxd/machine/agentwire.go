@@ -1,4 +1,4 @@
-package sandboxd
+package machine
 
 import (
 	"encoding/binary"
@@ -68,8 +68,8 @@ type agentResponse struct {
 	Pid     int         `json:"pid,omitempty"`
 	Size    int64       `json:"size,omitempty"`
 	IsDir   bool        `json:"isDir,omitempty"`
-	Entry   *entryInfo  `json:"entry,omitempty"`
-	Entries []entryInfo `json:"entries,omitempty"`
+	Entry   *EntryInfo  `json:"entry,omitempty"`
+	Entries []EntryInfo `json:"entries,omitempty"`
 	Exit    *exitInfo   `json:"exit,omitempty"`
 }
 

@@ -1,4 +1,4 @@
-package sandboxd
+package machine
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package sandboxd
+package machine
 
 import (
 	"bufio"
@@ -255,7 +255,7 @@ func (a *agent) serve(f *os.File) {
 		fd, err = dialLoopback(req.Port)
 		out = append(out, fd)
 	case opEntry:
-		var e entryInfo
+		var e EntryInfo
 		e, err = a.entry(req.Path)
 		resp.Entry = &e
 	case opIsDir:
@@ -273,13 +273,13 @@ func (a *agent) serve(f *os.File) {
 		out = append(out, fd)
 	case opMkdir:
 		if err = mkdirNew(req.Path); err == nil {
-			var e entryInfo
+			var e EntryInfo
 			e, err = a.entry(req.Path)
 			resp.Entry = &e
 		}
 	case opMove:
 		if err = moveCreatingParents(req.Path, req.Dest); err == nil {
-			var e entryInfo
+			var e EntryInfo
 			e, err = a.entry(req.Dest)
 			resp.Entry = &e
 		}
@@ -454,10 +454,10 @@ func readDirNames(p string) ([]string, error) {
 	return f.Readdirnames(-1)
 }
 
-func (a *agent) entry(p string) (entryInfo, error) {
+func (a *agent) entry(p string) (EntryInfo, error) {
 	fi, err := os.Lstat(p)
 	if err != nil {
-		return entryInfo{}, err
+		return EntryInfo{}, err
 	}
 	return newEntry(p, fi, func() (string, error) { return os.Readlink(p) }, a.names), nil
 }

@@ -1,6 +1,6 @@
 //go:build !amd64 && !arm64
 
-package sandboxd
+package machine
 
 // No filter is built for other architectures: sandboxd refuses to isolate
 // there rather than run sandboxes without one.

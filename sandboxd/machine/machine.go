@@ -1,4 +1,4 @@
-package sandboxd
+package machine
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 // backend runs one sandbox: on the host for IsolationNone (plainBackend),
 // or in its own namespaces through its agent (nsBackend).
-type backend interface {
+type Backend interface {
 	// spawn starts cmd with stdio as its stdin, stdout and stderr (the
 	// backend closes them) and returns its pid and a wait for its end.
 	spawn(spec spawnSpec, stdio [3]*os.File) (pid int, wait func() exitInfo, err error)
@@ -20,7 +20,7 @@ type backend interface {
 	signal(pid int, sig syscall.Signal) error
 	// dial connects to a port of the sandbox's loopback.
 	dial(ctx context.Context, port int) (net.Conn, error)
-	files() fileOps
+	files() FileOps
 	freeze() error
 	thaw() error
 	// stop kills everything the sandbox runs and releases what it holds.
@@ -28,7 +28,7 @@ type backend interface {
 	// done is closed when the sandbox's processes are gone.
 	done() <-chan struct{}
 	// home is HOME as the sandbox's commands see it.
-	home() string
+	Home() string
 }
 
 // spawnSpec is a command to start; cwd is a path as the sandbox sees it.
@@ -41,20 +41,23 @@ type spawnSpec struct {
 
 // machine is what runs for one sandbox between a boot and a kill: its
 // backend and the processes started through envd.
-type machine struct {
-	b backend
+type Machine struct {
+	b Backend
 
 	mu     sync.Mutex
-	procs  map[uint32]*process
+	procs  map[uint32]*Process
 	frozen bool
 	killed bool
 }
 
-func newMachine(b backend) *machine {
-	return &machine{b: b, procs: map[uint32]*process{}}
+func NewMachine(b Backend) *Machine {
+	return &Machine{b: b, procs: map[uint32]*Process{}}
 }
 
-func (m *machine) alive() bool {
+// Home is the sandbox user's home directory, as its processes see it.
+func (m *Machine) Home() string { return m.b.Home() }
+
+func (m *Machine) Alive() bool {
 	select {
 	case <-m.b.done():
 		return false
@@ -65,14 +68,14 @@ func (m *machine) alive() bool {
 	return !m.killed
 }
 
-func (m *machine) dial(ctx context.Context, port int) (net.Conn, error) {
+func (m *Machine) Dial(ctx context.Context, port int) (net.Conn, error) {
 	return m.b.dial(ctx, port)
 }
 
-func (m *machine) files() fileOps { return m.b.files() }
+func (m *Machine) Files() FileOps { return m.b.files() }
 
 // freeze stops every process of the sandbox (memory pause).
-func (m *machine) freeze() error {
+func (m *Machine) Freeze() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.frozen = true
@@ -80,7 +83,7 @@ func (m *machine) freeze() error {
 }
 
 // thaw resumes a frozen sandbox.
-func (m *machine) thaw() error {
+func (m *Machine) Thaw() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.frozen = false
@@ -89,12 +92,12 @@ func (m *machine) thaw() error {
 
 // kill stops everything and waits (briefly) for the processes' streams to
 // end.
-func (m *machine) kill() {
+func (m *Machine) Kill() {
 	m.mu.Lock()
 	m.killed = true
 	m.mu.Unlock()
 	m.b.stop()
-	for _, p := range m.processes() {
+	for _, p := range m.Processes() {
 		select {
 		case <-p.done:
 		case <-time.After(2 * time.Second):
@@ -107,7 +110,7 @@ var errStopping = errors.New("sandbox is stopping")
 // startProcess starts a command in m, streaming to first (subscribed before
 // any output exists, so the Start stream misses nothing). timeout > 0 kills
 // the process after that long, like envd's Connect-Timeout-Ms handling.
-func (m *machine) startProcess(cfg processConfig, tag *string, openStdin bool, env []string, cwd string, timeout time.Duration) (*process, *subscriber, error) {
+func (m *Machine) StartProcess(cfg ProcessConfig, tag *string, openStdin bool, env []string, cwd string, timeout time.Duration) (*Process, *Subscriber, error) {
 	var files []*os.File // every descriptor made here that is not handed on
 	cleanup := func() { closeAll(files) }
 	pipe := func() (*os.File, *os.File, error) {
@@ -138,11 +141,11 @@ func (m *machine) startProcess(cfg processConfig, tag *string, openStdin bool, e
 		cleanup()
 		return nil, nil, err
 	}
-	p := &process{cfg: cfg, tag: tag, m: m, done: make(chan struct{}), subs: map[*subscriber]struct{}{}}
+	p := &Process{Config: cfg, Tag: tag, m: m, done: make(chan struct{}), subs: map[*Subscriber]struct{}{}}
 	if stdinW != nil {
 		p.stdin = stdinW
 	}
-	first := p.subscribe()
+	first := p.Subscribe()
 
 	m.mu.Lock()
 	if m.killed || m.frozen {
@@ -154,8 +157,8 @@ func (m *machine) startProcess(cfg processConfig, tag *string, openStdin bool, e
 	// and the registration and miss this process.
 	pid, wait, err := m.b.spawn(spawnSpec{cmd: cfg.Cmd, args: cfg.Args, env: env, cwd: cwd}, [3]*os.File{stdinR, outW, errW})
 	if err == nil {
-		p.pid = uint32(pid)
-		m.procs[p.pid] = p
+		p.Pid = uint32(pid)
+		m.procs[p.Pid] = p
 	}
 	m.mu.Unlock()
 	// The backend closed the ends it was given; what is left is ours.
@@ -172,33 +175,33 @@ func (m *machine) startProcess(cfg processConfig, tag *string, openStdin bool, e
 	return p, first, nil
 }
 
-func (m *machine) forget(p *process) {
+func (m *Machine) forget(p *Process) {
 	m.mu.Lock()
-	delete(m.procs, p.pid)
+	delete(m.procs, p.Pid)
 	m.mu.Unlock()
 }
 
-func (m *machine) process(pid uint32) *process {
+func (m *Machine) Process(pid uint32) *Process {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.procs[pid]
 }
 
-func (m *machine) processByTag(tag string) *process {
+func (m *Machine) ProcessByTag(tag string) *Process {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, p := range m.procs {
-		if p.tag != nil && *p.tag == tag {
+		if p.Tag != nil && *p.Tag == tag {
 			return p
 		}
 	}
 	return nil
 }
 
-func (m *machine) processes() []*process {
+func (m *Machine) Processes() []*Process {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]*process, 0, len(m.procs))
+	out := make([]*Process, 0, len(m.procs))
 	for _, p := range m.procs {
 		out = append(out, p)
 	}

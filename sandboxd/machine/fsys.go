@@ -1,4 +1,4 @@
-package sandboxd
+package machine
 
 import (
 	"errors"
@@ -13,27 +13,27 @@ import (
 	"time"
 )
 
-const homeDir = "/home/user"
+const HomeDir = "/home/user"
 
 // cleanSandboxPath makes a client path absolute as the sandbox sees it:
 // relative paths and "~" are under the user's home, as envd resolves them.
-func cleanSandboxPath(p string) string {
+func CleanSandboxPath(p string) string {
 	switch {
 	case p == "" || p == "~":
-		return homeDir
+		return HomeDir
 	case strings.HasPrefix(p, "~/"):
-		p = homeDir + p[1:]
+		p = HomeDir + p[1:]
 	case !path.IsAbs(p):
-		p = homeDir + "/" + p
+		p = HomeDir + "/" + p
 	}
 	return path.Clean(p)
 }
 
 // splitSandboxPath splits a sandbox path into one of the sandbox's own
 // writable trees (/home/user or /tmp) and the path inside it.
-func splitSandboxPath(p string) (rel, under string, ok bool) {
-	p = cleanSandboxPath(p)
-	for _, base := range []string{homeDir, "/tmp"} {
+func SplitSandboxPath(p string) (rel, under string, ok bool) {
+	p = CleanSandboxPath(p)
+	for _, base := range []string{HomeDir, "/tmp"} {
 		if p == base {
 			return ".", base, true
 		}
@@ -48,29 +48,29 @@ func splitSandboxPath(p string) (rel, under string, ok bool) {
 // clean, as the sandbox sees them (cleanSandboxPath). Errors wrap the
 // errno of the failure, so fs.ErrNotExist and friends work, plus
 // syscall.EISDIR, ENOTDIR, EROFS and ENOSPC for the cases envd words itself.
-type fileOps interface {
+type FileOps interface {
 	// entry describes p itself (a symlink is not followed).
-	entry(p string) (entryInfo, error)
+	Entry(p string) (EntryInfo, error)
 	// isDir follows symlinks.
-	isDir(p string) (bool, error)
+	IsDir(p string) (bool, error)
 	// open opens a file for reading; a directory is EISDIR.
-	open(p string) (io.ReadCloser, int64, error)
+	Open(p string) (io.ReadCloser, int64, error)
 	// create opens a file for writing, truncated, making its parents.
-	create(p string) (io.WriteCloser, error)
+	Create(p string) (io.WriteCloser, error)
 	// mkdir makes p and its parents; an existing p is fs.ErrExist.
-	mkdir(p string) (entryInfo, error)
+	Mkdir(p string) (EntryInfo, error)
 	// move renames src to dst, making dst's parents.
-	move(src, dst string) (entryInfo, error)
+	Move(src, dst string) (EntryInfo, error)
 	// list describes what is under directory p, depth levels deep.
-	list(p string, depth int) ([]entryInfo, error)
+	List(p string, depth int) ([]EntryInfo, error)
 	// remove deletes p and everything below it.
-	remove(p string) error
+	Remove(p string) error
 }
 
 // isProtectedPath reports the paths no client may remove: the roots of the
 // sandbox's own trees and the root itself.
-func isProtectedPath(p string) bool {
-	return p == "/" || p == homeDir || p == "/tmp"
+func IsProtectedPath(p string) bool {
+	return p == "/" || p == HomeDir || p == "/tmp"
 }
 
 // systemDirs are the host directories a sandbox without isolation reads
@@ -101,8 +101,8 @@ func (p *fsPath) close() {
 }
 
 func (f hostFiles) resolve(p string, write bool) (*fsPath, error) {
-	display := cleanSandboxPath(p)
-	if rel, under, ok := splitSandboxPath(display); ok {
+	display := CleanSandboxPath(p)
+	if rel, under, ok := SplitSandboxPath(display); ok {
 		sub := "home"
 		if under == "/tmp" {
 			sub = "tmp"
@@ -168,10 +168,10 @@ func (p *fsPath) child(name string) *fsPath {
 	return &c
 }
 
-func (p *fsPath) entry() (entryInfo, error) {
+func (p *fsPath) entry() (EntryInfo, error) {
 	fi, err := p.lstat()
 	if err != nil {
-		return entryInfo{}, err
+		return EntryInfo{}, err
 	}
 	return newEntry(p.display, fi, p.readlink, func(uid, gid uint32) (string, string) { return idName(uid), idName(gid) }), nil
 }
@@ -184,16 +184,16 @@ func (p *fsPath) sub(q string) *fsPath {
 	return p.child(strings.TrimPrefix(q, p.display+"/"))
 }
 
-func (f hostFiles) entry(p string) (entryInfo, error) {
+func (f hostFiles) Entry(p string) (EntryInfo, error) {
 	fp, err := f.resolve(p, false)
 	if err != nil {
-		return entryInfo{}, err
+		return EntryInfo{}, err
 	}
 	defer fp.close()
 	return fp.entry()
 }
 
-func (f hostFiles) isDir(p string) (bool, error) {
+func (f hostFiles) IsDir(p string) (bool, error) {
 	fp, err := f.resolve(p, false)
 	if err != nil {
 		return false, err
@@ -206,7 +206,7 @@ func (f hostFiles) isDir(p string) (bool, error) {
 	return fi.IsDir(), nil
 }
 
-func (f hostFiles) open(p string) (io.ReadCloser, int64, error) {
+func (f hostFiles) Open(p string) (io.ReadCloser, int64, error) {
 	fp, err := f.resolve(p, false)
 	if err != nil {
 		return nil, 0, err
@@ -226,7 +226,7 @@ func (f hostFiles) open(p string) (io.ReadCloser, int64, error) {
 	return file, fi.Size(), nil
 }
 
-func (f hostFiles) create(p string) (io.WriteCloser, error) {
+func (f hostFiles) Create(p string) (io.WriteCloser, error) {
 	fp, err := f.resolve(p, true)
 	if err != nil {
 		return nil, err
@@ -247,50 +247,50 @@ func (f hostFiles) create(p string) (io.WriteCloser, error) {
 	return file, nil
 }
 
-func (f hostFiles) mkdir(p string) (entryInfo, error) {
+func (f hostFiles) Mkdir(p string) (EntryInfo, error) {
 	fp, err := f.resolve(p, true)
 	if err != nil {
-		return entryInfo{}, err
+		return EntryInfo{}, err
 	}
 	defer fp.close()
 	if _, err := fp.lstat(); err == nil {
-		return entryInfo{}, &fs.PathError{Op: "mkdir", Path: fp.display, Err: syscall.EEXIST}
+		return EntryInfo{}, &fs.PathError{Op: "mkdir", Path: fp.display, Err: syscall.EEXIST}
 	}
 	if err := fp.root.MkdirAll(fp.rel, 0o755); err != nil {
-		return entryInfo{}, err
+		return EntryInfo{}, err
 	}
 	return fp.entry()
 }
 
-func (f hostFiles) move(src, dst string) (entryInfo, error) {
+func (f hostFiles) Move(src, dst string) (EntryInfo, error) {
 	s, err := f.resolve(src, true)
 	if err != nil {
-		return entryInfo{}, err
+		return EntryInfo{}, err
 	}
 	defer s.close()
 	d, err := f.resolve(dst, true)
 	if err != nil {
-		return entryInfo{}, err
+		return EntryInfo{}, err
 	}
 	defer d.close()
 	if _, err := s.lstat(); err != nil {
-		return entryInfo{}, err
+		return EntryInfo{}, err
 	}
 	if s.root.Name() != d.root.Name() {
-		return entryInfo{}, &os.LinkError{Op: "rename", Old: s.display, New: d.display, Err: syscall.EXDEV}
+		return EntryInfo{}, &os.LinkError{Op: "rename", Old: s.display, New: d.display, Err: syscall.EXDEV}
 	}
 	if dir := path.Dir(d.rel); dir != "." {
 		if err := d.root.MkdirAll(dir, 0o755); err != nil {
-			return entryInfo{}, err
+			return EntryInfo{}, err
 		}
 	}
 	if err := s.root.Rename(s.rel, d.rel); err != nil {
-		return entryInfo{}, err
+		return EntryInfo{}, err
 	}
 	return d.entry()
 }
 
-func (f hostFiles) list(p string, depth int) ([]entryInfo, error) {
+func (f hostFiles) List(p string, depth int) ([]EntryInfo, error) {
 	fp, err := f.resolve(p, false)
 	if err != nil {
 		return nil, err
@@ -311,10 +311,10 @@ func (f hostFiles) list(p string, depth int) ([]entryInfo, error) {
 		defer d.Close()
 		return d.Readdirnames(-1)
 	}
-	return listTree(fp.display, depth, names, func(q string) (entryInfo, error) { return fp.sub(q).entry() })
+	return listTree(fp.display, depth, names, func(q string) (EntryInfo, error) { return fp.sub(q).entry() })
 }
 
-func (f hostFiles) remove(p string) error {
+func (f hostFiles) Remove(p string) error {
 	fp, err := f.resolve(p, true)
 	if err != nil {
 		return err
@@ -329,8 +329,8 @@ func (f hostFiles) remove(p string) error {
 // listTree lists directory p (the caller has checked it is one) depth
 // levels deep with readDir and entry, which both sides of the agent
 // provide. Entries that vanish meanwhile are skipped.
-func listTree(p string, depth int, readDir func(string) ([]string, error), entry func(string) (entryInfo, error)) ([]entryInfo, error) {
-	entries := []entryInfo{}
+func listTree(p string, depth int, readDir func(string) ([]string, error), entry func(string) (EntryInfo, error)) ([]EntryInfo, error) {
+	entries := []EntryInfo{}
 	var walk func(dir string, level int) error
 	walk = func(dir string, level int) error {
 		names, err := readDir(dir)
@@ -359,7 +359,7 @@ func listTree(p string, depth int, readDir func(string) ([]string, error), entry
 
 // entryInfo is envd's EntryInfo in protobuf JSON (int64 as a string,
 // Timestamp as RFC 3339).
-type entryInfo struct {
+type EntryInfo struct {
 	Name          string    `json:"name"`
 	Type          string    `json:"type"`
 	Path          string    `json:"path"`
@@ -373,8 +373,8 @@ type entryInfo struct {
 }
 
 // newEntry describes fi (an lstat result) found at display.
-func newEntry(display string, fi fs.FileInfo, readlink func() (string, error), names func(uid, gid uint32) (string, string)) entryInfo {
-	e := entryInfo{
+func newEntry(display string, fi fs.FileInfo, readlink func() (string, error), names func(uid, gid uint32) (string, string)) EntryInfo {
+	e := EntryInfo{
 		Name: path.Base(display), Path: display, Size: strconv.FormatInt(fi.Size(), 10),
 		Mode: uint32(fi.Mode().Perm()), Permissions: fi.Mode().String(), Owner: "root", Group: "root",
 		ModifiedTime: fi.ModTime().UTC(), Type: "FILE_TYPE_FILE",
@@ -404,7 +404,7 @@ func idName(id uint32) string {
 }
 
 // isErrno reports whether err is, or wraps, one of errnos.
-func isErrno(err error, errnos ...syscall.Errno) bool {
+func IsErrno(err error, errnos ...syscall.Errno) bool {
 	for _, n := range errnos {
 		if errors.Is(err, n) {
 			return true
