@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"sandman/sandboxd/store"
 )
 
 // parseMetadataFilter reads the list endpoints' metadata parameter the way
@@ -93,7 +95,7 @@ func decodeNextToken(tok string) (listCursor, error) {
 }
 
 type listQuery struct {
-	states       []sandboxState
+	states       []store.State
 	metadata     map[string]string
 	asc          bool
 	startedAfter time.Time
@@ -106,16 +108,16 @@ func parseListQuery(q url.Values) (listQuery, error) {
 	lq := listQuery{limit: 100}
 	for _, raw := range q["state"] {
 		for st := range strings.SplitSeq(raw, ",") {
-			switch sandboxState(st) {
-			case stateRunning, statePaused:
-				lq.states = append(lq.states, sandboxState(st))
+			switch store.State(st) {
+			case store.StateRunning, store.StatePaused:
+				lq.states = append(lq.states, store.State(st))
 			default:
 				return lq, errors.New("invalid state: " + st)
 			}
 		}
 	}
 	if len(lq.states) == 0 {
-		lq.states = []sandboxState{stateRunning, statePaused}
+		lq.states = []store.State{store.StateRunning, store.StatePaused}
 	}
 	var err error
 	if lq.metadata, err = parseMetadataFilter(q.Get("metadata")); err != nil {
@@ -162,7 +164,7 @@ func parseListQuery(q url.Values) (listQuery, error) {
 // and how many running sandboxes match the filters. It walks the index from
 // the cursor, so a page costs its own sandboxes (and the ones the filters
 // skip), not a sort of every sandbox.
-func (s *Server) list(lq listQuery) ([]record, *listCursor, int) {
+func (s *Server) list(lq listQuery) ([]store.Record, *listCursor, int) {
 	if lq.noMatch {
 		return nil, nil, 0
 	}
@@ -186,7 +188,7 @@ func (s *Server) list(lq listQuery) ([]record, *listCursor, int) {
 			i = j
 		}
 	}
-	var out []record
+	var out []store.Record
 	for ; i >= 0 && i < len(all); i += step {
 		r := &all[i].rec
 		if !lq.matches(r) {
@@ -197,7 +199,7 @@ func (s *Server) list(lq listQuery) ([]record, *listCursor, int) {
 			next.asc = lq.asc
 			return out, &next, s.runningLocked(lq)
 		}
-		out = append(out, r.clone())
+		out = append(out, r.Clone())
 	}
 	return out, nil, s.runningLocked(lq)
 }
@@ -216,7 +218,7 @@ func (s *Server) handleListV2(w http.ResponseWriter, r *http.Request) {
 	if next != nil {
 		w.Header().Set("X-Next-Token", encodeNextToken(*next))
 	}
-	if slices.Contains(lq.states, stateRunning) {
+	if slices.Contains(lq.states, store.StateRunning) {
 		w.Header().Set("X-Total-Running", strconv.Itoa(running))
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -229,7 +231,7 @@ func (s *Server) handleListV1(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	recs, _, _ := s.list(listQuery{states: []sandboxState{stateRunning}, metadata: md, limit: 1 << 30})
+	recs, _, _ := s.list(listQuery{states: []store.State{store.StateRunning}, metadata: md, limit: 1 << 30})
 	out := make([]listedSandbox, 0, len(recs))
 	for _, rec := range recs {
 		out = append(out, s.listed(rec))

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"sandman/sandboxd/store"
 )
 
 // sandboxBody is the provider's Sandbox schema (create, connect, resume).
@@ -35,7 +37,7 @@ type sandboxDetail struct {
 	CPUCount            int               `json:"cpuCount"`
 	MemoryMB            int               `json:"memoryMB"`
 	DiskSizeMB          int               `json:"diskSizeMB"`
-	State               sandboxState      `json:"state"`
+	State               store.State       `json:"state"`
 	EnvdVersion         string            `json:"envdVersion"`
 	EnvdAccessToken     string            `json:"envdAccessToken,omitempty"`
 	AllowInternetAccess *bool             `json:"allowInternetAccess,omitempty"`
@@ -55,12 +57,12 @@ type listedSandbox struct {
 	CPUCount    int               `json:"cpuCount"`
 	MemoryMB    int               `json:"memoryMB"`
 	DiskSizeMB  int               `json:"diskSizeMB"`
-	State       sandboxState      `json:"state"`
+	State       store.State       `json:"state"`
 	EnvdVersion string            `json:"envdVersion"`
 	Metadata    map[string]string `json:"metadata"`
 }
 
-func (s *Server) sandboxBody(rec record) sandboxBody {
+func (s *Server) sandboxBody(rec store.Record) sandboxBody {
 	domain := s.SandboxDomain()
 	return sandboxBody{
 		TemplateID: rec.TemplateID, SandboxID: rec.ID, Alias: rec.TemplateID, ClientID: pausedClientID,
@@ -68,7 +70,7 @@ func (s *Server) sandboxBody(rec record) sandboxBody {
 	}
 }
 
-func (s *Server) detail(rec record) sandboxDetail {
+func (s *Server) detail(rec store.Record) sandboxDetail {
 	d := sandboxDetail{
 		TemplateID: rec.TemplateID, Alias: rec.TemplateID, SandboxID: rec.ID, ClientID: pausedClientID,
 		StartedAt: rec.StartedAt, EndAt: rec.EndAt, CPUCount: cpuCount, MemoryMB: s.iso.MemoryMB(), DiskSizeMB: s.iso.DiskMB(),
@@ -79,14 +81,14 @@ func (s *Server) detail(rec record) sandboxDetail {
 	if rec.AutoPause {
 		d.Lifecycle.OnTimeout = "pause"
 	}
-	if rec.State == stateRunning {
+	if rec.State == store.StateRunning {
 		domain := s.SandboxDomain()
 		d.Domain = &domain
 	}
 	return d
 }
 
-func (s *Server) listed(rec record) listedSandbox {
+func (s *Server) listed(rec store.Record) listedSandbox {
 	return listedSandbox{
 		TemplateID: rec.TemplateID, Alias: rec.TemplateID, SandboxID: rec.ID, ClientID: pausedClientID,
 		StartedAt: rec.StartedAt, EndAt: rec.EndAt, CPUCount: cpuCount, MemoryMB: s.iso.MemoryMB(), DiskSizeMB: s.iso.DiskMB(),
@@ -95,7 +97,7 @@ func (s *Server) listed(rec record) listedSandbox {
 }
 
 // envdVersionOf is the envd version the sandbox got when it last started.
-func (s *Server) envdVersionOf(rec record) string {
+func (s *Server) envdVersionOf(rec store.Record) string {
 	if rec.EnvdVersion != "" {
 		return rec.EnvdVersion
 	}
@@ -309,7 +311,7 @@ func (s *Server) handleResume(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer sb.op.Unlock()
-	if cur := s.snapshot(sb); cur.State == stateRunning {
+	if cur := s.snapshot(sb); cur.State == store.StateRunning {
 		writeError(w, http.StatusConflict, fmt.Sprintf("Sandbox %s is already running", id))
 		return
 	} else if req.AutoPause != nil {

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"sandman/sandboxd/store"
 )
 
 // delivery is one event owed to one webhook.
@@ -57,7 +59,7 @@ func newDeliverer(s *Server) (*deliverer, error) {
 		loopDone: make(chan struct{}),
 	}
 	var saved []*delivery
-	if err := readJSON(d.path, &saved); err != nil {
+	if err := store.ReadJSON(d.path, &saved); err != nil {
 		cancel()
 		return nil, err
 	}
@@ -228,7 +230,7 @@ func (d *deliverer) shutdown(ctx context.Context) error {
 		owed = append(owed, q...)
 	}
 	slices.SortFunc(owed, func(a, b *delivery) int { return int(a.Seq - b.Seq) })
-	return writeJSONAtomic(d.path, owed)
+	return store.WriteJSONAtomic(d.path, owed)
 }
 
 // idle reports that nothing is in flight and nothing is due now.

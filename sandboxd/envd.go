@@ -19,13 +19,14 @@ import (
 	"time"
 
 	"sandman/sandboxd/machine"
+	"sandman/sandboxd/store"
 )
 
 // envdRequest is what every envd handler works on: the sandbox the request
 // was routed to, with the user it authenticated as. An isolated sandbox
 // has one user, so "root" gets the same rights as "user".
 type envdRequest struct {
-	rec  record
+	rec  store.Record
 	user string
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"sandman/sandboxd/machine"
+	"sandman/sandboxd/store"
 )
 
 // flexUint32 reads a protobuf-JSON uint32, which may come as a number or a
@@ -84,14 +85,14 @@ func (s *Server) processMethod(method string) envdHandlerFunc {
 
 // runningMachine returns the machine of a running sandbox, booting it if
 // nothing ran in it yet.
-func (s *Server) runningMachine(id string) (*machine.Machine, record, *rpcError) {
+func (s *Server) runningMachine(id string) (*machine.Machine, store.Record, *rpcError) {
 	sb, err := s.acquire(id)
 	if err != nil {
-		return nil, record{}, rpcErr("unavailable", "sandbox %s was not found", id)
+		return nil, store.Record{}, rpcErr("unavailable", "sandbox %s was not found", id)
 	}
 	defer sb.op.Unlock()
 	rec := s.snapshot(sb)
-	if rec.State != stateRunning {
+	if rec.State != store.StateRunning {
 		return nil, rec, rpcErr("unavailable", "sandbox %s is paused", id)
 	}
 	m, err := s.machineFor(sb)
@@ -117,7 +118,7 @@ func (s *Server) currentMachine(id string) *machine.Machine {
 
 // processEnv is envd's environment: a fixed base, then the sandbox's
 // variables, then the request's (later ones win).
-func processEnv(rec record, m *machine.Machine, user string, extra map[string]string) []string {
+func processEnv(rec store.Record, m *machine.Machine, user string, extra map[string]string) []string {
 	if user == "" {
 		user = "user"
 	}

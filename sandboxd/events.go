@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"sandman/sandboxd/store"
 )
 
 // Event types, exactly as the provider names them.
@@ -146,7 +148,7 @@ func (s *eventStore) rewrite(path string) error {
 		b, _ := json.Marshal(e)
 		buf = append(append(buf, b...), '\n')
 	}
-	return writeFileAtomic(path, buf)
+	return store.WriteFileAtomic(path, buf)
 }
 
 // append stamps e with its id, sequence and a timestamp that is strictly

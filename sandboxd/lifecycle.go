@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"sandman/sandboxd/machine"
+	"sandman/sandboxd/store"
 )
 
 // opError is a lifecycle failure the API shows with its status.
@@ -41,32 +42,32 @@ type createParams struct {
 	autoResume      bool
 }
 
-func (s *Server) create(p createParams) (record, error) {
+func (s *Server) create(p createParams) (store.Record, error) {
 	id := newSandboxID()
-	dir := filepath.Join(s.sandboxesDir(), id)
+	dir := s.store.FilesDir(id)
 	hostUID, err := s.reserve(nil)
 	if err != nil {
-		return record{}, err
+		return store.Record{}, err
 	}
 	defer s.unreserve(hostUID)
 	if err := s.makeSandboxFiles(id, hostUID); err != nil {
 		s.removeSandboxFiles(id)
-		return record{}, internalError(err)
+		return store.Record{}, internalError(err)
 	}
 	t := now()
-	rec := record{
+	rec := store.Record{
 		ID: id, TemplateID: p.templateID, Metadata: p.metadata, EnvVars: p.envVars,
 		AllowInternet: p.allowInternet, AutoPause: p.autoPause, AutoPauseMemory: p.autoPauseMemory,
 		AutoResume: p.autoResume, ResumeTimeout: int(p.timeout / time.Second),
-		State: stateRunning, CreatedAt: t, StartedAt: t, EndAt: t.Add(p.timeout), ExecutionID: newUUID(),
+		State: store.StateRunning, CreatedAt: t, StartedAt: t, EndAt: t.Add(p.timeout), ExecutionID: newUUID(),
 		HostUID: hostUID, EnvdVersion: s.cfg.EnvdVersion,
 	}
 	if p.secure {
 		rec.AccessToken = randomHex(32)
 	}
-	if err := s.saveRecord(rec); err != nil {
+	if err := s.store.Save(rec); err != nil {
 		s.removeSandboxFiles(id)
-		return record{}, internalError(err)
+		return store.Record{}, internalError(err)
 	}
 	sb := &sandbox{id: id, dir: dir, rec: rec}
 	// Held until the created event is out, so no later event of this sandbox
@@ -77,7 +78,7 @@ func (s *Server) create(p createParams) (record, error) {
 	if s.closing {
 		s.mu.Unlock()
 		s.removeSandboxFiles(id)
-		return record{}, &opError{http.StatusServiceUnavailable, "sandboxd is shutting down"}
+		return store.Record{}, &opError{http.StatusServiceUnavailable, "sandboxd is shutting down"}
 	}
 	s.sandboxes[id] = sb
 	s.byStart.add(sb)
@@ -85,13 +86,13 @@ func (s *Server) create(p createParams) (record, error) {
 	ev := s.recordEventLocked(rec, EventCreated, nil)
 	s.mu.Unlock()
 	s.deliverEvent(ev)
-	return rec.clone(), nil
+	return rec.Clone(), nil
 }
 
 // makeSandboxFiles lays out a new sandbox's files: a disk image when the
 // disk limit is in force, otherwise a directory booting fills in.
 func (s *Server) makeSandboxFiles(id string, hostUID int) error {
-	dir := filepath.Join(s.sandboxesDir(), id)
+	dir := s.store.FilesDir(id)
 	if s.iso.Mode == IsolationNone {
 		for _, d := range []string{"home", "tmp"} {
 			if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
@@ -108,7 +109,7 @@ func (s *Server) makeSandboxFiles(id string, hostUID int) error {
 		if uid == 0 {
 			uid = os.Geteuid()
 		}
-		return machine.CreateImage(s.imagePath(id), s.iso.Limits.Disk, uid, uid)
+		return machine.CreateImage(s.store.ImagePath(id), s.iso.Limits.Disk, uid, uid)
 	}
 	return nil
 }
@@ -161,19 +162,19 @@ func (s *Server) checkDiskBudgetLocked(sb *sandbox) error {
 		return nil
 	}
 	var st unix.Statfs_t
-	if err := unix.Statfs(s.sandboxesDir(), &st); err != nil {
+	if err := unix.Statfs(s.store.Dir(), &st); err != nil {
 		return internalError(fmt.Errorf("free disk space: %w", err))
 	}
 	free := int64(st.Bavail) * st.Bsize
 	others := int64(s.starting) * limit
 	for _, other := range s.sandboxes {
-		if other != sb && !other.gone && other.rec.State == stateRunning {
-			others += ImageGrowth(s.imagePath(other.id), limit)
+		if other != sb && !other.gone && other.rec.State == store.StateRunning {
+			others += ImageGrowth(s.store.ImagePath(other.id), limit)
 		}
 	}
 	this := limit
 	if sb != nil {
-		this = ImageGrowth(s.imagePath(sb.id), limit)
+		this = ImageGrowth(s.store.ImagePath(sb.id), limit)
 	}
 	if others+this+s.cfg.DiskReserve <= free {
 		return nil
@@ -236,14 +237,14 @@ func (s *Server) acquire(id string) (*sandbox, error) {
 }
 
 // get returns a copy of a sandbox's record.
-func (s *Server) get(id string) (record, bool) {
+func (s *Server) get(id string) (store.Record, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sb := s.sandboxes[id]
 	if sb == nil || sb.gone {
-		return record{}, false
+		return store.Record{}, false
 	}
-	return sb.rec.clone(), true
+	return sb.rec.Clone(), true
 }
 
 // commit stores a new record for sb (whose op lock the caller holds),
@@ -251,7 +252,7 @@ func (s *Server) get(id string) (record, bool) {
 // empty) and persists the record. The new state and its event become
 // visible together: whoever sees the state through the API finds the event
 // in the events API.
-func (s *Server) commit(sb *sandbox, rec record, typ string, data map[string]any) {
+func (s *Server) commit(sb *sandbox, rec store.Record, typ string, data map[string]any) {
 	s.mu.Lock()
 	s.byStart.update(sb, rec)
 	s.scheduleLocked(sb)
@@ -260,7 +261,7 @@ func (s *Server) commit(sb *sandbox, rec record, typ string, data map[string]any
 		ev = s.recordEventLocked(rec, typ, data)
 	}
 	s.mu.Unlock()
-	if err := s.saveRecord(rec); err != nil {
+	if err := s.store.Save(rec); err != nil {
 		s.log.Error("save sandbox record", "sandbox_id", rec.ID, "err", err)
 	}
 	s.deliverEvent(ev)
@@ -277,12 +278,12 @@ func (s *Server) pause(id string, memory bool) error {
 
 func (s *Server) pauseLocked(sb *sandbox, memory bool) error {
 	rec := s.snapshot(sb)
-	if rec.State == statePaused {
+	if rec.State == store.StatePaused {
 		return &opError{http.StatusConflict, fmt.Sprintf("Error pausing sandbox - sandbox '%s' is already paused", rec.ID)}
 	}
-	kind := snapshotFilesystem
+	kind := store.SnapshotFilesystem
 	if memory {
-		kind = snapshotMemory
+		kind = store.SnapshotMemory
 		if sb.vm != nil {
 			if err := sb.vm.Freeze(); err != nil {
 				// Better a cold boot later than a sandbox that runs on while paused.
@@ -298,7 +299,7 @@ func (s *Server) pauseLocked(sb *sandbox, memory bool) error {
 	s.proxy.forget()
 	started := rec.StartedAt
 	t := now()
-	rec.State, rec.Snapshot, rec.EndAt = statePaused, kind, t
+	rec.State, rec.Snapshot, rec.EndAt = store.StatePaused, kind, t
 	s.commit(sb, rec, EventPaused, map[string]any{"execution": execution(started, t)})
 	s.log.Info("sandbox paused", "sandbox_id", rec.ID, "snapshot", string(kind))
 	return nil
@@ -316,19 +317,19 @@ func execution(started, ended time.Time) map[string]any {
 // connect resumes a paused sandbox (resumed=true) or extends a running one.
 // keepMemory=false cold-boots even a memory snapshot, like the SDK's
 // onResume "reboot".
-func (s *Server) connect(id string, timeout time.Duration, keepMemory bool) (rec record, resumed bool, err error) {
+func (s *Server) connect(id string, timeout time.Duration, keepMemory bool) (rec store.Record, resumed bool, err error) {
 	sb, err := s.acquire(id)
 	if err != nil {
-		return record{}, false, err
+		return store.Record{}, false, err
 	}
 	defer sb.op.Unlock()
 	return s.connectLocked(sb, timeout, keepMemory)
 }
 
-func (s *Server) connectLocked(sb *sandbox, timeout time.Duration, keepMemory bool) (record, bool, error) {
+func (s *Server) connectLocked(sb *sandbox, timeout time.Duration, keepMemory bool) (store.Record, bool, error) {
 	rec := s.snapshot(sb)
 	t := now()
-	if rec.State == stateRunning {
+	if rec.State == store.StateRunning {
 		if end := t.Add(timeout); end.After(rec.EndAt) {
 			rec.EndAt = end
 			s.commit(sb, rec, EventUpdated, map[string]any{"set_timeout": end.Format(time.RFC3339)})
@@ -336,11 +337,11 @@ func (s *Server) connectLocked(sb *sandbox, timeout time.Duration, keepMemory bo
 		return rec, false, nil
 	}
 	if _, err := s.reserve(sb); err != nil {
-		return record{}, false, err
+		return store.Record{}, false, err
 	}
 	defer s.unreserve(0)
 	thawed := false
-	if rec.Snapshot == snapshotMemory && keepMemory && sb.vm != nil && sb.vm.Alive() {
+	if rec.Snapshot == store.SnapshotMemory && keepMemory && sb.vm != nil && sb.vm.Alive() {
 		if err := sb.vm.Thaw(); err != nil {
 			s.log.Error("thaw sandbox, cold-booting it instead", "sandbox_id", rec.ID, "err", err)
 		} else {
@@ -351,7 +352,7 @@ func (s *Server) connectLocked(sb *sandbox, timeout time.Duration, keepMemory bo
 		sb.vm.Kill()
 		sb.vm = nil
 	}
-	rec.State, rec.Snapshot = stateRunning, ""
+	rec.State, rec.Snapshot = store.StateRunning, ""
 	rec.StartedAt, rec.EndAt, rec.ExecutionID = t, t.Add(timeout), newUUID()
 	// envd is upgraded at resume: the sandbox now runs the version in force.
 	rec.EnvdVersion = s.cfg.EnvdVersion
@@ -371,7 +372,7 @@ func (s *Server) setTimeout(id string, timeout time.Duration) error {
 	}
 	defer sb.op.Unlock()
 	rec := s.snapshot(sb)
-	if rec.State != stateRunning {
+	if rec.State != store.StateRunning {
 		return notFound(id)
 	}
 	rec.EndAt = now().Add(timeout)
@@ -387,7 +388,7 @@ func (s *Server) refresh(id string, d time.Duration) error {
 	}
 	defer sb.op.Unlock()
 	rec := s.snapshot(sb)
-	if rec.State != stateRunning {
+	if rec.State != store.StateRunning {
 		return notFound(id)
 	}
 	if end := now().Add(d); end.After(rec.EndAt) {
@@ -446,18 +447,18 @@ func (s *Server) removeLocked(sb *sandbox, record func() *event) {
 	s.deliverEvent(ev)
 }
 
-func killData(rec record, reason string) map[string]any {
+func killData(rec store.Record, reason string) map[string]any {
 	data := map[string]any{"kill_reason": reason}
-	if rec.State == stateRunning {
+	if rec.State == store.StateRunning {
 		data["execution"] = execution(rec.StartedAt, now())
 	}
 	return data
 }
 
-func (s *Server) snapshot(sb *sandbox) record {
+func (s *Server) snapshot(sb *sandbox) store.Record {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return sb.rec.clone()
+	return sb.rec.Clone()
 }
 
 // scheduleLocked (re)arms the timeout of a running sandbox.
@@ -466,7 +467,7 @@ func (s *Server) scheduleLocked(sb *sandbox) {
 		sb.timer.Stop()
 		sb.timer = nil
 	}
-	if sb.rec.State != stateRunning || sb.gone || s.closing {
+	if sb.rec.State != store.StateRunning || sb.gone || s.closing {
 		return
 	}
 	end := sb.rec.EndAt
@@ -484,7 +485,7 @@ func (s *Server) expire(id string, end time.Time) {
 	s.mu.Lock()
 	closing := s.closing
 	s.mu.Unlock()
-	if closing || rec.State != stateRunning || !rec.EndAt.Equal(end) {
+	if closing || rec.State != store.StateRunning || !rec.EndAt.Equal(end) {
 		return
 	}
 	if rec.AutoPause {
@@ -497,12 +498,12 @@ func (s *Server) expire(id string, end time.Time) {
 // recordEventLocked appends a lifecycle event to the log; s.mu is held so
 // that the change it reports becomes visible at the same time. It returns
 // nil when the event could not be written.
-func (s *Server) recordEventLocked(rec record, typ string, data map[string]any) *event {
+func (s *Server) recordEventLocked(rec store.Record, typ string, data map[string]any) *event {
 	if len(rec.Metadata) > 0 {
 		if data == nil {
 			data = map[string]any{}
 		}
-		data["sandbox_metadata"] = cloneMap(rec.Metadata)
+		data["sandbox_metadata"] = store.CloneMap(rec.Metadata)
 	}
 	ev := &event{
 		Type: typ, EventData: data, SandboxID: rec.ID, SandboxExecution: rec.ExecutionID,
@@ -565,8 +566,8 @@ func (s *Server) nsConfig(sb *sandbox) machine.NSConfig {
 // existingImage is the sandbox's disk image, or "" for a sandbox created
 // while the disk limit was off (its files are a plain directory).
 func (s *Server) existingImage(id string) string {
-	if _, err := os.Stat(s.imagePath(id)); err != nil {
+	if _, err := os.Stat(s.store.ImagePath(id)); err != nil {
 		return ""
 	}
-	return s.imagePath(id)
+	return s.store.ImagePath(id)
 }

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"sandman/sandboxd/store"
 )
 
 // sandboxIndex keeps the sandboxes in the list's ascending order (startedAt, then id
@@ -30,7 +32,7 @@ type sandboxIndex struct {
 }
 
 // positionOf is a record's place in the list (what a next token names).
-func positionOf(r *record) listCursor { return listCursor{startedAt: r.StartedAt, id: r.ID} }
+func positionOf(r *store.Record) listCursor { return listCursor{startedAt: r.StartedAt, id: r.ID} }
 
 // compareStart orders a and b as the list's ascending order does.
 func compareStart(a, b listCursor) int {
@@ -66,7 +68,7 @@ func (x *sandboxIndex) remove(sb *sandbox) {
 // every binary search on it may miss, so a killed sandbox stayed listed and pages skipped or
 // repeated. Ordering by a key that never changes (createdAt) would keep the slot, but the list
 // would no longer be the provider's, newest startedAt first, nor its token a startedAt.
-func (x *sandboxIndex) update(sb *sandbox, rec record) {
+func (x *sandboxIndex) update(sb *sandbox, rec store.Record) {
 	x.count(&sb.rec, -1)
 	if compareStart(positionOf(&sb.rec), positionOf(&rec)) != 0 {
 		x.unlink(sb)
@@ -86,15 +88,15 @@ func (x *sandboxIndex) unlink(sb *sandbox) {
 	}
 }
 
-func (x *sandboxIndex) count(r *record, delta int) {
-	if r.State == stateRunning {
+func (x *sandboxIndex) count(r *store.Record, delta int) {
+	if r.State == store.StateRunning {
 		x.running += delta
 	}
 	x.gen++
 }
 
 // matches reports whether a record passes the list's filters (state, metadata, startedAfter).
-func (lq listQuery) matches(r *record) bool {
+func (lq listQuery) matches(r *store.Record) bool {
 	return slices.Contains(lq.states, r.State) && matchesMetadata(r.Metadata, lq.metadata) &&
 		(lq.startedAfter.IsZero() || !r.StartedAt.Before(lq.startedAfter))
 }
@@ -110,7 +112,7 @@ func (s *Server) runningLocked(lq listQuery) int {
 	}
 	n := 0
 	for _, sb := range x.all {
-		if sb.rec.State == stateRunning && lq.matches(&sb.rec) {
+		if sb.rec.State == store.StateRunning && lq.matches(&sb.rec) {
 			n++
 		}
 	}

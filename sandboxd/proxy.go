@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"sandman/sandboxd/store"
 )
 
 // errRoute is a request whose target cannot be read from its host or headers.
@@ -125,8 +127,8 @@ func (p *sandboxProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		proxyFailure(w, r, http.StatusBadGateway, id, "The sandbox was not found", nil)
 		return
 	}
-	if rec.State == statePaused {
-		canResume := rec.AutoResume && rec.Snapshot == snapshotMemory
+	if rec.State == store.StatePaused {
+		canResume := rec.AutoResume && rec.Snapshot == store.SnapshotMemory
 		if !canResume {
 			proxyFailure(w, r, http.StatusConflict, id, "The sandbox is paused", map[string]any{"canAutoResume": false})
 			return

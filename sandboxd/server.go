@@ -18,6 +18,7 @@ import (
 
 	"sandman/sandboxd/faults"
 	"sandman/sandboxd/machine"
+	"sandman/sandboxd/store"
 )
 
 // Server is a running sandboxd: the control-plane API, the sandbox traffic
@@ -32,6 +33,7 @@ type Server struct {
 	events  *eventStore
 	hooks   *webhookRegistry
 	deliver *deliverer
+	store   *store.Store
 	faults  *faults.Set // nil unless Config.FaultInjection
 	proxy   *sandboxProxy
 
@@ -71,7 +73,7 @@ func New(cfg Config) (_ *Server, err error) {
 	sum := sha256.Sum256([]byte(cfg.APIKey))
 	s.teamID = formatUUID([16]byte(sum[:16]))
 
-	if err := os.MkdirAll(s.sandboxesDir(), 0o755); err != nil {
+	if s.store, err = store.Open(cfg.StateDir); err != nil {
 		return nil, fmt.Errorf("sandboxd: state dir: %w", err)
 	}
 	iso, err := machine.Detect(machine.Config{Isolation: cfg.Isolation, StateDir: cfg.StateDir, UIDBase: cfg.UIDBase, ShareOpt: cfg.ShareOpt, Limits: cfg.Limits})
@@ -86,7 +88,7 @@ func New(cfg Config) (_ *Server, err error) {
 	s.iso = iso
 	if iso.Root && iso.Mode == IsolationBwrap {
 		// Sandbox users reach their own directories through these two.
-		for _, d := range []string{cfg.StateDir, s.sandboxesDir()} {
+		for _, d := range []string{cfg.StateDir, s.store.Dir()} {
 			if err := os.Chmod(d, 0o711); err != nil {
 				return nil, fmt.Errorf("sandboxd: state dir: %w", err)
 			}
@@ -124,7 +126,7 @@ func New(cfg Config) (_ *Server, err error) {
 // whose files are gone is reported killed.
 func (s *Server) recover() error {
 	// A crashed run may have left disk images mounted.
-	if mounts, err := machine.MountsUnder(s.sandboxesDir()); err == nil {
+	if mounts, err := machine.MountsUnder(s.store.Dir()); err == nil {
 		for _, m := range mounts {
 			s.log.Warn("unmounting a sandbox disk left by the previous run", "path", m)
 			if err := machine.Unmount(m); err != nil {
@@ -132,12 +134,12 @@ func (s *Server) recover() error {
 			}
 		}
 	}
-	recs, bad, err := s.loadRecords()
+	recs, bad, err := s.store.Load()
 	if err != nil {
 		return fmt.Errorf("sandboxd: read sandboxes: %w", err)
 	}
 	// In the list's order, so that each joins the index at its end.
-	slices.SortFunc(recs, func(a, b record) int { return compareStart(positionOf(&a), positionOf(&b)) })
+	slices.SortFunc(recs, func(a, b store.Record) int { return compareStart(positionOf(&a), positionOf(&b)) })
 	known := map[string]bool{}
 	// Nothing else runs yet, so s.mu need not be held.
 	for _, r := range recs {
@@ -150,26 +152,26 @@ func (s *Server) recover() error {
 		}
 		var ev *event
 		switch {
-		case r.State == stateRunning:
+		case r.State == store.StateRunning:
 			t := now()
 			ev = s.recordEventLocked(r, EventPaused, map[string]any{"execution": execution(r.StartedAt, t)})
-			r.State, r.Snapshot, r.EndAt = statePaused, snapshotFilesystem, t
-		case r.Snapshot == snapshotMemory:
-			r.Snapshot = snapshotFilesystem
+			r.State, r.Snapshot, r.EndAt = store.StatePaused, store.SnapshotFilesystem, t
+		case r.Snapshot == store.SnapshotMemory:
+			r.Snapshot = store.SnapshotFilesystem
 		}
 		if r.HostUID == 0 && s.iso.Root && s.iso.Mode == IsolationBwrap {
 			if r.HostUID, err = s.allocUIDLocked(); err != nil {
 				return err
 			}
 		}
-		if err := s.saveRecord(r); err != nil {
+		if err := s.store.Save(r); err != nil {
 			return fmt.Errorf("sandboxd: save sandbox %s: %w", r.ID, err)
 		}
 		if ev != nil {
 			s.log.Info("sandbox stopped with the previous run, kept as a filesystem snapshot", "sandbox_id", r.ID)
 			s.deliverEvent(ev)
 		}
-		sb := &sandbox{id: r.ID, dir: filepath.Join(s.sandboxesDir(), r.ID), rec: r}
+		sb := &sandbox{id: r.ID, dir: s.store.FilesDir(r.ID), rec: r}
 		s.sandboxes[r.ID] = sb
 		s.byStart.add(sb)
 	}
@@ -178,14 +180,14 @@ func (s *Server) recover() error {
 		s.removeSandboxFiles(id)
 	}
 	// Files without a record are leftovers of an interrupted create or kill.
-	entries, err := os.ReadDir(s.sandboxesDir())
+	entries, err := os.ReadDir(s.store.Dir())
 	if err != nil {
 		return err
 	}
 	for _, e := range entries {
-		id, isImage := strings.CutSuffix(e.Name(), imageSuffix)
+		id, isImage := strings.CutSuffix(e.Name(), store.ImageSuffix)
 		if (e.IsDir() || isImage) && !known[id] {
-			_ = os.RemoveAll(filepath.Join(s.sandboxesDir(), e.Name()))
+			_ = os.RemoveAll(filepath.Join(s.store.Dir(), e.Name()))
 		}
 	}
 	return nil
@@ -193,7 +195,7 @@ func (s *Server) recover() error {
 
 // hasFiles reports whether a sandbox's files are still on disk.
 func (s *Server) hasFiles(id string) bool {
-	for _, p := range []string{s.imagePath(id), filepath.Join(s.sandboxesDir(), id)} {
+	for _, p := range []string{s.store.ImagePath(id), s.store.FilesDir(id)} {
 		if _, err := os.Stat(p); err == nil {
 			return true
 		}
@@ -202,7 +204,7 @@ func (s *Server) hasFiles(id string) bool {
 }
 
 func (s *Server) removeSandboxFiles(id string) {
-	dir := filepath.Join(s.sandboxesDir(), id)
+	dir := s.store.FilesDir(id)
 	// Never delete through a mount: unmount first, or leave the files.
 	if mounts, _ := machine.MountsUnder(dir); len(mounts) > 0 {
 		for _, m := range mounts {
@@ -215,7 +217,7 @@ func (s *Server) removeSandboxFiles(id string) {
 	if err := os.RemoveAll(dir); err != nil {
 		s.log.Error("remove sandbox files", "sandbox_id", id, "err", err)
 	}
-	for _, p := range []string{s.imagePath(id), s.recordPath(id)} {
+	for _, p := range []string{s.store.ImagePath(id), s.store.RecordPath(id)} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			s.log.Error("remove sandbox files", "sandbox_id", id, "path", p, "err", err)
 		}

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"sandman/sandboxd/store"
 )
 
 // staticWebhookID names the webhook configured by Config.WebhookURL in the
@@ -55,7 +57,7 @@ type webhookRegistry struct {
 func openWebhookRegistry(dir string, static *webhook) (*webhookRegistry, error) {
 	r := &webhookRegistry{path: filepath.Join(dir, "webhooks.json"), hooks: map[string]*webhook{}, static: static}
 	var list []*webhook
-	if err := readJSON(r.path, &list); err != nil {
+	if err := store.ReadJSON(r.path, &list); err != nil {
 		return nil, err
 	}
 	for _, w := range list {
@@ -70,7 +72,7 @@ func (r *webhookRegistry) saveLocked() error {
 		list = append(list, w)
 	}
 	sort.Slice(list, func(i, j int) bool { return list[i].CreatedAt.Before(list[j].CreatedAt) })
-	return writeJSONAtomic(r.path, list)
+	return store.WriteJSONAtomic(r.path, list)
 }
 
 // get returns a copy of a webhook, the static one included.
