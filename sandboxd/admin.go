@@ -5,6 +5,7 @@ import (
 
 	"sandman/sandboxd/faults"
 	"sandman/sandboxd/machine"
+	"sandman/sandboxd/wire"
 )
 
 // Fault is one injected misbehaviour; the admin endpoints that take it are
@@ -27,27 +28,27 @@ func faultFile(p string) bool {
 
 func (s *Server) handleFaultAdd(w http.ResponseWriter, r *http.Request) {
 	var f Fault
-	if err := decodeBody(r, &f); err != nil {
-		writeError(w, http.StatusBadRequest, "Invalid request body: "+err.Error())
+	if err := wire.DecodeBody(r, &f); err != nil {
+		wire.WriteError(w, http.StatusBadRequest, "Invalid request body: "+err.Error())
 		return
 	}
 	if err := f.Validate(faultFile); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		wire.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	a := s.faults.Add(f, newUUID())
 	s.log.Info("fault added", "fault_id", a.ID, "route", f.Route, "webhook", f.Webhook, "files", f.Files, "damage", f.Damage,
 		"status", f.Status, "latency_ms", f.LatencyMs, "count", f.Count)
-	writeJSON(w, http.StatusCreated, map[string]string{"id": a.ID})
+	wire.WriteJSON(w, http.StatusCreated, map[string]string{"id": a.ID})
 }
 
 func (s *Server) handleFaultList(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.faults.List())
+	wire.WriteJSON(w, http.StatusOK, s.faults.List())
 }
 
 func (s *Server) handleFaultClear(w http.ResponseWriter, r *http.Request) {
 	if !s.faults.Clear(r.PathValue("faultID")) {
-		writeError(w, http.StatusNotFound, "fault not found")
+		wire.WriteError(w, http.StatusNotFound, "fault not found")
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -64,8 +65,8 @@ func (s *Server) handleDashboardKill(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Reason string `json:"reason"`
 	}
-	if err := decodeBody(r, &req); err != nil {
-		writeError(w, http.StatusBadRequest, "Invalid request body: "+err.Error())
+	if err := wire.DecodeBody(r, &req); err != nil {
+		wire.WriteError(w, http.StatusBadRequest, "Invalid request body: "+err.Error())
 		return
 	}
 	if req.Reason == "" {

@@ -2,13 +2,14 @@ package sandboxd
 
 import (
 	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
+
+	"sandman/sandboxd/wire"
 )
 
 // apiHandler is the one route table of the control-plane API.
@@ -59,11 +60,11 @@ func (s *Server) apiHandler() http.Handler {
 		admin("POST /_sandboxd/sandboxes/{sandboxID}/lose", s.handleLose)
 	}
 	admin("GET /_sandboxd/isolation", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, s.IsolationReport())
+		wire.WriteJSON(w, http.StatusOK, s.IsolationReport())
 	})
 
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "Not found")
+		wire.WriteError(w, http.StatusNotFound, "Not found")
 	})
 	return s.logRequests(mux)
 }
@@ -84,7 +85,7 @@ func (s *Server) apiMiddleware(pattern string, h http.HandlerFunc) http.Handler 
 					w.Header().Set("Retry-After", strconv.Itoa(f.RetryAfterSeconds))
 				}
 				s.log.Info("fault injected", "route", pattern, "status", f.Status)
-				writeError(w, f.Status, f.Message)
+				wire.WriteError(w, f.Status, f.Message)
 				return
 			}
 		}
@@ -99,11 +100,11 @@ func (s *Server) authenticate(h http.HandlerFunc) http.Handler {
 		key := r.Header.Get("X-API-Key")
 		switch {
 		case key == "":
-			writeError(w, http.StatusUnauthorized, "Missing API key, please provide it in the X-API-Key header")
+			wire.WriteError(w, http.StatusUnauthorized, "Missing API key, please provide it in the X-API-Key header")
 		case !apiKeyPattern.MatchString(key):
-			writeError(w, http.StatusUnauthorized, "Invalid API key format")
+			wire.WriteError(w, http.StatusUnauthorized, "Invalid API key format")
 		case subtle.ConstantTimeCompare([]byte(key), want) != 1:
-			writeError(w, http.StatusUnauthorized, "Cannot get the team for the given API key")
+			wire.WriteError(w, http.StatusUnauthorized, "Cannot get the team for the given API key")
 		default:
 			h(w, r)
 		}
@@ -145,50 +146,22 @@ func (s *Server) logRequests(h http.Handler) http.Handler {
 	})
 }
 
-// apiErrorBody is the provider's Error schema.
-type apiErrorBody struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-}
-
-func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, apiErrorBody{Code: status, Message: msg})
-}
-
 // writeOpError writes a lifecycle error; anything that is not an *opError
 // is a 500.
 func writeOpError(w http.ResponseWriter, err error) {
 	var oe *opError
 	if errors.As(err, &oe) {
-		writeError(w, oe.Status, oe.Message)
+		wire.WriteError(w, oe.Status, oe.Message)
 		return
 	}
-	writeError(w, http.StatusInternalServerError, err.Error())
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-// decodeBody decodes an optional JSON body into v; an empty body is fine.
-func decodeBody(r *http.Request, v any) error {
-	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, 1<<20))
-	if err != nil {
-		return err
-	}
-	if len(b) == 0 {
-		return nil
-	}
-	return json.Unmarshal(b, v)
+	wire.WriteError(w, http.StatusInternalServerError, err.Error())
 }
 
 // sandboxIDParam validates the {sandboxID} path value, answering 400 itself.
 func sandboxIDParam(w http.ResponseWriter, r *http.Request) (string, bool) {
 	id, ok := parseSandboxID(r.PathValue("sandboxID"))
 	if !ok {
-		writeError(w, http.StatusBadRequest, "Invalid sandbox ID")
+		wire.WriteError(w, http.StatusBadRequest, "Invalid sandbox ID")
 	}
 	return id, ok
 }

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"sandman/sandboxd/wire"
 )
 
 func parseEventQuery(q url.Values) (eventQuery, error) {
@@ -48,7 +50,7 @@ func parseEventQuery(q url.Values) (eventQuery, error) {
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	eq, err := parseEventQuery(r.URL.Query())
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		wire.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	if r.PathValue("sandboxID") != "" {
@@ -63,5 +65,5 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	for _, e := range evs {
 		out = append(out, e.rest())
 	}
-	writeJSON(w, http.StatusOK, out)
+	wire.WriteJSON(w, http.StatusOK, out)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"sandman/sandboxd/store"
+	"sandman/sandboxd/wire"
 )
 
 // parseMetadataFilter reads the list endpoints' metadata parameter the way
@@ -207,7 +208,7 @@ func (s *Server) list(lq listQuery) ([]store.Record, *listCursor, int) {
 func (s *Server) handleListV2(w http.ResponseWriter, r *http.Request) {
 	lq, err := parseListQuery(r.URL.Query())
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		wire.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	recs, next, running := s.list(lq)
@@ -221,14 +222,14 @@ func (s *Server) handleListV2(w http.ResponseWriter, r *http.Request) {
 	if slices.Contains(lq.states, store.StateRunning) {
 		w.Header().Set("X-Total-Running", strconv.Itoa(running))
 	}
-	writeJSON(w, http.StatusOK, out)
+	wire.WriteJSON(w, http.StatusOK, out)
 }
 
 // handleListV1 is the deprecated list: running sandboxes only, no pages.
 func (s *Server) handleListV1(w http.ResponseWriter, r *http.Request) {
 	md, err := parseMetadataFilter(r.URL.Query().Get("metadata"))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		wire.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	recs, _, _ := s.list(listQuery{states: []store.State{store.StateRunning}, metadata: md, limit: 1 << 30})
@@ -236,5 +237,5 @@ func (s *Server) handleListV1(w http.ResponseWriter, r *http.Request) {
 	for _, rec := range recs {
 		out = append(out, s.listed(rec))
 	}
-	writeJSON(w, http.StatusOK, out)
+	wire.WriteJSON(w, http.StatusOK, out)
 }

@@ -6,7 +6,9 @@ import (
 	"strings"
 	"time"
 
+	"sandman/sandboxd/machine"
 	"sandman/sandboxd/store"
+	"sandman/sandboxd/wire"
 )
 
 // sandboxBody is the provider's Sandbox schema (create, connect, resume).
@@ -73,9 +75,9 @@ func (s *Server) sandboxBody(rec store.Record) sandboxBody {
 func (s *Server) detail(rec store.Record) sandboxDetail {
 	d := sandboxDetail{
 		TemplateID: rec.TemplateID, Alias: rec.TemplateID, SandboxID: rec.ID, ClientID: pausedClientID,
-		StartedAt: rec.StartedAt, EndAt: rec.EndAt, CPUCount: cpuCount, MemoryMB: s.iso.MemoryMB(), DiskSizeMB: s.iso.DiskMB(),
+		StartedAt: rec.StartedAt, EndAt: rec.EndAt, CPUCount: machine.CPUCount, MemoryMB: s.iso.MemoryMB(), DiskSizeMB: s.iso.DiskMB(),
 		State: rec.State, EnvdVersion: s.envdVersionOf(rec), EnvdAccessToken: rec.AccessToken,
-		AllowInternetAccess: rec.AllowInternet, Metadata: nonNil(rec.Metadata),
+		AllowInternetAccess: rec.AllowInternet, Metadata: wire.NonNil(rec.Metadata),
 		Lifecycle: lifecycleBody{AutoResume: rec.AutoResume, OnTimeout: "kill"},
 	}
 	if rec.AutoPause {
@@ -91,8 +93,8 @@ func (s *Server) detail(rec store.Record) sandboxDetail {
 func (s *Server) listed(rec store.Record) listedSandbox {
 	return listedSandbox{
 		TemplateID: rec.TemplateID, Alias: rec.TemplateID, SandboxID: rec.ID, ClientID: pausedClientID,
-		StartedAt: rec.StartedAt, EndAt: rec.EndAt, CPUCount: cpuCount, MemoryMB: s.iso.MemoryMB(), DiskSizeMB: s.iso.DiskMB(),
-		State: rec.State, EnvdVersion: s.envdVersionOf(rec), Metadata: nonNil(rec.Metadata),
+		StartedAt: rec.StartedAt, EndAt: rec.EndAt, CPUCount: machine.CPUCount, MemoryMB: s.iso.MemoryMB(), DiskSizeMB: s.iso.DiskMB(),
+		State: rec.State, EnvdVersion: s.envdVersionOf(rec), Metadata: wire.NonNil(rec.Metadata),
 	}
 }
 
@@ -102,13 +104,6 @@ func (s *Server) envdVersionOf(rec store.Record) string {
 		return rec.EnvdVersion
 	}
 	return s.cfg.EnvdVersion
-}
-
-func nonNil(m map[string]string) map[string]string {
-	if m == nil {
-		return map[string]string{}
-	}
-	return m
 }
 
 // validTimeout applies the provider's rules: seconds, positive unless zero
@@ -153,17 +148,17 @@ type newSandboxRequest struct {
 
 func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	var req newSandboxRequest
-	if err := decodeBody(r, &req); err != nil {
-		writeError(w, http.StatusBadRequest, "Invalid request body: "+err.Error())
+	if err := wire.DecodeBody(r, &req); err != nil {
+		wire.WriteError(w, http.StatusBadRequest, "Invalid request body: "+err.Error())
 		return
 	}
 	if req.TemplateID == "" {
-		writeError(w, http.StatusBadRequest, "templateID is required")
+		wire.WriteError(w, http.StatusBadRequest, "templateID is required")
 		return
 	}
 	templateID, ok := resolveTemplate(req.TemplateID)
 	if !ok {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("template '%s' not found", req.TemplateID))
+		wire.WriteError(w, http.StatusNotFound, fmt.Sprintf("template '%s' not found", req.TemplateID))
 		return
 	}
 	secs := int64(15) // the spec's default
@@ -186,13 +181,13 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case !p.autoPauseMemory && !p.autoPause:
-		writeError(w, http.StatusBadRequest, "autoPauseMemory=false only applies when autoPause is true.")
+		wire.WriteError(w, http.StatusBadRequest, "autoPauseMemory=false only applies when autoPause is true.")
 		return
 	case !p.autoPauseMemory && p.autoResume:
-		writeError(w, http.StatusBadRequest, "autoPauseMemory=false (filesystem-only auto-pause) cannot be combined with autoResume: a filesystem-only snapshot must be resumed explicitly.")
+		wire.WriteError(w, http.StatusBadRequest, "autoPauseMemory=false (filesystem-only auto-pause) cannot be combined with autoResume: a filesystem-only snapshot must be resumed explicitly.")
 		return
 	case req.Network != nil && req.Network.AllowPublicTraffic != nil && !*req.Network.AllowPublicTraffic && !p.secure:
-		writeError(w, http.StatusBadRequest, "network.allowPublicTraffic=false requires secure=true")
+		wire.WriteError(w, http.StatusBadRequest, "network.allowPublicTraffic=false requires secure=true")
 		return
 	}
 	rec, err := s.create(p)
@@ -200,7 +195,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		writeOpError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, s.sandboxBody(rec))
+	wire.WriteJSON(w, http.StatusCreated, s.sandboxBody(rec))
 }
 
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
@@ -213,7 +208,7 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 		writeOpError(w, notFound(id))
 		return
 	}
-	writeJSON(w, http.StatusOK, s.detail(rec))
+	wire.WriteJSON(w, http.StatusOK, s.detail(rec))
 }
 
 func (s *Server) handleKill(w http.ResponseWriter, r *http.Request) {
@@ -236,8 +231,8 @@ func (s *Server) handlePause(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Memory *bool `json:"memory"`
 	}
-	if err := decodeBody(r, &req); err != nil {
-		writeError(w, http.StatusBadRequest, "Invalid request body: "+err.Error())
+	if err := wire.DecodeBody(r, &req); err != nil {
+		wire.WriteError(w, http.StatusBadRequest, "Invalid request body: "+err.Error())
 		return
 	}
 	if err := s.pause(id, req.Memory == nil || *req.Memory); err != nil {
@@ -269,7 +264,7 @@ func (s *Server) handleConnect(w http.ResponseWriter, r *http.Request) {
 	if resumed {
 		status = http.StatusCreated
 	}
-	writeJSON(w, status, s.sandboxBody(rec))
+	wire.WriteJSON(w, status, s.sandboxBody(rec))
 }
 
 // resumeRequest reads a call that may resume a sandbox: the sandbox's id, the
@@ -280,8 +275,8 @@ func (s *Server) resumeRequest(w http.ResponseWriter, r *http.Request, req any, 
 	if !ok {
 		return "", 0, false
 	}
-	if err := decodeBody(r, req); err != nil {
-		writeError(w, http.StatusBadRequest, "Invalid request body: "+err.Error())
+	if err := wire.DecodeBody(r, req); err != nil {
+		wire.WriteError(w, http.StatusBadRequest, "Invalid request body: "+err.Error())
 		return "", 0, false
 	}
 	if *timeout != nil {
@@ -312,7 +307,7 @@ func (s *Server) handleResume(w http.ResponseWriter, r *http.Request) {
 	}
 	defer sb.op.Unlock()
 	if cur := s.snapshot(sb); cur.State == store.StateRunning {
-		writeError(w, http.StatusConflict, fmt.Sprintf("Sandbox %s is already running", id))
+		wire.WriteError(w, http.StatusConflict, fmt.Sprintf("Sandbox %s is already running", id))
 		return
 	} else if req.AutoPause != nil {
 		cur.AutoPause = *req.AutoPause
@@ -323,7 +318,7 @@ func (s *Server) handleResume(w http.ResponseWriter, r *http.Request) {
 		writeOpError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, s.sandboxBody(rec))
+	wire.WriteJSON(w, http.StatusCreated, s.sandboxBody(rec))
 }
 
 func (s *Server) handleSetTimeout(w http.ResponseWriter, r *http.Request) {
@@ -334,14 +329,14 @@ func (s *Server) handleSetTimeout(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Timeout *int64 `json:"timeout"`
 	}
-	if err := decodeBody(r, &req); err != nil || req.Timeout == nil {
-		writeError(w, http.StatusBadRequest, "Invalid request body: timeout is required")
+	if err := wire.DecodeBody(r, &req); err != nil || req.Timeout == nil {
+		wire.WriteError(w, http.StatusBadRequest, "Invalid request body: timeout is required")
 		return
 	}
 	// A negative value means zero here, as the provider treats it.
 	timeout, err := s.validTimeout(max(*req.Timeout, 0), true)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "Max instance length exceeded")
+		wire.WriteError(w, http.StatusBadRequest, "Max instance length exceeded")
 		return
 	}
 	if err := s.setTimeout(id, timeout); err != nil {
@@ -359,14 +354,14 @@ func (s *Server) handleRefresh(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Duration *int64 `json:"duration"`
 	}
-	if err := decodeBody(r, &req); err != nil {
-		writeError(w, http.StatusBadRequest, "Invalid request body: "+err.Error())
+	if err := wire.DecodeBody(r, &req); err != nil {
+		wire.WriteError(w, http.StatusBadRequest, "Invalid request body: "+err.Error())
 		return
 	}
 	secs := int64(15)
 	if req.Duration != nil {
 		if *req.Duration < 0 || *req.Duration > 3600 {
-			writeError(w, http.StatusBadRequest, "duration must be between 0 and 3600 seconds")
+			wire.WriteError(w, http.StatusBadRequest, "duration must be between 0 and 3600 seconds")
 			return
 		}
 		secs = max(*req.Duration, 15)
@@ -388,5 +383,5 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 		writeOpError(w, notFound(id))
 		return
 	}
-	writeJSON(w, http.StatusOK, []struct{}{})
+	wire.WriteJSON(w, http.StatusOK, []struct{}{})
 }

@@ -3,6 +3,8 @@ package sandboxd
 import (
 	"errors"
 	"net/http"
+
+	"sandman/sandboxd/wire"
 )
 
 func (s *Server) webhookView(w webhook) webhookView {
@@ -56,24 +58,24 @@ func (req webhookRequest) apply(w *webhook) error {
 
 func (s *Server) handleWebhookCreate(w http.ResponseWriter, r *http.Request) {
 	var req webhookRequest
-	if err := decodeBody(r, &req); err != nil {
-		writeError(w, http.StatusBadRequest, "Invalid request body: "+err.Error())
+	if err := wire.DecodeBody(r, &req); err != nil {
+		wire.WriteError(w, http.StatusBadRequest, "Invalid request body: "+err.Error())
 		return
 	}
 	if req.URL == nil || req.SignatureSecret == nil {
-		writeError(w, http.StatusBadRequest, "url and signatureSecret are required")
+		wire.WriteError(w, http.StatusBadRequest, "url and signatureSecret are required")
 		return
 	}
 	hook := &webhook{ID: newUUID(), Enabled: true, CreatedAt: now()}
 	if err := req.apply(hook); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		wire.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	if err := s.hooks.put(hook); err != nil {
 		writeOpError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, s.webhookView(*hook))
+	wire.WriteJSON(w, http.StatusCreated, s.webhookView(*hook))
 }
 
 func (s *Server) handleWebhookList(w http.ResponseWriter, r *http.Request) {
@@ -82,7 +84,7 @@ func (s *Server) handleWebhookList(w http.ResponseWriter, r *http.Request) {
 	for _, h := range hooks {
 		out = append(out, s.webhookView(h))
 	}
-	writeJSON(w, http.StatusOK, out)
+	wire.WriteJSON(w, http.StatusOK, out)
 }
 
 // lookupWebhook finds a registered webhook, answering 404 itself. The
@@ -91,7 +93,7 @@ func (s *Server) lookupWebhook(w http.ResponseWriter, r *http.Request) (webhook,
 	id := r.PathValue("webhookID")
 	hook, ok := s.hooks.get(id)
 	if !ok || id == staticWebhookID {
-		writeError(w, http.StatusNotFound, "Webhook "+id+" not found")
+		wire.WriteError(w, http.StatusNotFound, "Webhook "+id+" not found")
 		return webhook{}, false
 	}
 	return hook, true
@@ -99,7 +101,7 @@ func (s *Server) lookupWebhook(w http.ResponseWriter, r *http.Request) (webhook,
 
 func (s *Server) handleWebhookGet(w http.ResponseWriter, r *http.Request) {
 	if hook, ok := s.lookupWebhook(w, r); ok {
-		writeJSON(w, http.StatusOK, s.webhookView(hook))
+		wire.WriteJSON(w, http.StatusOK, s.webhookView(hook))
 	}
 }
 
@@ -109,19 +111,19 @@ func (s *Server) handleWebhookUpdate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req webhookRequest
-	if err := decodeBody(r, &req); err != nil {
-		writeError(w, http.StatusBadRequest, "Invalid request body: "+err.Error())
+	if err := wire.DecodeBody(r, &req); err != nil {
+		wire.WriteError(w, http.StatusBadRequest, "Invalid request body: "+err.Error())
 		return
 	}
 	if err := req.apply(&hook); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		wire.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	if err := s.hooks.put(&hook); err != nil {
 		writeOpError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.webhookView(hook))
+	wire.WriteJSON(w, http.StatusOK, s.webhookView(hook))
 }
 
 func (s *Server) handleWebhookDelete(w http.ResponseWriter, r *http.Request) {
@@ -133,5 +135,5 @@ func (s *Server) handleWebhookDelete(w http.ResponseWriter, r *http.Request) {
 		writeOpError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.webhookView(hook))
+	wire.WriteJSON(w, http.StatusOK, s.webhookView(hook))
 }

@@ -9,6 +9,8 @@ import (
 	"mime"
 	"net/http"
 	"sync"
+
+	"sandman/sandboxd/wire"
 )
 
 // This file speaks the Connect protocol (https://connectrpc.com/docs/protocol)
@@ -46,7 +48,7 @@ func writeRPCError(w http.ResponseWriter, e *rpcError) {
 	if !ok {
 		status = http.StatusInternalServerError
 	}
-	writeJSON(w, status, e)
+	wire.WriteJSON(w, status, e)
 }
 
 // readEnvelope reads one envelope: a flag byte, a big-endian uint32 length

@@ -20,6 +20,7 @@ import (
 
 	"sandman/sandboxd/machine"
 	"sandman/sandboxd/store"
+	"sandman/sandboxd/wire"
 )
 
 // envdRequest is what every envd handler works on: the sandbox the request
@@ -57,7 +58,7 @@ func (s *Server) envdHandler() http.Handler {
 		handle("POST /filesystem.Filesystem/"+m, s.filesystemMethod(m), false)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "not found")
+		wire.WriteError(w, http.StatusNotFound, "not found")
 	})
 	return mux
 }
@@ -71,7 +72,7 @@ func (s *Server) envdAuth(w http.ResponseWriter, r *http.Request, signable bool)
 	t := r.Context().Value(targetKey{}).(target)
 	rec, ok := s.get(t.id)
 	if !ok {
-		proxyFailure(w, r, http.StatusBadGateway, t.id, "The sandbox was not found", nil)
+		wire.ProxyFailure(w, r, http.StatusBadGateway, t.id, "The sandbox was not found", nil)
 		return nil, false
 	}
 	user := r.URL.Query().Get("username")
@@ -79,14 +80,14 @@ func (s *Server) envdAuth(w http.ResponseWriter, r *http.Request, signable bool)
 		user = u
 	}
 	if user != "" && user != "user" && user != "root" {
-		writeError(w, http.StatusUnauthorized, fmt.Sprintf("user %q does not exist", user))
+		wire.WriteError(w, http.StatusUnauthorized, fmt.Sprintf("user %q does not exist", user))
 		return nil, false
 	}
 	if rec.AccessToken != "" {
 		token := r.Header.Get("X-Access-Token")
 		okToken := subtle.ConstantTimeCompare([]byte(token), []byte(rec.AccessToken)) == 1
 		if !okToken && !(signable && validFileSignature(r, rec.AccessToken)) {
-			writeError(w, http.StatusUnauthorized, envdUnauthorized)
+			wire.WriteError(w, http.StatusUnauthorized, envdUnauthorized)
 			return nil, false
 		}
 	}
@@ -132,17 +133,17 @@ func fileError(w http.ResponseWriter, p string, err error) {
 	var le *os.LinkError
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		writeError(w, http.StatusNotFound, err.Error())
+		wire.WriteError(w, http.StatusNotFound, err.Error())
 	case machine.IsErrno(err, syscall.EROFS), errors.Is(err, fs.ErrPermission):
-		writeError(w, http.StatusForbidden, err.Error())
+		wire.WriteError(w, http.StatusForbidden, err.Error())
 	case machine.IsErrno(err, syscall.ENOSPC):
-		writeError(w, http.StatusInsufficientStorage, err.Error())
+		wire.WriteError(w, http.StatusInsufficientStorage, err.Error())
 	case machine.IsErrno(err, syscall.EISDIR):
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("path '%s' is a directory", p))
+		wire.WriteError(w, http.StatusBadRequest, fmt.Sprintf("path '%s' is a directory", p))
 	case errors.As(err, &pe), errors.As(err, &le):
-		writeError(w, http.StatusBadRequest, err.Error())
+		wire.WriteError(w, http.StatusBadRequest, err.Error())
 	default:
-		writeError(w, http.StatusInternalServerError, err.Error())
+		wire.WriteError(w, http.StatusInternalServerError, err.Error())
 	}
 }
 
@@ -155,7 +156,7 @@ func (s *Server) files(w http.ResponseWriter, id string) (machine.FileOps, bool)
 		if !ok {
 			status = http.StatusInternalServerError
 		}
-		writeError(w, status, e.Message)
+		wire.WriteError(w, status, e.Message)
 		return nil, false
 	}
 	return m.Files(), true
@@ -214,7 +215,7 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request, er *env
 	case "multipart/form-data":
 		mr, err := r.MultipartReader()
 		if err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
+			wire.WriteError(w, http.StatusBadRequest, err.Error())
 			return
 		}
 		for {
@@ -223,7 +224,7 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request, er *env
 				break
 			}
 			if err != nil {
-				writeError(w, http.StatusBadRequest, err.Error())
+				wire.WriteError(w, http.StatusBadRequest, err.Error())
 				return
 			}
 			if part.FormName() != "file" {
@@ -236,7 +237,7 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request, er *env
 				p = params["filename"]
 			}
 			if p == "" {
-				writeError(w, http.StatusBadRequest, "no path for the uploaded file")
+				wire.WriteError(w, http.StatusBadRequest, "no path for the uploaded file")
 				return
 			}
 			if !write(p, part) {
@@ -245,14 +246,14 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request, er *env
 		}
 	case "application/octet-stream":
 		if queryPath == "" {
-			writeError(w, http.StatusBadRequest, "path is required for an octet-stream upload")
+			wire.WriteError(w, http.StatusBadRequest, "path is required for an octet-stream upload")
 			return
 		}
 		var body io.Reader = r.Body
 		if strings.EqualFold(r.Header.Get("Content-Encoding"), "gzip") {
 			gz, err := gzip.NewReader(r.Body)
 			if err != nil {
-				writeError(w, http.StatusBadRequest, err.Error())
+				wire.WriteError(w, http.StatusBadRequest, err.Error())
 				return
 			}
 			defer gz.Close()
@@ -262,25 +263,25 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request, er *env
 			return
 		}
 	default:
-		writeError(w, http.StatusBadRequest, "upload as multipart/form-data or application/octet-stream")
+		wire.WriteError(w, http.StatusBadRequest, "upload as multipart/form-data or application/octet-stream")
 		return
 	}
 	if len(out) == 0 {
-		writeError(w, http.StatusBadRequest, "no file in the request")
+		wire.WriteError(w, http.StatusBadRequest, "no file in the request")
 		return
 	}
-	writeJSON(w, http.StatusOK, out)
+	wire.WriteJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) handleEnvs(w http.ResponseWriter, r *http.Request, er *envdRequest) {
-	writeJSON(w, http.StatusOK, nonNil(er.rec.EnvVars))
+	wire.WriteJSON(w, http.StatusOK, wire.NonNil(er.rec.EnvVars))
 }
 
 // handleEnvdMetrics reports the sandbox's size (its limits where they are in
 // force): sandboxd does not measure usage.
 func (s *Server) handleEnvdMetrics(w http.ResponseWriter, r *http.Request, er *envdRequest) {
-	writeJSON(w, http.StatusOK, map[string]any{
-		"ts": time.Now().Unix(), "cpu_count": cpuCount, "cpu_used_pct": 0,
+	wire.WriteJSON(w, http.StatusOK, map[string]any{
+		"ts": time.Now().Unix(), "cpu_count": machine.CPUCount, "cpu_used_pct": 0,
 		"mem_total": s.iso.MemoryMB() << 20, "mem_used": 0, "mem_cache": 0,
 		"mem_total_mib": s.iso.MemoryMB(), "mem_used_mib": 0,
 		"disk_used": 0, "disk_total": s.iso.DiskMB() << 20,

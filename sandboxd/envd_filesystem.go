@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"sandman/sandboxd/machine"
+	"sandman/sandboxd/wire"
 )
 
 func (s *Server) filesystemMethod(method string) envdHandlerFunc {
@@ -73,7 +74,7 @@ func writeEntry(w http.ResponseWriter, p string, e machine.EntryInfo, err error)
 		writeRPCError(w, fsRPCError(p, err))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"entry": e})
+	wire.WriteJSON(w, http.StatusOK, map[string]any{"entry": e})
 }
 
 func (s *Server) rpcStat(w http.ResponseWriter, r *http.Request, er *envdRequest) {
@@ -139,7 +140,7 @@ func (s *Server) rpcListDir(w http.ResponseWriter, r *http.Request, er *envdRequ
 		writeRPCError(w, fsRPCError(p, err))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"entries": entries})
+	wire.WriteJSON(w, http.StatusOK, map[string]any{"entries": entries})
 }
 
 func (s *Server) rpcRemove(w http.ResponseWriter, r *http.Request, er *envdRequest) {
@@ -157,5 +158,5 @@ func (s *Server) rpcRemove(w http.ResponseWriter, r *http.Request, er *envdReque
 		writeRPCError(w, fsRPCError(p, err))
 		return
 	}
-	writeJSON(w, http.StatusOK, struct{}{})
+	wire.WriteJSON(w, http.StatusOK, struct{}{})
 }

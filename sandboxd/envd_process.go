@@ -11,6 +11,7 @@ import (
 
 	"sandman/sandboxd/machine"
 	"sandman/sandboxd/store"
+	"sandman/sandboxd/wire"
 )
 
 // flexUint32 reads a protobuf-JSON uint32, which may come as a number or a
@@ -269,7 +270,7 @@ func (s *Server) rpcList(w http.ResponseWriter, r *http.Request, er *envdRequest
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Pid < out[j].Pid })
-	writeJSON(w, http.StatusOK, map[string]any{"processes": out})
+	wire.WriteJSON(w, http.StatusOK, map[string]any{"processes": out})
 }
 
 // parseSignal reads envd's Signal enum by name or number.
@@ -306,7 +307,7 @@ func (s *Server) rpcSendSignal(w http.ResponseWriter, r *http.Request, er *envdR
 		writeRPCError(w, rpcErr("internal", "signal process %d: %v", p.Pid, err))
 		return
 	}
-	writeJSON(w, http.StatusOK, struct{}{})
+	wire.WriteJSON(w, http.StatusOK, struct{}{})
 }
 
 func (s *Server) rpcSendInput(w http.ResponseWriter, r *http.Request, er *envdRequest) {
@@ -334,7 +335,7 @@ func (s *Server) rpcSendInput(w http.ResponseWriter, r *http.Request, er *envdRe
 		writeRPCError(w, rpcErr("failed_precondition", "%v", err))
 		return
 	}
-	writeJSON(w, http.StatusOK, struct{}{})
+	wire.WriteJSON(w, http.StatusOK, struct{}{})
 }
 
 func (s *Server) rpcCloseStdin(w http.ResponseWriter, r *http.Request, er *envdRequest) {
@@ -351,5 +352,5 @@ func (s *Server) rpcCloseStdin(w http.ResponseWriter, r *http.Request, er *envdR
 		return
 	}
 	p.CloseStdin()
-	writeJSON(w, http.StatusOK, struct{}{})
+	wire.WriteJSON(w, http.StatusOK, struct{}{})
 }

@@ -308,7 +308,7 @@ func (s *Server) pauseLocked(sb *sandbox, memory bool) error {
 func execution(started, ended time.Time) map[string]any {
 	return map[string]any{
 		"started_at":     started.Format(time.RFC3339),
-		"vcpu_count":     cpuCount,
+		"vcpu_count":     machine.CPUCount,
 		"memory_mb":      machine.MemoryMB,
 		"execution_time": ended.Sub(started).Milliseconds(),
 	}

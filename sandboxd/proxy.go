@@ -3,8 +3,6 @@ package sandboxd
 import (
 	"context"
 	"errors"
-	"fmt"
-	"html"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	"sandman/sandboxd/store"
+	"sandman/sandboxd/wire"
 )
 
 // errRoute is a request whose target cannot be read from its host or headers.
@@ -119,28 +118,28 @@ func (p *sandboxProxy) dial(ctx context.Context, _, addr string) (net.Conn, erro
 func (p *sandboxProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id, port, err := routeRequest(r.Host, r.Header)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		wire.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	rec, ok := p.s.get(id)
 	if !ok {
-		proxyFailure(w, r, http.StatusBadGateway, id, "The sandbox was not found", nil)
+		wire.ProxyFailure(w, r, http.StatusBadGateway, id, "The sandbox was not found", nil)
 		return
 	}
 	if rec.State == store.StatePaused {
 		canResume := rec.AutoResume && rec.Snapshot == store.SnapshotMemory
 		if !canResume {
-			proxyFailure(w, r, http.StatusConflict, id, "The sandbox is paused", map[string]any{"canAutoResume": false})
+			wire.ProxyFailure(w, r, http.StatusConflict, id, "The sandbox is paused", map[string]any{"canAutoResume": false})
 			return
 		}
 		timeout := time.Duration(max(rec.ResumeTimeout, 1)) * time.Second
 		if _, _, err := p.s.connect(id, timeout, true); err != nil {
 			var oe *opError
 			if errors.As(err, &oe) && oe.Status == http.StatusTooManyRequests {
-				proxyFailure(w, r, oe.Status, id, oe.Message, nil)
+				wire.ProxyFailure(w, r, oe.Status, id, oe.Message, nil)
 				return
 			}
-			proxyFailure(w, r, http.StatusBadGateway, id, "The sandbox was not found", nil)
+			wire.ProxyFailure(w, r, http.StatusBadGateway, id, "The sandbox was not found", nil)
 			return
 		}
 		p.s.log.Info("sandbox auto-resumed by traffic", "sandbox_id", id)
@@ -159,23 +158,6 @@ func (p *sandboxProxy) proxyError(w http.ResponseWriter, r *http.Request, err er
 		return // the client left
 	}
 	p.s.log.Debug("sandbox port unreachable", "sandbox_id", t.id, "port", t.port, "err", err)
-	proxyFailure(w, r, http.StatusBadGateway, t.id, "The sandbox is running but port is not open",
+	wire.ProxyFailure(w, r, http.StatusBadGateway, t.id, "The sandbox is running but port is not open",
 		map[string]any{"port": strconv.Itoa(t.port)})
-}
-
-// proxyFailure answers like the provider's proxy: JSON for programs, a
-// small page for browsers.
-func proxyFailure(w http.ResponseWriter, r *http.Request, status int, id, msg string, extra map[string]any) {
-	if strings.Contains(r.Header.Get("Accept"), "text/html") {
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		w.WriteHeader(status)
-		fmt.Fprintf(w, "<!doctype html><title>%[1]s</title><h1>%[1]s</h1><p>Sandbox %[2]s</p>\n",
-			html.EscapeString(msg), html.EscapeString(id))
-		return
-	}
-	body := map[string]any{"sandboxId": id, "message": msg, "code": status}
-	for k, v := range extra {
-		body[k] = v
-	}
-	writeJSON(w, status, body)
 }

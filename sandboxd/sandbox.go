@@ -13,7 +13,6 @@ const (
 	// sandbox; it is deprecated and carries no meaning.
 	pausedClientID = "6532622b"
 	envdPort       = 49983
-	cpuCount       = 2
 	templateBase   = "base"
 	// baseBuildID is the build id events name for the base template: one
 	// fixed value, since sandboxd has one image.

@@ -37,8 +37,9 @@ const (
 	// UIDRangeSize is how many host uids one root sandboxd uses, from
 	// its base: the base for its start-up probe, the rest for sandboxes.
 	UIDRangeSize = 1 << 16
-	// MemoryMB and DiskSizeMB are a sandbox's nominal size, as the API
-	// reports it where no limit is in force.
+	// CPUCount is the CPUs a sandbox reports; MemoryMB and DiskSizeMB are
+	// its nominal size, as the API reports it where no limit is in force.
+	CPUCount   = 2
 	MemoryMB   = 512
 	DiskSizeMB = 1024
 )
