@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"sandman/sandboxd/envd"
+	"sandman/sandboxd/machine"
 	"sandman/sandboxd/store"
 	"sandman/sandboxd/wire"
 )
@@ -61,7 +63,7 @@ type sandboxProxy struct {
 	s         *Server
 	transport *http.Transport
 	rp        *httputil.ReverseProxy
-	envd      http.Handler
+	envd      *envd.Server
 }
 
 func newSandboxProxy(s *Server) *sandboxProxy {
@@ -85,7 +87,8 @@ func newSandboxProxy(s *Server) *sandboxProxy {
 		FlushInterval: -1,
 		ErrorHandler:  p.proxyError,
 	}
-	p.envd = s.envdHandler()
+	p.envd = envd.New(envdSandboxes{s}, envd.Config{KeepaliveMax: s.cfg.KeepaliveMax,
+		MemoryMB: s.iso.MemoryMB(), DiskMB: s.iso.DiskMB(), Logger: s.log})
 	return p
 }
 
@@ -146,7 +149,7 @@ func (p *sandboxProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := context.WithValue(r.Context(), targetKey{}, target{id: id, port: port})
 	if port == envdPort {
-		p.envd.ServeHTTP(w, r.WithContext(ctx))
+		p.envd.ServeSandbox(w, r, id)
 		return
 	}
 	p.rp.ServeHTTP(w, r.WithContext(ctx))
@@ -160,4 +163,35 @@ func (p *sandboxProxy) proxyError(w http.ResponseWriter, r *http.Request, err er
 	p.s.log.Debug("sandbox port unreachable", "sandbox_id", t.id, "port", t.port, "err", err)
 	wire.ProxyFailure(w, r, http.StatusBadGateway, t.id, "The sandbox is running but port is not open",
 		map[string]any{"port": strconv.Itoa(t.port)})
+}
+
+// envdSandboxes is the Server as envd reaches its sandboxes.
+type envdSandboxes struct{ s *Server }
+
+func (e envdSandboxes) Record(id string) (store.Record, bool) { return e.s.get(id) }
+
+func (e envdSandboxes) Running(id string) (*machine.Machine, store.Record, error) {
+	sb, err := e.s.acquire(id)
+	if err != nil {
+		return nil, store.Record{}, envd.ErrNotFound
+	}
+	defer sb.op.Unlock()
+	rec := e.s.snapshot(sb)
+	if rec.State != store.StateRunning {
+		return nil, rec, envd.ErrPaused
+	}
+	m, err := e.s.machineFor(sb)
+	return m, rec, err
+}
+
+func (e envdSandboxes) Current(id string) *machine.Machine {
+	sb, err := e.s.acquire(id)
+	if err != nil {
+		return nil
+	}
+	defer sb.op.Unlock()
+	if sb.vm != nil && sb.vm.Alive() {
+		return sb.vm
+	}
+	return nil
 }

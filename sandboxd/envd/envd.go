@@ -1,7 +1,13 @@
-package sandboxd
+// Package envd emulates envd, the daemon inside each of the provider's
+// sandboxes, on port 49983 of sandbox traffic: file reads and writes, the
+// process and filesystem services (Connect RPC), environment and metrics.
+// It reaches sandboxes through Sandboxes, which sandboxd's lifecycle
+// implements; the machine package runs what a request starts.
+package envd
 
 import (
 	"compress/gzip"
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
@@ -9,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"mime"
 	"net/http"
 	"os"
@@ -22,6 +29,56 @@ import (
 	"sandman/sandboxd/store"
 	"sandman/sandboxd/wire"
 )
+
+// Sandboxes is what envd needs of sandboxd's sandboxes.
+type Sandboxes interface {
+	// Record is sandbox id's record; false when there is none.
+	Record(id string) (store.Record, bool)
+	// Running is the machine of running sandbox id, booted if nothing ran
+	// in it yet; the error is ErrNotFound, ErrPaused, or why it did not boot.
+	Running(id string) (*machine.Machine, store.Record, error)
+	// Current is sandbox id's machine if one runs, without booting.
+	Current(id string) *machine.Machine
+}
+
+// What Sandboxes.Running answers for a sandbox that has no running machine.
+var (
+	ErrNotFound = errors.New("sandbox not found")
+	ErrPaused   = errors.New("sandbox paused")
+)
+
+// Config is envd's share of sandboxd's configuration.
+type Config struct {
+	// KeepaliveMax caps the interval between keepalive messages on process
+	// streams whatever the client asks.
+	KeepaliveMax time.Duration
+	// MemoryMB and DiskMB are a sandbox's size, as its metrics report it.
+	MemoryMB, DiskMB int
+	Logger           *slog.Logger
+}
+
+// Server is the envd of every sandbox of one sandboxd.
+type Server struct {
+	sbx Sandboxes
+	cfg Config
+	log *slog.Logger
+	mux http.Handler
+}
+
+// New makes the envd of sbx's sandboxes.
+func New(sbx Sandboxes, cfg Config) *Server {
+	s := &Server{sbx: sbx, cfg: cfg, log: cfg.Logger}
+	s.mux = s.envdHandler()
+	return s
+}
+
+type sandboxKey struct{}
+
+// ServeSandbox answers r, a request the proxy routed to envd's port of
+// sandbox id.
+func (s *Server) ServeSandbox(w http.ResponseWriter, r *http.Request, id string) {
+	s.mux.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), sandboxKey{}, id)))
+}
 
 // envdRequest is what every envd handler works on: the sandbox the request
 // was routed to, with the user it authenticated as. An isolated sandbox
@@ -69,10 +126,10 @@ const envdUnauthorized = "unauthorized access, please provide a valid access tok
 // carry a signature instead) and reads the user from Basic auth or the
 // username parameter.
 func (s *Server) envdAuth(w http.ResponseWriter, r *http.Request, signable bool) (*envdRequest, bool) {
-	t := r.Context().Value(targetKey{}).(target)
-	rec, ok := s.get(t.id)
+	id := r.Context().Value(sandboxKey{}).(string)
+	rec, ok := s.sbx.Record(id)
 	if !ok {
-		wire.ProxyFailure(w, r, http.StatusBadGateway, t.id, "The sandbox was not found", nil)
+		wire.ProxyFailure(w, r, http.StatusBadGateway, id, "The sandbox was not found", nil)
 		return nil, false
 	}
 	user := r.URL.Query().Get("username")
@@ -282,8 +339,8 @@ func (s *Server) handleEnvs(w http.ResponseWriter, r *http.Request, er *envdRequ
 func (s *Server) handleEnvdMetrics(w http.ResponseWriter, r *http.Request, er *envdRequest) {
 	wire.WriteJSON(w, http.StatusOK, map[string]any{
 		"ts": time.Now().Unix(), "cpu_count": machine.CPUCount, "cpu_used_pct": 0,
-		"mem_total": s.iso.MemoryMB() << 20, "mem_used": 0, "mem_cache": 0,
-		"mem_total_mib": s.iso.MemoryMB(), "mem_used_mib": 0,
-		"disk_used": 0, "disk_total": s.iso.DiskMB() << 20,
+		"mem_total": s.cfg.MemoryMB << 20, "mem_used": 0, "mem_cache": 0,
+		"mem_total_mib": s.cfg.MemoryMB, "mem_used_mib": 0,
+		"disk_used": 0, "disk_total": s.cfg.DiskMB << 20,
 	})
 }

@@ -1,4 +1,4 @@
-package sandboxd
+package envd
 
 import (
 	"encoding/binary"

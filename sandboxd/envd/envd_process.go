@@ -1,7 +1,8 @@
-package sandboxd
+package envd
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"sort"
 	"strconv"
@@ -85,36 +86,19 @@ func (s *Server) processMethod(method string) envdHandlerFunc {
 }
 
 // runningMachine returns the machine of a running sandbox, booting it if
-// nothing ran in it yet.
+// nothing ran in it yet; the error is envd's answer when there is none.
 func (s *Server) runningMachine(id string) (*machine.Machine, store.Record, *rpcError) {
-	sb, err := s.acquire(id)
-	if err != nil {
-		return nil, store.Record{}, rpcErr("unavailable", "sandbox %s was not found", id)
-	}
-	defer sb.op.Unlock()
-	rec := s.snapshot(sb)
-	if rec.State != store.StateRunning {
+	m, rec, err := s.sbx.Running(id)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, rec, rpcErr("unavailable", "sandbox %s was not found", id)
+	case errors.Is(err, ErrPaused):
 		return nil, rec, rpcErr("unavailable", "sandbox %s is paused", id)
-	}
-	m, err := s.machineFor(sb)
-	if err != nil {
+	case err != nil:
 		s.log.Error("boot sandbox", "sandbox_id", id, "err", err)
 		return nil, rec, rpcErr("internal", "boot sandbox: %v", err)
 	}
 	return m, rec, nil
-}
-
-// currentMachine is the sandbox's machine if one runs, without booting.
-func (s *Server) currentMachine(id string) *machine.Machine {
-	sb, err := s.acquire(id)
-	if err != nil {
-		return nil
-	}
-	defer sb.op.Unlock()
-	if sb.vm != nil && sb.vm.Alive() {
-		return sb.vm
-	}
-	return nil
 }
 
 // processEnv is envd's environment: a fixed base, then the sandbox's
@@ -234,7 +218,7 @@ func (s *Server) rpcConnect(w http.ResponseWriter, r *http.Request, er *envdRequ
 		sw.end(e)
 		return
 	}
-	p, e := req.Process.find(s.currentMachine(er.rec.ID))
+	p, e := req.Process.find(s.sbx.Current(er.rec.ID))
 	if e != nil {
 		sw.end(e)
 		return
@@ -264,7 +248,7 @@ func (s *Server) rpcList(w http.ResponseWriter, r *http.Request, er *envdRequest
 		return
 	}
 	out := []processInfo{}
-	if m := s.currentMachine(er.rec.ID); m != nil {
+	if m := s.sbx.Current(er.rec.ID); m != nil {
 		for _, p := range m.Processes() {
 			out = append(out, processInfo{Config: p.Config, Pid: p.Pid, Tag: p.Tag})
 		}
@@ -298,7 +282,7 @@ func (s *Server) rpcSendSignal(w http.ResponseWriter, r *http.Request, er *envdR
 		writeRPCError(w, e)
 		return
 	}
-	p, e := req.Process.find(s.currentMachine(er.rec.ID))
+	p, e := req.Process.find(s.sbx.Current(er.rec.ID))
 	if e != nil {
 		writeRPCError(w, e)
 		return
@@ -322,7 +306,7 @@ func (s *Server) rpcSendInput(w http.ResponseWriter, r *http.Request, er *envdRe
 		writeRPCError(w, e)
 		return
 	}
-	p, e := req.Process.find(s.currentMachine(er.rec.ID))
+	p, e := req.Process.find(s.sbx.Current(er.rec.ID))
 	if e != nil {
 		writeRPCError(w, e)
 		return
@@ -346,7 +330,7 @@ func (s *Server) rpcCloseStdin(w http.ResponseWriter, r *http.Request, er *envdR
 		writeRPCError(w, e)
 		return
 	}
-	p, e := req.Process.find(s.currentMachine(er.rec.ID))
+	p, e := req.Process.find(s.sbx.Current(er.rec.ID))
 	if e != nil {
 		writeRPCError(w, e)
 		return
