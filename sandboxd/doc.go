@@ -17,5 +17,11 @@
 // needs inside it. docs/sandboxd.md explains how, and what it does not
 // protect against. Without isolation (IsolationNone, for trusted code only)
 // commands run in the sandbox directory on the host. Fault injection for
-// resilience tests is described on Fault.
+// resilience tests is described on Fault; only a sandboxd with
+// Config.FaultInjection takes faults.
+//
+// This package is the control plane (the API, the lifecycle, events,
+// webhooks, the sandbox-traffic proxy) and wires the rest: envd (envd's
+// emulation), machine (where a sandbox runs), store (persisted records),
+// faults and wire (docs/sandboxd.md, "The packages").
 package sandboxd
