@@ -43,7 +43,8 @@ test: deps ## run the whole test suite (real PostgreSQL, sandboxd and Chromium)
 
 # The quick lane, for a run while working: every package but sandboxd's own (their tests are
 # its isolation), with SANDMAN_TEST_LANE=quick, which skips each test that starts a sandboxd
-# (sandboxdtest.Start) or Chromium (apptest.NewBrowser). Under CI=true those skips fail
+# (sandboxdtest.Start) or Chromium (apptest.NewBrowser), and the console's scale test (100,000
+# sandboxes). Under CI=true those skips fail
 # (testkit.NotInQuickLane): CI runs `make test`.
 QUICK_PKGS = $(shell $(GO) list ./... | grep -v -e '^sandman/sandboxd' -e '^sandman/cmd/sandboxd$$')
 

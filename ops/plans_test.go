@@ -13,6 +13,7 @@ import (
 	"sandman/app/apptest"
 	"sandman/db"
 	"sandman/db/dbtest"
+	"sandman/internal/testkit"
 	"sandman/ops"
 )
 
@@ -41,6 +42,8 @@ func (r *recorder) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndDa
 // scans a whole table that grows with the fleet or its history.
 func TestConsoleQueriesUseIndexesAt100kSandboxes(t *testing.T) {
 	t.Parallel()
+	// Seeding 100,000 sandboxes is most of a quick run's time on its own.
+	testkit.NotInQuickLane(t, "a database of 100,000 sandboxes")
 	ctx := context.Background()
 	cfg, err := pgxpool.ParseConfig(dbtest.NewDatabase(t))
 	if err != nil {

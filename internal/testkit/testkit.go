@@ -58,8 +58,8 @@ func Needs(t testing.TB, ok bool, format string, args ...any) {
 }
 
 // LaneQuick is the lane of `make test-quick` (SANDMAN_TEST_LANE=quick): the tests that need
-// neither a sandboxd that isolates sandboxes nor Chromium, for a run of a minute or two while
-// working. `make test` is the whole suite, and so is every run without the variable.
+// neither a sandboxd that isolates sandboxes nor Chromium (nor a database seeded at scale), for a
+// run of a minute or two while working. `make test` is the whole suite, and so is every run without the variable.
 const LaneQuick = "quick"
 
 // Lane is the test lane this run is in: LaneQuick, or "" for the whole suite.
