@@ -184,7 +184,7 @@ func (s *Server) checkDiskBudgetLocked(sb *sandbox) error {
 		machine.FormatBytes(others), machine.FormatBytes(this), machine.FormatBytes(max(free-s.cfg.DiskReserve, 0)), s.cfg.StateDir, machine.FormatBytes(s.cfg.DiskReserve))}
 }
 
-// imageGrowth is how much a disk image may still take on the host: its
+// ImageGrowth is how much a disk image may still take on the host: its
 // size (the limit) less what it already holds.
 func ImageGrowth(img string, limit int64) int64 {
 	var st unix.Stat_t

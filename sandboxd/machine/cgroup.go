@@ -44,7 +44,7 @@ type cgroupController struct {
 	dir string
 }
 
-// cgroups places sandboxes in control groups under sandboxd's own: one
+// Cgroups places sandboxes in control groups under sandboxd's own: one
 // directory "sandboxd-<instance>" per hierarchy, one group per sandbox in it.
 type Cgroups struct {
 	memory, pids, cpu, freezer, io *cgroupController
@@ -529,7 +529,7 @@ func waitCgroupFile(dir, name, want string) error {
 	}
 }
 
-// removeInstance removes the instance directories at shutdown.
+// RemoveInstance removes the instance directories at shutdown.
 func (cg *Cgroups) RemoveInstance() {
 	seen := map[string]bool{}
 	for _, c := range []*cgroupController{cg.memory, cg.pids, cg.cpu, cg.freezer, cg.io} {

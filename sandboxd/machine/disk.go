@@ -63,7 +63,7 @@ func runTool(name string, args ...string) error {
 	return nil
 }
 
-// createImage makes a sparse ext4 image of size bytes whose root belongs
+// CreateImage makes a sparse ext4 image of size bytes whose root belongs
 // to uid:gid. Inode tables are left uninitialised (and the mount keeps the
 // kernel from zeroing them later), so the image starts at a few megabytes.
 func CreateImage(img string, size int64, uid, gid int) error {
@@ -101,7 +101,7 @@ func mountImage(img, dir string) error {
 	return nil
 }
 
-// unmount detaches dir. Busy means someone still holds a file of the
+// Unmount detaches dir. Busy means someone still holds a file of the
 // sandbox open, which sandboxd avoids; after a few tries the mount is
 // detached lazily and the image is released when the last file closes.
 func Unmount(dir string) error {
@@ -121,7 +121,7 @@ func Unmount(dir string) error {
 	return fmt.Errorf("unmount %s: %w (detached lazily)", dir, err)
 }
 
-// mountsUnder lists mount points at or below dir, deepest first.
+// MountsUnder lists mount points at or below dir, deepest first.
 func MountsUnder(dir string) ([]string, error) {
 	mounts, err := readMountinfo()
 	if err != nil {
@@ -136,7 +136,7 @@ func MountsUnder(dir string) ([]string, error) {
 	return out, nil
 }
 
-// formatBytes formats a byte count for logs and errors: exactly when it is
+// FormatBytes formats a byte count for logs and errors: exactly when it is
 // whole GiB or MiB, else to a tenth.
 func FormatBytes(n int64) string {
 	const gib, mib = 1 << 30, 1 << 20

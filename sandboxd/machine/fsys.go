@@ -15,7 +15,7 @@ import (
 
 const HomeDir = "/home/user"
 
-// cleanSandboxPath makes a client path absolute as the sandbox sees it:
+// CleanSandboxPath makes a client path absolute as the sandbox sees it:
 // relative paths and "~" are under the user's home, as envd resolves them.
 func CleanSandboxPath(p string) string {
 	switch {
@@ -29,7 +29,7 @@ func CleanSandboxPath(p string) string {
 	return path.Clean(p)
 }
 
-// splitSandboxPath splits a sandbox path into one of the sandbox's own
+// SplitSandboxPath splits a sandbox path into one of the sandbox's own
 // writable trees (/home/user or /tmp) and the path inside it.
 func SplitSandboxPath(p string) (rel, under string, ok bool) {
 	p = CleanSandboxPath(p)
@@ -44,30 +44,30 @@ func SplitSandboxPath(p string) (rel, under string, ok bool) {
 	return "", "", false
 }
 
-// fileOps is envd's file access to one sandbox. Paths are absolute and
+// FileOps is envd's file access to one sandbox. Paths are absolute and
 // clean, as the sandbox sees them (cleanSandboxPath). Errors wrap the
 // errno of the failure, so fs.ErrNotExist and friends work, plus
 // syscall.EISDIR, ENOTDIR, EROFS and ENOSPC for the cases envd words itself.
 type FileOps interface {
-	// entry describes p itself (a symlink is not followed).
+	// Entry describes p itself (a symlink is not followed).
 	Entry(p string) (EntryInfo, error)
-	// isDir follows symlinks.
+	// IsDir follows symlinks.
 	IsDir(p string) (bool, error)
-	// open opens a file for reading; a directory is EISDIR.
+	// Open opens a file for reading; a directory is EISDIR.
 	Open(p string) (io.ReadCloser, int64, error)
-	// create opens a file for writing, truncated, making its parents.
+	// Create opens a file for writing, truncated, making its parents.
 	Create(p string) (io.WriteCloser, error)
-	// mkdir makes p and its parents; an existing p is fs.ErrExist.
+	// Mkdir makes p and its parents; an existing p is fs.ErrExist.
 	Mkdir(p string) (EntryInfo, error)
-	// move renames src to dst, making dst's parents.
+	// Move renames src to dst, making dst's parents.
 	Move(src, dst string) (EntryInfo, error)
-	// list describes what is under directory p, depth levels deep.
+	// List describes what is under directory p, depth levels deep.
 	List(p string, depth int) ([]EntryInfo, error)
-	// remove deletes p and everything below it.
+	// Remove deletes p and everything below it.
 	Remove(p string) error
 }
 
-// isProtectedPath reports the paths no client may remove: the roots of the
+// IsProtectedPath reports the paths no client may remove: the roots of the
 // sandbox's own trees and the root itself.
 func IsProtectedPath(p string) bool {
 	return p == "/" || p == HomeDir || p == "/tmp"
@@ -77,7 +77,7 @@ func IsProtectedPath(p string) bool {
 // through the files API.
 var systemDirs = []string{"/usr", "/etc", "/opt", "/var", "/bin", "/sbin", "/lib", "/lib64"}
 
-// hostFiles is fileOps for IsolationNone: /home/user and /tmp are the
+// hostFiles is FileOps for IsolationNone: /home/user and /tmp are the
 // sandbox's own directories, opened through os.Root so that no symlink
 // inside them reaches the rest of the host; system directories are the
 // host's, read-only; anything else does not exist. An isolated sandbox uses
@@ -357,7 +357,7 @@ func listTree(p string, depth int, readDir func(string) ([]string, error), entry
 	return entries, nil
 }
 
-// entryInfo is envd's EntryInfo in protobuf JSON (int64 as a string,
+// EntryInfo is envd's EntryInfo in protobuf JSON (int64 as a string,
 // Timestamp as RFC 3339).
 type EntryInfo struct {
 	Name          string    `json:"name"`
@@ -403,7 +403,7 @@ func idName(id uint32) string {
 	return strconv.FormatUint(uint64(id), 10)
 }
 
-// isErrno reports whether err is, or wraps, one of errnos.
+// IsErrno reports whether err is, or wraps, one of errnos.
 func IsErrno(err error, errnos ...syscall.Errno) bool {
 	for _, n := range errnos {
 		if errors.Is(err, n) {

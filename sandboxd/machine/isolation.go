@@ -53,7 +53,7 @@ type Config struct {
 	Limits    Limits
 }
 
-// isolation is what sandboxd found it can enforce here, decided once at
+// Host is what sandboxd found it can enforce here, decided once at
 // start and reported in its log and at GET /_sandboxd/isolation.
 type Host struct {
 	Mode   Isolation
@@ -75,7 +75,7 @@ type Host struct {
 	uidLock *os.File
 }
 
-// release gives up what detectIsolation claimed.
+// Release gives up what Detect claimed.
 func (iso *Host) Release() {
 	unlockUIDRange(iso.uidLock)
 	iso.uidLock = nil
@@ -357,7 +357,7 @@ func (iso *Host) Report(maxSandboxes, maxStored int, diskReserve int64) Isolatio
 	return r
 }
 
-// memoryMB is the memory a sandbox may use, as the API reports its size: the
+// MemoryMB is the memory a sandbox may use, as the API reports its size: the
 // limit in force, else the nominal size.
 func (iso *Host) MemoryMB() int {
 	if iso.Limits.Memory > 0 {
@@ -366,7 +366,7 @@ func (iso *Host) MemoryMB() int {
 	return MemoryMB
 }
 
-// diskMB is the disk a sandbox may fill, like memoryMB.
+// DiskMB is the disk a sandbox may fill, like MemoryMB.
 func (iso *Host) DiskMB() int {
 	if iso.Limits.Disk > 0 {
 		return int(iso.Limits.Disk >> 20)
@@ -374,7 +374,7 @@ func (iso *Host) DiskMB() int {
 	return DiskSizeMB
 }
 
-// logReport writes the report at start: one line for the isolation, one
+// LogReport writes the report at start: one line for the isolation, one
 // per limit in force, one warning per limit that is off.
 func LogReport(log *slog.Logger, r IsolationReport) {
 	if r.Mode == IsolationNone {

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// backend runs one sandbox: on the host for IsolationNone (plainBackend),
+// Backend runs one sandbox: on the host for IsolationNone (plainBackend),
 // or in its own namespaces through its agent (nsBackend).
 type Backend interface {
 	// spawn starts cmd with stdio as its stdin, stdout and stderr (the
@@ -27,7 +27,7 @@ type Backend interface {
 	stop()
 	// done is closed when the sandbox's processes are gone.
 	done() <-chan struct{}
-	// home is HOME as the sandbox's commands see it.
+	// Home is HOME as the sandbox's commands see it.
 	Home() string
 }
 
@@ -39,7 +39,7 @@ type spawnSpec struct {
 	cwd  string
 }
 
-// machine is what runs for one sandbox between a boot and a kill: its
+// Machine is what runs for one sandbox between a boot and a kill: its
 // backend and the processes started through envd.
 type Machine struct {
 	b Backend
@@ -74,7 +74,7 @@ func (m *Machine) Dial(ctx context.Context, port int) (net.Conn, error) {
 
 func (m *Machine) Files() FileOps { return m.b.files() }
 
-// freeze stops every process of the sandbox (memory pause).
+// Freeze stops every process of the sandbox (memory pause).
 func (m *Machine) Freeze() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -82,7 +82,7 @@ func (m *Machine) Freeze() error {
 	return m.b.freeze()
 }
 
-// thaw resumes a frozen sandbox.
+// Thaw resumes a frozen sandbox.
 func (m *Machine) Thaw() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -90,7 +90,7 @@ func (m *Machine) Thaw() error {
 	return m.b.thaw()
 }
 
-// kill stops everything and waits (briefly) for the processes' streams to
+// Kill stops everything and waits (briefly) for the processes' streams to
 // end.
 func (m *Machine) Kill() {
 	m.mu.Lock()
@@ -107,7 +107,7 @@ func (m *Machine) Kill() {
 
 var errStopping = errors.New("sandbox is stopping")
 
-// startProcess starts a command in m, streaming to first (subscribed before
+// StartProcess starts a command in m, streaming to first (subscribed before
 // any output exists, so the Start stream misses nothing). timeout > 0 kills
 // the process after that long, like envd's Connect-Timeout-Ms handling.
 func (m *Machine) StartProcess(cfg ProcessConfig, tag *string, openStdin bool, env []string, cwd string, timeout time.Duration) (*Process, *Subscriber, error) {

@@ -40,7 +40,7 @@ const (
 // bootTimeout bounds a boot: bubblewrap's setup plus the agent's start.
 const bootTimeout = 15 * time.Second
 
-// nsConfig is what booting an isolated sandbox needs.
+// NSConfig is what booting an isolated sandbox needs.
 type NSConfig struct {
 	ID  string
 	Dir string // the sandbox's directory on the host: home/ and tmp/ inside
@@ -633,7 +633,7 @@ func (b *nsBackend) hold(f *os.File) (*heldFile, error) {
 	return h, nil
 }
 
-// agentFiles is fileOps through the agent: every path is resolved inside
+// agentFiles is FileOps through the agent: every path is resolved inside
 // the sandbox, with its user's rights, in its own mount namespace.
 type agentFiles struct{ b *nsBackend }
 

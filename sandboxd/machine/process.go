@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// processConfig is envd's ProcessConfig.
+// ProcessConfig is envd's ProcessConfig.
 type ProcessConfig struct {
 	Cmd  string            `json:"cmd"`
 	Args []string          `json:"args"`
@@ -17,7 +17,7 @@ type ProcessConfig struct {
 	Cwd  *string           `json:"cwd,omitempty"`
 }
 
-// procEvent is one event of envd's process stream, already in its JSON shape.
+// ProcEvent is one event of envd's process stream, already in its JSON shape.
 type ProcEvent struct {
 	Start     *ProcStart `json:"start,omitempty"`
 	Data      *procData  `json:"data,omitempty"`
@@ -41,7 +41,7 @@ type procEnd struct {
 	Error    *string `json:"error,omitempty"`
 }
 
-// process is a command started through envd's Process service.
+// Process is a command started through envd's Process service.
 type Process struct {
 	Pid    uint32
 	Config ProcessConfig
@@ -59,7 +59,7 @@ type Process struct {
 	wmu    sync.Mutex // serialises stdin writes and close
 }
 
-// subscriber is one stream (Start or Connect) following a process. Sends
+// Subscriber is one stream (Start or Connect) following a process. Sends
 // block, so a slow client slows the process like envd, but never past the
 // client's departure.
 type Subscriber struct {
@@ -206,7 +206,7 @@ func (p *Process) run(outR, errR *os.File, wait func() exitInfo, timeout time.Du
 	}()
 }
 
-// signal sends sig to the process and everything below it: the pid the
+// Signal sends sig to the process and everything below it: the pid the
 // client knows may be a shell around the real program.
 func (p *Process) Signal(sig syscall.Signal) error {
 	return p.m.b.signal(int(p.Pid), sig)
