@@ -20,6 +20,24 @@ const (
 	WebhookDelay  = faults.WebhookDelay
 )
 
+// damageFiles applies a files fault to a sandbox that has just been resumed (the caller holds
+// sb.op): it boots the sandbox if nothing runs yet (a filesystem snapshot), then deletes or
+// corrupts each path through the sandbox's own file access, as its processes would see it.
+func (s *Server) damageFiles(sb *sandbox, f Fault) {
+	m, err := s.machineFor(sb)
+	if err != nil {
+		s.log.Error("files fault: boot sandbox", "sandbox_id", sb.id, "err", err)
+		return
+	}
+	faults.Damage(m.Files(), f, machine.CleanSandboxPath, func(p string, err error) {
+		if err != nil {
+			s.log.Warn("files fault: path skipped", "sandbox_id", sb.id, "path", p, "damage", f.Damage, "err", err)
+			return
+		}
+		s.log.Info("files fault: damaged", "sandbox_id", sb.id, "path", p, "damage", f.Damage)
+	})
+}
+
 // faultFile says whether a files fault may damage sandbox path p.
 func faultFile(p string) bool {
 	_, _, ok := machine.SplitSandboxPath(p)
