@@ -131,7 +131,7 @@ func (s *Service) Problems(ctx context.Context, owner, project uuid.UUID) ([]Pro
 // earlier run's. It runs in the caller's transaction (the watch records the exit in the same);
 // the run's lines must be stored first (Service.OpenExitProblem flushes the Writer).
 func OpenExitProblem(ctx context.Context, tx db.Tx, run Run, exitCode int) (Problem, error) {
-	rows, err := tx.ListRunLastLines(ctx, db.ListRunLastLinesParams{RunID: run.ID, MaxLines: DetailLines})
+	rows, err := tx.ListRunLastLines(ctx, db.ListRunLastLinesParams{ProjectID: run.ProjectID, RunID: run.ID, MaxLines: DetailLines})
 	if err != nil {
 		return Problem{}, err
 	}
