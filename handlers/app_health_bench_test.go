@@ -144,7 +144,7 @@ func (hb *healthBench) exits(b *testing.B) {
 	for range b.N {
 		start := time.Now()
 		r, a := postVersion(b, hb.c, hb.pid, map[string]any{"files": []vfile{text("server.js",
-			`console.log("starting ` + uuid.NewString() + `"); throw new Error("broken on purpose")`)}}, nil)
+			`console.log("starting `+uuid.NewString()+`"); throw new Error("broken on purpose")`)}}, nil)
 		apptest.RequireStatus(b, r, http.StatusCreated)
 		nextMatching(b, hb.events, hb.pane, fmt.Sprintf("Version %d doesn", a.Version.Number), time.Minute)
 		hb.appIs(b, "exited", a.Version.Number)
