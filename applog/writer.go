@@ -66,6 +66,7 @@ type Writer struct {
 	pending      []Line
 	pendingBytes int
 	runs         map[uuid.UUID]*runState
+	lastTaken    time.Time // when lines were last taken to be written
 
 	flushMu sync.Mutex // one batch written at a time, in order
 }
@@ -121,7 +122,10 @@ func (w *Writer) Lines(_ context.Context, lines []Line) {
 		w.pending = append(w.pending, l)
 		w.pendingBytes += len(l.Text)
 	}
-	full = len(w.pending) >= w.cfg.MaxBatch
+	// A full batch is written at once, and so is a line after a quiet moment (nothing taken
+	// for FlushEvery): a printing app's first line is not held for the next tick, while a busy
+	// instance still writes at most one batch per tick short of MaxBatch.
+	full = len(w.pending) >= w.cfg.MaxBatch || (len(w.pending) > 0 && now.Sub(w.lastTaken) >= w.cfg.FlushEvery)
 	w.mu.Unlock()
 	if full {
 		select {
@@ -199,6 +203,9 @@ func (w *Writer) take(all bool) (batch []Line, more bool) {
 	copy(batch, w.pending)
 	for _, l := range batch {
 		w.pendingBytes -= len(l.Text)
+	}
+	if n > 0 {
+		w.lastTaken = now
 	}
 	w.pending = append(w.pending[:0], w.pending[n:]...)
 	if len(w.pending) == 0 && cap(w.pending) > 4*w.cfg.MaxBatch {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"testing"
@@ -47,7 +48,7 @@ type healthBench struct {
 // from the request to the pane saying so; floor, a bare envd client following the same process
 // (ConnectProcess) sees its end. `line`: the server prints a line on a request, from the
 // request to the line on the build page's log stream (the founder's session) and on an API
-// token's; floor, the bare client's chunk holding it. Each checks what it times (every stream
+// token's (the lines 0 to 100 ms apart); floor, the bare client's chunk holding it. Each checks what it times (every stream
 // reached, the API agreeing), also under -short.
 func BenchmarkAppHealth(b *testing.B) {
 	hb := newHealthBench(b)
@@ -219,6 +220,11 @@ func (hb *healthBench) line(b *testing.B) {
 	for range b.N {
 		marker := uuid.NewString()
 		bare, _, stop := hb.follow(b, marker)
+		// An app prints when something happens, not in step with the Writer's batches: an
+		// untimed pause of 0 to 100 ms, or each sample would wait for the same tick.
+		b.StopTimer()
+		time.Sleep(time.Duration(rand.Int64N(int64(100 * time.Millisecond))))
+		b.StartTimer()
 		start := time.Now()
 		hb.get(b, "/say/"+marker)
 		testkit.NextSSE(b, page, time.Minute, "the line on the page's log stream", said(marker))
