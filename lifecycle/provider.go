@@ -126,9 +126,9 @@ const devServerPID = "/home/user/dev-server.pid"
 // providerStart starts the dev server and returns its process with its output stream open: the
 // watch follows it (its output, and its end when it exits). exec keeps the shell's pid, so the
 // process envd reports, the one written down and the one connected to again after a restart of
-// Sandman are the start command's own. The shells are not login shells: a login shell reads the
-// profiles first, which cost more than the rest of the start together, and envd's environment
-// has the PATH already (docs/states.md, "The app").
+// Sandman are the start command's own. The shells are not login shells: a login shell first
+// reads profiles that the template, not Sandman, decides (one that starts a version manager
+// costs seconds), and envd's environment has the PATH already (docs/states.md, "The app").
 func (s *Service) providerStart(ctx context.Context, h sandboxHandle, cmd string, port int32) (*e2b.Process, error) {
 	return s.provider.StartProcess(ctx, h, e2b.ProcessParams{
 		// The start command is the founder's shell text (it may be several commands): a shell of
