@@ -60,6 +60,10 @@ type Options struct {
 	// ScanEvery is how often the watcher looks for previews no instance holds (default 2 s):
 	// the longest a dead instance's previews go unwatched.
 	ScanEvery time.Duration
+	// Silence is how long a followed stream may bring nothing (no output, no end, no keepalive:
+	// envd sends one every 50 s) before it is taken for dead, broken and connected again by the
+	// process's pid (default 2 min).
+	Silence time.Duration
 	// Name tells this instance's watch connection in pg_stat_activity (application_name).
 	Name string
 }
@@ -76,10 +80,14 @@ type Watcher struct {
 
 	mu   sync.Mutex
 	held map[uuid.UUID]*holding
-	ctx  context.Context // the watcher's life, for the holdings' goroutines
-	wg   sync.WaitGroup
-	stop context.CancelFunc
-	done chan struct{}
+	// started: per sandbox, the follower of the run this instance's job started and has not
+	// handed over yet (Started, Hold). A holding that finds the row's run gone follows it
+	// instead, so a server that exits right after it answered keeps its exit code.
+	started map[uuid.UUID]*Follower
+	ctx     context.Context // the watcher's life, for the holdings' goroutines
+	wg      sync.WaitGroup
+	stop    context.CancelFunc
+	done    chan struct{}
 }
 
 // holding is one preview whose watch this instance holds.
@@ -106,7 +114,11 @@ func New(o Options) *Watcher {
 	if o.Name == "" {
 		o.Name = "sandman-watch"
 	}
-	return &Watcher{o: o, q: db.New(o.Pool), kick: make(chan struct{}, 1), held: map[uuid.UUID]*holding{}}
+	if o.Silence <= 0 {
+		o.Silence = 2 * time.Minute
+	}
+	return &Watcher{o: o, q: db.New(o.Pool), kick: make(chan struct{}, 1), held: map[uuid.UUID]*holding{},
+		started: map[uuid.UUID]*Follower{}}
 }
 
 // Sink is where followed output goes.
@@ -243,6 +255,9 @@ func (w *Watcher) dropAll() {
 func (w *Watcher) Hold(ctx context.Context, f *Follower) bool {
 	id := f.Run().SandboxID
 	w.mu.Lock()
+	if w.started[id] == f {
+		delete(w.started, id)
+	}
 	if w.ctx == nil || w.ctx.Err() != nil {
 		w.mu.Unlock()
 		f.Stop()
@@ -280,6 +295,42 @@ func (w *Watcher) Hold(ctx context.Context, f *Follower) bool {
 	return true
 }
 
+// Follow starts following proc, a dev server run a job of this instance just started, which the
+// job hands over later (Hold) or stops: until then, a holding of its preview that reads the run
+// in the row follows it rather than connecting to its process, which may have ended already
+// (its end, with its exit code, is the follower's).
+func (w *Watcher) Follow(run applog.Run, proc *e2b.Process) *Follower {
+	f := follow(run, proc, w.o.Sink, w.o.Silence)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for id, g := range w.started {
+		if g.stopped.Load() {
+			delete(w.started, id)
+		}
+	}
+	w.started[run.SandboxID] = f
+	w.mu.Unlock()
+	return f
+}
+
+// startedRun is the follower a job of this instance keeps of the sandbox's run, if any.
+func (w *Watcher) startedRun(sandboxID, run uuid.UUID) *Follower {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	f := w.started[sandboxID]
+	if f == nil || f.Run().ID != run || f.stopped.Load() {
+		return nil
+	}
+	select {
+	case <-f.Done():
+		if _, ended := f.Ended(); !ended {
+			return nil // its stream broke: connect to the process
+		}
+	default:
+	}
+	return f
+}
+
 // Holds reports whether this instance holds the watch of the sandbox and follows its dev
 // server's stream.
 func (w *Watcher) Holds(id uuid.UUID) bool {
@@ -287,6 +338,17 @@ func (w *Watcher) Holds(id uuid.UUID) bool {
 	defer w.mu.Unlock()
 	h, ok := w.held[id]
 	return ok && h.following.Load()
+}
+
+// Held is the previews whose watch this instance holds.
+func (w *Watcher) Held() []uuid.UUID {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ids := make([]uuid.UUID, 0, len(w.held))
+	for id := range w.held {
+		ids = append(ids, id)
+	}
+	return ids
 }
 
 // start follows a preview whose watch this instance just took: f when given, else its dev
@@ -357,7 +419,9 @@ func (w *Watcher) keep(ctx context.Context, h *holding, f *Follower) {
 		case <-ctx.Done():
 			return
 		case next := <-h.follow:
-			f.Stop()
+			if next != f { // f may be the handed-over run already (connect took it)
+				f.Stop()
+			}
 			f, retry = next, 0
 			continue
 		case <-f.Done():
@@ -398,6 +462,12 @@ func (w *Watcher) connect(ctx context.Context, id uuid.UUID, retry *int) (f *Fol
 		row.AppStatus == nil || *row.AppStatus != db.AppStatusUp && *row.AppStatus != db.AppStatusNotAnswering {
 		return nil, true
 	}
+	// A run this instance's job started and has not handed over yet: its follower already holds
+	// the stream, and its end (the exit code), which a connect may find gone.
+	if started := w.startedRun(id, *row.AppRunID); started != nil {
+		*retry = 0
+		return started, false
+	}
 	run := applog.Run{ProjectID: row.ProjectID, SandboxID: row.ID, Version: row.AppVersion, Source: applog.SourceApp, ID: *row.AppRunID}
 	sb := e2b.Sandbox{ID: row.ProviderID, EnvdAccessToken: row.EnvdToken, Domain: row.ProviderDomain}
 	proc, err := w.o.Provider.ConnectProcess(ctx, sb, int(*row.AppPid))
@@ -420,7 +490,7 @@ func (w *Watcher) connect(ctx context.Context, id uuid.UUID, retry *int) (f *Fol
 		return nil, false
 	}
 	*retry = 0
-	return Follow(run, proc, w.o.Sink), false
+	return follow(run, proc, w.o.Sink, w.o.Silence), false
 }
 
 // report tells the lifecycle of a run's end, trying again while it fails (the database away).
