@@ -89,6 +89,10 @@ type appChange struct {
 	event  db.EventReason
 	source db.EventSource
 	output string
+	// announced: the caller's transaction announces the sandbox itself (an event row, a status
+	// move), so a change the history does not tell adds no announcement of its own: one
+	// notification, one render of the pages.
+	announced bool
 }
 
 // setApp is the app state's writer, the status writer's neighbour (apply): inside the caller's
@@ -130,6 +134,9 @@ func setApp(ctx context.Context, tx db.Tx, sandboxID uuid.UUID, c appChange) (sb
 		}
 	}
 	if c.event == "" {
+		if c.announced {
+			return sb, true, nil
+		}
 		return sb, true, notifyInTx(ctx, tx, sb)
 	}
 	ev := db.InsertSandboxEventParams{SandboxID: sb.ID, FromStatus: sb.Status, ToStatus: sb.Status, Source: c.source,

@@ -246,7 +246,9 @@ func (s *Service) deployed(ctx context.Context, id uuid.UUID, to wanted, a appli
 			return err
 		}
 		if a.dev != nil {
-			if _, _, err := setApp(ctx, tx, id, a.st.appOutcome(a.dev.run)); err != nil {
+			c := a.st.appOutcome(a.dev.run)
+			c.announced = true // by the event recorded below
+			if _, _, err := setApp(ctx, tx, id, c); err != nil {
 				return err
 			}
 		} else if sb.AppRunID != nil && a.failed == "" && a.st.up {
