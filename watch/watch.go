@@ -81,8 +81,8 @@ type Watcher struct {
 	mu   sync.Mutex
 	held map[uuid.UUID]*holding
 	// started: per sandbox, the follower of the run this instance's job started and has not
-	// handed over yet (Started, Hold). A holding that finds the row's run gone follows it
-	// instead, so a server that exits right after it answered keeps its exit code.
+	// handed over yet (Follow, Hold). A holding that reads that run in the row follows it rather
+	// than connecting, so a server that exits right after it answered keeps its exit code.
 	started map[uuid.UUID]*Follower
 	ctx     context.Context // the watcher's life, for the holdings' goroutines
 	wg      sync.WaitGroup
