@@ -60,6 +60,9 @@ type ProjectPage struct {
 	// ReloadsItself is the reload choice: the dev server reloads changed files itself, or is
 	// restarted on each new version.
 	ReloadsItself bool
+	// PreviewReporter is the switch of the preview's error reporter: on, the page's errors
+	// become the app's browser problems.
+	PreviewReporter bool
 	Files         []File
 	Versions      Versions
 	Health        AppHealth
