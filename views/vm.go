@@ -63,9 +63,9 @@ type ProjectPage struct {
 	// PreviewReporter is the switch of the preview's error reporter: on, the page's errors
 	// become the app's browser problems.
 	PreviewReporter bool
-	Files         []File
-	Versions      Versions
-	Health        AppHealth
+	Files           []File
+	Versions        Versions
+	Health          AppHealth
 }
 
 // AppHealth is the build page's Logs panel and Problems list (docs/states.md, "The app").
