@@ -136,6 +136,11 @@ func (s *Service) ensureProxy(ctx context.Context, h sandboxHandle, project db.P
 	if err != nil {
 		return fmt.Errorf("read the preview proxy (SANDMAN_PREVIEW_PROXY): %w", err)
 	}
+	if s.cfg.UploadTimeout > 0 { // an upload of the binary at most, and a command
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.cfg.UploadTimeout)
+		defer cancel()
+	}
 	for uploaded := false; ; uploaded = true {
 		p, err := s.provider.StartProcess(ctx, h, e2b.ProcessParams{Command: ensureProxyScript, Cwd: "/home/user", Tag: "sandman-proxy",
 			Envs: map[string]string{"SUM": sum, "LISTEN": strconv.Itoa(ProxyPort), "TARGET": strconv.Itoa(int(project.Port)),
