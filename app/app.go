@@ -210,7 +210,7 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 	a.applog = applog.New(pool, applog.NewWriter(pool, cfg.AppLog, logger, a.registry), applog.NewFeed(logger), cfg.Reports)
 	a.lifecycle, err = lifecycle.New(lifecycle.Options{Pool: pool, Provider: a.provider, Config: lc,
 		Logger: logger, Registerer: a.registry, Work: cfg.Role.works(), Name: "sandman-watch-" + uuid.NewString()[:8],
-		Sink: appLogSink{l: a.applog, log: logger}})
+		Sink: appLogSink{l: a.applog}})
 	if err != nil {
 		return nil, err
 	}

@@ -312,6 +312,7 @@ func (s *Service) finishBuild(ctx context.Context, sandboxID uuid.UUID, app appC
 		if err := tx.TouchActivity(ctx, sb.ID); err != nil {
 			return err
 		}
+		app.announced = true // by the move to running below
 		if _, _, err := setApp(ctx, tx, sb.ID, app); err != nil {
 			return err
 		}

@@ -109,7 +109,7 @@ func (s *Service) providerInstall(ctx context.Context, h sandboxHandle, cmd stri
 		return 0, f.Tail(), f.Err()
 	}
 	if code != 0 {
-		s.runEnded(context.WithoutCancel(ctx), run, &code)
+		s.installFailed(context.WithoutCancel(ctx), run, code)
 	}
 	return int(code), f.Tail(), nil
 }

@@ -40,6 +40,12 @@ type Config struct {
 	// WatchScanEvery is how often an instance looks for running previews whose dev server no
 	// instance watches (a dead instance's): 0, 2 s.
 	WatchScanEvery time.Duration
+	// WatchSilence is how long a dev server's stream may bring nothing, not even envd's
+	// keepalive, before the watch breaks it and connects to the process again: 0, 2 min.
+	WatchSilence time.Duration
+	// AnswerProbeEvery is how often the watch's holder asks a dev server that runs without
+	// answering (not_answering) whether it answers now: 0, 10 s.
+	AnswerProbeEvery time.Duration
 	// Size is a new sandbox's size (SANDMAN_SANDBOX_VCPUS, SANDMAN_SANDBOX_MEMORY) until the
 	// provider reports its own; zero: ops.DefaultConfig's.
 	Size ops.Size
