@@ -193,13 +193,13 @@ func (s *Service) deployOnce(ctx context.Context, sb db.Sandbox, project db.Proj
 		if err := s.providerStopDevServer(ctx, h, project.Port); err != nil {
 			return a, fmt.Errorf("stop the dev server: %w", err)
 		}
-		if d, err = s.startDevServer(ctx, h, project, sb.PreviewURL, run, true); err != nil {
+		if d, err = s.startDevServer(ctx, h, project, s.appURL(sb, project.Port), run, true); err != nil {
 			return a, err
 		}
 		a.dev = &d
 	}
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.ReadyTimeout)
-	st, err := s.waitUp(rctx, sb.PreviewURL, d)
+	st, err := s.waitUp(rctx, s.appURL(sb, project.Port), d)
 	cancel()
 	a.st = st
 	if err != nil && ctx.Err() != nil {

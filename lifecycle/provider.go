@@ -71,10 +71,6 @@ const (
 	MetaOwner   = "sandman_owner"
 )
 
-func (s *Service) previewURL(p providerSandbox, port int32) string {
-	return s.provider.PreviewURL(e2b.Sandbox{ID: p.ID, Domain: p.Domain}, int(port))
-}
-
 func (s *Service) providerUpload(ctx context.Context, h sandboxHandle, files []e2b.File) error {
 	return s.provider.UploadFiles(ctx, h, files)
 }

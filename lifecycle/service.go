@@ -49,6 +49,9 @@ type Config struct {
 	// Size is a new sandbox's size (SANDMAN_SANDBOX_VCPUS, SANDMAN_SANDBOX_MEMORY) until the
 	// provider reports its own; zero: ops.DefaultConfig's.
 	Size ops.Size
+	// PreviewProxy is the preview proxy's Linux binary (SANDMAN_PREVIEW_PROXY), uploaded into
+	// each sandbox and run in front of the app; "": none, the preview URL is the app's port.
+	PreviewProxy string
 }
 
 // Service is the lifecycle's entry point for handlers and workers.
@@ -69,6 +72,8 @@ type Service struct {
 	// and sink is where their output and the installs' goes.
 	watch *watch.Watcher
 	sink  watch.Sink
+	// proxy is the preview proxy's binary (nil: no proxy, lifecycle/proxy.go).
+	proxy *proxyBinary
 	// stopIdle ends the idle queue's loop (lifecycle/idle.go), and idleDone is closed once it
 	// has ended.
 	stopIdle context.CancelFunc

@@ -84,6 +84,9 @@ func New(opts Options) (*Service, error) {
 	}
 	s := &Service{pool: opts.Pool, q: db.New(opts.Pool), provider: opts.Provider, cfg: opts.Config, log: opts.Logger,
 		metrics: newMetrics(opts.Registerer), work: opts.Work, sink: opts.Sink}
+	if opts.Config.PreviewProxy != "" {
+		s.proxy = &proxyBinary{path: opts.Config.PreviewProxy}
+	}
 	s.watch = watch.New(watch.Options{Pool: opts.Pool, Provider: opts.Provider, Sink: opts.Sink, OnExit: s.appEnded,
 		Answers: s.answers, Logger: opts.Logger, ScanEvery: opts.Config.WatchScanEvery,
 		Silence: opts.Config.WatchSilence, Name: opts.Name})
