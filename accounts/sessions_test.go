@@ -68,6 +68,9 @@ func (n *notes) Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
 	return pgconn.CommandTag{}, nil
 }
 func (n *notes) Query(context.Context, string, ...any) (pgx.Rows, error) { return nil, nil }
+func (n *notes) CopyFrom(context.Context, pgx.Identifier, []string, pgx.CopyFromSource) (int64, error) {
+	return 0, nil
+}
 
 // feedsRow is AnnounceSession's answer: how many instances' feeds listen.
 type feedsRow int32

@@ -210,7 +210,7 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 	a.applog = applog.New(pool, applog.NewWriter(pool, cfg.AppLog, logger, a.registry), applog.NewFeed(logger), cfg.Reports)
 	a.lifecycle, err = lifecycle.New(lifecycle.Options{Pool: pool, Provider: a.provider, Config: lc,
 		Logger: logger, Registerer: a.registry, Work: cfg.Role.works(), Name: "sandman-watch-" + uuid.NewString()[:8],
-		Sink: appLogSink{l: a.applog, log: logger}})
+		Sink: appLogSink{l: a.applog}})
 	if err != nil {
 		return nil, err
 	}
@@ -332,6 +332,9 @@ func (a *App) Start(ctx context.Context) error {
 	go func() { a.serveErr <- a.server.Serve(ln) }()
 	a.background(bg, a.prune)
 	a.log.Info("sandman listening", "addr", a.URL(), "public_url", a.PublicURL())
+	if a.cfg.Lifecycle.PreviewProxy == "" {
+		a.log.Warn("the preview proxy is off: previews report no browser errors; build it (make previewproxy) or set SANDMAN_PREVIEW_PROXY")
+	}
 	if !a.shares.Enabled() {
 		a.log.Warn("share links are off: set SANDMAN_SHARE_KEY (at least 32 characters) to let founders share their previews")
 	}

@@ -14,6 +14,7 @@ import (
 	"sandman/applog"
 	"sandman/db"
 	"sandman/db/dbtest"
+	"sandman/internal/testkit"
 )
 
 func TestMain(m *testing.M) { os.Exit(dbtest.Main(m)) }
@@ -344,5 +345,48 @@ func TestLinesOfManyRunsAreAllStored(t *testing.T) {
 	}
 	if n != 1000 {
 		t.Errorf("stored %d lines of 1,000", n)
+	}
+}
+
+// A batch the Writer took is written whole even when the Writer is stopped while the database
+// holds it up: its lines wait nowhere else, so a write cut short by the stop would lose them.
+func TestABatchTakenIsStoredWholeWhenTheWriterStops(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.NewPool(t)
+	w := writer(t, pool, func(c *applog.WriterConfig) { c.FlushEvery = 10 * time.Millisecond })
+	p := project(t, pool)
+	// Another transaction holds the totals: the batch's write waits on it, after its COPY.
+	hold, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Rollback(ctx) //nolint:errcheck // committed below
+	if _, err := hold.Exec(ctx, `LOCK TABLE app_log_totals IN EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { w.Run(runCtx); close(done) }()
+	r := newRun(p, 1, applog.SourceApp)
+	for j := range 100 {
+		print(w, r, fmt.Sprintf("line %d", j))
+	}
+	testkit.Until(t, time.Minute, "the batch's write to wait on the held totals", func() bool {
+		var n int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%app_log_totals%'`).Scan(&n)
+		return err == nil && n > 0
+	})
+	cancel() // the stop comes while the write waits: the write must not end with it
+	if err := hold.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM app_log_lines WHERE project_id = $1`, p).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 100 {
+		t.Errorf("stored %d lines of the 100 the Writer had taken when it was stopped", n)
 	}
 }

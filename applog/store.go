@@ -128,10 +128,10 @@ func (s *Service) Problems(ctx context.Context, owner, project uuid.UUID) ([]Pro
 // OpenExitProblem records that a run's program exited: the message is the run's last line that
 // looks like an error (its last line otherwise; "exited with code N" when it printed nothing),
 // the detail its last DetailLines lines. Only this run's lines are read (by its id), never an
-// earlier run's. It runs in the caller's transaction (the watch records the exit in the same);
-// the run's lines must be stored first (Service.OpenExitProblem flushes the Writer).
+// earlier run's. It runs in the caller's transaction (the lifecycle's app writer records the
+// exit in the same); the run's lines must be stored first (the Writer flushed).
 func OpenExitProblem(ctx context.Context, tx db.Tx, run Run, exitCode int) (Problem, error) {
-	rows, err := tx.ListRunLastLines(ctx, db.ListRunLastLinesParams{RunID: run.ID, MaxLines: DetailLines})
+	rows, err := tx.ListRunLastLines(ctx, db.ListRunLastLinesParams{ProjectID: run.ProjectID, RunID: run.ID, MaxLines: DetailLines})
 	if err != nil {
 		return Problem{}, err
 	}

@@ -1,9 +1,12 @@
 package applog
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -63,6 +66,7 @@ type Writer struct {
 	pending      []Line
 	pendingBytes int
 	runs         map[uuid.UUID]*runState
+	lastTaken    time.Time // when lines were last taken to be written
 
 	flushMu sync.Mutex // one batch written at a time, in order
 }
@@ -118,7 +122,10 @@ func (w *Writer) Lines(_ context.Context, lines []Line) {
 		w.pending = append(w.pending, l)
 		w.pendingBytes += len(l.Text)
 	}
-	full = len(w.pending) >= w.cfg.MaxBatch
+	// A full batch is written at once, and so is a line after a quiet moment (nothing taken
+	// for FlushEvery): a printing app's first line is not held for the next tick, while a busy
+	// instance still writes at most one batch per tick short of MaxBatch.
+	full = len(w.pending) >= w.cfg.MaxBatch || (len(w.pending) > 0 && now.Sub(w.lastTaken) >= w.cfg.FlushEvery)
 	w.mu.Unlock()
 	if full {
 		select {
@@ -197,6 +204,9 @@ func (w *Writer) take(all bool) (batch []Line, more bool) {
 	for _, l := range batch {
 		w.pendingBytes -= len(l.Text)
 	}
+	if n > 0 {
+		w.lastTaken = now
+	}
 	w.pending = append(w.pending[:0], w.pending[n:]...)
 	if len(w.pending) == 0 && cap(w.pending) > 4*w.cfg.MaxBatch {
 		w.pending = nil // a flood's buffer is not kept once it is over
@@ -216,21 +226,37 @@ func (w *Writer) take(all bool) (batch []Line, more bool) {
 	return batch, len(w.pending) > 0
 }
 
-// write stores a batch in one transaction: the lines and the projects' totals in one statement,
-// the trim of the projects now over their bounds in another, and the announcement.
+// write stores a batch in one transaction: the lines in one COPY, the projects' totals in one
+// statement, the trim of the projects now over their bounds in another, and the announcement.
+// A batch taken is written whole even when ctx ends meanwhile (Run's stop): its lines are no
+// longer waiting anywhere else, so only writeTimeout bounds it.
 func (w *Writer) write(ctx context.Context, batch []Line) error {
-	p := db.InsertAppLogLinesParams{
-		ProjectIds: make([]uuid.UUID, len(batch)), SandboxIds: make([]uuid.UUID, len(batch)),
-		Versions: make([]int32, len(batch)), RunIds: make([]uuid.UUID, len(batch)),
-		Sources: make([]string, len(batch)), Streams: make([]string, len(batch)),
-		Ats: make([]time.Time, len(batch)), Texts: make([]string, len(batch)),
-	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
+	rows := make([]db.CopyAppLogLinesParams, len(batch))
+	sums := map[uuid.UUID]*[2]int64{}
 	for i, l := range batch {
-		p.ProjectIds[i], p.SandboxIds[i], p.Versions[i], p.RunIds[i] = l.Run.ProjectID, l.Run.SandboxID, l.Run.Version, l.Run.ID
-		p.Sources[i], p.Streams[i], p.Ats[i], p.Texts[i] = string(l.Run.Source), string(l.Stream), l.At, l.Text
+		rows[i] = db.CopyAppLogLinesParams{ProjectID: l.Run.ProjectID, SandboxID: l.Run.SandboxID, Version: l.Run.Version,
+			RunID: l.Run.ID, Source: string(l.Run.Source), Stream: string(l.Stream), At: l.At, Text: l.Text}
+		s := sums[l.Run.ProjectID]
+		if s == nil {
+			s = new([2]int64)
+			sums[l.Run.ProjectID] = s
+		}
+		s[0]++
+		s[1] += int64(len(l.Text)) // the column's octet_length: the text is UTF-8 (cleanLine)
+	}
+	add := db.AddAppLogTotalsParams{ProjectIds: slices.SortedFunc(maps.Keys(sums), func(a, b uuid.UUID) int {
+		return bytes.Compare(a[:], b[:])
+	})}
+	for _, p := range add.ProjectIds {
+		add.Lines, add.Bytes = append(add.Lines, sums[p][0]), append(add.Bytes, sums[p][1])
 	}
 	return db.InTx(ctx, w.pool, func(tx db.Tx) error {
-		totals, err := tx.InsertAppLogLines(ctx, p)
+		if _, err := tx.CopyAppLogLines(ctx, rows); err != nil {
+			return err
+		}
+		totals, err := tx.AddAppLogTotals(ctx, add)
 		if err != nil {
 			return err
 		}
@@ -249,6 +275,9 @@ func (w *Writer) write(ctx context.Context, batch []Line) error {
 		return tx.NotifyAppLogs(ctx, notifyPayloads(totals))
 	})
 }
+
+// writeTimeout bounds the write of one batch, which no caller's context cuts short.
+const writeTimeout = 30 * time.Second
 
 // notifyPayloads names the batch's projects in notifications under PostgreSQL's 8,000 bytes.
 func notifyPayloads(totals []db.AppLogTotal) []string {

@@ -12,6 +12,42 @@ import (
 	"github.com/google/uuid"
 )
 
+const addAppLogTotals = `-- name: AddAppLogTotals :many
+INSERT INTO app_log_totals AS t (project_id, lines, bytes)
+SELECT unnest($1::uuid[]), unnest($2::bigint[]), unnest($3::bigint[])
+ON CONFLICT (project_id) DO UPDATE SET lines = t.lines + excluded.lines, bytes = t.bytes + excluded.bytes
+RETURNING t.project_id, t.lines, t.bytes
+`
+
+type AddAppLogTotalsParams struct {
+	ProjectIds []uuid.UUID
+	Lines      []int64
+	Bytes      []int64
+}
+
+// The batch's lines and bytes per project, added to each project's totals, which say whether its
+// trim must run (TrimAppLogLines). The writer sorts the projects, so two writers lock their
+// totals rows in the same order.
+func (q *Queries) AddAppLogTotals(ctx context.Context, arg AddAppLogTotalsParams) ([]AppLogTotal, error) {
+	rows, err := q.db.Query(ctx, addAppLogTotals, arg.ProjectIds, arg.Lines, arg.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []AppLogTotal{}
+	for rows.Next() {
+		var i AppLogTotal
+		if err := rows.Scan(&i.ProjectID, &i.Lines, &i.Bytes); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const closeAppProblems = `-- name: CloseAppProblems :execrows
 UPDATE app_problems SET closed_at = now()
 WHERE project_id = $1 AND version < $2 AND closed_at IS NULL
@@ -29,6 +65,17 @@ func (q *Queries) CloseAppProblems(ctx context.Context, arg CloseAppProblemsPara
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+type CopyAppLogLinesParams struct {
+	ProjectID uuid.UUID
+	SandboxID uuid.UUID
+	Version   int32
+	RunID     uuid.UUID
+	Source    string
+	Stream    string
+	At        time.Time
+	Text      string
 }
 
 const countAppLogLines = `-- name: CountAppLogLines :one
@@ -88,62 +135,6 @@ func (q *Queries) GetReportTarget(ctx context.Context, arg GetReportTargetParams
 	var i GetReportTargetRow
 	err := row.Scan(&i.ProjectID, &i.Version)
 	return i, err
-}
-
-const insertAppLogLines = `-- name: InsertAppLogLines :many
-WITH ins AS (
-    INSERT INTO app_log_lines (project_id, sandbox_id, version, run_id, source, stream, at, text)
-    -- Set-returning functions side by side in a select list advance together: row i of each.
-    SELECT unnest($1::uuid[]), unnest($2::uuid[]), unnest($3::integer[]), unnest($4::uuid[]),
-        unnest($5::text[]), unnest($6::text[]), unnest($7::timestamptz[]), unnest($8::text[])
-    RETURNING project_id, bytes
-)
-INSERT INTO app_log_totals AS t (project_id, lines, bytes)
-SELECT ins.project_id, count(*), sum(ins.bytes) FROM ins GROUP BY ins.project_id
-ON CONFLICT (project_id) DO UPDATE SET lines = t.lines + excluded.lines, bytes = t.bytes + excluded.bytes
-RETURNING t.project_id, t.lines, t.bytes
-`
-
-type InsertAppLogLinesParams struct {
-	ProjectIds []uuid.UUID
-	SandboxIds []uuid.UUID
-	Versions   []int32
-	RunIds     []uuid.UUID
-	Sources    []string
-	Streams    []string
-	Ats        []time.Time
-	Texts      []string
-}
-
-// One batch of lines, of any number of projects, in one statement (applog.Writer): the lines
-// and each project's totals, which say whether its trim must run (TrimAppLogLines).
-func (q *Queries) InsertAppLogLines(ctx context.Context, arg InsertAppLogLinesParams) ([]AppLogTotal, error) {
-	rows, err := q.db.Query(ctx, insertAppLogLines,
-		arg.ProjectIds,
-		arg.SandboxIds,
-		arg.Versions,
-		arg.RunIds,
-		arg.Sources,
-		arg.Streams,
-		arg.Ats,
-		arg.Texts,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []AppLogTotal{}
-	for rows.Next() {
-		var i AppLogTotal
-		if err := rows.Scan(&i.ProjectID, &i.Lines, &i.Bytes); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
 }
 
 const listAppLogLines = `-- name: ListAppLogLines :many
@@ -236,12 +227,13 @@ func (q *Queries) ListAppProblems(ctx context.Context, projectID uuid.UUID) ([]A
 
 const listRunLastLines = `-- name: ListRunLastLines :many
 SELECT seq, stream, text FROM app_log_lines
-WHERE run_id = $1 ORDER BY seq DESC LIMIT $2
+WHERE project_id = $1 AND run_id = $2 ORDER BY seq DESC LIMIT $3
 `
 
 type ListRunLastLinesParams struct {
-	RunID    uuid.UUID
-	MaxLines int32
+	ProjectID uuid.UUID
+	RunID     uuid.UUID
+	MaxLines  int32
 }
 
 type ListRunLastLinesRow struct {
@@ -251,8 +243,10 @@ type ListRunLastLinesRow struct {
 }
 
 // A run's newest lines, newest first: an exit's problem is told from its own run's output only.
+// Read through the project's key, newest first: the run is its project's latest, or nearly, and
+// a project keeps at most 10,000 lines (no index by run: every line would pay for it).
 func (q *Queries) ListRunLastLines(ctx context.Context, arg ListRunLastLinesParams) ([]ListRunLastLinesRow, error) {
-	rows, err := q.db.Query(ctx, listRunLastLines, arg.RunID, arg.MaxLines)
+	rows, err := q.db.Query(ctx, listRunLastLines, arg.ProjectID, arg.RunID, arg.MaxLines)
 	if err != nil {
 		return nil, err
 	}

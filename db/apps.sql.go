@@ -140,6 +140,41 @@ func (q *Queries) HoldWatchedApps(ctx context.Context, arg HoldWatchedAppsParams
 	return items, nil
 }
 
+const listNotAnsweringApps = `-- name: ListNotAnsweringApps :many
+SELECT s.id, s.preview_url, s.app_run_id::uuid AS app_run_id
+FROM sandboxes s
+WHERE s.id = ANY($1::uuid[]) AND s.status = 'running' AND s.pause_requested_at IS NULL
+  AND s.app_status = 'not_answering' AND s.app_run_id IS NOT NULL
+`
+
+type ListNotAnsweringAppsRow struct {
+	ID         uuid.UUID
+	PreviewURL string
+	AppRunID   uuid.UUID
+}
+
+// Of the previews this instance holds the watch of (ids), those whose dev server runs without
+// answering: the only ones the watch probes, to see them come up (by primary key: no scan).
+func (q *Queries) ListNotAnsweringApps(ctx context.Context, ids []uuid.UUID) ([]ListNotAnsweringAppsRow, error) {
+	rows, err := q.db.Query(ctx, listNotAnsweringApps, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ListNotAnsweringAppsRow{}
+	for rows.Next() {
+		var i ListNotAnsweringAppsRow
+		if err := rows.Scan(&i.ID, &i.PreviewURL, &i.AppRunID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const releaseWatchedApp = `-- name: ReleaseWatchedApp :exec
 SELECT pg_advisory_unlock($1::integer, hashtext(CAST($2::uuid AS text)))
 `

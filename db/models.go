@@ -966,6 +966,7 @@ type Project struct {
 	CreatedAt       time.Time
 	ReloadsItself   bool
 	LastGoodVersion *int32
+	PreviewReporter bool
 }
 
 type Sandbox struct {

@@ -1,6 +1,11 @@
 package db
 
-import "github.com/google/uuid"
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/google/uuid"
+)
 
 // SandboxChannel is the PostgreSQL channel on which every sandbox state change is announced
 // at commit, so every instance (and its SSE clients) hears of it.
@@ -16,6 +21,17 @@ type SandboxNotification struct {
 	SandboxID uuid.UUID `json:"sandbox_id"`
 	OwnerID   uuid.UUID `json:"owner_id"`
 	EventID   int64     `json:"event_id"`
+}
+
+// NotifySandbox announces a sandbox whose pages should be drawn again though no event row was
+// written (an event row announces itself, InsertSandboxEvent): in a transaction, at its commit.
+// It is the one place outside SQL that writes SandboxNotification.
+func (q *Queries) NotifySandbox(ctx context.Context, sandboxID, ownerID uuid.UUID) error {
+	payload, err := json.Marshal(SandboxNotification{SandboxID: sandboxID, OwnerID: ownerID})
+	if err != nil {
+		return err
+	}
+	return q.Notify(ctx, NotifyParams{Channel: SandboxChannel, Payload: string(payload)})
 }
 
 // IdleChannel wakes the idle pause's deadline queue (lifecycle/idle.go) when a deadline may be

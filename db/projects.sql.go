@@ -39,7 +39,7 @@ func (q *Queries) CountProjectsByOwnerAndStarter(ctx context.Context, arg CountP
 }
 
 const getProject = `-- name: GetProject :one
-SELECT id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself, last_good_version FROM projects WHERE id = $1
+SELECT id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself, last_good_version, preview_reporter FROM projects WHERE id = $1
 `
 
 // A project by id alone: for a visitor of its share link, whose link names the project.
@@ -58,12 +58,13 @@ func (q *Queries) GetProject(ctx context.Context, id uuid.UUID) (Project, error)
 		&i.CreatedAt,
 		&i.ReloadsItself,
 		&i.LastGoodVersion,
+		&i.PreviewReporter,
 	)
 	return i, err
 }
 
 const getProjectByOwner = `-- name: GetProjectByOwner :one
-SELECT id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself, last_good_version FROM projects WHERE id = $1 AND owner_id = $2
+SELECT id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself, last_good_version, preview_reporter FROM projects WHERE id = $1 AND owner_id = $2
 `
 
 type GetProjectByOwnerParams struct {
@@ -87,12 +88,13 @@ func (q *Queries) GetProjectByOwner(ctx context.Context, arg GetProjectByOwnerPa
 		&i.CreatedAt,
 		&i.ReloadsItself,
 		&i.LastGoodVersion,
+		&i.PreviewReporter,
 	)
 	return i, err
 }
 
 const getProjectState = `-- name: GetProjectState :one
-SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself, projects.last_good_version,
+SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself, projects.last_good_version, projects.preview_reporter,
        coalesce(cur.file_count, 0)::integer AS file_count, coalesce(cur.number, 0)::integer AS current_version,
        EXISTS (SELECT 1 FROM share_links l WHERE l.project_id = projects.id)::boolean AS shared
 FROM projects
@@ -130,6 +132,7 @@ func (q *Queries) GetProjectState(ctx context.Context, arg GetProjectStateParams
 		&i.Project.CreatedAt,
 		&i.Project.ReloadsItself,
 		&i.Project.LastGoodVersion,
+		&i.Project.PreviewReporter,
 		&i.FileCount,
 		&i.CurrentVersion,
 		&i.Shared,
@@ -138,7 +141,7 @@ func (q *Queries) GetProjectState(ctx context.Context, arg GetProjectStateParams
 }
 
 const getProjectStateOfSandbox = `-- name: GetProjectStateOfSandbox :one
-SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself, projects.last_good_version, u.credits AS owner_credits,
+SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself, projects.last_good_version, projects.preview_reporter, u.credits AS owner_credits,
        coalesce(cur.file_count, 0)::integer AS file_count, coalesce(cur.number, 0)::integer AS current_version,
        EXISTS (SELECT 1 FROM share_links l WHERE l.project_id = projects.id)::boolean AS shared,
        s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, s.app_status, s.app_version, s.app_since, s.app_exit_code, s.app_run_id, s.app_pid, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail,
@@ -197,6 +200,7 @@ func (q *Queries) GetProjectStateOfSandbox(ctx context.Context, arg GetProjectSt
 		&i.Project.CreatedAt,
 		&i.Project.ReloadsItself,
 		&i.Project.LastGoodVersion,
+		&i.Project.PreviewReporter,
 		&i.OwnerCredits,
 		&i.FileCount,
 		&i.CurrentVersion,
@@ -279,7 +283,7 @@ func (q *Queries) GetProjectStateOfSandbox(ctx context.Context, arg GetProjectSt
 const insertProject = `-- name: InsertProject :one
 INSERT INTO projects (owner_id, name, starter, install_command, start_command, port, pause_kind, reloads_itself)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-RETURNING id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself, last_good_version
+RETURNING id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself, last_good_version, preview_reporter
 `
 
 type InsertProjectParams struct {
@@ -317,12 +321,13 @@ func (q *Queries) InsertProject(ctx context.Context, arg InsertProjectParams) (P
 		&i.CreatedAt,
 		&i.ReloadsItself,
 		&i.LastGoodVersion,
+		&i.PreviewReporter,
 	)
 	return i, err
 }
 
 const listProjectStatesByOwner = `-- name: ListProjectStatesByOwner :many
-SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself, projects.last_good_version,
+SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself, projects.last_good_version, projects.preview_reporter,
        coalesce(cur.file_count, 0)::integer AS file_count, coalesce(cur.number, 0)::integer AS current_version,
        EXISTS (SELECT 1 FROM share_links l WHERE l.project_id = projects.id)::boolean AS shared,
        s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, s.app_status, s.app_version, s.app_since, s.app_exit_code, s.app_run_id, s.app_pid, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail,
@@ -383,6 +388,7 @@ func (q *Queries) ListProjectStatesByOwner(ctx context.Context, ownerID uuid.UUI
 			&i.Project.CreatedAt,
 			&i.Project.ReloadsItself,
 			&i.Project.LastGoodVersion,
+			&i.Project.PreviewReporter,
 			&i.FileCount,
 			&i.CurrentVersion,
 			&i.Shared,
@@ -471,7 +477,7 @@ func (q *Queries) ListProjectStatesByOwner(ctx context.Context, ownerID uuid.UUI
 }
 
 const listProjectsByOwner = `-- name: ListProjectsByOwner :many
-SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself, projects.last_good_version,
+SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself, projects.last_good_version, projects.preview_reporter,
        coalesce(cur.file_count, 0)::integer AS file_count, coalesce(cur.number, 0)::integer AS current_version,
        EXISTS (SELECT 1 FROM share_links l WHERE l.project_id = projects.id)::boolean AS shared
 FROM projects
@@ -508,6 +514,7 @@ func (q *Queries) ListProjectsByOwner(ctx context.Context, ownerID uuid.UUID) ([
 			&i.Project.CreatedAt,
 			&i.Project.ReloadsItself,
 			&i.Project.LastGoodVersion,
+			&i.Project.PreviewReporter,
 			&i.FileCount,
 			&i.CurrentVersion,
 			&i.Shared,
@@ -523,7 +530,7 @@ func (q *Queries) ListProjectsByOwner(ctx context.Context, ownerID uuid.UUID) ([
 }
 
 const lockProjectByOwner = `-- name: LockProjectByOwner :one
-SELECT id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself, last_good_version FROM projects WHERE id = $1 AND owner_id = $2 FOR NO KEY UPDATE
+SELECT id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself, last_good_version, preview_reporter FROM projects WHERE id = $1 AND owner_id = $2 FOR NO KEY UPDATE
 `
 
 type LockProjectByOwnerParams struct {
@@ -550,12 +557,44 @@ func (q *Queries) LockProjectByOwner(ctx context.Context, arg LockProjectByOwner
 		&i.CreatedAt,
 		&i.ReloadsItself,
 		&i.LastGoodVersion,
+		&i.PreviewReporter,
+	)
+	return i, err
+}
+
+const setProjectPreviewReporter = `-- name: SetProjectPreviewReporter :one
+UPDATE projects SET preview_reporter = $1 WHERE id = $2 AND owner_id = $3 RETURNING id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself, last_good_version, preview_reporter
+`
+
+type SetProjectPreviewReporterParams struct {
+	PreviewReporter bool
+	ID              uuid.UUID
+	OwnerID         uuid.UUID
+}
+
+// The project's preview reporter switch (docs/architecture.md, "The preview proxy").
+func (q *Queries) SetProjectPreviewReporter(ctx context.Context, arg SetProjectPreviewReporterParams) (Project, error) {
+	row := q.db.QueryRow(ctx, setProjectPreviewReporter, arg.PreviewReporter, arg.ID, arg.OwnerID)
+	var i Project
+	err := row.Scan(
+		&i.ID,
+		&i.OwnerID,
+		&i.Name,
+		&i.Starter,
+		&i.InstallCommand,
+		&i.StartCommand,
+		&i.Port,
+		&i.PauseKind,
+		&i.CreatedAt,
+		&i.ReloadsItself,
+		&i.LastGoodVersion,
+		&i.PreviewReporter,
 	)
 	return i, err
 }
 
 const setProjectReloadsItself = `-- name: SetProjectReloadsItself :one
-UPDATE projects SET reloads_itself = $1 WHERE id = $2 AND owner_id = $3 RETURNING id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself, last_good_version
+UPDATE projects SET reloads_itself = $1 WHERE id = $2 AND owner_id = $3 RETURNING id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself, last_good_version, preview_reporter
 `
 
 type SetProjectReloadsItselfParams struct {
@@ -580,6 +619,7 @@ func (q *Queries) SetProjectReloadsItself(ctx context.Context, arg SetProjectRel
 		&i.CreatedAt,
 		&i.ReloadsItself,
 		&i.LastGoodVersion,
+		&i.PreviewReporter,
 	)
 	return i, err
 }

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -264,6 +265,9 @@ type Process struct {
 
 	// onData, when set (Follow), gets each chunk of output as it arrives.
 	onData func(stdout, stderr []byte)
+	// lastFrame is when the stream last brought anything (output, an end, envd's keepalive), in
+	// Unix nanoseconds: a stream silent for long is dead even when its connection is not closed.
+	lastFrame atomic.Int64
 
 	mu             sync.Mutex
 	stdout, stderr []byte
@@ -429,6 +433,7 @@ func (c *Client) startOnce(ctx context.Context, op string, sb Sandbox, user, pro
 // event is recorded in p.result and a stream error returned.
 func (p *Process) readFrame() (done bool, err error) {
 	flags, msg, err := p.frames.next()
+	p.lastFrame.Store(time.Now().UnixNano())
 	if err != nil {
 		if errors.Is(err, io.EOF) {
 			return true, fmt.Errorf("stream closed without an end message: %w", io.ErrUnexpectedEOF)
@@ -462,6 +467,14 @@ func (p *Process) readFrame() (done bool, err error) {
 		p.result = &ProcessResult{ExitCode: int(code), Exited: e.End.Exited, Status: e.End.Status, Error: e.End.Error}
 	}
 	return false, nil
+}
+
+// LastFrame is when the process's stream last brought anything (zero before its first frame).
+func (p *Process) LastFrame() time.Time {
+	if n := p.lastFrame.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
 }
 
 func appendTail(buf, data []byte) []byte {

@@ -121,7 +121,9 @@ func TestBrowserAVersionThatDoesNotStartIsToldWithTheWayOut(t *testing.T) {
 // A share link's visitor of a preview whose app exits sees our page in place of the frame
 // within 2 s of the exit, without a reload and with nothing of the founder's (no provider id,
 // no output, no file name); restoring a good version brings the frame back, without a reload.
-// Nothing the visitor's page sends wakes or rebuilds anything.
+// Nothing the visitor's page sends wakes or rebuilds anything. A version whose server takes a
+// while to answer turns the page to "Starting the latest version…" and then to its frame,
+// without a reload.
 func TestBrowserAVisitorSeesOurPageWhileTheAppIsDown(t *testing.T) {
 	t.Parallel()
 	s := start(t, apptest.Options{})
@@ -176,5 +178,18 @@ func TestBrowserAVisitorSeesOurPageWhileTheAppIsDown(t *testing.T) {
 
 	apptest.RequireStatus(t, c.API(http.MethodPost, "/api/projects/"+pid+"/versions/1/restore", map[string]any{}, nil), http.StatusCreated)
 	visitor.FrameText(t, sb.PreviewURL, "Counted in memory since")
+	visitor.WaitFor(t, "the page not reloaded", notReloaded)
+
+	// A version whose server answers only after 4 s: its app is starting under the live page's
+	// event (it records none of its own), and the page says so until the version is up.
+	slow := "slow-" + uuid.NewString()[:8]
+	r, _ = postVersion(t, c, pid, map[string]any{"files": []vfile{text("server.js", `setTimeout(() => require("http")
+  .createServer((q, s) => { s.writeHead(200, { "Content-Type": "text/html" }); s.end("<p>`+slow+` answered</p>"); })
+  .listen(Number(process.env.PORT || 3000), "0.0.0.0"), 4000);
+`)}}, nil)
+	apptest.RequireStatus(t, r, http.StatusCreated)
+	visitor.WaitFor(t, "the visitor's starting page", state+`?.dataset.state === "updating" &&
+		document.querySelector("[data-testid=share-heading]")?.textContent.includes("Starting the latest version…")`)
+	visitor.FrameText(t, sb.PreviewURL, slow+" answered")
 	visitor.WaitFor(t, "the page not reloaded", notReloaded)
 }

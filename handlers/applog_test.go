@@ -118,7 +118,7 @@ func TestLogsArePagedAfterTheirCursor(t *testing.T) {
 }
 
 // openLogStream opens the project's log stream with the client's token and headers.
-func openLogStream(t *testing.T, ctx context.Context, c *apptest.Client, token string, project uuid.UUID, header map[string]string) <-chan testkit.SSEEvent {
+func openLogStream(t testing.TB, ctx context.Context, c *apptest.Client, token string, project uuid.UUID, header map[string]string) <-chan testkit.SSEEvent {
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.URL("/api/projects/"+project.String()+"/logs/stream"), nil)
 	if err != nil {

@@ -80,9 +80,16 @@ type credentialsJSON struct {
 	Password string `json:"password"`
 }
 
+type storageJSON struct {
+	UsedBytes  int64 `json:"usedBytes"`
+	QuotaBytes int64 `json:"quotaBytes"`
+}
+
 type sessionJSON struct {
 	Email   string `json:"email"`
 	Credits int32  `json:"credits"`
+	// Storage is the founder's stored files against their quota, in bytes of unique content.
+	Storage storageJSON `json:"storage"`
 	// CSRFToken is the session's; a request with an API token has no session, nor needs one.
 	CSRFToken string `json:"csrfToken,omitempty"`
 }
@@ -132,7 +139,11 @@ func (h *Handlers) apiMe(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := sessionJSON{Email: p.Founder.Email, Credits: credits}
+	usage, err := h.Versions.Usage(c.Request().Context(), p.Founder.ID)
+	if err != nil {
+		return err
+	}
+	out := sessionJSON{Email: p.Founder.Email, Credits: credits, Storage: storageJSON{UsedBytes: usage.Stored, QuotaBytes: usage.Quota}}
 	if !p.ViaToken() {
 		// The token lets a client that logged in through the form call the JSON API too.
 		out.CSRFToken = h.csrfToken(c)

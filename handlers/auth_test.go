@@ -10,6 +10,7 @@ import (
 	"sandman/app"
 	"sandman/app/apptest"
 	"sandman/internal/testkit"
+	"sandman/versions"
 )
 
 func TestSignUpLogInLogOutPages(t *testing.T) {
@@ -228,13 +229,20 @@ func TestJSONAPIAccount(t *testing.T) {
 	b := webOnly(t)
 	c := b.NewClient(t)
 	c.SignUp("api@example.com")
+	type storage struct{ UsedBytes, QuotaBytes int64 }
 	var me struct {
-		Email   string `json:"email"`
-		Credits int    `json:"credits"`
+		Email   string  `json:"email"`
+		Credits int     `json:"credits"`
+		Storage storage `json:"storage"`
 	}
 	apptest.RequireStatus(t, c.API(http.MethodGet, "/api/me", nil, &me), http.StatusOK)
-	if me.Email != "api@example.com" || me.Credits != 10 {
+	if me.Email != "api@example.com" || me.Credits != 10 || me.Storage != (storage{0, versions.DefaultQuota}) {
 		t.Fatalf("me = %+v", me)
+	}
+	newCounter(t, c)
+	apptest.RequireStatus(t, c.API(http.MethodGet, "/api/me", nil, &me), http.StatusOK)
+	if me.Storage.UsedBytes <= 0 || me.Storage.QuotaBytes != versions.DefaultQuota {
+		t.Fatalf("after a project, storage = %+v: want the project's bytes used of the default quota", me.Storage)
 	}
 
 	tests := []struct {

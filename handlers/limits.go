@@ -22,7 +22,7 @@ import (
 )
 
 // Body limits (docs/api.md, "Conventions"). Every request body is bounded: a form's at 64 KiB, a
-// JSON body's at 1 MiB, and the few routes in bodyRules at their own limit.
+// JSON body's at 1 MiB, and the few routes registered withBody at their own limit.
 const (
 	maxFormBody = 64 << 10
 	maxJSONBody = 1 << 20
@@ -55,26 +55,44 @@ type bodyRule struct {
 	large bool
 }
 
-// bodyRules are the routes whose bodies differ from a form's or a JSON body's, by "METHOD path"
-// as registered in routes.
-var bodyRules = map[string]bodyRule{
-	"POST /projects/upload": {max: maxUploadBody, streamed: true, readTime: uploadReadTime, large: true,
-		tooLarge: fmt.Sprintf("The upload is larger than %d MiB, the limit for one upload. Remove large files (build output, node_modules) and try again.", maxUploadBody>>20)},
-	// A browser's report of an error in a preview's page (applog.ParseReport).
-	"POST /api/sandboxes/:id/reports": {max: applog.MaxReportBytes, tooLarge: reportTooLarge},
-	"POST /s/:token/reports":          {max: applog.MaxReportBytes, tooLarge: reportTooLarge},
-	"POST /webhooks/e2b":              {max: lifecycle.MaxWebhookBody, tooLarge: "Webhook bodies are limited to 1 MiB."},
-	"POST /projects/:id/versions": {max: maxUploadBody, streamed: true, readTime: uploadReadTime, large: true,
-		tooLarge: fmt.Sprintf("The upload is larger than %d MiB, the limit for one version. Remove large files (build output, node_modules) and try again.", maxUploadBody>>20)},
-	"POST /api/projects/:id/versions": {max: maxVersionBody, readTime: uploadReadTime, large: true,
+// The routes whose bodies differ from a form's or a JSON body's declare their rule where they are
+// registered (routes.go, withBody).
+var (
+	uploadRule = bodyRule{max: maxUploadBody, streamed: true, readTime: uploadReadTime, large: true,
+		tooLarge: fmt.Sprintf("The upload is larger than %d MiB, the limit for one upload. Remove large files (build output, node_modules) and try again.", maxUploadBody>>20)}
+	uploadVersionRule = bodyRule{max: maxUploadBody, streamed: true, readTime: uploadReadTime, large: true,
+		tooLarge: fmt.Sprintf("The upload is larger than %d MiB, the limit for one version. Remove large files (build output, node_modules) and try again.", maxUploadBody>>20)}
+	apiVersionRule = bodyRule{max: maxVersionBody, readTime: uploadReadTime, large: true,
 		tooLarge: fmt.Sprintf("The version is larger than %d MiB as sent, the limit for one version (%d MiB of files, in base64 or a zip). "+
-			"Remove large files (build output, node_modules) and try again.", maxVersionBody>>20, versions.MaxTotalBytes>>20)},
+			"Remove large files (build output, node_modules) and try again.", maxVersionBody>>20, versions.MaxTotalBytes>>20)}
+	// A browser's report of an error in a preview's page (applog.ParseReport).
+	reportRule  = bodyRule{max: applog.MaxReportBytes, tooLarge: reportTooLarge}
+	webhookRule = bodyRule{max: lifecycle.MaxWebhookBody, tooLarge: "Webhook bodies are limited to 1 MiB."}
+)
+
+// router is where a route is registered: the server or one of its groups.
+type router interface {
+	POST(path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) *echo.Route
+}
+
+// withBody registers a POST route, with its own middleware m, that takes its body by its own
+// rule, not by its Content-Type's default: a large body's route reads it last in its chain
+// (largeBody), once its group has authenticated the request.
+func (h *Handlers) withBody(g router, path string, handler echo.HandlerFunc, rule bodyRule, m ...echo.MiddlewareFunc) {
+	if rule.large {
+		m = append(m, h.largeBody)
+	}
+	r := g.POST(path, handler, m...)
+	if h.bodyRules == nil {
+		h.bodyRules = map[string]bodyRule{}
+	}
+	h.bodyRules[r.Method+" "+r.Path] = rule
 }
 
 // ruleFor is the body rule of the request's route.
-func ruleFor(c echo.Context) bodyRule {
+func (h *Handlers) ruleFor(c echo.Context) bodyRule {
 	r := c.Request()
-	if rule, ok := bodyRules[r.Method+" "+c.Path()]; ok {
+	if rule, ok := h.bodyRules[r.Method+" "+c.Path()]; ok {
 		return rule
 	}
 	return smallRule(r)
@@ -100,7 +118,7 @@ const ctxStreamedKey = "sandman.streamed"
 // other anonymous request.
 func (h *Handlers) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		r, rule := c.Request(), ruleFor(c)
+		r, rule := c.Request(), h.ruleFor(c)
 		if r.ContentLength > rule.max {
 			return tooLarge(rule)
 		}

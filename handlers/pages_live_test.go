@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"sandman/app/apptest"
+	"sandman/sandboxd"
 	"sandman/views"
 )
 
@@ -24,6 +25,10 @@ func TestBuildStagesReachTheStream(t *testing.T) {
 	defer cancel()
 	events := c.Stream(ctx)
 	s.waitClients(t, 1)
+	// The create is held 2 s so that its stage lasts longer than a render takes on a loaded
+	// machine: the stream sends the newest drawing of a pane, and a stage gone by the time its
+	// drawing is read is never sent (nor should it be).
+	s.Host.InjectFault(t, sandboxd.Fault{Route: "POST /sandboxes", LatencyMs: 2000, Count: 1})
 	apptest.RequireStatus(t, c.API(http.MethodPost, "/api/projects/"+p.ID+"/builds", map[string]string{"idempotencyKey": "k"}, nil), http.StatusAccepted)
 	pane := views.DOMID(views.Pane, p.ID)
 	first := nextMatching(t, events, pane, `data-testid="build-stage">Creating the sandbox<`, 30*time.Second)

@@ -73,7 +73,7 @@ func (h *Handlers) projectPage(c echo.Context) error {
 	}
 	vm := views.ProjectPage{Layout: l, Preview: previewVM(h.Lifecycle, v, l.Now, l.CSRF), Share: box, History: historyVM(p.ID.String(), hist, l.Now),
 		InstallCommand: p.InstallCommand, StartCommand: p.StartCommand, Port: p.Port, PauseKind: string(p.PauseKind),
-		ReloadsItself: p.ReloadsItself, Versions: vs, Health: health}
+		ReloadsItself: p.ReloadsItself, PreviewReporter: p.PreviewReporter, Versions: vs, Health: health}
 	for _, f := range files {
 		vm.Files = append(vm.Files, views.File{Path: f.Path, Size: humanSize(f.Size)})
 	}
@@ -150,24 +150,54 @@ func (h *Handlers) createFromUpload(c echo.Context) error {
 
 // projectJSON is a project in the JSON API.
 type projectJSON struct {
-	ID             string       `json:"id"`
-	Name           string       `json:"name"`
-	Starter        *string      `json:"starter"`
-	InstallCommand string       `json:"installCommand"`
-	StartCommand   string       `json:"startCommand"`
-	Port           int32        `json:"port"`
-	PauseKind      string       `json:"pauseKind"`
-	CreatedAt      time.Time    `json:"createdAt"`
-	ReloadsItself  bool         `json:"reloadsItself"`
-	CurrentVersion int32        `json:"currentVersion,omitempty"`
-	Build          *buildJSON   `json:"build"`
-	Sandbox        *sandboxJSON `json:"sandbox"`
+	ID             string    `json:"id"`
+	Name           string    `json:"name"`
+	Starter        *string   `json:"starter"`
+	InstallCommand string    `json:"installCommand"`
+	StartCommand   string    `json:"startCommand"`
+	Port           int32     `json:"port"`
+	PauseKind      string    `json:"pauseKind"`
+	CreatedAt      time.Time `json:"createdAt"`
+	ReloadsItself  bool      `json:"reloadsItself"`
+	// PreviewReporter: the preview proxy adds the error reporter to the app's pages.
+	PreviewReporter bool         `json:"previewReporter"`
+	CurrentVersion  int32        `json:"currentVersion,omitempty"`
+	Build           *buildJSON   `json:"build"`
+	Sandbox         *sandboxJSON `json:"sandbox"`
 }
 
 func toProjectJSON(p db.Project) projectJSON {
 	return projectJSON{ID: p.ID.String(), Name: p.Name, Starter: p.Starter, InstallCommand: p.InstallCommand,
 		StartCommand: p.StartCommand, Port: p.Port, PauseKind: string(p.PauseKind), CreatedAt: p.CreatedAt,
-		ReloadsItself: p.ReloadsItself}
+		ReloadsItself: p.ReloadsItself, PreviewReporter: p.PreviewReporter}
+}
+
+// apiPatchProject changes a project's settings; the preview reporter's switch is the one it
+// takes so far.
+func (h *Handlers) apiPatchProject(c echo.Context) error {
+	id, err := h.projectID(c)
+	if err != nil {
+		return err
+	}
+	owner := principal(c).Founder.ID
+	ctx := c.Request().Context()
+	if _, err := h.Projects.Get(ctx, owner, id); err != nil {
+		return err // another founder's project is not found, whatever the body says
+	}
+	var in struct {
+		PreviewReporter *bool `json:"previewReporter"`
+	}
+	if err := bindJSON(c, &in); err != nil {
+		return err
+	}
+	if in.PreviewReporter == nil {
+		return echo.NewHTTPError(http.StatusBadRequest, `Give the setting to change: {"previewReporter": false} turns the preview's error reporter off, true turns it on.`)
+	}
+	p, err := h.Lifecycle.SetPreviewReporter(ctx, owner, id, *in.PreviewReporter)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, toProjectJSON(p))
 }
 
 func (h *Handlers) apiListProjects(c echo.Context) error {

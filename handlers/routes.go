@@ -13,8 +13,8 @@ import (
 // routes is the one route table. Each group declares its policy here: how its requests are
 // authenticated, and how its answers (errors included) are written (answerAs). Every route's body
 // is bounded by its rule (limits.go) once its answer's kind is known, so a refused body is
-// answered as its route answers. A route whose rule takes a large body names largeBody last:
-// its body is read only once its group has authenticated the request.
+// answered as its route answers: a form's or a JSON body's default, or the rule a route declares
+// with withBody, which reads a large body only once its group has authenticated the request.
 func (h *Handlers) routes(e *echo.Echo) {
 	e.Use(middleware.Recover())
 	e.Use(h.requestLog)
@@ -37,7 +37,7 @@ func (h *Handlers) routes(e *echo.Echo) {
 		e.GET("/metrics", echo.WrapHandler(h.Metrics), h.limitBody)
 	}
 	// Signed by the provider instead of a session: no cookies, no CSRF token.
-	e.POST("/webhooks/e2b", h.webhook, answerAs(answerJSON), h.limitBody)
+	h.withBody(e, "/webhooks/e2b", h.webhook, webhookRule, answerAs(answerJSON), h.limitBody)
 	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static/", staticHandler(static.Files))), h.limitBody)
 
 	// A share link's visitors (docs/api.md, "Share links"): no account and no session, so no
@@ -53,7 +53,7 @@ func (h *Handlers) routes(e *echo.Echo) {
 	v.GET("/events", h.shareEvents)
 	// The visitor's page relays the errors its preview's page reports (docs/architecture.md,
 	// "The app's health").
-	v.POST("/reports", h.shareReport)
+	h.withBody(v, "/reports", h.shareReport, reportRule)
 
 	// Pages and htmx actions: the browser's session and its CSRF token. An API token opens none
 	// of them (its header is not read here).
@@ -82,7 +82,7 @@ func (h *Handlers) routes(e *echo.Echo) {
 	app := s.Group("", requireUser)
 	app.GET("/projects/new", h.newProjectPage)
 	app.POST("/projects", h.createFromStarter)
-	app.POST("/projects/upload", h.createFromUpload, h.largeBody)
+	h.withBody(app, "/projects/upload", h.createFromUpload, uploadRule)
 	app.GET("/projects/:id", h.projectPage)
 	app.POST("/projects/:id/build", h.buildAction(false))
 	app.GET("/projects/:id/rebuild", h.rebuildConfirm)
@@ -91,8 +91,9 @@ func (h *Handlers) routes(e *echo.Echo) {
 	app.POST("/projects/:id/share/new", h.shareAction(h.renewShare))
 	app.POST("/projects/:id/share/off", h.shareAction(h.Shares.TurnOff))
 	app.POST("/projects/:id/settings", h.reloadAction)
+	app.POST("/projects/:id/settings/reporter", h.reporterAction)
 	app.GET("/projects/:id/versions/new", h.uploadVersionPage)
-	app.POST("/projects/:id/versions", h.uploadVersion, h.largeBody)
+	h.withBody(app, "/projects/:id/versions", h.uploadVersion, uploadVersionRule)
 	app.GET("/projects/:id/versions/:n", h.versionPage)
 	app.POST("/projects/:id/versions/:n/restore", h.restoreAction)
 	app.POST("/sandboxes/:id/resume", h.sandboxAction(h.resume))
@@ -126,12 +127,13 @@ func (h *Handlers) routes(e *echo.Echo) {
 	api := jsonAPI.Group("", h.sessionOrToken, requirePrincipal)
 	api.GET("/me", h.apiMe)
 	api.GET("/projects", h.apiListProjects)
+	api.PATCH("/projects/:id", h.apiPatchProject)
 	api.POST("/projects", h.apiCreateProject)
 	api.POST("/projects/:id/builds", h.apiBuild(false))
 	api.POST("/projects/:id/rebuild", h.apiBuild(true))
 	api.POST("/projects/:id/share", h.apiShare)
 	api.DELETE("/projects/:id/share", h.apiUnshare)
-	api.POST("/projects/:id/versions", h.apiCreateVersion, h.largeBody)
+	h.withBody(api, "/projects/:id/versions", h.apiCreateVersion, apiVersionRule)
 	api.GET("/projects/:id/versions", h.apiListVersions)
 	api.GET("/projects/:id/versions/:n", h.apiGetVersion)
 	api.GET("/projects/:id/versions/:n/files/*", h.versionFile)
@@ -142,7 +144,7 @@ func (h *Handlers) routes(e *echo.Echo) {
 	api.GET("/projects/:id/logs/stream", h.apiLogStream)
 	api.GET("/projects/:id/problems", h.apiProblems)
 	api.GET("/sandboxes/:id", h.apiGetSandbox)
-	api.POST("/sandboxes/:id/reports", h.apiReport)
+	h.withBody(api, "/sandboxes/:id/reports", h.apiReport, reportRule)
 	api.POST("/sandboxes/:id/pause", h.apiSandboxAction(http.StatusAccepted, h.pause))
 	api.POST("/sandboxes/:id/resume", h.apiSandboxAction(http.StatusAccepted, h.resume))
 	api.POST("/sandboxes/:id/verify", h.apiSandboxAction(http.StatusAccepted, h.verify))

@@ -73,6 +73,9 @@ type Handlers struct {
 	largeBodiesBusy    prometheus.Counter
 	// logStreams counts each founder's log streams here.
 	logStreams logStreams
+	// bodyRules are the body rules of the routes registered withBody, by "METHOD path"; written
+	// only while the routes are registered.
+	bodyRules map[string]bodyRule
 }
 
 // New builds the echo server with every route.

@@ -118,7 +118,7 @@ func uploadReadError(err error) error {
 	if _, ok := apperr.As(err); ok {
 		return err
 	}
-	return bodyReadError(bodyRules["POST /projects/upload"], err)
+	return bodyReadError(uploadRule, err)
 }
 
 // partNames returns the form field name and the raw filename of a part.

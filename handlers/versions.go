@@ -477,3 +477,15 @@ func (h *Handlers) reloadAction(c echo.Context) error {
 	}
 	return redirect(c, "/projects/"+id.String())
 }
+
+// reporterAction turns the project's preview reporter on or off (the build page's form).
+func (h *Handlers) reporterAction(c echo.Context) error {
+	id, err := h.projectID(c)
+	if err != nil {
+		return err
+	}
+	if _, err := h.Lifecycle.SetPreviewReporter(c.Request().Context(), principal(c).Founder.ID, id, c.FormValue("preview_reporter") == "true"); err != nil {
+		return err
+	}
+	return redirect(c, "/projects/"+id.String())
+}

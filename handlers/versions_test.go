@@ -472,6 +472,21 @@ func TestARefusalStaysSmallWhateverTheListHolds(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a restore list past the file limit", func(t *testing.T) {
+		body, err := json.Marshal(map[string]any{"paths": paths(versions.MaxFiles+100, "gone-%d.js")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := c.Do(http.MethodPost, "/api/projects/"+pid+"/versions/1/restore", bytes.NewReader(body),
+			map[string]string{"X-CSRF-Token": c.CSRF(), "Content-Type": "application/json"})
+		apptest.RequireStatus(t, r, http.StatusUnprocessableEntity)
+		if !strings.Contains(string(r.Body), "at most 500 paths; this one lists 600") {
+			t.Fatalf("the answer does not say what the limit is: %s", r.Body)
+		}
+		if len(r.Body) > 8<<10 {
+			t.Fatalf("the answer is %d bytes: it grows with the list", len(r.Body))
+		}
+	})
 	if after := s.count(t, "SELECT count(*) FROM versions"); after != before {
 		t.Fatalf("refused requests stored versions: %d, then %d", before, after)
 	}

@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"encoding/json"
 	"strconv"
 	"time"
 
@@ -90,6 +89,10 @@ type appChange struct {
 	event  db.EventReason
 	source db.EventSource
 	output string
+	// announced: the caller's transaction announces the sandbox itself (an event row, a status
+	// move), so a change the history does not tell adds no announcement of its own: one
+	// notification, one render of the pages.
+	announced bool
 }
 
 // setApp is the app state's writer, the status writer's neighbour (apply): inside the caller's
@@ -118,7 +121,22 @@ func setApp(ctx context.Context, tx db.Tx, sandboxID uuid.UUID, c appChange) (sb
 			return sb, false, err
 		}
 	}
+	if c.to == db.AppStatusExited && sb.AppVersion != nil {
+		// The exit's problem is committed with the exit: the one announcement of the change draws
+		// the card's count and the pane's detail (the run's lines were flushed before, flushLines).
+		code := -1 // found gone: no end to read
+		if c.exitCode != nil {
+			code = int(*c.exitCode)
+		}
+		run := applog.Run{ProjectID: sb.ProjectID, SandboxID: sb.ID, Version: *sb.AppVersion, Source: applog.SourceApp, ID: c.run}
+		if _, err := applog.OpenExitProblem(ctx, tx, run, code); err != nil {
+			return sb, false, err
+		}
+	}
 	if c.event == "" {
+		if c.announced {
+			return sb, true, nil
+		}
 		return sb, true, notifyInTx(ctx, tx, sb)
 	}
 	ev := db.InsertSandboxEventParams{SandboxID: sb.ID, FromStatus: sb.Status, ToStatus: sb.Status, Source: c.source,
@@ -138,17 +156,24 @@ func (s *Service) changeApp(ctx context.Context, sandboxID uuid.UUID, c appChang
 	return ok, err
 }
 
-// runEnded tells the sink a run ended (which stores its problem), then announces the sandbox
-// again: the problem is stored after the app's change was, and the pages draw it (the pane's
-// detail, the card's count).
-func (s *Service) runEnded(ctx context.Context, run applog.Run, exitCode *int32) {
-	s.sink.Ended(ctx, run, exitCode)
-	sb, err := s.q.GetSandbox(ctx, run.SandboxID)
-	if err == nil {
-		payload, _ := json.Marshal(db.SandboxNotification{SandboxID: sb.ID, OwnerID: sb.OwnerID})
-		err = s.q.Notify(ctx, db.NotifyParams{Channel: db.SandboxChannel, Payload: string(payload)})
+// flushLines stores the lines the sink took so far, before the transaction that records a run's
+// end reads that run's last lines into its problem. A flush that fails costs the problem's
+// detail those lines, never the end itself.
+func (s *Service) flushLines(ctx context.Context, run applog.Run) {
+	if err := s.sink.Flush(ctx); err != nil && ctx.Err() == nil {
+		s.log.Warn("app: a run's last lines were not stored before its end", "sandbox_id", run.SandboxID, "err", err)
 	}
+}
+
+// installFailed records an install that exited non-zero as its version's problem, with that
+// run's lines. The build's failure, recorded next, announces the sandbox with it.
+func (s *Service) installFailed(ctx context.Context, run applog.Run, exitCode int32) {
+	s.flushLines(ctx, run)
+	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		_, err := applog.OpenExitProblem(ctx, tx, run, int(exitCode))
+		return err
+	})
 	if err != nil && ctx.Err() == nil {
-		s.log.Warn("app: the pages were not told of a run's problem", "sandbox_id", run.SandboxID, "err", err)
+		s.log.Warn("app: the install's problem was not recorded", "sandbox_id", run.SandboxID, "err", err)
 	}
 }

@@ -204,7 +204,10 @@ func (s *Service) runBuild(ctx context.Context, sb db.Sandbox, build db.Build, p
 	if err != nil {
 		return err
 	}
-	d, err := s.startDevServer(ctx, handle, project, sb.PreviewURL, run, false)
+	if err := s.ensureProxy(ctx, handle, project); err != nil {
+		return err
+	}
+	d, err := s.startDevServer(ctx, handle, project, s.appURL(sb, project.Port), run, false)
 	if err != nil {
 		return err
 	}
@@ -213,7 +216,7 @@ func (s *Service) runBuild(ctx context.Context, sb db.Sandbox, build db.Build, p
 		return err
 	}
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.ReadyTimeout)
-	st, err := s.waitUp(rctx, sb.PreviewURL, d)
+	st, err := s.waitUp(rctx, s.appURL(sb, project.Port), d)
 	cancel()
 	switch {
 	case st.exited:
@@ -309,6 +312,7 @@ func (s *Service) finishBuild(ctx context.Context, sandboxID uuid.UUID, app appC
 		if err := tx.TouchActivity(ctx, sb.ID); err != nil {
 			return err
 		}
+		app.announced = true // by the move to running below
 		if _, _, err := setApp(ctx, tx, sb.ID, app); err != nil {
 			return err
 		}

@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -62,8 +61,7 @@ func (s *Service) nowRunning(ctx context.Context, tx db.Tx, sb db.Sandbox, build
 
 // notifyInTx announces, at commit, a sandbox whose pages should be drawn again.
 func notifyInTx(ctx context.Context, tx db.Tx, sb db.Sandbox) error {
-	payload, _ := json.Marshal(db.SandboxNotification{SandboxID: sb.ID, OwnerID: sb.OwnerID})
-	return tx.Notify(ctx, db.NotifyParams{Channel: db.SandboxChannel, Payload: string(payload)})
+	return tx.NotifySandbox(ctx, sb.ID, sb.OwnerID)
 }
 
 type deployWorker struct {
@@ -195,13 +193,13 @@ func (s *Service) deployOnce(ctx context.Context, sb db.Sandbox, project db.Proj
 		if err := s.providerStopDevServer(ctx, h, project.Port); err != nil {
 			return a, fmt.Errorf("stop the dev server: %w", err)
 		}
-		if d, err = s.startDevServer(ctx, h, project, sb.PreviewURL, run, true); err != nil {
+		if d, err = s.startDevServer(ctx, h, project, s.appURL(sb, project.Port), run, true); err != nil {
 			return a, err
 		}
 		a.dev = &d
 	}
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.ReadyTimeout)
-	st, err := s.waitUp(rctx, sb.PreviewURL, d)
+	st, err := s.waitUp(rctx, s.appURL(sb, project.Port), d)
 	cancel()
 	a.st = st
 	if err != nil && ctx.Err() != nil {
@@ -248,7 +246,9 @@ func (s *Service) deployed(ctx context.Context, id uuid.UUID, to wanted, a appli
 			return err
 		}
 		if a.dev != nil {
-			if _, _, err := setApp(ctx, tx, id, a.st.appOutcome(a.dev.run)); err != nil {
+			c := a.st.appOutcome(a.dev.run)
+			c.announced = true // by the event recorded below
+			if _, _, err := setApp(ctx, tx, id, c); err != nil {
 				return err
 			}
 		} else if sb.AppRunID != nil && a.failed == "" && a.st.up {

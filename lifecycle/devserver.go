@@ -51,7 +51,7 @@ func (s *Service) startDevServer(ctx context.Context, h sandboxHandle, project d
 	if err != nil {
 		return devRun{run: run}, fmt.Errorf("start the dev server: %w", err)
 	}
-	d := devRun{run: run, f: watch.Follow(run, p, s.sink)}
+	d := devRun{run: run, f: s.watch.Follow(run, p)}
 	pid := int32(p.PID)
 	if _, err := s.changeApp(ctx, run.SandboxID, appChange{run: run.ID, to: db.AppStatusStarting, pid: &pid}); err != nil {
 		d.f.Stop()
@@ -95,6 +95,7 @@ func (s *Service) waitUp(ctx context.Context, url string, d devRun) (startup, er
 	select {
 	case <-d.f.Done():
 		if code, ended := d.f.Ended(); ended && ctx.Err() == nil {
+			s.flushLines(ctx, d.run) // the job's transaction records the exit with its problem
 			return startup{exited: true, code: code, output: d.f.Tail()}, nil
 		}
 	default:
@@ -134,9 +135,7 @@ func (st startup) appOutcome(run applog.Run) appChange {
 // not answering) is handed to the watch; the end of one that exited is told to the log.
 func (s *Service) settle(ctx context.Context, d devRun, st startup) {
 	if st.exited {
-		code := st.code
-		s.log.Info("app exited", "sandbox_id", d.run.SandboxID, "version", d.run.Version, "exit_code", code)
-		s.runEnded(context.WithoutCancel(ctx), d.run, &code)
+		s.log.Info("app exited", "sandbox_id", d.run.SandboxID, "version", d.run.Version, "exit_code", st.code)
 	}
 	if d.f == nil {
 		s.watch.Kick() // a server that ran on (a wake): its holder connects to it
@@ -169,11 +168,9 @@ func (s *Service) appEnded(ctx context.Context, e watch.Exit) error {
 			return err
 		}
 	}
-	ok, err := s.changeApp(ctx, e.Run.SandboxID, appChange{run: e.Run.ID, to: db.AppStatusExited, exitCode: e.ExitCode,
+	s.flushLines(ctx, e.Run)
+	_, err := s.changeApp(ctx, e.Run.SandboxID, appChange{run: e.Run.ID, to: db.AppStatusExited, exitCode: e.ExitCode,
 		onlyRunning: true, event: reasonAppExited, source: db.EventSourceWatch, output: e.Tail})
-	if err == nil && ok {
-		s.runEnded(ctx, e.Run, e.ExitCode)
-	}
 	return err
 }
 
@@ -206,6 +203,45 @@ func (s *Service) stillRunning(ctx context.Context, sandboxID uuid.UUID, signall
 		case <-time.After(2 * time.Second):
 		case <-ctx.Done():
 			return false, ctx.Err()
+		}
+	}
+}
+
+// probeNotAnswering waits for the dev servers that run without answering to answer: every
+// AnswerProbeEvery, each preview whose watch this instance holds (so one instance probes each)
+// and whose app is not_answering is asked once; one that answers is up (setApp, which closes
+// older versions' problems as any up does). Previews up or exited are never probed: their
+// process's stream tells their end.
+func (s *Service) probeNotAnswering(ctx context.Context) {
+	t := time.NewTicker(s.cfg.AnswerProbeEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		held := s.watch.Held()
+		if len(held) == 0 {
+			continue
+		}
+		rows, err := s.q.ListNotAnsweringApps(ctx, held)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("app: list the previews that do not answer", "err", err)
+			}
+			continue
+		}
+		for _, r := range rows {
+			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			up := s.answers(pctx, r.PreviewURL)
+			cancel()
+			if !up {
+				continue
+			}
+			if _, err := s.changeApp(ctx, r.ID, appChange{run: r.AppRunID, to: db.AppStatusUp, onlyRunning: true}); err != nil && ctx.Err() == nil {
+				s.log.Warn("app: record a dev server that answers now", "sandbox_id", r.ID, "err", err)
+			}
 		}
 	}
 }

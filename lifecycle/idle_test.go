@@ -179,6 +179,10 @@ func TestARunningSandboxPastItsDeadlineWakesTheIdleQueue(t *testing.T) {
 	t.Parallel()
 	cfg := fastConfig()
 	cfg.IdleTimeout = time.Minute // a fresh deadline is far: only a past one wakes the loop
+	// The provider events below are the test's own (sandboxd's sandbox keeps running): the
+	// reconcile would correct the "paused" back between them, and the sweep would ask for the
+	// idle pause itself, passing the test without the queue.
+	cfg.ReconcileEvery, cfg.EventsEvery, cfg.SweepEvery = 0, 0, 0
 	b := setupWith(t, sandboxdtest.Start(t), cfg, true)
 	ctx := context.Background()
 	u, p := founder(t, b.pool, 5)

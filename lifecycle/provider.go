@@ -71,10 +71,6 @@ const (
 	MetaOwner   = "sandman_owner"
 )
 
-func (s *Service) previewURL(p providerSandbox, port int32) string {
-	return s.provider.PreviewURL(e2b.Sandbox{ID: p.ID, Domain: p.Domain}, int(port))
-}
-
 func (s *Service) providerUpload(ctx context.Context, h sandboxHandle, files []e2b.File) error {
 	return s.provider.UploadFiles(ctx, h, files)
 }
@@ -113,7 +109,7 @@ func (s *Service) providerInstall(ctx context.Context, h sandboxHandle, cmd stri
 		return 0, f.Tail(), f.Err()
 	}
 	if code != 0 {
-		s.runEnded(context.WithoutCancel(ctx), run, &code)
+		s.installFailed(context.WithoutCancel(ctx), run, code)
 	}
 	return int(code), f.Tail(), nil
 }
@@ -126,30 +122,35 @@ const devServerPID = "/home/user/dev-server.pid"
 // providerStart starts the dev server and returns its process with its output stream open: the
 // watch follows it (its output, and its end when it exits). exec keeps the shell's pid, so the
 // process envd reports, the one written down and the one connected to again after a restart of
-// Sandman are the start command's own.
+// Sandman are the start command's own. The shells are not login shells: a login shell first
+// reads profiles that the template, not Sandman, decides (one that starts a version manager
+// costs seconds), and envd's environment has the PATH already (docs/states.md, "The app").
 func (s *Service) providerStart(ctx context.Context, h sandboxHandle, cmd string, port int32) (*e2b.Process, error) {
 	return s.provider.StartProcess(ctx, h, e2b.ProcessParams{
 		// The start command is the founder's shell text (it may be several commands): a shell of
 		// its own runs it whole, in the same process (exec), and bash runs a lone command in its
 		// own place too, so the process ends when the command does.
-		Command: startTime + `echo "$$ $(start_time $$)" > ` + devServerPID + `; c=$SANDMAN_START_COMMAND; unset SANDMAN_START_COMMAND; exec /bin/bash -c "$c"`,
-		Cwd:     appDir, Tag: "dev-server",
+		Argv: []string{"/bin/bash", "-c", `read -r s < /proc/$$/stat; set -- ${s##*) }; echo "$$ ${20}" > ` + devServerPID +
+			`; c=$SANDMAN_START_COMMAND; unset SANDMAN_START_COMMAND; exec /bin/bash -c "$c"`},
+		Cwd: appDir, Tag: "dev-server",
 		Envs: map[string]string{"PORT": strconv.Itoa(int(port)), "HOST": "0.0.0.0", "SANDMAN_START_COMMAND": cmd},
 	})
 }
 
 // startTime defines start_time PID: the process's start time (field 22 of /proc/PID/stat,
-// read after the command name, which may hold spaces).
-const startTime = `start_time() { s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1; set -- ${s##*) }; echo "${20}"; }
+// read after the command name, which may hold spaces), with the shell's own read.
+const startTime = `start_time() { read -r s < "/proc/$1/stat" 2>/dev/null || return 1; set -- ${s##*) }; echo "${20}"; }
 `
 
-// stopDevServer is one command that stops the dev server and everything it started: the
-// process tree whose root devServerPID names (if that process still runs: the same id and
-// start time), and any process of the app directory listening on the port (a server that
-// outlived its parent, or one started before the pid file was written), found through /proc
-// rather than envd's process list, which can miss a process that survived a memory snapshot
-// (E2B#1031). SIGTERM first, SIGKILL 5 s later; it exits 0 once nothing listens on the port,
-// 1 if something still does 5 s after the SIGKILL. It needs only sh, cat, readlink, find, seq
+// stopDevServer is one command that stops the dev server and everything it started: first the
+// process tree whose root devServerPID names (if that process still runs: the same id and start
+// time), which is the server nearly always; then, only while the port is still taken, any
+// process of the app directory listening on the port (a server that outlived its parent or
+// double-forked, or one started before the pid file was written), found through /proc rather
+// than envd's process list, which can miss a process that survived a memory snapshot
+// (E2B#1031). That scan reads every process's descriptors, so it is the fallback, not the
+// rule. SIGTERM first, SIGKILL about 5 s later; it exits 0 once nothing listens on the port, 1
+// if something still does 5 s after the SIGKILL. It needs only sh, cat, readlink, find, seq
 // and sleep.
 const stopDevServer = startTime + `port=$(printf '%04X' "$PORT")
 app=$(pwd -P)
@@ -160,8 +161,10 @@ listeners() {
     done < "$f"
   done 2>/dev/null
 }
-pids() {
+known() {
   read -r p started < ` + devServerPID + ` 2>/dev/null && [ -n "$started" ] && [ "$(start_time "$p")" = "$started" ] && echo "$p"
+}
+listening() {
   for inode in $(listeners); do
     for fd in $(find /proc/[0-9]*/fd -lname "socket:\[$inode\]" 2>/dev/null); do
       p=${fd#/proc/}; p=${p%%/*}
@@ -174,18 +177,25 @@ kill_tree() {
   kill "-$1" "$2" 2>/dev/null
 }
 free() { [ -z "$(listeners)" ]; }
-for sig in TERM KILL; do
-  for p in $(pids); do kill_tree "$sig" "$p"; done
-  for _ in $(seq 50); do free && exit 0; sleep 0.1; done
-done
+stop() {
+  k=$(known)
+  if [ -n "$k" ]; then
+    kill_tree "$1" "$k"
+    for _ in $(seq 25); do free && exit 0; sleep 0.02; done
+  fi
+  for p in $(listening); do kill_tree "$1" "$p"; done
+  for _ in $(seq 250); do free && exit 0; sleep 0.02; done
+}
+stop TERM
+stop KILL
 free
 `
 
 // providerStopDevServer stops the running dev server (stopDevServer), before one is started on
-// files a heal restored.
+// new files, in one envd command run by a plain (not login) shell.
 func (s *Service) providerStopDevServer(ctx context.Context, h sandboxHandle, port int32) error {
-	p, err := s.provider.StartProcess(ctx, h, e2b.ProcessParams{Command: stopDevServer, Cwd: appDir, Tag: "sandman-stop",
-		Envs: map[string]string{"PORT": strconv.Itoa(int(port))}})
+	p, err := s.provider.StartProcess(ctx, h, e2b.ProcessParams{Argv: []string{"/bin/bash", "-c", stopDevServer}, Cwd: appDir,
+		Tag: "sandman-stop", Envs: map[string]string{"PORT": strconv.Itoa(int(port))}})
 	if err != nil {
 		return err
 	}

@@ -273,6 +273,7 @@ func (s *Service) resumeOnce(ctx context.Context, sb db.Sandbox, project db.Proj
 	// (envdVersion may change), so nothing learnt of envd before the pause is carried over.
 	h := s.handleOf(withProvider(sb, connected))
 	r := resumed{preview: s.previewURL(connected, project.Port), conv: earlier}
+	app := s.appURL(withProvider(sb, connected), project.Port)
 	// Checked when it slept: this connect woke it, or the row says it was paused (an earlier
 	// attempt, or a job cut short, may have woken it already). A sandbox that was running all
 	// along (a resume from a connection issue) had nothing snapshotted to lose, and the app may
@@ -312,10 +313,15 @@ func (s *Service) resumeOnce(ctx context.Context, sb db.Sandbox, project db.Proj
 			return fail(&filesLost{why: "the dev server could not be stopped to start it on the restored files: " + err.Error()})
 		}
 	}
+	// The proxy ran on through a memory snapshot; after a filesystem-only one, or for a
+	// preview built before Sandman ran one, it starts here.
+	if err := s.ensureProxy(ctx, h, project); err != nil {
+		return fail(err)
+	}
 	start := coldBoot || restart
 	if !start {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		start = !s.answers(pctx, r.preview)
+		start = !s.answers(pctx, app)
 		cancel()
 	}
 	if start {
@@ -327,7 +333,7 @@ func (s *Service) resumeOnce(ctx context.Context, sb db.Sandbox, project db.Proj
 		if err != nil {
 			return fail(err)
 		}
-		if r.dev, err = s.startDevServer(ctx, h, project, r.preview, run, true); err != nil {
+		if r.dev, err = s.startDevServer(ctx, h, project, app, run, true); err != nil {
 			if restart && !isNotFound(err) {
 				return fail(&filesLost{why: err.Error()})
 			}
@@ -344,7 +350,7 @@ func (s *Service) resumeOnce(ctx context.Context, sb db.Sandbox, project db.Proj
 		// still ends in time to say so.
 		rctx, cancel = context.WithTimeout(ctx, s.cfg.ReadyTimeout)
 	}
-	r.st, err = s.waitUp(rctx, r.preview, r.dev)
+	r.st, err = s.waitUp(rctx, app, r.dev)
 	cancel()
 	if err != nil || r.st.exited {
 		switch {

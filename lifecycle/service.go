@@ -40,9 +40,18 @@ type Config struct {
 	// WatchScanEvery is how often an instance looks for running previews whose dev server no
 	// instance watches (a dead instance's): 0, 2 s.
 	WatchScanEvery time.Duration
+	// WatchSilence is how long a dev server's stream may bring nothing, not even envd's
+	// keepalive, before the watch breaks it and connects to the process again: 0, 2 min.
+	WatchSilence time.Duration
+	// AnswerProbeEvery is how often the watch's holder asks a dev server that runs without
+	// answering (not_answering) whether it answers now: 0, 10 s.
+	AnswerProbeEvery time.Duration
 	// Size is a new sandbox's size (SANDMAN_SANDBOX_VCPUS, SANDMAN_SANDBOX_MEMORY) until the
 	// provider reports its own; zero: ops.DefaultConfig's.
 	Size ops.Size
+	// PreviewProxy is the preview proxy's Linux binary (SANDMAN_PREVIEW_PROXY), uploaded into
+	// each sandbox and run in front of the app; "": none, the preview URL is the app's port.
+	PreviewProxy string
 }
 
 // Service is the lifecycle's entry point for handlers and workers.
@@ -63,6 +72,8 @@ type Service struct {
 	// and sink is where their output and the installs' goes.
 	watch *watch.Watcher
 	sink  watch.Sink
+	// proxy is the preview proxy's binary (nil: no proxy, lifecycle/proxy.go).
+	proxy *proxyBinary
 	// stopIdle ends the idle queue's loop (lifecycle/idle.go), and idleDone is closed once it
 	// has ended.
 	stopIdle context.CancelFunc

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -67,6 +68,9 @@ func New(opts Options) (*Service, error) {
 	if opts.Config.Size == (ops.Size{}) {
 		opts.Config.Size = ops.DefaultConfig().Size
 	}
+	if opts.Config.AnswerProbeEvery <= 0 {
+		opts.Config.AnswerProbeEvery = 10 * time.Second
+	}
 	if opts.Config.SandboxTimeout <= 0 {
 		opts.Config.SandboxTimeout = time.Hour
 	}
@@ -80,8 +84,12 @@ func New(opts Options) (*Service, error) {
 	}
 	s := &Service{pool: opts.Pool, q: db.New(opts.Pool), provider: opts.Provider, cfg: opts.Config, log: opts.Logger,
 		metrics: newMetrics(opts.Registerer), work: opts.Work, sink: opts.Sink}
+	if opts.Config.PreviewProxy != "" {
+		s.proxy = &proxyBinary{path: opts.Config.PreviewProxy}
+	}
 	s.watch = watch.New(watch.Options{Pool: opts.Pool, Provider: opts.Provider, Sink: opts.Sink, OnExit: s.appEnded,
-		Answers: s.answers, Logger: opts.Logger, ScanEvery: opts.Config.WatchScanEvery, Name: opts.Name})
+		Answers: s.answers, Logger: opts.Logger, ScanEvery: opts.Config.WatchScanEvery,
+		Silence: opts.Config.WatchSilence, Name: opts.Name})
 	rc := &river.Config{Logger: quietRiver(opts.Logger), JobTimeout: -1}
 	if opts.Work {
 		workers := river.NewWorkers()
@@ -141,7 +149,10 @@ func (s *Service) Start(ctx context.Context) error {
 	s.stopIdle, s.idleDone = cancel, make(chan struct{})
 	go func() {
 		defer close(s.idleDone)
+		var wg sync.WaitGroup
+		wg.Go(func() { s.probeNotAnswering(ictx) })
 		s.runIdleQueue(ictx)
+		wg.Wait()
 	}()
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"hash/maphash"
 	"log/slog"
 	"math"
 	"net"
@@ -166,10 +167,17 @@ type conn struct {
 	subscribed bool                // the stream has its subscriber: until then, mail waits
 	writing    bool                // a writer runs (or ended with the connection)
 
-	// sent is the newest event written per project, so an older state never follows a newer
-	// one. Only the current writer touches it: a poster holding mu while writing is false, or
-	// the writer goroutine while it is true.
-	sent map[string]int64
+	// sent is the newest state written per project: its event, so an older state never follows
+	// a newer one, and its drawing, so the same state drawn the same is not sent twice. Only the
+	// current writer touches it: a poster holding mu while writing is false, or the writer
+	// goroutine while it is true.
+	sent map[string]sentState
+}
+
+// sentState is the last state a connection wrote of one project.
+type sentState struct {
+	eventID int64
+	drawing uint64
 }
 
 // message is one project's state as its streams send it: its event made once and shared by
@@ -178,7 +186,15 @@ type message struct {
 	eventID int64
 	project string
 	event   *sse.Event
+	// drawing is a hash of the event's bytes: a state of the same event that draws something
+	// else is sent again (a visitor's page whose app went down or is starting: no event of its
+	// own), the same drawing never twice.
+	drawing uint64
 }
+
+// drawings seeds the hashes of the messages' drawings (message.drawing); a hash is compared
+// only with another of the same process.
+var drawings = maphash.MakeSeed()
 
 // New returns a Hub; call Run to start its heartbeat and Listen for the database feed.
 func New(opts Options) *Hub {
@@ -275,7 +291,7 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, s Stream) error {
 	// session's values included): the stream's is its own.
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &conn{id: newID(), owner: s.Owner, session: s.Session, share: s.Share, operator: s.Operator && s.Share == nil, hub: h,
-		ctx: ctx, cancel: cancel, sent: map[string]int64{}}
+		ctx: ctx, cancel: cancel, sent: map[string]sentState{}}
 	if err := h.add(c, s.OperatorSeen); err != nil {
 		cancel()
 		return err
@@ -508,7 +524,8 @@ func (c *conn) messages(frags []Fragments) []*message {
 func newMessages(frags []Fragments, visitor bool) []*message {
 	out := make([]*message, len(frags))
 	for i, f := range frags {
-		out[i] = &message{eventID: f.EventID, project: f.ProjectID, event: stateEvent(f, visitor)}
+		ev := stateEvent(f, visitor)
+		out[i] = &message{eventID: f.EventID, project: f.ProjectID, event: ev, drawing: maphash.Bytes(drawings, ev.Data)}
 	}
 	return out
 }
@@ -838,7 +855,7 @@ func (c *conn) send(msgs []*message, ping bool, publish func(*sse.Event) (taken,
 			return msgs[i:], ping, ok
 		}
 		due--
-		c.sent[m.project] = m.eventID
+		c.sent[m.project] = sentState{m.eventID, m.drawing}
 	}
 	if ping {
 		if taken, ok := publish(heartbeat); !taken {
@@ -849,13 +866,18 @@ func (c *conn) send(msgs []*message, ping bool, publish func(*sse.Event) (taken,
 	return nil, false, true
 }
 
-// due says whether m is still to be sent on this connection.
+// due says whether m is still to be sent on this connection: it is a newer state than the last
+// one sent of its project, or that state drawn differently (docs/architecture.md, "Live
+// updates").
 func (c *conn) due(m *message) bool {
-	if m.eventID < c.sent[m.project] {
+	last, ok := c.sent[m.project]
+	switch {
+	case !ok || m.eventID > last.eventID:
+		return true
+	case m.eventID < last.eventID:
 		return false // a newer state of this project already went out
 	}
-	// The visitor's page shows no countdown: the same state drawn again is the same.
-	return c.share == nil || m.eventID != c.sent[m.project]
+	return m.drawing != last.drawing
 }
 
 // heartbeat is the keep-alive comment, the same event for every stream.

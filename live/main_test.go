@@ -35,7 +35,12 @@ func newFakeState(size int) *fakeState {
 
 // set makes eventID the project's current state and returns it as fragments.
 func (s *fakeState) set(owner uuid.UUID, project string, eventID int64) live.Fragments {
-	body := fmt.Sprintf("%s@%d ", project, eventID)
+	return s.draw(owner, project, eventID, "")
+}
+
+// draw is set with a state drawn as look: the same event drawn another way.
+func (s *fakeState) draw(owner uuid.UUID, project string, eventID int64, look string) live.Fragments {
+	body := fmt.Sprintf("%s@%d%s ", project, eventID, look)
 	if pad := s.size - len(body); pad > 0 {
 		body += strings.Repeat("x", pad)
 	}

@@ -18,7 +18,7 @@ func TestAStreamCheckedBeforeAnOperatorsRemovalCarriesNoConsole(t *testing.T) {
 	removed, other := uuid.New(), uuid.New()
 	open := func(owner uuid.UUID, seen uint64) *conn {
 		t.Helper()
-		c := &conn{id: newID(), owner: owner, operator: true, hub: h, sent: map[string]int64{}}
+		c := &conn{id: newID(), owner: owner, operator: true, hub: h, sent: map[string]sentState{}}
 		c.ctx, c.cancel = context.WithCancel(context.Background())
 		t.Cleanup(func() { c.cancel(); h.remove(c) })
 		if err := h.add(c, seen); err != nil {

@@ -60,6 +60,59 @@ func TestVisitorStreamCarriesOnlyItsProject(t *testing.T) {
 		})
 }
 
+// A stream sends a project's state again under the event it last sent only when it draws
+// something else (a visitor's page of an app that went down or is starting: no event of its
+// own), and never the same drawing twice, on a visitor's stream as on a founder's. Each repeat
+// is followed by another drawing, which must be the next message.
+func TestTheSameEventIsSentAgainOnlyWhenItDrawsSomethingElse(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		event func(project string) string // the stream's event that carries the project's state
+		open  func(h *hubServer, ctx context.Context, owner, sandbox uuid.UUID) <-chan testkit.SSEEvent
+	}{
+		{"visitor", func(string) string { return views.ShareStateID },
+			func(h *hubServer, ctx context.Context, owner, sandbox uuid.UUID) <-chan testkit.SSEEvent {
+				return h.visitorStream(t, ctx, owner, uuid.New(), sandbox, "192.0.2.1")
+			}},
+		{"founder", func(p string) string { return views.DOMID(views.Pane, p) },
+			func(h *hubServer, ctx context.Context, owner, _ uuid.UUID) <-chan testkit.SSEEvent {
+				return h.stream(t, ctx, owner)
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHubServer(t, 50, nil)
+			owner, sandbox := uuid.New(), uuid.New()
+			project := projectOf(sandbox)
+			h.state.draw(owner, project, 1, "up")
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			events := tc.open(h, ctx, owner, sandbox)
+			next := func(look string) {
+				t.Helper()
+				testkit.NextSSE(t, events, 10*time.Second, "the state drawn "+look, func(ev testkit.SSEEvent) bool {
+					if ev.Event != tc.event(project) {
+						return false // the founder's card, before its pane
+					}
+					if !strings.Contains(ev.Data, "@1"+look+" ") || ev.ID != "1" {
+						t.Fatalf("the stream sent %s %q, want event 1 drawn %s", ev.ID, ev.Data, look)
+					}
+					return true
+				})
+			}
+			next("up")
+			for _, look := range []string{"up", "starting", "starting", "up", "up", "down"} {
+				h.state.draw(owner, project, 1, look)
+				h.hub.Deliver(ctx, owner, sandbox, 1)
+			}
+			next("starting")
+			next("up")
+			next("down")
+		})
+	}
+}
+
 // EndShare (the link turned off or replaced) sends its visitors the last page and the event that
 // closes the stream, then ends their streams; another link's visitors go on.
 func TestEndShareEndsOnlyItsVisitorsStreams(t *testing.T) {

@@ -1,15 +1,15 @@
--- name: InsertAppLogLines :many
--- One batch of lines, of any number of projects, in one statement (applog.Writer): the lines
--- and each project's totals, which say whether its trim must run (TrimAppLogLines).
-WITH ins AS (
-    INSERT INTO app_log_lines (project_id, sandbox_id, version, run_id, source, stream, at, text)
-    -- Set-returning functions side by side in a select list advance together: row i of each.
-    SELECT unnest(@project_ids::uuid[]), unnest(@sandbox_ids::uuid[]), unnest(@versions::integer[]), unnest(@run_ids::uuid[]),
-        unnest(@sources::text[]), unnest(@streams::text[]), unnest(@ats::timestamptz[]), unnest(@texts::text[])
-    RETURNING project_id, bytes
-)
+-- name: CopyAppLogLines :copyfrom
+-- One batch of lines, of any number of projects, in one COPY (applog.Writer); AddAppLogTotals
+-- follows it in the same transaction.
+INSERT INTO app_log_lines (project_id, sandbox_id, version, run_id, source, stream, at, text)
+VALUES (@project_id, @sandbox_id, @version, @run_id, @source, @stream, @at, @text);
+
+-- name: AddAppLogTotals :many
+-- The batch's lines and bytes per project, added to each project's totals, which say whether its
+-- trim must run (TrimAppLogLines). The writer sorts the projects, so two writers lock their
+-- totals rows in the same order.
 INSERT INTO app_log_totals AS t (project_id, lines, bytes)
-SELECT ins.project_id, count(*), sum(ins.bytes) FROM ins GROUP BY ins.project_id
+SELECT unnest(@project_ids::uuid[]), unnest(@lines::bigint[]), unnest(@bytes::bigint[])
 ON CONFLICT (project_id) DO UPDATE SET lines = t.lines + excluded.lines, bytes = t.bytes + excluded.bytes
 RETURNING t.project_id, t.lines, t.bytes;
 
@@ -45,8 +45,10 @@ ORDER BY seq LIMIT @max_lines;
 
 -- name: ListRunLastLines :many
 -- A run's newest lines, newest first: an exit's problem is told from its own run's output only.
+-- Read through the project's key, newest first: the run is its project's latest, or nearly, and
+-- a project keeps at most 10,000 lines (no index by run: every line would pay for it).
 SELECT seq, stream, text FROM app_log_lines
-WHERE run_id = @run_id ORDER BY seq DESC LIMIT @max_lines;
+WHERE project_id = @project_id AND run_id = @run_id ORDER BY seq DESC LIMIT @max_lines;
 
 -- name: CountAppLogLines :one
 SELECT count(*)::bigint AS lines, coalesce(sum(bytes), 0)::bigint AS bytes

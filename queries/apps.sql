@@ -57,3 +57,11 @@ SELECT pg_advisory_unlock(@namespace::integer, hashtext(CAST(@id::uuid AS text))
 -- name: SetSandboxAppVersion :exec
 -- A dev server that reloads changed files itself runs the version applied, in the same run.
 UPDATE sandboxes SET app_version = @app_version::integer WHERE id = @id AND app_run_id IS NOT NULL;
+
+-- name: ListNotAnsweringApps :many
+-- Of the previews this instance holds the watch of (ids), those whose dev server runs without
+-- answering: the only ones the watch probes, to see them come up (by primary key: no scan).
+SELECT s.id, s.preview_url, s.app_run_id::uuid AS app_run_id
+FROM sandboxes s
+WHERE s.id = ANY(@ids::uuid[]) AND s.status = 'running' AND s.pause_requested_at IS NULL
+  AND s.app_status = 'not_answering' AND s.app_run_id IS NOT NULL;

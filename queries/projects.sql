@@ -95,5 +95,9 @@ SELECT * FROM projects WHERE id = @id AND owner_id = @owner_id FOR NO KEY UPDATE
 -- The project's reload choice (docs/states.md, "Versions").
 UPDATE projects SET reloads_itself = @reloads_itself WHERE id = @id AND owner_id = @owner_id RETURNING *;
 
+-- name: SetProjectPreviewReporter :one
+-- The project's preview reporter switch (docs/architecture.md, "The preview proxy").
+UPDATE projects SET preview_reporter = @preview_reporter WHERE id = @id AND owner_id = @owner_id RETURNING *;
+
 -- name: CountProjectsByOwner :one
 SELECT count(*)::integer FROM projects WHERE owner_id = @owner_id;

@@ -197,6 +197,12 @@ func CreateFirst(ctx context.Context, tx db.Tx, owner, projectID uuid.UUID, file
 // with those paths taken from version n (a path n does not have is removed). Restoring is
 // itself undone by restoring again.
 func (s *Service) Restore(ctx context.Context, owner, projectID uuid.UUID, n int32, paths []string) (Result, error) {
+	if len(paths) > MaxFiles {
+		// As for a delete list: no version holds more files, and checking every path of a
+		// longer list would cost the server what the sender chose.
+		return Result{}, apperr.Invalid(map[string]string{"paths": fmt.Sprintf(
+			"A version holds at most %d files, so a restore lists at most %d paths; this one lists %d.", MaxFiles, MaxFiles, len(paths))})
+	}
 	for _, p := range paths {
 		if err := CheckPath(p); err != nil {
 			return Result{}, apperr.Invalid(map[string]string{"paths": fmt.Sprintf("%q: %s.", p, err)})

@@ -60,9 +60,12 @@ type ProjectPage struct {
 	// ReloadsItself is the reload choice: the dev server reloads changed files itself, or is
 	// restarted on each new version.
 	ReloadsItself bool
-	Files         []File
-	Versions      Versions
-	Health        AppHealth
+	// PreviewReporter is the switch of the preview's error reporter: on, the page's errors
+	// become the app's browser problems.
+	PreviewReporter bool
+	Files           []File
+	Versions        Versions
+	Health          AppHealth
 }
 
 // AppHealth is the build page's Logs panel and Problems list (docs/states.md, "The app").

@@ -2,30 +2,32 @@ package watch
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"sandman/applog"
 	"sandman/e2b"
 )
 
-// Sink receives what the app printed and how its runs ended (the log store's writer, which
-// opens a problem for a run that failed). Lines is called from the goroutine that follows one
-// run, a batch per chunk of output that arrived, in order; it must not block for long (the
-// store batches and drops past its rate). Ended is called once per run that failed, after its
-// last lines: an install that exited non-zero, a dev server that exited (exitCode nil: found
-// gone with no end to read), whichever instance saw it.
+// Sink receives what the app printed (the log store's writer). Lines is called from the
+// goroutine that follows one run, a batch per chunk of output that arrived, in order; it must
+// not block for long (the store batches and drops past its rate). Flush stores every line taken
+// so far before it returns: a run's end is recorded with its problem, which reads the run's last
+// lines from the database, in one transaction that follows the flush.
 type Sink interface {
 	Lines(ctx context.Context, lines []applog.Line)
-	Ended(ctx context.Context, run applog.Run, exitCode *int32)
+	Flush(ctx context.Context) error
 }
 
 // discard is the sink when none is given.
 type discard struct{}
 
-func (discard) Lines(context.Context, []applog.Line)      {}
-func (discard) Ended(context.Context, applog.Run, *int32) {}
+func (discard) Lines(context.Context, []applog.Line) {}
+func (discard) Flush(context.Context) error          { return nil }
 
 // Discard is a sink that keeps nothing.
 var Discard Sink = discard{}
@@ -41,6 +43,8 @@ type Follower struct {
 	sink Sink
 	done chan struct{}
 	stop context.CancelFunc
+	// stopped: Stop was called (its follow ended or ends without the process's end).
+	stopped atomic.Bool
 
 	mu   sync.Mutex
 	tail []string
@@ -51,13 +55,47 @@ type Follower struct {
 // Follow starts following proc, a run of run.Source, until it ends or Stop: its lines go to sink
 // (nil: nowhere).
 func Follow(run applog.Run, proc *e2b.Process, sink Sink) *Follower {
+	return follow(run, proc, sink, 0)
+}
+
+// ErrSilent ends a follow whose stream brought nothing, not even envd's keepalive, for longer
+// than the watch's silence bound: the connection may look open and be dead. The process may
+// run on: the watch connects to it again by its pid.
+var ErrSilent = errors.New("the process's stream was silent too long")
+
+// follow is Follow with the stream broken (ErrSilent) after silence without a frame (0: never).
+func follow(run applog.Run, proc *e2b.Process, sink Sink, silence time.Duration) *Follower {
 	if sink == nil {
 		sink = discard{}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	f := &Follower{run: run, proc: proc, sink: sink, done: make(chan struct{}), stop: cancel}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	f := &Follower{run: run, proc: proc, sink: sink, done: make(chan struct{}), stop: func() { cancel(context.Canceled) }}
 	go f.follow(ctx)
+	if silence > 0 {
+		go f.bound(ctx, cancel, silence)
+	}
 	return f
+}
+
+// bound breaks the follow once its stream was silent for longer than silence.
+func (f *Follower) bound(ctx context.Context, cancel context.CancelCauseFunc, silence time.Duration) {
+	since := time.Now()
+	t := time.NewTicker(max(silence/4, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-f.done:
+			return
+		case <-t.C:
+		}
+		if last := f.proc.LastFrame(); last.After(since) {
+			since = last
+		}
+		if time.Since(since) > silence {
+			cancel(ErrSilent)
+			return
+		}
+	}
 }
 
 func (f *Follower) follow(ctx context.Context) {
@@ -85,6 +123,9 @@ func (f *Follower) follow(ctx context.Context) {
 	out.flush(emit(applog.Stdout))
 	errOut.flush(emit(applog.Stderr))
 	send()
+	if err != nil && errors.Is(context.Cause(ctx), ErrSilent) {
+		err = fmt.Errorf("%w (%v)", ErrSilent, err)
+	}
 	f.mu.Lock()
 	f.res, f.err = res, err
 	f.mu.Unlock()
@@ -143,6 +184,7 @@ func (f *Follower) Tail() string {
 // Stop stops following (the stream is closed; the process runs on) and waits for the follow to
 // end.
 func (f *Follower) Stop() {
+	f.stopped.Store(true)
 	f.stop()
 	<-f.done
 }

@@ -60,6 +60,10 @@ type Options struct {
 	// ScanEvery is how often the watcher looks for previews no instance holds (default 2 s):
 	// the longest a dead instance's previews go unwatched.
 	ScanEvery time.Duration
+	// Silence is how long a followed stream may bring nothing (no output, no end, no keepalive:
+	// envd sends one every 50 s) before it is taken for dead, broken and connected again by the
+	// process's pid (default 2 min).
+	Silence time.Duration
 	// Name tells this instance's watch connection in pg_stat_activity (application_name).
 	Name string
 }
@@ -76,18 +80,25 @@ type Watcher struct {
 
 	mu   sync.Mutex
 	held map[uuid.UUID]*holding
-	ctx  context.Context // the watcher's life, for the holdings' goroutines
-	wg   sync.WaitGroup
-	stop context.CancelFunc
-	done chan struct{}
+	// started: per sandbox, the follower of the run this instance's job started and has not
+	// handed over yet (Follow, Hold). A holding that reads that run in the row follows it rather
+	// than connecting, so a server that exits right after it answered keeps its exit code.
+	started map[uuid.UUID]*Follower
+	ctx     context.Context // the watcher's life, for the holdings' goroutines
+	wg      sync.WaitGroup
+	stop    context.CancelFunc
+	done    chan struct{}
 }
 
 // holding is one preview whose watch this instance holds.
 type holding struct {
-	id     uuid.UUID
-	follow chan *Follower // a newer run's follower the lifecycle handed over
+	id uuid.UUID
+	// next is a newer run's follower the lifecycle handed over (guarded by Watcher.mu), and wake
+	// tells keep of it. A slot, not a channel: a hand over never waits for a keep busy reporting
+	// an end (which may ask the provider for seconds), and a newer run replaces an older one.
+	next   *Follower
+	wake   chan struct{}
 	cancel context.CancelFunc
-	gone   chan struct{} // closed once its keep returned
 	// following: its run's stream is open (not between a takeover and its connect).
 	following atomic.Bool
 }
@@ -106,7 +117,11 @@ func New(o Options) *Watcher {
 	if o.Name == "" {
 		o.Name = "sandman-watch"
 	}
-	return &Watcher{o: o, q: db.New(o.Pool), kick: make(chan struct{}, 1), held: map[uuid.UUID]*holding{}}
+	if o.Silence <= 0 {
+		o.Silence = 2 * time.Minute
+	}
+	return &Watcher{o: o, q: db.New(o.Pool), kick: make(chan struct{}, 1), held: map[uuid.UUID]*holding{},
+		started: map[uuid.UUID]*Follower{}}
 }
 
 // Sink is where followed output goes.
@@ -232,6 +247,10 @@ func (w *Watcher) dropAll() {
 	defer w.mu.Unlock()
 	for id, h := range w.held {
 		h.cancel()
+		if h.next != nil {
+			h.next.Stop()
+			h.next = nil
+		}
 		delete(w.held, id)
 	}
 }
@@ -249,18 +268,11 @@ func (w *Watcher) Hold(ctx context.Context, f *Follower) bool {
 		return false
 	}
 	if h, ok := w.held[id]; ok {
+		w.handLocked(h, f)
 		w.mu.Unlock()
-		select {
-		case h.follow <- f:
-			return true
-		case <-h.gone: // it let go meanwhile: take it again below
-		case <-w.ctx.Done():
-			f.Stop()
-			return false
-		}
-	} else {
-		w.mu.Unlock()
+		return true
 	}
+	w.mu.Unlock()
 	var got bool
 	err := w.withConn(ctx, func(q *db.Queries) (err error) {
 		got, err = q.HoldWatchedApp(ctx, db.HoldWatchedAppParams{Namespace: lockNamespace, ID: id})
@@ -273,11 +285,87 @@ func (w *Watcher) Hold(ctx context.Context, f *Follower) bool {
 		f.Stop()
 		return false
 	}
-	if !w.start(id, f) {
+	switch w.start(id, f) {
+	case started:
+		return true
+	case handed: // this instance's scan took it meanwhile: the lock was taken twice
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := w.withConn(ctx, func(q *db.Queries) error {
+			return q.ReleaseWatchedApp(ctx, db.ReleaseWatchedAppParams{Namespace: lockNamespace, ID: id})
+		}); err != nil {
+			w.o.Logger.Warn("watch: let a preview's second hold go", "sandbox_id", id, "err", err)
+		}
+		return true
+	default:
 		f.Stop()
 		return false
 	}
-	return true
+}
+
+// handLocked hands f, a newer run of h's preview, to h's keep (w.mu held): a run handed over
+// before and not yet taken is older, and stopped.
+func (w *Watcher) handLocked(h *holding, f *Follower) {
+	if h.next != nil && h.next != f {
+		h.next.Stop()
+	}
+	h.next = f
+	if w.started[h.id] == f {
+		delete(w.started, h.id)
+	}
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+// takeNext is the run handed over to h, if any, taken.
+func (w *Watcher) takeNext(h *holding) *Follower {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	f := h.next
+	h.next = nil
+	return f
+}
+
+// Follow starts following proc, a dev server run a job of this instance just started, which the
+// job hands over later (Hold) or stops: until then, a holding of its preview that reads the run
+// in the row follows it rather than connecting to its process, which may have ended already
+// (its end, with its exit code, is the follower's).
+func (w *Watcher) Follow(run applog.Run, proc *e2b.Process) *Follower {
+	f := follow(run, proc, w.o.Sink, w.o.Silence)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for id, g := range w.started {
+		if g.stopped.Load() {
+			delete(w.started, id)
+		}
+	}
+	w.started[run.SandboxID] = f
+	return f
+}
+
+// startedRun is the follower a job of this instance keeps of h's preview's run, if any: handed
+// over to h already, or not yet.
+func (w *Watcher) startedRun(h *holding, run uuid.UUID) *Follower {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if f := h.next; f != nil && f.Run().ID == run {
+		h.next = nil
+		return f
+	}
+	f := w.started[h.id]
+	if f == nil || f.Run().ID != run || f.stopped.Load() {
+		return nil
+	}
+	select {
+	case <-f.Done():
+		if _, ended := f.Ended(); !ended {
+			return nil // its stream broke: connect to the process
+		}
+	default:
+	}
+	return f
 }
 
 // Holds reports whether this instance holds the watch of the sandbox and follows its dev
@@ -289,28 +377,55 @@ func (w *Watcher) Holds(id uuid.UUID) bool {
 	return ok && h.following.Load()
 }
 
+// Held is the previews whose watch this instance holds.
+func (w *Watcher) Held() []uuid.UUID {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ids := make([]uuid.UUID, 0, len(w.held))
+	for id := range w.held {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// How start went.
+const (
+	notStarted = iota // the watch stops
+	started           // a holding of the preview follows
+	handed            // the preview was held already: f went to its holding
+)
+
 // start follows a preview whose watch this instance just took: f when given, else its dev
 // server connected to by its pid.
-func (w *Watcher) start(id uuid.UUID, f *Follower) bool {
+func (w *Watcher) start(id uuid.UUID, f *Follower) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.ctx.Err() != nil {
-		return false
+		return notStarted
 	}
-	if _, ok := w.held[id]; ok {
-		return false
+	if h, ok := w.held[id]; ok {
+		if f == nil {
+			return notStarted
+		}
+		w.handLocked(h, f)
+		return handed
 	}
-	ctx, cancel := context.WithCancel(w.ctx)
-	h := &holding{id: id, follow: make(chan *Follower), cancel: cancel, gone: make(chan struct{})}
-	w.held[id] = h
-	w.wg.Go(func() {
-		defer close(h.gone)
-		w.keep(ctx, h, f)
-	})
-	return true
+	w.startLocked(id, f)
+	if f != nil && w.started[id] == f {
+		delete(w.started, id)
+	}
+	return started
 }
 
-// release lets the preview's watch go (its holding ended).
+func (w *Watcher) startLocked(id uuid.UUID, f *Follower) {
+	ctx, cancel := context.WithCancel(w.ctx)
+	h := &holding{id: id, wake: make(chan struct{}, 1), cancel: cancel}
+	w.held[id] = h
+	w.wg.Go(func() { w.keep(ctx, h, f) })
+}
+
+// release lets the preview's watch go (its holding ended), unless a newer run was handed to
+// it meanwhile: a new holding follows that one, keeping the lock.
 func (w *Watcher) release(h *holding) {
 	w.mu.Lock()
 	if w.held[h.id] != h {
@@ -318,6 +433,15 @@ func (w *Watcher) release(h *holding) {
 		return // dropped with the connection: nothing left to let go
 	}
 	delete(w.held, h.id)
+	if next := h.next; next != nil {
+		h.next = nil
+		if w.ctx.Err() == nil {
+			w.startLocked(h.id, next)
+			w.mu.Unlock()
+			return
+		}
+		next.Stop()
+	}
 	w.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -341,10 +465,16 @@ func (w *Watcher) keep(ctx context.Context, h *holding, f *Follower) {
 	}()
 	retry := 0
 	for {
+		if next := w.takeNext(h); next != nil {
+			if f != nil && f != next { // f may be the handed-over run already (connect took it)
+				f.Stop()
+			}
+			f, retry = next, 0
+		}
 		h.following.Store(f != nil)
 		if f == nil {
 			var stop bool
-			f, stop = w.connect(ctx, h.id, &retry)
+			f, stop = w.connect(ctx, h, &retry)
 			if stop {
 				return
 			}
@@ -356,9 +486,7 @@ func (w *Watcher) keep(ctx context.Context, h *holding, f *Follower) {
 		select {
 		case <-ctx.Done():
 			return
-		case next := <-h.follow:
-			f.Stop()
-			f, retry = next, 0
+		case <-h.wake:
 			continue
 		case <-f.Done():
 		}
@@ -376,7 +504,8 @@ func (w *Watcher) keep(ctx context.Context, h *holding, f *Follower) {
 // connect follows the run the row holds by its pid. stop: the preview no longer has a run to
 // follow (it stopped running, its app ended, or a newer run is still starting: its starter
 // hands it over); f nil without stop: try again (after a pause that grows with retry).
-func (w *Watcher) connect(ctx context.Context, id uuid.UUID, retry *int) (f *Follower, stop bool) {
+func (w *Watcher) connect(ctx context.Context, h *holding, retry *int) (f *Follower, stop bool) {
+	id := h.id
 	if *retry > 0 {
 		select {
 		case <-ctx.Done():
@@ -397,6 +526,12 @@ func (w *Watcher) connect(ctx context.Context, id uuid.UUID, retry *int) (f *Fol
 	if row.Status != db.SandboxStatusRunning || row.AppPid == nil || row.AppRunID == nil || row.ProviderID == "" ||
 		row.AppStatus == nil || *row.AppStatus != db.AppStatusUp && *row.AppStatus != db.AppStatusNotAnswering {
 		return nil, true
+	}
+	// A run this instance's job started and has not handed over yet: its follower already holds
+	// the stream, and its end (the exit code), which a connect may find gone.
+	if started := w.startedRun(h, *row.AppRunID); started != nil {
+		*retry = 0
+		return started, false
 	}
 	run := applog.Run{ProjectID: row.ProjectID, SandboxID: row.ID, Version: row.AppVersion, Source: applog.SourceApp, ID: *row.AppRunID}
 	sb := e2b.Sandbox{ID: row.ProviderID, EnvdAccessToken: row.EnvdToken, Domain: row.ProviderDomain}
@@ -420,7 +555,7 @@ func (w *Watcher) connect(ctx context.Context, id uuid.UUID, retry *int) (f *Fol
 		return nil, false
 	}
 	*retry = 0
-	return Follow(run, proc, w.o.Sink), false
+	return follow(run, proc, w.o.Sink, w.o.Silence), false
 }
 
 // report tells the lifecycle of a run's end, trying again while it fails (the database away).

@@ -113,6 +113,7 @@ func Start(t testing.TB, opts Options) *Instance {
 		url = dbtest.NewDatabase(t)
 	}
 	cfg := Config(host, url)
+	cfg.Lifecycle.PreviewProxy = PreviewProxy(t)
 	if opts.Role != "" {
 		cfg.Role = opts.Role
 	}

@@ -10,7 +10,11 @@ import (
 	"sandman/internal/testkit"
 )
 
-func TestMain(m *testing.M) { os.Exit(dbtest.Main(m)) }
+func TestMain(m *testing.M) {
+	code := dbtest.Main(m)
+	apptest.CloseBrowsers()
+	os.Exit(code)
+}
 
 // AuditDB counts each thing a scenario may leave behind in its column, so a RELIABILITY.md row
 // that says 0 is one it would have counted: a settled database counts nothing, and each damage

@@ -2,6 +2,7 @@ package apptest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -90,9 +91,12 @@ func NewBrowser(t testing.TB) *Browser {
 
 // Tab is one browser tab, with the requests it sent since it opened.
 type Tab struct {
-	ctx  context.Context
-	mu   sync.Mutex
-	sent []string // "METHOD URL"
+	ctx context.Context
+	// noScript: the tab runs no script (OpenWithoutJavaScript), not even a timer of DevTools'
+	// own, so WaitFor asks again from here.
+	noScript bool
+	mu       sync.Mutex
+	sent     []string // "METHOD URL"
 }
 
 // Open opens url in a new tab. When the test fails, the tab's screenshot is saved in the test's
@@ -122,7 +126,7 @@ func (tab *Tab) ScriptsBack(t testing.TB) {
 func (b *Browser) open(t testing.TB, url string, noScript bool) *Tab {
 	t.Helper()
 	ctx, cancel := chromedp.NewContext(b.ctx)
-	tab := &Tab{ctx: ctx}
+	tab := &Tab{ctx: ctx, noScript: noScript}
 	if err := chromedp.Do(ctx); err != nil { // opens the tab, so its events can be followed
 		cancel()
 		t.Fatal(err)
@@ -235,8 +239,30 @@ func Eval[T any](t testing.TB, tab *Tab, js string, opts ...chromedp.EvaluateOpt
 
 // WaitFor waits until the JavaScript condition js holds in the tab, and fails the test with
 // the page's text after 30 s.
+//
+// In a tab without JavaScript the page runs no timer, so an in-page poll (chromedp.Poll) reads
+// the condition once and never again: one read while a navigation's page was still arriving
+// waited out the 30 s. There the condition is read from here until it holds in a page parsed
+// whole (readyState past "loading": the page changes no more, so what the test reads next is
+// there too).
 func (tab *Tab) WaitFor(t testing.TB, what, js string) {
 	t.Helper()
+	if tab.noScript {
+		testkit.Eventually(t, 30*time.Second, what, func() error {
+			ctx, cancel := context.WithTimeout(tab.ctx, 5*time.Second)
+			defer cancel()
+			ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.readyState !== "loading" && !!(`+js+`)`))
+			if err == nil && ok {
+				return nil
+			}
+			if err == nil {
+				err = errors.New("not yet")
+			}
+			text, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body?.innerText ?? ""`))
+			return fmt.Errorf("%w\npage text:\n%.1500s", err, text)
+		})
+		return
+	}
 	ctx, cancel := context.WithTimeout(tab.ctx, 30*time.Second)
 	defer cancel()
 	for {

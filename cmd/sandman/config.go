@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -112,6 +114,16 @@ func loadConfig(getenv func(string) string) (config, error) {
 	default:
 		errs = append(errs, fmt.Sprintf("SANDMAN_PAUSE_AFTER_READY must be idle or immediate, not %q", v))
 	}
+	switch v := getenv("SANDMAN_PREVIEW_PROXY"); v {
+	case "off":
+	case "":
+		lc.PreviewProxy = defaultPreviewProxy()
+	default:
+		if fi, err := os.Stat(v); err != nil || !fi.Mode().IsRegular() {
+			errs = append(errs, fmt.Sprintf("SANDMAN_PREVIEW_PROXY must be the preview proxy's Linux binary (make previewproxy builds bin/sandbox/previewproxy) or off, not %q", v))
+		}
+		lc.PreviewProxy = v
+	}
 	errs = append(errs, loadOps(getenv, &c.Ops)...)
 	if len(errs) > 0 {
 		return c, fmt.Errorf("configuration: %s", strings.Join(errs, "; "))
@@ -204,6 +216,26 @@ func checkPublicURL(v string) string {
 	u, err := url.Parse(v)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
 		return fmt.Sprintf("SANDMAN_PUBLIC_URL must be an http or https URL where browsers reach Sandman, like https://sandman.example.com, not %q", v)
+	}
+	return ""
+}
+
+// defaultPreviewProxy is SANDMAN_PREVIEW_PROXY's default: sandbox/previewproxy next to the
+// executable (bin/sandman beside bin/sandbox/previewproxy, as make build lays them out), else
+// bin/sandbox/previewproxy in the working directory (go run in the repository); "" when neither
+// is there, which runs previews without the proxy.
+func defaultPreviewProxy() string {
+	var candidates []string
+	if exe, err := os.Executable(); err == nil {
+		candidates = append(candidates, filepath.Join(filepath.Dir(exe), "sandbox", "previewproxy"))
+	}
+	for _, p := range append(candidates, filepath.Join("bin", "sandbox", "previewproxy")) {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			if abs, err := filepath.Abs(p); err == nil {
+				return abs
+			}
+			return p
+		}
 	}
 	return ""
 }

@@ -100,6 +100,17 @@ func TestLoadConfig(t *testing.T) {
 		{name: "bad duration", env: map[string]string{"SANDMAN_IDLE_TIMEOUT": "3 minutes"}, wantErr: "SANDMAN_IDLE_TIMEOUT must be a positive duration"},
 		{name: "negative duration", env: map[string]string{"SANDMAN_IDLE_TIMEOUT": "-3m"}, wantErr: "SANDMAN_IDLE_TIMEOUT"},
 		{name: "lifetime too short", env: map[string]string{"SANDMAN_SANDBOX_TIMEOUT": "30s"}, wantErr: "at least 1m"},
+		{name: "preview proxy off", env: map[string]string{"SANDMAN_PREVIEW_PROXY": "off"}, check: func(t *testing.T, c config) {
+			if c.Lifecycle.PreviewProxy != "" {
+				t.Fatalf("SANDMAN_PREVIEW_PROXY=off runs the proxy %q", c.Lifecycle.PreviewProxy)
+			}
+		}},
+		{name: "preview proxy at a path", env: map[string]string{"SANDMAN_PREVIEW_PROXY": "config_test.go"}, check: func(t *testing.T, c config) {
+			if c.Lifecycle.PreviewProxy != "config_test.go" {
+				t.Fatalf("SANDMAN_PREVIEW_PROXY=config_test.go read as %q", c.Lifecycle.PreviewProxy)
+			}
+		}},
+		{name: "preview proxy missing", env: map[string]string{"SANDMAN_PREVIEW_PROXY": "no/such/previewproxy"}, wantErr: "SANDMAN_PREVIEW_PROXY must be the preview proxy's Linux binary"},
 		{name: "unknown pause policy", env: map[string]string{"SANDMAN_PAUSE_AFTER_READY": "never"}, wantErr: "idle or immediate"},
 		{name: "unsigned webhooks", env: map[string]string{"E2B_WEBHOOK_URL": "https://x/webhooks/e2b"}, wantErr: "E2B_WEBHOOK_SECRET is not"},
 		{name: "every error at once", env: map[string]string{"DATABASE_URL": "", "SANDMAN_START_CREDITS": "x"},

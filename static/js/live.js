@@ -3,6 +3,19 @@
 // extension.
 "use strict";
 
+// A message (or an action's answer) html of event id draws something el does not show yet: a
+// newer state, or, for an element only a newer state replaces (data-redraw="newer": a share
+// link's page), the same event drawing another state of the page (data-state): an app that is
+// starting records no event of its own.
+function sandmanNewer(id, html, el) {
+  if (el?.dataset?.eventId === undefined) return true;
+  const shown = Number(el.dataset.eventId);
+  if (Number(id) !== shown) return Number(id) > shown;
+  if (el.dataset.redraw !== "newer") return true; // the same state drawn again
+  const m = /data-state="([^"]*)"/.exec(html || "");
+  return m !== null && m[1] !== el.dataset.state;
+}
+
 (function () {
   // One stream per founder, or per share link for its visitors, in each browser.
   const key = document.querySelector('meta[name="sandman-user"]')?.content ||
@@ -45,11 +58,17 @@
     const ev = new MessageEvent(msg.name, { data: msg.data, lastEventId: msg.lastEventId });
     for (const fn of [...(this.listeners.get(msg.name) || [])]) fn(ev);
   };
-  // catchUp hands the newest state to every element that shows an older one (data-event-id).
+  // catchUp hands the newest state to every element that shows an older one (data-event-id),
+  // or another visitor's state of the same event (sandmanNewer).
   SharedSource.prototype.catchUp = function () {
     for (const el of document.querySelectorAll("[sse-swap][data-event-id]")) {
       const msg = this.latest.get(el.getAttribute("sse-swap"));
-      if (msg && Number(msg.lastEventId) > Number(el.dataset.eventId)) this.dispatch(msg);
+      if (!msg) continue;
+      // An equal state is not handed again (each swap settles into another catch-up), unless it
+      // draws another visitor's state.
+      const newer = el.dataset.redraw === "newer" ? sandmanNewer(msg.lastEventId, msg.data, el)
+        : Number(msg.lastEventId) > Number(el.dataset.eventId);
+      if (newer) this.dispatch(msg);
     }
   };
   SharedSource.prototype.addEventListener = function (name, fn) {
@@ -98,20 +117,17 @@
 // message older than the page, is dropped (its out-of-band parts with it). Equal is the same
 // state drawn again (a moved deadline, a build stage) and is swapped in, except where the
 // element says only a newer state replaces it (data-redraw="newer": a share link's page, which
-// shows nothing that changes within a state).
+// shows nothing that changes within a state), unless it draws another visitor's state
+// (sandmanNewer).
 (function () {
-  const stale = (id, el) => {
-    if (el?.dataset?.eventId === undefined) return false;
-    const shown = Number(el.dataset.eventId);
-    return Number(id) < shown || (el.dataset.redraw === "newer" && Number(id) === shown);
-  };
   document.addEventListener("htmx:beforeSwap", (ev) => {
     const target = ev.detail.target;
-    const m = /data-event-id="(\d+)"/.exec(ev.detail.serverResponse || "");
-    if (m && target?.matches?.("[sse-swap][data-event-id]") && stale(m[1], target)) ev.detail.shouldSwap = false;
+    const html = ev.detail.serverResponse || "";
+    const m = /data-event-id="(\d+)"/.exec(html);
+    if (m && target?.matches?.("[sse-swap][data-event-id]") && !sandmanNewer(m[1], html, target)) ev.detail.shouldSwap = false;
   });
   document.addEventListener("htmx:sseBeforeMessage", (ev) => {
-    if (stale(ev.detail.lastEventId, ev.target)) ev.preventDefault();
+    if (!sandmanNewer(ev.detail.lastEventId, ev.detail.data, ev.target)) ev.preventDefault();
   });
   // An action's answer whose target the stream replaced meanwhile is dropped too. Its events no
   // longer reach the document (the target is out of it), so the check listens on the target
