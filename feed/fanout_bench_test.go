@@ -1,4 +1,4 @@
-package live_test
+package feed_test
 
 import (
 	"context"
@@ -22,9 +22,9 @@ import (
 // Changes go one at a time (the next after every client has the last), so the figures are
 // latency, not queueing. Run it with, for example:
 //
-//	go test -run '^$' -bench BenchmarkLiveFanout -benchtime 200x ./live
+//	go test -run '^$' -bench BenchmarkLiveFanout -benchtime 200x ./feed
 func BenchmarkLiveFanout(b *testing.B) {
-	// 20: the most streams one founder may hold on one instance (Options.MaxPerFounder).
+	// 20: the most streams one founder may hold on one instance (handlers' maxStreamsPerFounder).
 	for _, clients := range []int{1, 20} {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) { benchFanout(b, clients) })
 	}
@@ -38,11 +38,11 @@ func benchFanout(b *testing.B, clients int) {
 	}
 	b.Cleanup(pool.Close)
 	// Fragments the size of a real card and pane.
-	h := newHubServer(b, 2<<10, nil)
+	h := newFeedServer(b, 2<<10, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
 	up := make(chan struct{})
-	go h.hub.Listen(ctx, dbURL, func() { close(up) })
+	go h.feed.Listen(ctx, dbURL, func() { close(up) })
 	select {
 	case <-up:
 	case <-time.After(10 * time.Second):
@@ -50,7 +50,7 @@ func benchFanout(b *testing.B, clients int) {
 	}
 
 	owner, sandbox := uuid.New(), uuid.New()
-	project := projectOf(sandbox)
+	project := sandbox.String()
 	h.state.set(owner, project, 0)
 	type receipt struct {
 		id int64
