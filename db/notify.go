@@ -1,6 +1,11 @@
 package db
 
-import "github.com/google/uuid"
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/google/uuid"
+)
 
 // SandboxChannel is the PostgreSQL channel on which every sandbox state change is announced
 // at commit, so every instance (and its SSE clients) hears of it.
@@ -10,12 +15,29 @@ const SandboxChannel = "sandman_sandbox"
 // opaque key (live.Stream.Session). Every instance ends the session's event streams.
 const SessionEndChannel = "sandman_session_end"
 
-// SandboxNotification is the payload on SandboxChannel. InsertSandboxEvent
-// (queries/sandbox_events.sql) writes the same JSON in SQL: keep its keys in step.
+// SandboxNotification is the payload on SandboxChannel. Go announces it only through
+// NotifySandbox; the two statements that announce the event row they insert in the same round
+// trip (UpdateSandboxStatus, InsertSandboxEvent) write its JSON in SQL, which the package feed's
+// decoding (every live test) holds to these keys.
 type SandboxNotification struct {
 	SandboxID uuid.UUID `json:"sandbox_id"`
 	OwnerID   uuid.UUID `json:"owner_id"`
 	EventID   int64     `json:"event_id"`
+}
+
+// Notifier is what can announce at commit: a Tx, or Queries outside one.
+type Notifier interface {
+	Notify(ctx context.Context, arg NotifyParams) error
+}
+
+// NotifySandbox announces a sandbox whose pages should be drawn again, with no new event (a
+// listener draws its newest), at the commit of n's transaction (at once outside one).
+func NotifySandbox(ctx context.Context, n Notifier, sandboxID, ownerID uuid.UUID) error {
+	payload, err := json.Marshal(SandboxNotification{SandboxID: sandboxID, OwnerID: ownerID})
+	if err != nil {
+		return err
+	}
+	return n.Notify(ctx, NotifyParams{Channel: SandboxChannel, Payload: string(payload)})
 }
 
 // IdleChannel wakes the idle pause's deadline queue (lifecycle/idle.go) when a deadline may be

@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"encoding/json"
 	"strconv"
 	"time"
 
@@ -145,8 +144,7 @@ func (s *Service) runEnded(ctx context.Context, run applog.Run, exitCode *int32)
 	s.sink.Ended(ctx, run, exitCode)
 	sb, err := s.q.GetSandbox(ctx, run.SandboxID)
 	if err == nil {
-		payload, _ := json.Marshal(db.SandboxNotification{SandboxID: sb.ID, OwnerID: sb.OwnerID})
-		err = s.q.Notify(ctx, db.NotifyParams{Channel: db.SandboxChannel, Payload: string(payload)})
+		err = db.NotifySandbox(ctx, s.q, sb.ID, sb.OwnerID)
 	}
 	if err != nil && ctx.Err() == nil {
 		s.log.Warn("app: the pages were not told of a run's problem", "sandbox_id", run.SandboxID, "err", err)

@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -101,8 +100,7 @@ func announce(ctx context.Context, tx db.Tx, sb db.Sandbox, source db.EventSourc
 // drawn again (its idle deadline moved, its build reached another stage): the same message as a
 // change, which carries the newest event id, so pages swap in the fresh fragments.
 func (s *Service) notifyUnchanged(ctx context.Context, sb db.Sandbox) error {
-	payload, _ := json.Marshal(db.SandboxNotification{SandboxID: sb.ID, OwnerID: sb.OwnerID})
-	return s.q.Notify(ctx, db.NotifyParams{Channel: db.SandboxChannel, Payload: string(payload)})
+	return db.NotifySandbox(ctx, s.q, sb.ID, sb.OwnerID)
 }
 
 // record inserts the event row of what is no move (a move's is UpdateSandboxStatus's) and

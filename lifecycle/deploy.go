@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -62,8 +61,7 @@ func (s *Service) nowRunning(ctx context.Context, tx db.Tx, sb db.Sandbox, build
 
 // notifyInTx announces, at commit, a sandbox whose pages should be drawn again.
 func notifyInTx(ctx context.Context, tx db.Tx, sb db.Sandbox) error {
-	payload, _ := json.Marshal(db.SandboxNotification{SandboxID: sb.ID, OwnerID: sb.OwnerID})
-	return tx.Notify(ctx, db.NotifyParams{Channel: db.SandboxChannel, Payload: string(payload)})
+	return db.NotifySandbox(ctx, tx, sb.ID, sb.OwnerID)
 }
 
 type deployWorker struct {

@@ -10,8 +10,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -266,9 +264,5 @@ func announce(ctx context.Context, tx db.Tx, owner, projectID uuid.UUID, ended *
 	if err != nil {
 		return err
 	}
-	payload, err := json.Marshal(db.SandboxNotification{SandboxID: sb.ID, OwnerID: owner})
-	if err != nil {
-		return fmt.Errorf("share notification: %w", err)
-	}
-	return tx.Notify(ctx, db.NotifyParams{Channel: db.SandboxChannel, Payload: string(payload)})
+	return db.NotifySandbox(ctx, tx, sb.ID, owner)
 }
