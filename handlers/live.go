@@ -91,14 +91,15 @@ func RenderSnapshot(l *lifecycle.Service) func(context.Context, uuid.UUID) ([]li
 // card or pane or without.
 func founderMessage(ctx context.Context, l *lifecycle.Service, owner uuid.UUID, v lifecycle.ProjectView, credits int32) (live.Message, error) {
 	now := time.Now()
+	hist, err := paneReads(ctx, l, v) // every read before the drawing
+	if err != nil {
+		return live.Message{}, err
+	}
+	vm := previewVM(l, v, now, "")
 	project := v.Project.ID.String()
 	out := live.Message{Topic: feed.Founder(owner), Key: project, ID: v.EventID}
 	for _, f := range []views.Fragment{views.Card, views.Pane} {
-		cmp, err := fragment(ctx, l, f, v, now, "")
-		if err != nil {
-			return live.Message{}, err
-		}
-		b, err := renderBytes(ctx, cmp)
+		b, err := renderBytes(ctx, drawFragment(f, vm, hist, now))
 		if err != nil {
 			return live.Message{}, err
 		}
