@@ -12,7 +12,7 @@ import (
 const SandboxChannel = "sandman_sandbox"
 
 // SessionEndChannel announces a session that ended (a log-out); the payload is the session's
-// opaque key (live.Stream.Session). Every instance ends the session's event streams.
+// opaque key (feed.Session names its streams' topic). Every instance ends the session's event streams.
 const SessionEndChannel = "sandman_session_end"
 
 // SandboxNotification is the payload on SandboxChannel. Go announces it only through
@@ -58,11 +58,11 @@ const SessionChangeChannel = "sandman_session_change"
 // instance that made the change waits for every feed's answer (accounts.SessionStore).
 const SessionForgottenChannel = "sandman_session_forgotten"
 
-// FeedApplicationName names the instances' feed connections (live.Hub.Listen) in
+// FeedApplicationName names the instances' feed connections (feed.Feed.Listen) in
 // pg_stat_activity, where a session's change counts the answers to wait for.
 const FeedApplicationName = "sandman_feed"
 
 // OperatorEndChannel announces a founder who is no longer an operator (`sandman operator
 // remove`); the payload is the founder's id. Every instance ends the streams that carry the
-// operator's console to them (live.Hub.EndOperator).
+// operator's console to them (feed.Feed.EndOperator).
 const OperatorEndChannel = "sandman_operator_end"

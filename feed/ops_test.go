@@ -87,3 +87,35 @@ func TestOpsConsoleIsRenderedOncePerIntervalForAllOperators(t *testing.T) {
 		t.Fatalf("two renders %s apart, want at least %s", gap, every)
 	}
 }
+
+// A stream whose operator check came before the founder's removal was heard starts without the
+// console: its snapshot carries only what the stream follows, and the founder's own state.
+func TestAStreamOpenedAfterItsOperatorsRemovalStartsWithoutTheConsole(t *testing.T) {
+	t.Parallel()
+	h := newFeedServer(t, 50, func(o *feed.Options) {
+		o.Render.Ops = func(context.Context) (live.Message, error) {
+			return live.Message{Parts: []live.Part{{Event: views.OpsConsoleID, Data: []byte("console")}}}, nil
+		}
+	})
+	removed, sandbox := uuid.New(), uuid.New()
+	h.state.set(removed, sandbox.String(), 1)
+	h.feed.EndOperator(removed) // heard after the check (the test server's grants are seen at 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events := testkit.OpenSSE(t, ctx, h.srv.Client(), h.srv.URL+"/events?operator=1&owner="+removed.String())
+	testkit.NextSSE(t, events, 10*time.Second, "the founder's own state", func(ev testkit.SSEEvent) bool {
+		if ev.Event == views.OpsConsoleID {
+			t.Fatal("a stream opened after its operator's removal carried the console")
+		}
+		return ev.Event == views.DOMID(views.Pane, sandbox.String())
+	})
+	// The snapshot leaves in one batch: had it carried the console, it would have come by now.
+	h.state.set(removed, sandbox.String(), 2)
+	h.feed.Deliver(ctx, removed, sandbox, 2)
+	testkit.NextSSE(t, events, 10*time.Second, "the founder's next state", func(ev testkit.SSEEvent) bool {
+		if ev.Event == views.OpsConsoleID {
+			t.Fatal("a stream opened after its operator's removal carried the console")
+		}
+		return ev.ID == "2" && ev.Event == views.DOMID(views.Pane, sandbox.String())
+	})
+}

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -139,7 +140,7 @@ type sentState struct {
 // connection that gets it (stateEvent).
 type message struct {
 	eventID int64
-	project string // the Message's key
+	key     string // the Message's key
 	event   *sse.Event
 	// drawing is a hash of the event's bytes: a state of the same event that draws something
 	// else is sent again (a visitor's page whose app went down or is starting: no event of its
@@ -372,7 +373,7 @@ func (h *Hub) unindex(c *conn) {
 }
 
 // onSubscribe runs once a connection's stream has its subscriber (on a goroutine r3labs starts
-// for it): the connection starts with its founder's whole state (a visitor's: its link's page),
+// for it): the connection starts with its snapshot (Stream.Snapshot: what its topics show now),
 // and the mail held until now follows (newer states win). The snapshots are made by at most
 // SnapshotWorkers goroutines, this one among them while there are fewer: a burst of
 // connections (every client reconnecting after a deploy) waits in a queue, not as a goroutine
@@ -435,6 +436,8 @@ func (h *Hub) sendSnapshot(c *conn) {
 			return
 		}
 	}
+	// Only what the stream follows: a snapshot asked for a topic its grant lost is not its to show.
+	msgs = slices.DeleteFunc(msgs, func(m Message) bool { return !slices.Contains(c.topics, m.Topic) })
 	c.post(mail{msgs: newMessages(msgs), subscribed: true})
 }
 
@@ -443,7 +446,7 @@ func newMessages(msgs []Message) []*message {
 	out := make([]*message, len(msgs))
 	for i, m := range msgs {
 		ev := stateEvent(m)
-		out[i] = &message{eventID: m.ID, project: m.Key, event: ev, drawing: maphash.Bytes(drawings, ev.Data)}
+		out[i] = &message{eventID: m.ID, key: m.Key, event: ev, drawing: maphash.Bytes(drawings, ev.Data)}
 	}
 	return out
 }
@@ -550,7 +553,7 @@ func (h *Hub) Clients() int {
 
 // mail is what is posted to a connection.
 type mail struct {
-	msgs       []*message // projects' new states
+	msgs       []*message // keys' new states
 	ping       bool       // a heartbeat
 	subscribed bool       // the stream has its subscriber now: the writing may start
 }
@@ -558,7 +561,7 @@ type mail struct {
 // post hands mail to the connection. When nothing is waiting and the stream has room, the
 // poster writes it at once, in its own goroutine, as the writer would (it holds the mailbox,
 // so no writer runs meanwhile): the common case costs no goroutine. Anything else goes to the
-// mailbox, which keeps the newest state of each project, and the writer is started unless one
+// mailbox, which keeps the newest state of each key, and the writer is started unless one
 // runs. Mail posted before the stream has its subscriber waits for it.
 func (c *conn) post(m mail) {
 	msgs, ping := m.msgs, m.ping
@@ -568,11 +571,11 @@ func (c *conn) post(m mail) {
 		msgs, ping, _ = c.send(msgs, ping, c.tryPublish)
 	}
 	for _, m := range msgs {
-		if old, ok := c.latest[m.project]; !ok || m.eventID >= old.eventID {
+		if old, ok := c.latest[m.key]; !ok || m.eventID >= old.eventID {
 			if c.latest == nil {
 				c.latest = map[string]*message{}
 			}
-			c.latest[m.project] = m
+			c.latest[m.key] = m
 		}
 	}
 	c.ping = c.ping || ping
@@ -636,7 +639,7 @@ func (c *conn) send(msgs []*message, ping bool, publish func(*sse.Event) (taken,
 			return msgs[i:], ping, ok
 		}
 		due--
-		c.sent[m.project] = sentState{m.eventID, m.drawing}
+		c.sent[m.key] = sentState{m.eventID, m.drawing}
 	}
 	if ping {
 		if taken, ok := publish(heartbeat); !taken {
@@ -648,15 +651,15 @@ func (c *conn) send(msgs []*message, ping bool, publish func(*sse.Event) (taken,
 }
 
 // due says whether m is still to be sent on this connection: it is a newer state than the last
-// one sent of its project, or that state drawn differently (docs/architecture.md, "Live
+// one sent of its key, or that state drawn differently (docs/architecture.md, "Live
 // updates").
 func (c *conn) due(m *message) bool {
-	last, ok := c.sent[m.project]
+	last, ok := c.sent[m.key]
 	switch {
 	case !ok || m.eventID > last.eventID:
 		return true
 	case m.eventID < last.eventID:
-		return false // a newer state of this project already went out
+		return false // a newer state of this key already went out
 	}
 	return m.drawing != last.drawing
 }
