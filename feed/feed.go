@@ -124,7 +124,7 @@ func New(opts Options) *Feed {
 		opts.Logger = slog.Default()
 	}
 	f := &Feed{opts: opts, hub: opts.Hub, metrics: newMetrics(opts.Registerer)}
-	f.dispatch = newDispatcher(f.deliver, func(d time.Duration) { f.metrics.notify.Observe(d.Seconds()) })
+	f.dispatch = newDispatcher(f.Deliver, func(d time.Duration) { f.metrics.notify.Observe(d.Seconds()) })
 	return f
 }
 
@@ -133,10 +133,6 @@ func New(opts Options) *Feed {
 // Changes announced on the database reach it through Listen's dispatcher; it never waits for a
 // client.
 func (f *Feed) Deliver(ctx context.Context, owner, sandboxID uuid.UUID, eventID int64) {
-	f.deliver(ctx, owner, sandboxID, eventID)
-}
-
-func (f *Feed) deliver(ctx context.Context, owner, sandboxID uuid.UUID, eventID int64) {
 	f.opsChanged()
 	if f.hub.Following(Founder(owner)) {
 		start := time.Now()
