@@ -15,14 +15,19 @@ const SandboxChannel = "sandman_sandbox"
 // opaque key (feed.Session names its streams' topic). Every instance ends the session's event streams.
 const SessionEndChannel = "sandman_session_end"
 
-// SandboxNotification is the payload on SandboxChannel. Go announces it only through
-// NotifySandbox; the two statements that announce the event row they insert in the same round
-// trip (UpdateSandboxStatus, InsertSandboxEvent) write its JSON in SQL, which the package feed's
-// decoding (every live test) holds to these keys.
+// SandboxNotification is the payload on SandboxChannel: which sandbox to draw again, and whose.
+// It carries no event id: a listener hears it after the commit, and reads the sandbox's newest
+// event with the rest of what it draws. SandboxPayload is its one builder.
 type SandboxNotification struct {
 	SandboxID uuid.UUID `json:"sandbox_id"`
 	OwnerID   uuid.UUID `json:"owner_id"`
-	EventID   int64     `json:"event_id"`
+}
+
+// SandboxPayload is the payload announcing a sandbox on SandboxChannel: NotifySandbox's, and the
+// statements' that announce the event row they insert (UpdateSandboxStatus, InsertSandboxEvent).
+func SandboxPayload(sandboxID, ownerID uuid.UUID) string {
+	b, _ := json.Marshal(SandboxNotification{SandboxID: sandboxID, OwnerID: ownerID}) // uuids always marshal
+	return string(b)
 }
 
 // Notifier is what can announce at commit: a Tx, or Queries outside one.
@@ -33,11 +38,7 @@ type Notifier interface {
 // NotifySandbox announces a sandbox whose pages should be drawn again, with no new event (a
 // listener draws its newest), at the commit of n's transaction (at once outside one).
 func NotifySandbox(ctx context.Context, n Notifier, sandboxID, ownerID uuid.UUID) error {
-	payload, err := json.Marshal(SandboxNotification{SandboxID: sandboxID, OwnerID: ownerID})
-	if err != nil {
-		return err
-	}
-	return n.Notify(ctx, NotifyParams{Channel: SandboxChannel, Payload: string(payload)})
+	return n.Notify(ctx, NotifyParams{Channel: SandboxChannel, Payload: SandboxPayload(sandboxID, ownerID)})
 }
 
 // IdleChannel wakes the idle pause's deadline queue (lifecycle/idle.go) when a deadline may be

@@ -2,7 +2,6 @@ package feed_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -79,9 +78,8 @@ func benchFanout(b *testing.B, clients int) {
 	for i := range b.N {
 		id := int64(i + 1)
 		h.state.set(owner, project, id) // the committed change the render will show
-		payload, _ := json.Marshal(db.SandboxNotification{SandboxID: sandbox, OwnerID: owner, EventID: id})
 		start := time.Now()
-		if _, err := pool.Exec(ctx, "SELECT pg_notify($1, $2)", db.SandboxChannel, string(payload)); err != nil {
+		if err := db.NotifySandbox(ctx, db.New(pool), sandbox, owner); err != nil {
 			b.Fatal(err)
 		}
 		timeout := time.After(10 * time.Second)

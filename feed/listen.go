@@ -92,7 +92,7 @@ func (f *Feed) listenOnce(ctx context.Context, databaseURL string, connected fun
 				f.opts.Logger.Warn("feed: bad notification", "payload", n.Payload)
 				continue
 			}
-			f.dispatch.post(ctx, msg.OwnerID, msg.SandboxID, msg.EventID, received)
+			f.dispatch.post(ctx, msg.OwnerID, msg.SandboxID, 0, received) // the render reads the newest event
 		case db.SessionEndChannel, db.SessionChangeChannel:
 			if f.opts.Sessions != nil {
 				f.opts.Sessions.Forget(n.Payload)

@@ -2,7 +2,6 @@ package feed_test
 
 import (
 	"context"
-	"encoding/json"
 	"sync"
 	"testing"
 	"time"
@@ -79,8 +78,7 @@ func TestOneConnectionCarriesEveryAnnouncement(t *testing.T) {
 		}
 	}
 	s.state.set(owner, sandbox.String(), 2)
-	payload, _ := json.Marshal(db.SandboxNotification{SandboxID: sandbox, OwnerID: owner, EventID: 2})
-	notify(db.SandboxChannel, string(payload))
+	notify(db.SandboxChannel, db.SandboxPayload(sandbox, owner))
 	testkit.NextSSE(t, events, 10*time.Second, "the change announced", func(ev testkit.SSEEvent) bool {
 		return ev.ID == "2" && ev.Event == views.DOMID(views.Pane, sandbox.String())
 	})
