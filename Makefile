@@ -23,8 +23,8 @@ help: ## list the targets
 run: deps-run build ## start PostgreSQL, sandboxd and Sandman with a demo founder
 	@bin/devrun
 
-# The tests of things that race (concurrent requests, two instances, the live hub) run under
-# the race detector; everything else runs once without it.
+# The tests of things that race (concurrent requests, two instances, the live hub and its feed)
+# run under the race detector; everything else runs once without it.
 RACY := ^Test(Concurrent|TwoInstances)
 
 # The benchmarks' own checks (none lost, none applied twice, every stream reached, every resume
@@ -38,7 +38,7 @@ RACY := ^Test(Concurrent|TwoInstances)
 test: deps ## run the whole test suite (real PostgreSQL, sandboxd and Chromium)
 	$(GO) test -p 1 -timeout $(TEST_TIMEOUT) -skip '$(RACY)' ./...
 	$(GO) test -timeout $(TEST_TIMEOUT) -race -run '$(RACY)' ./handlers ./lifecycle
-	$(GO) test -timeout $(TEST_TIMEOUT) -race ./live
+	$(GO) test -timeout $(TEST_TIMEOUT) -race ./live ./feed
 	$(GO) test -timeout 10m -short -run '^$$' -bench . -benchtime 1x ./...
 
 # The quick lane, for a run while working: every package but sandboxd's own (their tests are

@@ -33,7 +33,7 @@ const maxCachedSessions = 100_000
 //
 // The copy is safe because every change of a session is announced to every instance: a session
 // deleted (a log-out, a log-in's new token) on the feed's SessionEndChannel, a session written
-// on SessionChangeChannel. Each instance's feed (live.Hub.Listen) tells the store, which drops
+// on SessionChangeChannel. Each instance's feed (feed.Feed.Listen) tells the store, which drops
 // the copy (Forget), and answers on SessionForgottenChannel; the change waits for every feed's
 // answer before the request that made it is answered (announce). Memory answers only while the
 // feed is up: when it drops, the store forgets everything and reads every session from the
@@ -138,7 +138,7 @@ func (s *SessionStore) CommitCtx(ctx context.Context, token string, b []byte, ex
 }
 
 // DeleteCtx deletes the session and announces its end: every instance drops its copy and ends
-// the session's event streams (live.Hub.EndSession).
+// the session's event streams (feed.Feed.EndSession).
 func (s *SessionStore) DeleteCtx(ctx context.Context, token string) error {
 	if err := s.inner.Delete(token); err != nil {
 		return err

@@ -28,6 +28,7 @@ import (
 	"sandman/applog"
 	"sandman/db"
 	"sandman/e2b"
+	"sandman/feed"
 	"sandman/handlers"
 	"sandman/lifecycle"
 	"sandman/live"
@@ -159,6 +160,7 @@ type App struct {
 	applog    *applog.Service        // its Writer runs in every role; its Feed only where streams are served
 	sessions  *accounts.SessionStore // nil for RoleWorker
 	hub       *live.Hub              // nil for RoleWorker
+	feed      *feed.Feed             // the one LISTEN connection: publishes to hub; nil for RoleWorker
 	handler   http.Handler           // nil for RoleWorker
 	server    *http.Server           // nil for RoleWorker
 	listener  net.Listener           // set by Start
@@ -248,9 +250,11 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 	sessions.Cookie.SameSite = http.SameSiteLaxMode
 	sessions.Cookie.Secure = cfg.CookieSecure
 
-	a.hub = live.New(live.Options{Render: handlers.RenderSandbox(a.lifecycle), Snapshot: handlers.RenderSnapshot(a.lifecycle),
-		RenderShare: handlers.RenderShare(a.lifecycle), ShareSnapshot: handlers.RenderShareSnapshot(a.lifecycle),
-		ShareEnded: handlers.ShareEnded(), RenderOps: handlers.RenderOps(a.ops), Sessions: a.sessions, Logger: logger, Registerer: a.registry})
+	a.hub = live.New(live.Options{Logger: logger, Registerer: a.registry})
+	a.feed = feed.New(feed.Options{Hub: a.hub, Sessions: a.sessions, Logs: a.applog.Feed, Logger: logger, Registerer: a.registry,
+		Render: feed.Renderers{Sandbox: handlers.RenderSandbox(a.lifecycle), Founder: handlers.RenderSnapshot(a.lifecycle),
+			ShareOfSandbox: handlers.RenderShare(a.lifecycle), Share: handlers.RenderShareSnapshot(a.lifecycle),
+			ShareEnded: handlers.ShareEnded(), Ops: handlers.RenderOps(a.ops)}})
 	var metricsOnMain http.Handler
 	if cfg.MetricsAddr == "" && cfg.MetricsToken != "" {
 		metricsOnMain = metrics
@@ -258,7 +262,7 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 	a.handler = handlers.New(handlers.Deps{
 		Pool: pool, Sessions: sessions, Accounts: a.accounts, Projects: projects.New(pool).WithLimits(cfg.ProjectLimit, cfg.StorageQuota), Shares: a.shares,
 		Versions: versions.New(pool, a.lifecycle.VersionMade).WithQuota(cfg.StorageQuota), Lifecycle: a.lifecycle, AppLog: a.applog,
-		Live: a.hub, Ops: a.ops, Operators: a.operators, Logger: logger, Registry: a.registry, Metrics: metricsOnMain, TrustProxy: cfg.TrustProxy, HSTS: cfg.CookieSecure,
+		Live: a.hub, Feed: a.feed, Ops: a.ops, Operators: a.operators, Logger: logger, Registry: a.registry, Metrics: metricsOnMain, TrustProxy: cfg.TrustProxy, HSTS: cfg.CookieSecure,
 		FrameOrigins: []string{frameOrigin(a.provider)}, LargeBodies: cfg.LargeBodies, LargeBodyWait: cfg.LargeBodyWait,
 	})
 	// ReadTimeout bounds a slow sender (routes with their own deadline move it: an upload gets
@@ -319,8 +323,7 @@ func (a *App) Start(ctx context.Context) error {
 	// reach the streams it concerns. A database that can't be reached yet delays only that long.
 	feedUp := make(chan struct{})
 	a.background(bg, a.hub.Run)
-	a.background(bg, func(ctx context.Context) { a.applog.Feed.Listen(ctx, a.cfg.DatabaseURL) })
-	a.background(bg, func(ctx context.Context) { a.hub.Listen(ctx, a.cfg.DatabaseURL, func() { close(feedUp) }) })
+	a.background(bg, func(ctx context.Context) { a.feed.Listen(ctx, a.cfg.DatabaseURL, func() { close(feedUp) }) })
 	select {
 	case <-feedUp:
 	case <-time.After(feedWait):

@@ -1,19 +1,15 @@
 package applog
 
 import (
-	"context"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 )
 
-// Feed tells an instance's log streams that their project has new lines: one LISTEN connection
-// for the instance, one wake per batch and project, never the lines themselves (a stream reads
+// Feed tells an instance's log streams that their project has new lines, as the instance's feed
+// (package feed, on its one LISTEN connection) hears of them: one wake per batch and project, never the lines themselves (a stream reads
 // them from the database after its cursor, so a missed wake loses nothing but time).
 type Feed struct {
 	log    *slog.Logger
@@ -30,7 +26,7 @@ func (f *Feed) Close() { f.close.Do(func() { close(f.closed) }) }
 // Done is closed by Close.
 func (f *Feed) Done() <-chan struct{} { return f.closed }
 
-// NewFeed returns a Feed; Listen follows the database.
+// NewFeed returns a Feed; the instance's feed wakes it (Wake, WakeAll).
 func NewFeed(log *slog.Logger) *Feed {
 	if log == nil {
 		log = slog.Default()
@@ -79,52 +75,16 @@ func (f *Feed) wake(project uuid.UUID, all bool) {
 	send(f.subs[project])
 }
 
-// Listen follows Channel on a connection of its own until ctx ends, reconnecting with backoff;
-// every (re)connection wakes every stream, which may have missed a batch meanwhile.
-func (f *Feed) Listen(ctx context.Context, databaseURL string) {
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		err := f.listenOnce(ctx, databaseURL, func() { backoff = 100 * time.Millisecond; f.wake(uuid.Nil, true) })
-		if ctx.Err() != nil {
-			return
+// Wake wakes the streams of the projects an announcement on Channel names (a batch's: their
+// ids, comma-separated).
+func (f *Feed) Wake(payload string) {
+	for _, s := range strings.Split(payload, ",") {
+		if id, err := uuid.Parse(s); err == nil {
+			f.wake(id, false)
 		}
-		f.log.Warn("applog: log feed interrupted; reconnecting", "err", err, "in", backoff)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, 5*time.Second)
 	}
 }
 
-func (f *Feed) listenOnce(ctx context.Context, databaseURL string, connected func()) error {
-	cfg, err := pgx.ParseConfig(databaseURL)
-	if err != nil {
-		return err
-	}
-	// As the live feed's: a vanished database host is noticed in seconds, not hours.
-	dialer := &net.Dialer{Timeout: 10 * time.Second,
-		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 10 * time.Second, Interval: 5 * time.Second, Count: 3}}
-	cfg.DialFunc = dialer.DialContext
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{Channel}.Sanitize()); err != nil {
-		return err
-	}
-	connected()
-	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			return err
-		}
-		for _, s := range strings.Split(n.Payload, ",") {
-			if id, err := uuid.Parse(s); err == nil {
-				f.wake(id, false)
-			}
-		}
-	}
-}
+// WakeAll wakes every stream: the instance's feed (package feed) is back after an
+// interruption, and a batch may have been missed meanwhile.
+func (f *Feed) WakeAll() { f.wake(uuid.Nil, true) }

@@ -82,13 +82,12 @@ WITH e AS (
         coalesce($15::text, ''))
     RETURNING id, sandbox_id
 )
-SELECT e.id FROM e,
-    pg_notify($1::text, json_build_object('sandbox_id', e.sandbox_id, 'owner_id', $2::uuid, 'event_id', e.id)::text)
+SELECT e.id FROM e, pg_notify($1::text, $2::text)
 `
 
 type InsertSandboxEventParams struct {
 	Channel           string
-	OwnerID           uuid.UUID
+	Payload           string
 	SandboxID         uuid.UUID
 	FromStatus        SandboxStatus
 	ToStatus          SandboxStatus
@@ -105,12 +104,12 @@ type InsertSandboxEventParams struct {
 }
 
 // An event row that is no move (a new sandbox's first, a note; a move's is UpdateSandboxStatus's)
-// and its announcement on the sandbox channel (db.SandboxNotification's JSON, which carries the
-// row's id), in one round trip: the NOTIFY is sent at commit, with the row, or not at all.
+// and its announcement on the sandbox channel (the payload db.SandboxPayload built), in one round
+// trip: the NOTIFY is sent at commit, with the row, or not at all.
 func (q *Queries) InsertSandboxEvent(ctx context.Context, arg InsertSandboxEventParams) (int64, error) {
 	row := q.db.QueryRow(ctx, insertSandboxEvent,
 		arg.Channel,
-		arg.OwnerID,
+		arg.Payload,
 		arg.SandboxID,
 		arg.FromStatus,
 		arg.ToStatus,

@@ -1338,39 +1338,39 @@ func (q *Queries) TouchSandboxActivity(ctx context.Context, arg TouchSandboxActi
 const updateSandboxStatus = `-- name: UpdateSandboxStatus :one
 WITH u AS (
     UPDATE sandboxes x SET
-        status           = $2,
+        status           = $3,
         version          = x.version + 1,
         state_changed_at = now(),
-        recreated        = $3,
-        preview_url      = coalesce($4, x.preview_url),
-        snapshot_kind    = CASE WHEN $5::boolean THEN $6::pause_kind ELSE x.snapshot_kind END,
-        end_at           = coalesce($7, x.end_at),
-        killed_at        = coalesce($8, x.killed_at),
-        killed_reason    = coalesce($9, x.killed_reason),
-        killed_detail    = CASE WHEN $9::event_reason IS NULL THEN x.killed_detail ELSE $10 END,
-        failure_cause    = $11,
-        failure_detail   = $12,
-        last_event_at    = greatest(x.last_event_at, $13),
-        changed_by_provider = $13::timestamptz IS NOT NULL,
-        last_verified_at = coalesce($14, x.last_verified_at),
-        verification_failures = CASE WHEN $14::timestamptz IS NULL THEN x.verification_failures ELSE 0 END,
+        recreated        = $4,
+        preview_url      = coalesce($5, x.preview_url),
+        snapshot_kind    = CASE WHEN $6::boolean THEN $7::pause_kind ELSE x.snapshot_kind END,
+        end_at           = coalesce($8, x.end_at),
+        killed_at        = coalesce($9, x.killed_at),
+        killed_reason    = coalesce($10, x.killed_reason),
+        killed_detail    = CASE WHEN $10::event_reason IS NULL THEN x.killed_detail ELSE $11 END,
+        failure_cause    = $12,
+        failure_detail   = $13,
+        last_event_at    = greatest(x.last_event_at, $14),
+        changed_by_provider = $14::timestamptz IS NOT NULL,
+        last_verified_at = coalesce($15, x.last_verified_at),
+        verification_failures = CASE WHEN $15::timestamptz IS NULL THEN x.verification_failures ELSE 0 END,
         pause_requested_at = NULL,
         missing_since    = NULL
-    WHERE x.id = $15 AND x.version = $16
+    WHERE x.id = $16 AND x.version = $17
     RETURNING x.id, x.provider_id, x.owner_id, x.project_id, x.build_id, x.status, x.snapshot_kind, x.preview_url, x.envd_token, x.provider_domain, x.last_active_at, x.last_verified_at, x.verification_failures, x.state_changed_at, x.last_event_at, x.end_at, x.killed_at, x.killed_reason, x.failure_cause, x.recreated, x.kill_requested, x.version, x.created_at, x.pause_requested_at, x.app_changed_files, x.files_seen_at, x.missing_since, x.deployed_version_id, x.deploying_version_id, x.deploying_since, x.deploying_job, x.killed_detail, x.failure_detail, x.vcpus, x.memory_mib, x.lifetime_seconds, x.changed_by_provider, x.app_status, x.app_version, x.app_since, x.app_exit_code, x.app_run_id, x.app_pid
 ), e AS (
     INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason, detail, provider_event_id, provider_timestamp)
-    SELECT u.id, $17::sandbox_status, u.status, $18::event_source, $19::event_reason, $10::text,
-        $20::text, $13::timestamptz
+    SELECT u.id, $18::sandbox_status, u.status, $19::event_source, $20::event_reason, $11::text,
+        $21::text, $14::timestamptz
     FROM u
     RETURNING id, sandbox_id
 )
-SELECT u.id, u.provider_id, u.owner_id, u.project_id, u.build_id, u.status, u.snapshot_kind, u.preview_url, u.envd_token, u.provider_domain, u.last_active_at, u.last_verified_at, u.verification_failures, u.state_changed_at, u.last_event_at, u.end_at, u.killed_at, u.killed_reason, u.failure_cause, u.recreated, u.kill_requested, u.version, u.created_at, u.pause_requested_at, u.app_changed_files, u.files_seen_at, u.missing_since, u.deployed_version_id, u.deploying_version_id, u.deploying_since, u.deploying_job, u.killed_detail, u.failure_detail, u.vcpus, u.memory_mib, u.lifetime_seconds, u.changed_by_provider, u.app_status, u.app_version, u.app_since, u.app_exit_code, u.app_run_id, u.app_pid FROM u JOIN e ON e.sandbox_id = u.id,
-    pg_notify($1::text, json_build_object('sandbox_id', u.id, 'owner_id', u.owner_id, 'event_id', e.id)::text)
+SELECT u.id, u.provider_id, u.owner_id, u.project_id, u.build_id, u.status, u.snapshot_kind, u.preview_url, u.envd_token, u.provider_domain, u.last_active_at, u.last_verified_at, u.verification_failures, u.state_changed_at, u.last_event_at, u.end_at, u.killed_at, u.killed_reason, u.failure_cause, u.recreated, u.kill_requested, u.version, u.created_at, u.pause_requested_at, u.app_changed_files, u.files_seen_at, u.missing_since, u.deployed_version_id, u.deploying_version_id, u.deploying_since, u.deploying_job, u.killed_detail, u.failure_detail, u.vcpus, u.memory_mib, u.lifetime_seconds, u.changed_by_provider, u.app_status, u.app_version, u.app_since, u.app_exit_code, u.app_run_id, u.app_pid FROM u JOIN e ON e.sandbox_id = u.id, pg_notify($1::text, $2::text)
 `
 
 type UpdateSandboxStatusParams struct {
 	Channel         string
+	Payload         string
 	Status          SandboxStatus
 	Recreated       bool
 	PreviewURL      *string
@@ -1441,11 +1441,12 @@ type UpdateSandboxStatusRow struct {
 // The only statement that writes status: lifecycle's apply calls it inside a transaction. The
 // version check makes concurrent writers lose cleanly (no row). With the row it inserts the
 // change's event row (its detail is the killed detail's too) and announces it on the sandbox
-// channel (db.SandboxNotification's JSON, as InsertSandboxEvent writes it), in one round trip:
+// channel (the payload db.SandboxPayload built), in one round trip:
 // all three happen, or none does.
 func (q *Queries) UpdateSandboxStatus(ctx context.Context, arg UpdateSandboxStatusParams) (UpdateSandboxStatusRow, error) {
 	row := q.db.QueryRow(ctx, updateSandboxStatus,
 		arg.Channel,
+		arg.Payload,
 		arg.Status,
 		arg.Recreated,
 		arg.PreviewURL,

@@ -14,7 +14,6 @@ import (
 	"sandman/db"
 	"sandman/e2b"
 	"sandman/internal/testkit"
-	"sandman/live"
 	"sandman/views"
 )
 
@@ -69,7 +68,7 @@ func TestStreamCarriesOnlyTheFoundersOwnChanges(t *testing.T) {
 	bob.SignUp("bob-live@example.com")
 	aliceProject, aliceSandbox := alice.BuildCounter()
 	bobProject, bobSandbox := bob.BuildCounter()
-	// Each message carries its founder's balance (live.CreditsEvent): alice's differs from bob's,
+	// Each message carries its founder's balance (views.CreditsEvent): alice's differs from bob's,
 	// so hers reaching him would show.
 	if _, err := s.Pool().Exec(context.Background(), "UPDATE users SET credits = 42 WHERE email = 'alice-live@example.com'"); err != nil {
 		t.Fatal(err)
@@ -94,7 +93,7 @@ func TestStreamCarriesOnlyTheFoundersOwnChanges(t *testing.T) {
 			if !ok {
 				t.Fatal("bob's stream ended")
 			}
-			own := strings.HasSuffix(ev.Event, "-"+bobProject) || ev.Event == live.CreditsEvent && strings.TrimSpace(ev.Data) == bobBalance
+			own := strings.HasSuffix(ev.Event, "-"+bobProject) || ev.Event == views.CreditsEvent && strings.TrimSpace(ev.Data) == bobBalance
 			if !own || strings.Contains(ev.Data, aliceProject) {
 				t.Fatalf("bob received %s: %.200s", ev.Event, ev.Data)
 			}

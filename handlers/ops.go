@@ -13,6 +13,7 @@ import (
 
 	"sandman/db"
 	"sandman/lifecycle"
+	"sandman/live"
 	"sandman/ops"
 	"sandman/views"
 )
@@ -90,13 +91,14 @@ func (h *Handlers) opsAction(act func(*lifecycle.Service, context.Context, lifec
 }
 
 // RenderOps renders the console's live fragment, for the operators' streams.
-func RenderOps(o *ops.Service) func(context.Context) ([]byte, error) {
-	return func(ctx context.Context) ([]byte, error) {
+func RenderOps(o *ops.Service) func(context.Context) (live.Message, error) {
+	return func(ctx context.Context) (live.Message, error) {
 		cv, err := consoleView(ctx, o, time.Now())
 		if err != nil {
-			return nil, err
+			return live.Message{}, err
 		}
-		return renderBytes(ctx, views.OpsConsoleView(cv))
+		b, err := renderBytes(ctx, views.OpsConsoleView(cv))
+		return live.Message{Parts: []live.Part{{Event: views.OpsConsoleID, Data: b}}}, err
 	}
 }
 

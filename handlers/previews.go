@@ -76,15 +76,28 @@ func sourceText(p db.Project) string {
 // fragment is what one of a project's fragments delivers, whether it answers an htmx action or
 // goes out on the live feed: the card, or the pane with its history out of band.
 func fragment(ctx context.Context, l *lifecycle.Service, f views.Fragment, v lifecycle.ProjectView, now time.Time, csrf string) (templ.Component, error) {
-	vm := previewVM(l, v, now, csrf)
+	var hist []lifecycle.HistoryEntry
+	if f == views.Pane {
+		var err error
+		if hist, err = paneReads(ctx, l, v); err != nil {
+			return nil, err
+		}
+	}
+	return drawFragment(f, previewVM(l, v, now, csrf), hist, now), nil
+}
+
+// paneReads reads what a pane shows beyond the project's view: its history up to the view's
+// event. A render reads everything first, then draws (drawFragment reads nothing).
+func paneReads(ctx context.Context, l *lifecycle.Service, v lifecycle.ProjectView) ([]lifecycle.HistoryEntry, error) {
+	return l.History(ctx, v.Project.OwnerID, v.Project.ID, v.EventID)
+}
+
+// drawFragment draws a card, or a pane with its history, from what was read.
+func drawFragment(f views.Fragment, vm views.Preview, hist []lifecycle.HistoryEntry, now time.Time) templ.Component {
 	if f == views.Card {
-		return views.PreviewCard(vm), nil
+		return views.PreviewCard(vm)
 	}
-	hist, err := l.History(ctx, v.Project.OwnerID, v.Project.ID, v.EventID)
-	if err != nil {
-		return nil, err
-	}
-	return templ.Join(views.PreviewPane(vm), views.HistoryList(historyVM(vm.ProjectID, hist, now), true)), nil
+	return templ.Join(views.PreviewPane(vm), views.HistoryList(historyVM(vm.ProjectID, hist, now), true))
 }
 
 // renderPreview answers an htmx action with the fragment it targets (the card on the

@@ -15,6 +15,7 @@ import (
 
 	"sandman/accounts"
 	"sandman/applog"
+	"sandman/feed"
 	"sandman/lifecycle"
 	"sandman/live"
 	"sandman/ops"
@@ -35,6 +36,8 @@ type Deps struct {
 	AppLog    *applog.Service
 	Lifecycle *lifecycle.Service
 	Live      *live.Hub
+	// Feed publishes to Live and answers its streams' snapshots.
+	Feed *feed.Feed
 	// Ops is the operator's console; Operators says who may open it.
 	Ops       *ops.Service
 	Operators *ops.Operators

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"sandman/apperr"
+	"sandman/feed"
 	"sandman/lifecycle"
 	"sandman/live"
 	"sandman/shares"
@@ -187,8 +188,10 @@ func (h *Handlers) shareActivity(c echo.Context) error {
 // nothing else. It ends when the link stops working.
 func (h *Handlers) shareEvents(c echo.Context) error {
 	v := visitOf(c)
-	err := h.Live.Serve(c.Response(), c.Request(), live.Stream{Owner: v.OwnerID,
-		Share: &live.Share{Link: v.LinkID, Project: v.ProjectID, Addr: c.RealIP()}})
+	err := h.Live.Serve(c.Response(), c.Request(), live.Stream{
+		Topics:   []string{feed.Share(v.ProjectID), feed.Link(v.LinkID), feed.Visitors(v.OwnerID)},
+		Snapshot: h.Feed.Snapshot(feed.Share(v.ProjectID)),
+		Caps:     []live.Cap{{Key: feed.Link(v.LinkID), Max: maxStreamsPerLink}, {Key: "addr:" + c.RealIP(), Max: maxStreamsPerAddress}}})
 	switch {
 	case errors.Is(err, live.ErrTooManyStreams):
 		return &apperr.Error{Kind: apperr.KindRateLimited, Code: "too_many_streams", RetryAfter: time.Minute,
@@ -241,33 +244,35 @@ func newShareViewsMetric(reg prometheus.Registerer) *prometheus.CounterVec {
 
 // RenderShare renders the visitor's page of the project a sandbox belongs to, for the visitors'
 // streams of its link.
-func RenderShare(l *lifecycle.Service) func(context.Context, uuid.UUID, uuid.UUID) (live.Fragments, error) {
-	return func(ctx context.Context, owner, sandboxID uuid.UUID) (live.Fragments, error) {
+func RenderShare(l *lifecycle.Service) func(context.Context, uuid.UUID, uuid.UUID) (live.Message, error) {
+	return func(ctx context.Context, owner, sandboxID uuid.UUID) (live.Message, error) {
 		sb, err := l.OwnedSandbox(ctx, owner, sandboxID)
 		if err != nil {
-			return live.Fragments{}, err
+			return live.Message{}, err
 		}
 		return RenderShareSnapshot(l)(ctx, sb.ProjectID)
 	}
 }
 
 // RenderShareSnapshot renders the visitor's page of a project: a visitor's stream starts with it.
-func RenderShareSnapshot(l *lifecycle.Service) func(context.Context, uuid.UUID) (live.Fragments, error) {
-	return func(ctx context.Context, projectID uuid.UUID) (live.Fragments, error) {
+func RenderShareSnapshot(l *lifecycle.Service) func(context.Context, uuid.UUID) (live.Message, error) {
+	return func(ctx context.Context, projectID uuid.UUID) (live.Message, error) {
 		sp, err := l.SharedPreview(ctx, projectID)
 		if err != nil {
-			return live.Fragments{}, err
+			return live.Message{}, err
 		}
 		b, err := renderBytes(ctx, views.ShareStateView(shareStateVM(sp)))
-		return live.Fragments{EventID: sp.EventID, ProjectID: projectID.String(), Share: b}, err
+		return live.Message{Topic: feed.Share(projectID), Key: feed.ShareKey, ID: sp.EventID,
+			Parts: []live.Part{{Event: views.ShareStateID, Data: b}}}, err
 	}
 }
 
-// ShareEnded is the last page a visitor's stream carries, when its link stops working.
-func ShareEnded() []byte {
+// ShareEnded is the last page a visitor's stream carries, when its link stops working, and the
+// event that asks the browser to close the stream.
+func ShareEnded() []live.Part {
 	b, err := renderBytes(context.Background(), views.ShareStateView(views.ShareState{State: "ended"}))
 	if err != nil {
 		panic(err) // a fixed fragment: it renders or the views are broken
 	}
-	return b
+	return []live.Part{{Event: views.ShareStateID, Data: b}, {Event: views.ShareClosedEvent, Data: []byte("closed")}}
 }

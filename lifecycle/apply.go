@@ -58,7 +58,7 @@ func apply(ctx context.Context, tx db.Tx, sb db.Sandbox, c Change) (db.Sandbox, 
 		ID: sb.ID, Version: sb.Version, Status: c.To, Recreated: sb.Recreated && keepsRecreated(c.To),
 		PreviewURL: c.PreviewURL, EndAt: c.EndAt, KilledReason: c.KilledReason,
 		FailureCause: c.FailureCause, EventAt: c.ProviderTimestamp,
-		Channel: db.SandboxChannel, FromStatus: sb.Status, Source: c.Source, Reason: c.Reason, Detail: c.Detail,
+		Channel: db.SandboxChannel, Payload: db.SandboxPayload(sb.ID, sb.OwnerID), FromStatus: sb.Status, Source: c.Source, Reason: c.Reason, Detail: c.Detail,
 		ProviderEventID: nonEmpty(c.ProviderEventID),
 	}
 	if c.FailureCause != nil {
@@ -100,13 +100,13 @@ func announce(ctx context.Context, tx db.Tx, sb db.Sandbox, source db.EventSourc
 // drawn again (its idle deadline moved, its build reached another stage): the same message as a
 // change, which carries the newest event id, so pages swap in the fresh fragments.
 func (s *Service) notifyUnchanged(ctx context.Context, sb db.Sandbox) error {
-	return s.q.NotifySandbox(ctx, sb.ID, sb.OwnerID)
+	return db.NotifySandbox(ctx, s.q, sb.ID, sb.OwnerID)
 }
 
 // record inserts the event row of what is no move (a move's is UpdateSandboxStatus's) and
-// NOTIFYs it (db.SandboxNotification), in one statement.
+// NOTIFYs it (db.SandboxPayload), in one statement.
 func record(ctx context.Context, tx db.Tx, ev db.InsertSandboxEventParams, owner uuid.UUID) error {
-	ev.Channel, ev.OwnerID = db.SandboxChannel, owner
+	ev.Channel, ev.Payload = db.SandboxChannel, db.SandboxPayload(ev.SandboxID, owner)
 	_, err := tx.InsertSandboxEvent(ctx, ev)
 	return err
 }

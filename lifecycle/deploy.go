@@ -61,7 +61,7 @@ func (s *Service) nowRunning(ctx context.Context, tx db.Tx, sb db.Sandbox, build
 
 // notifyInTx announces, at commit, a sandbox whose pages should be drawn again.
 func notifyInTx(ctx context.Context, tx db.Tx, sb db.Sandbox) error {
-	return tx.NotifySandbox(ctx, sb.ID, sb.OwnerID)
+	return db.NotifySandbox(ctx, tx, sb.ID, sb.OwnerID)
 }
 
 type deployWorker struct {

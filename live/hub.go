@@ -1,10 +1,9 @@
-// Package live pushes sandbox state to browsers over server-sent events (docs/architecture.md,
-// "Live updates"). Each connection (one per browser, shared by its tabs) has a mailbox that
-// holds the newest fragments of each of its founder's projects, and one writer that empties it
-// into the connection's own r3labs stream, so a stalled client can only stall itself. Fan-out
-// comes from PostgreSQL LISTEN/NOTIFY, so a change applied on any instance reaches clients on
-// every instance. A visitor of a share link has a stream too, scoped to that link: it carries
-// the visitor's page of that one project and nothing else.
+// Package live is a hub of server-sent event streams by topic (docs/architecture.md, "Live
+// updates"). A stream follows topics; a publisher (package feed) publishes messages to a topic,
+// each the newest state of a key. Each connection has a mailbox that holds the newest message of
+// each key, and one writer that empties it into the connection's own r3labs stream, so a
+// stalled client can only stall itself. The hub knows nothing of what its messages say, nor of
+// who follows what: topics, keys and events are opaque strings.
 package live
 
 import (
@@ -15,50 +14,44 @@ import (
 	"errors"
 	"hash/maphash"
 	"log/slog"
-	"math"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/r3labs/sse/v2"
-
-	"sandman/views"
 )
 
-// Fragments are the rendered card and pane of one project's current sandbox: state, not a
-// delta, so a lost message is healed by the next one, and only the newest needs sending.
-type Fragments struct {
-	EventID   int64
-	ProjectID string
-	Card      []byte
-	Pane      []byte
-	// Credits is the founder's balance as the header says it, sent as its own event
-	// (CreditsEvent) so that every page's header follows it, whether or not the page shows
-	// this project.
-	Credits []byte
-	// Share is the visitor's page of a shared project (the only thing a visitor's stream
-	// carries); Final marks the last message of a visitor's stream (its link stopped working).
-	Share []byte
+// A Message is one state of something a stream shows, for the streams that follow its topic:
+// state, not a delta, so a lost message is healed by the next one, and a stream only ever needs
+// the newest message of each key. The hub knows nothing of what it carries: topics and keys are
+// opaque strings chosen by its publishers (package feed), the parts are the stream's events.
+type Message struct {
+	// Topic names the streams that get it: those that follow it (Stream.Topics).
+	Topic string
+	// Key is what the message is the state of: a stream's mailbox keeps the newest per key.
+	Key string
+	// ID orders a key's states (the SSE id): an older one never follows a newer one.
+	ID int64
+	// Parts are its events, sent together, in order, under one id.
+	Parts []Part
+	// Final makes it the last message of every stream that follows Topic: they follow nothing
+	// more, and end once their clients had StallTimeout to read it.
 	Final bool
-	// Ops is the operator's console (views.OpsConsoleView), the only thing of its message: an
-	// operator's stream carries it beside the founder's own states.
-	Ops []byte
 }
 
-// CreditsEvent names the stream's event that carries the founder's balance.
-const CreditsEvent = "credits"
+// Part is one event of a message: its name (an element's sse-swap) and its data.
+type Part struct {
+	Event string
+	Data  []byte
+}
 
 // Options configure a Hub.
 type Options struct {
-	// Render renders one sandbox's fragments for its owner.
-	Render func(ctx context.Context, owner, sandboxID uuid.UUID) (Fragments, error)
-	// Snapshot renders every current fragment of a founder: what a (re)connection starts with.
-	Snapshot func(ctx context.Context, owner uuid.UUID) ([]Fragments, error)
 	// Heartbeat is the interval of keep-alive comments (default 20 s).
 	Heartbeat time.Duration
 	// StallTimeout is how long a connection's writer waits for its client to take a message
@@ -70,30 +63,6 @@ type Options struct {
 	// SnapshotWorkers is how many connections' snapshots are made at once (default 8); the
 	// rest wait their turn in a queue.
 	SnapshotWorkers int
-	// MaxPerFounder is how many streams one founder may hold open on this instance (default
-	// 20). One browser shares one stream between its tabs, so this is about 20 browsers.
-	MaxPerFounder int
-
-	// RenderShare renders the visitor's page of the project one of the owner's sandboxes
-	// belongs to (Fragments.ProjectID and Share set), for the visitors' streams of that project.
-	RenderShare func(ctx context.Context, owner, sandboxID uuid.UUID) (Fragments, error)
-	// ShareSnapshot renders the visitor's page of a project: what a visitor's (re)connection
-	// starts with.
-	ShareSnapshot func(ctx context.Context, projectID uuid.UUID) (Fragments, error)
-	// ShareEnded is the last fragment a visitor's stream carries when its link stops working.
-	ShareEnded []byte
-	// RenderOps renders the operator's console, for the operators' streams: once per change (at
-	// most once per OpsEvery), shared by every operator's stream on this instance.
-	RenderOps func(ctx context.Context) ([]byte, error)
-	// OpsEvery is the least time between two renders of the console (default 1 s): a burst of
-	// changes across the fleet costs one render per interval, the last change always included.
-	OpsEvery time.Duration
-	// MaxPerLink is how many visitors' streams one share link may have open on this instance
-	// (default 200); MaxPerAddress how many one client address may (default 20).
-	MaxPerLink, MaxPerAddress int
-	// Sessions, if set, is told of sessions that ended or changed on any instance, and of the
-	// feed's ups and downs (Listen).
-	Sessions SessionCache
 
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
@@ -106,23 +75,13 @@ type Hub struct {
 
 	mu      sync.Mutex
 	byID    map[string]*conn
-	byOwner map[uuid.UUID]map[string]*conn
-	// visitors are the visitors' streams, by the owner of the project they show (a change
-	// arrives as the owner's), and counted per link and per client address.
-	visitors map[uuid.UUID]map[string]*conn
-	perLink  map[uuid.UUID]int
-	perAddr  map[string]int
-	closed   bool
-
-	// The console's renders: one pending at most, never closer than OpsEvery; operators counts
-	// the operators' streams, so a change costs nothing more while there are none.
-	opsPending bool
-	opsLast    time.Time
-	operators  int
-	// opsEnds counts the operators removed (EndOperator); opsEnded is the count at each one's
-	// removal, so a stream whose operator check came before it carries no console (add).
-	opsEnds  uint64
-	opsEnded map[uuid.UUID]uint64
+	byTopic map[string]map[string]*conn // the streams that follow each topic
+	counts  map[string]int              // the streams held under each cap's key (Stream.Caps)
+	closed  bool
+	// ends counts the topics ended (End); ended is the count at each one's end, so a stream
+	// whose grant was checked before it follows none of the granted topics (Stream.Grant).
+	ends  uint64
+	ended map[string]uint64
 
 	// The connections waiting for their snapshot, and the goroutines making them (onSubscribe).
 	snapMu      sync.Mutex
@@ -130,20 +89,17 @@ type Hub struct {
 	snapWorkers int
 
 	metrics *metrics
-	// dispatch delivers what LISTEN notices, off its loop (dispatch.go).
-	dispatch *dispatcher
 }
 
-// conn is one client's stream: a mailbox that Deliver, Resync and the heartbeat fill, and one
+// conn is one client's stream: a mailbox that Publish and the heartbeat fill, and one
 // writer at a time that empties it into the stream: the poster itself while the stream has
 // room, else a writer goroutine that runs while there is mail.
 type conn struct {
-	id      string
-	owner   uuid.UUID
-	session string // Stream.Session
-	share   *Share // a visitor's stream: the link it follows; nil for a founder's
-	// operator: the founder is an operator: the stream carries the console too.
-	operator bool
+	id     string
+	topics []string // what it follows (Stream.Topics, and Stream.Grant's unless revoked)
+	caps   []string // the caps' keys it counts under (Stream.Caps)
+	// snapshot is its first state (Stream.Snapshot).
+	snapshot func(context.Context) ([]Message, error)
 	hub      *Hub
 	// ctx is the stream's own context; cancel ends the stream (see end).
 	ctx      context.Context
@@ -162,29 +118,29 @@ type conn struct {
 	returned bool
 
 	mu         sync.Mutex
-	latest     map[string]*message // the mailbox: per project, the newest state not yet written
+	latest     map[string]*message // the mailbox: per key, the newest state not yet written
 	ping       bool                // a heartbeat is due
 	subscribed bool                // the stream has its subscriber: until then, mail waits
 	writing    bool                // a writer runs (or ended with the connection)
 
-	// sent is the newest state written per project: its event, so an older state never follows
+	// sent is the newest state written per key: its id, so an older state never follows
 	// a newer one, and its drawing, so the same state drawn the same is not sent twice. Only the
 	// current writer touches it: a poster holding mu while writing is false, or the writer
 	// goroutine while it is true.
 	sent map[string]sentState
 }
 
-// sentState is the last state a connection wrote of one project.
+// sentState is the last state a connection wrote of one key.
 type sentState struct {
 	eventID int64
 	drawing uint64
 }
 
-// message is one project's state as its streams send it: its event made once and shared by
-// every connection that gets it (stateEvent).
+// message is one key's state as its streams send it: its event made once and shared by every
+// connection that gets it (stateEvent).
 type message struct {
 	eventID int64
-	project string
+	key     string // the Message's key
 	event   *sse.Event
 	// drawing is a hash of the event's bytes: a state of the same event that draws something
 	// else is sent again (a visitor's page whose app went down or is starting: no event of its
@@ -196,7 +152,7 @@ type message struct {
 // only with another of the same process.
 var drawings = maphash.MakeSeed()
 
-// New returns a Hub; call Run to start its heartbeat and Listen for the database feed.
+// New returns a Hub; call Run to start its heartbeat.
 func New(opts Options) *Hub {
 	if opts.Heartbeat == 0 {
 		opts.Heartbeat = 20 * time.Second
@@ -207,20 +163,8 @@ func New(opts Options) *Hub {
 	if opts.Buffer == 0 {
 		opts.Buffer = 32
 	}
-	if opts.MaxPerFounder == 0 {
-		opts.MaxPerFounder = 20
-	}
 	if opts.SnapshotWorkers == 0 {
 		opts.SnapshotWorkers = 8
-	}
-	if opts.OpsEvery == 0 {
-		opts.OpsEvery = time.Second
-	}
-	if opts.MaxPerLink == 0 {
-		opts.MaxPerLink = 200
-	}
-	if opts.MaxPerAddress == 0 {
-		opts.MaxPerAddress = 20
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -233,53 +177,54 @@ func New(opts Options) *Hub {
 	srv.SplitData = false
 	srv.BufferSize = opts.Buffer
 	srv.Headers = map[string]string{"X-Accel-Buffering": "no"}
-	h := &Hub{opts: opts, srv: srv, byID: map[string]*conn{}, byOwner: map[uuid.UUID]map[string]*conn{},
-		visitors: map[uuid.UUID]map[string]*conn{}, perLink: map[uuid.UUID]int{}, perAddr: map[string]int{},
-		opsEnded: map[uuid.UUID]uint64{}, metrics: newMetrics(opts.Registerer)}
-	h.dispatch = newDispatcher(h.Deliver, func(d time.Duration) { h.metrics.notify.Observe(d.Seconds()) })
+	h := &Hub{opts: opts, srv: srv, byID: map[string]*conn{}, byTopic: map[string]map[string]*conn{}, counts: map[string]int{},
+		ended: map[string]uint64{}, metrics: newMetrics(opts.Registerer)}
 	srv.OnSubscribe = h.onSubscribe
 	return h
 }
 
-// Stream says whose a stream is.
+// Stream says what a stream follows.
 type Stream struct {
-	Owner uuid.UUID
-	// Session is an opaque key of the session the stream was opened with (never the session
-	// token itself): EndSession ends its streams on every instance.
-	Session string
-	// Ends is when that session expires; the stream ends then. Zero: never.
+	// Topics are what it follows: every message published to one of them.
+	Topics []string
+	// Grant, if set, adds topics the stream follows by a right that can be revoked (End of its
+	// Revoke topic), unless it was revoked after Grant.Seen.
+	Grant *Grant
+	// Snapshot is the stream's first state, asked for once the stream has its subscriber: what
+	// its topics show now.
+	Snapshot func(context.Context) ([]Message, error)
+	// Caps are the counts the stream is held under: Serve refuses it when one is full.
+	Caps []Cap
+	// Ends is when the stream ends (its session's expiry). Zero: never.
 	Ends time.Time
-	// Share makes it a visitor's stream of a share link, with no session: it carries only the
-	// visitor's page of the link's project (Owner is the project's owner), and ends when the
-	// link stops working (EndShare).
-	Share *Share
-	// Operator makes the founder's stream carry the operator's console as well.
-	Operator bool
-	// OperatorSeen is the hub's OperatorEnds read before the operator check that set Operator: a
-	// removal of this founder announced since then, which the check may have missed, makes it
-	// a founder's stream.
-	OperatorSeen uint64
 }
 
-// Share is the link a visitor's stream follows.
-type Share struct {
-	Link    uuid.UUID
-	Project uuid.UUID
-	// Addr is the visitor's client address (MaxPerAddress).
-	Addr string
+// Grant is a set of topics a stream follows by a right checked before Serve: Seen is the hub's
+// Ends read before the check, so that a revocation (End(Revoke)) the check may have missed still
+// takes the topics away.
+type Grant struct {
+	Revoke string
+	Topics []string
+	Seen   uint64
+}
+
+// Cap bounds the streams held under one key on this instance (a founder's, a link's, a client
+// address's).
+type Cap struct {
+	Key string
+	Max int
 }
 
 // Errors Serve answers with before streaming anything.
 var (
-	// ErrTooManyStreams: the founder already holds MaxPerFounder streams on this instance (for a
-	// visitor's stream: the link MaxPerLink, or the address MaxPerAddress).
-	ErrTooManyStreams = errors.New("live: too many streams for one founder")
+	// ErrTooManyStreams: one of the stream's caps (Stream.Caps) is full on this instance.
+	ErrTooManyStreams = errors.New("live: too many streams")
 	// ErrClosed: the hub is shutting down.
 	ErrClosed = errors.New("live: shutting down")
 )
 
-// Serve streams the owner's sandbox states until the client goes away, is dropped, or its
-// session ends. It answers ErrTooManyStreams or ErrClosed at once, having written nothing.
+// Serve streams what s follows until the client goes away, is dropped, or the stream ends
+// (Ends, End, a Final message). It answers ErrTooManyStreams or ErrClosed at once, having written nothing.
 //
 // Over HTTP/1.1 it takes the connection from the server (a hijack) and returns: the stream is
 // served from a goroutine of its own, shallow, instead of the request's, parked under every
@@ -290,9 +235,8 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, s Stream) error {
 	// The request's context ends when its handler returns, and it holds the whole request (the
 	// session's values included): the stream's is its own.
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &conn{id: newID(), owner: s.Owner, session: s.Session, share: s.Share, operator: s.Operator && s.Share == nil, hub: h,
-		ctx: ctx, cancel: cancel, sent: map[string]sentState{}}
-	if err := h.add(c, s.OperatorSeen); err != nil {
+	c := &conn{id: newID(), snapshot: s.Snapshot, hub: h, ctx: ctx, cancel: cancel, sent: map[string]sentState{}}
+	if err := h.add(c, s); err != nil {
 		cancel()
 		return err
 	}
@@ -339,81 +283,62 @@ func (h *Hub) stream(c *conn, w http.ResponseWriter, ends time.Time) {
 	h.srv.ServeHTTP(w, r)
 }
 
-func (h *Hub) add(c *conn, operatorSeen uint64) error {
+func (h *Hub) add(c *conn, s Stream) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
 		return ErrClosed
 	}
-	if c.operator && h.opsEnded[c.owner] > operatorSeen {
-		c.operator = false
-	}
-	index := h.byOwner
-	if c.share != nil {
-		index = h.visitors
-		if h.perLink[c.share.Link] >= h.opts.MaxPerLink || h.perAddr[c.share.Addr] >= h.opts.MaxPerAddress {
+	for _, cp := range s.Caps {
+		if h.counts[cp.Key] >= cp.Max {
 			h.metrics.refused.Inc()
 			return ErrTooManyStreams
 		}
-		h.perLink[c.share.Link]++
-		h.perAddr[c.share.Addr]++
-	} else if len(h.byOwner[c.owner]) >= h.opts.MaxPerFounder {
-		h.metrics.refused.Inc()
-		return ErrTooManyStreams
+	}
+	for _, cp := range s.Caps {
+		h.counts[cp.Key]++
+		c.caps = append(c.caps, cp.Key)
+	}
+	c.topics = append(c.topics, s.Topics...)
+	if g := s.Grant; g != nil && h.ended[g.Revoke] <= g.Seen {
+		c.topics = append(c.topics, g.Topics...)
 	}
 	h.srv.CreateStream(c.id)
-	m := index[c.owner]
-	if m == nil {
-		m = map[string]*conn{}
-		index[c.owner] = m
+	for _, t := range c.topics {
+		m := h.byTopic[t]
+		if m == nil {
+			m = map[string]*conn{}
+			h.byTopic[t] = m
+		}
+		m[c.id] = c
 	}
-	m[c.id] = c
 	h.byID[c.id] = c
-	if c.operator {
-		h.operators++
-	}
 	h.metrics.clients.Inc()
 	return nil
 }
 
-// EndSession ends this instance's streams of a session that ended (a log-out, on any instance:
-// announced by accounts.SessionStore). The browser's reconnection is then refused until it logs in again.
-func (h *Hub) EndSession(session string) {
-	if session == "" {
-		return
-	}
-	for _, c := range h.all() {
-		if c.session == session {
-			c.end()
-		}
-	}
-}
-
-// OperatorEnds is the number of operators' removals this hub has heard of: read it before
-// checking whether a founder is an operator, and give it as Stream.OperatorSeen.
-func (h *Hub) OperatorEnds() uint64 {
+// End ends this instance's streams that follow topic (a session that logged out, an operator
+// removed, on any instance), and revokes the grants of topic (Grant.Revoke) checked before now.
+func (h *Hub) End(topic string) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.opsEnds
-}
-
-// EndOperator ends this instance's streams that carry the console to a founder who is no longer
-// an operator (`sandman operator remove`, announced to every instance), as a log-out ends a
-// session's: the browser's reconnection is a founder's stream, without the console.
-func (h *Hub) EndOperator(owner uuid.UUID) {
-	var ended []*conn
-	h.mu.Lock()
-	h.opsEnds++
-	h.opsEnded[owner] = h.opsEnds
-	for _, c := range h.byOwner[owner] {
-		if c.operator {
-			ended = append(ended, c)
-		}
+	h.ends++
+	h.ended[topic] = h.ends
+	ended := make([]*conn, 0, len(h.byTopic[topic]))
+	for _, c := range h.byTopic[topic] {
+		ended = append(ended, c)
 	}
 	h.mu.Unlock()
 	for _, c := range ended {
 		c.end()
 	}
+}
+
+// Ends is the number of topics this hub has ended: read it before checking a right, and give
+// it as Grant.Seen.
+func (h *Hub) Ends() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ends
 }
 
 // remove forgets a connection whose stream has ended. The stream goes only now: r3labs
@@ -423,37 +348,32 @@ func (h *Hub) remove(c *conn) {
 	h.mu.Lock()
 	if _, ok := h.byID[c.id]; ok {
 		delete(h.byID, c.id)
-		if c.operator {
-			h.operators--
-		}
 		h.metrics.clients.Dec()
-		if c.share != nil {
-			if h.perLink[c.share.Link]--; h.perLink[c.share.Link] == 0 {
-				delete(h.perLink, c.share.Link)
-			}
-			if h.perAddr[c.share.Addr]--; h.perAddr[c.share.Addr] == 0 {
-				delete(h.perAddr, c.share.Addr)
+		for _, k := range c.caps {
+			if h.counts[k]--; h.counts[k] == 0 {
+				delete(h.counts, k)
 			}
 		}
 	}
-	unindex(h.byOwner, c)
-	unindex(h.visitors, c)
+	h.unindex(c)
 	h.mu.Unlock()
 	h.srv.RemoveStream(c.id)
 }
 
-// unindex removes c from one of the hub's indexes by owner.
-func unindex(index map[uuid.UUID]map[string]*conn, c *conn) {
-	if m := index[c.owner]; m != nil {
-		delete(m, c.id)
-		if len(m) == 0 {
-			delete(index, c.owner)
+// unindex makes c follow nothing more; h.mu is held.
+func (h *Hub) unindex(c *conn) {
+	for _, t := range c.topics {
+		if m := h.byTopic[t]; m != nil {
+			delete(m, c.id)
+			if len(m) == 0 {
+				delete(h.byTopic, t)
+			}
 		}
 	}
 }
 
 // onSubscribe runs once a connection's stream has its subscriber (on a goroutine r3labs starts
-// for it): the connection starts with its founder's whole state (a visitor's: its link's page),
+// for it): the connection starts with its snapshot (Stream.Snapshot: what its topics show now),
 // and the mail held until now follows (newer states win). The snapshots are made by at most
 // SnapshotWorkers goroutines, this one among them while there are fewer: a burst of
 // connections (every client reconnecting after a deploy) waits in a queue, not as a goroutine
@@ -502,216 +422,80 @@ func (h *Hub) snapshots() {
 // sendSnapshot makes c's snapshot and posts it; a connection without one is dropped (it
 // reconnects and asks again).
 func (h *Hub) sendSnapshot(c *conn) {
-	ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
-	frags, err := h.snapshot(ctx, c)
-	cancel()
-	if err != nil {
-		if c.ctx.Err() == nil {
-			h.opts.Logger.Warn("live: snapshot failed", "err", err)
+	var msgs []Message
+	if c.snapshot != nil {
+		ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
+		var err error
+		msgs, err = c.snapshot(ctx)
+		cancel()
+		if err != nil {
+			if c.ctx.Err() == nil {
+				h.opts.Logger.Warn("live: snapshot failed", "err", err)
+			}
+			c.drop()
+			return
 		}
-		c.drop()
-		return
 	}
-	c.post(mail{msgs: c.messages(frags), subscribed: true})
+	// Only what the stream follows: a snapshot asked for a topic its grant lost is not its to show.
+	msgs = slices.DeleteFunc(msgs, func(m Message) bool { return !slices.Contains(c.topics, m.Topic) })
+	c.post(mail{msgs: newMessages(msgs), subscribed: true})
 }
 
-// messages are the connection's messages of frags (a visitor's, or a founder's).
-func (c *conn) messages(frags []Fragments) []*message {
-	return newMessages(frags, c.share != nil)
-}
-
-// newMessages makes each fragment's message once, for every connection that gets it.
-func newMessages(frags []Fragments, visitor bool) []*message {
-	out := make([]*message, len(frags))
-	for i, f := range frags {
-		ev := stateEvent(f, visitor)
-		out[i] = &message{eventID: f.EventID, project: f.ProjectID, event: ev, drawing: maphash.Bytes(drawings, ev.Data)}
+// newMessages makes each message's event once, for every connection that gets it.
+func newMessages(msgs []Message) []*message {
+	out := make([]*message, len(msgs))
+	for i, m := range msgs {
+		ev := stateEvent(m)
+		out[i] = &message{eventID: m.ID, key: m.Key, event: ev, drawing: maphash.Bytes(drawings, ev.Data)}
 	}
 	return out
 }
 
-// snapshot is what a connection starts with: its founder's every current state, or a visitor's
-// page of its link's project.
-func (h *Hub) snapshot(ctx context.Context, c *conn) ([]Fragments, error) {
-	if c.share == nil {
-		frags, err := h.opts.Snapshot(ctx, c.owner)
-		if err != nil || !c.operator || h.opts.RenderOps == nil {
-			return frags, err
-		}
-		f, err := h.renderOps(ctx)
-		return append(frags, f), err
-	}
-	f, err := h.opts.ShareSnapshot(ctx, c.share.Project)
-	if err != nil {
-		return nil, err
-	}
-	return []Fragments{f}, nil
-}
-
-// Deliver renders one sandbox's change once and posts it to the owner's connections here, and
-// once more, as its visitors see it, to the visitors' streams of its project. It never waits for
-// a client.
-func (h *Hub) Deliver(ctx context.Context, owner, sandboxID uuid.UUID, eventID int64) {
-	h.opsChanged()
-	if conns := h.conns(h.byOwner, owner); len(conns) > 0 {
-		start := time.Now()
-		f, err := h.opts.Render(ctx, owner, sandboxID)
-		if err != nil {
-			h.opts.Logger.Warn("live: render failed", "sandbox_id", sandboxID, "err", err)
-		} else {
-			f.EventID = max(f.EventID, eventID)
-			m := mail{msgs: newMessages([]Fragments{f}, false)}
-			for _, c := range conns {
-				c.post(m)
-			}
-			h.metrics.fanout.Observe(time.Since(start).Seconds())
-		}
-	}
-	visitors := h.conns(h.visitors, owner)
-	if len(visitors) == 0 {
-		return
-	}
-	f, err := h.opts.RenderShare(ctx, owner, sandboxID)
-	if err != nil {
-		h.opts.Logger.Warn("live: render of a visitor's page failed", "sandbox_id", sandboxID, "err", err)
-		return
-	}
-	f.EventID = max(f.EventID, eventID)
-	m := mail{msgs: newMessages([]Fragments{f}, true)}
-	for _, c := range visitors {
-		if c.share.Project.String() == f.ProjectID { // only that project's visitors
-			c.post(m)
-		}
-	}
-}
-
-// opsKey is the mailbox key of the console's fragment.
-const opsKey = "ops"
-
-// opsChanged schedules the console's render for the operators' streams here, unless one is
-// pending: at once when the last was more than OpsEvery ago, else when it will be.
-func (h *Hub) opsChanged() {
-	if h.opts.RenderOps == nil {
-		return
-	}
-	h.mu.Lock()
-	if h.opsPending || h.closed || h.operators == 0 {
-		h.mu.Unlock()
-		return
-	}
-	h.opsPending = true
-	wait := h.opts.OpsEvery - time.Since(h.opsLast)
-	h.mu.Unlock()
-	time.AfterFunc(max(wait, 0), h.deliverOps)
-}
-
-// deliverOps renders the console once and posts it to every operator's stream here.
-func (h *Hub) deliverOps() {
-	h.mu.Lock()
-	h.opsPending, h.opsLast = false, time.Now()
-	var conns []*conn
-	for _, c := range h.byID {
-		if c.operator {
+// Publish posts each message to the streams here that follow its topic. It never waits for a
+// client. A Final message is the last its streams get: they follow nothing from then on, and
+// end once their clients had StallTimeout to read it.
+func (h *Hub) Publish(msgs ...Message) {
+	for _, m := range msgs {
+		h.mu.Lock()
+		followers := h.byTopic[m.Topic]
+		conns := make([]*conn, 0, len(followers))
+		for _, c := range followers {
 			conns = append(conns, c)
 		}
-	}
-	h.mu.Unlock()
-	if len(conns) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	f, err := h.renderOps(ctx)
-	if err != nil {
-		h.opts.Logger.Warn("live: render of the operator's console failed", "err", err)
-		return
-	}
-	m := mail{msgs: newMessages([]Fragments{f}, false)}
-	for _, c := range conns {
-		c.post(m)
-	}
-}
-
-// renderOps renders the console as a message; its version is the render's time, so a newer
-// render always replaces an older one.
-func (h *Hub) renderOps(ctx context.Context) (Fragments, error) {
-	version := time.Now().UnixMilli()
-	b, err := h.opts.RenderOps(ctx)
-	return Fragments{EventID: version, ProjectID: opsKey, Ops: b}, err
-}
-
-// EndShare ends this instance's visitors' streams of a share link that stopped working (turned
-// off or replaced, on any instance): each gets the ShareEnded page as its last message, which
-// asks the browser to close the stream, and nothing after it. The stream is closed here too
-// once the browser had StallTimeout to read it.
-func (h *Hub) EndShare(link uuid.UUID) {
-	var ended []*conn
-	h.mu.Lock()
-	for _, m := range h.visitors {
-		for _, c := range m {
-			if c.share.Link == link {
-				ended = append(ended, c)
+		if m.Final {
+			for _, c := range conns {
+				h.unindex(c)
+			}
+		}
+		h.mu.Unlock()
+		if len(conns) == 0 {
+			continue
+		}
+		ml := mail{msgs: newMessages([]Message{m})}
+		for _, c := range conns {
+			c.post(ml)
+			if m.Final {
+				time.AfterFunc(h.opts.StallTimeout, c.end)
 			}
 		}
 	}
-	for _, c := range ended {
-		unindex(h.visitors, c)
-	}
-	h.mu.Unlock()
-	for _, c := range ended {
-		c.post(mail{msgs: c.messages([]Fragments{{EventID: math.MaxInt64, ProjectID: c.share.Project.String(), Share: h.opts.ShareEnded, Final: true}})})
-		time.AfterFunc(h.opts.StallTimeout, c.end)
-	}
 }
 
-// Resync posts every connected founder's current state (after the feed was interrupted, when
-// changes may have been missed). Each connection takes it at its own pace.
-func (h *Hub) Resync(ctx context.Context) {
-	h.opsChanged()
-	h.mu.Lock()
-	owners := make([]uuid.UUID, 0, len(h.byOwner))
-	for o := range h.byOwner {
-		owners = append(owners, o)
-	}
-	projects := map[uuid.UUID][]*conn{}
-	for _, m := range h.visitors {
-		for _, c := range m {
-			projects[c.share.Project] = append(projects[c.share.Project], c)
-		}
-	}
-	h.mu.Unlock()
-	for _, o := range owners {
-		frags, err := h.opts.Snapshot(ctx, o)
-		if err != nil {
-			h.opts.Logger.Warn("live: resync failed", "err", err)
-			continue
-		}
-		m := mail{msgs: newMessages(frags, false)}
-		for _, c := range h.conns(h.byOwner, o) {
-			c.post(m)
-		}
-	}
-	for p, conns := range projects {
-		f, err := h.opts.ShareSnapshot(ctx, p)
-		if err != nil {
-			h.opts.Logger.Warn("live: resync of a visitor's page failed", "err", err)
-			continue
-		}
-		m := mail{msgs: newMessages([]Fragments{f}, true)}
-		for _, c := range conns {
-			c.post(m)
-		}
-	}
-}
-
-// conns are the owner's connections in one of the hub's indexes (founders', or visitors').
-func (h *Hub) conns(index map[uuid.UUID]map[string]*conn, owner uuid.UUID) []*conn {
+// Following says whether a stream here follows topic: a publisher renders nothing for none.
+func (h *Hub) Following(topic string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	m := index[owner]
-	out := make([]*conn, 0, len(m))
-	for _, c := range m {
-		out = append(out, c)
+	return len(h.byTopic[topic]) > 0
+}
+
+// Topics are the topics followed here (after the publisher may have missed changes, it
+// publishes each one's state again).
+func (h *Hub) Topics() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]string, 0, len(h.byTopic))
+	for t := range h.byTopic {
+		out = append(out, t)
 	}
 	return out
 }
@@ -769,7 +553,7 @@ func (h *Hub) Clients() int {
 
 // mail is what is posted to a connection.
 type mail struct {
-	msgs       []*message // projects' new states
+	msgs       []*message // keys' new states
 	ping       bool       // a heartbeat
 	subscribed bool       // the stream has its subscriber now: the writing may start
 }
@@ -777,7 +561,7 @@ type mail struct {
 // post hands mail to the connection. When nothing is waiting and the stream has room, the
 // poster writes it at once, in its own goroutine, as the writer would (it holds the mailbox,
 // so no writer runs meanwhile): the common case costs no goroutine. Anything else goes to the
-// mailbox, which keeps the newest state of each project, and the writer is started unless one
+// mailbox, which keeps the newest state of each key, and the writer is started unless one
 // runs. Mail posted before the stream has its subscriber waits for it.
 func (c *conn) post(m mail) {
 	msgs, ping := m.msgs, m.ping
@@ -787,11 +571,11 @@ func (c *conn) post(m mail) {
 		msgs, ping, _ = c.send(msgs, ping, c.tryPublish)
 	}
 	for _, m := range msgs {
-		if old, ok := c.latest[m.project]; !ok || m.eventID >= old.eventID {
+		if old, ok := c.latest[m.key]; !ok || m.eventID >= old.eventID {
 			if c.latest == nil {
 				c.latest = map[string]*message{}
 			}
-			c.latest[m.project] = m
+			c.latest[m.key] = m
 		}
 	}
 	c.ping = c.ping || ping
@@ -855,7 +639,7 @@ func (c *conn) send(msgs []*message, ping bool, publish func(*sse.Event) (taken,
 			return msgs[i:], ping, ok
 		}
 		due--
-		c.sent[m.project] = sentState{m.eventID, m.drawing}
+		c.sent[m.key] = sentState{m.eventID, m.drawing}
 	}
 	if ping {
 		if taken, ok := publish(heartbeat); !taken {
@@ -867,15 +651,15 @@ func (c *conn) send(msgs []*message, ping bool, publish func(*sse.Event) (taken,
 }
 
 // due says whether m is still to be sent on this connection: it is a newer state than the last
-// one sent of its project, or that state drawn differently (docs/architecture.md, "Live
+// one sent of its key, or that state drawn differently (docs/architecture.md, "Live
 // updates").
 func (c *conn) due(m *message) bool {
-	last, ok := c.sent[m.project]
+	last, ok := c.sent[m.key]
 	switch {
 	case !ok || m.eventID > last.eventID:
 		return true
 	case m.eventID < last.eventID:
-		return false // a newer state of this project already went out
+		return false // a newer state of this key already went out
 	}
 	return m.drawing != last.drawing
 }
@@ -906,39 +690,20 @@ func (c *conn) publish(ev *sse.Event) (taken, ok bool) {
 	return ok, ok
 }
 
-// stateEvent is one project's state as one r3labs event: r3labs writes an event's fields as
-// they are, so the data of a state's first events carries them whole (their data lines, their
-// names, the next one's id), and the last one's name is the event's own. On the wire these are
-// the state's events, one after the other, as the browser reads them; for r3labs a state is one
-// event: one hop through its stream and one turn of its writer instead of one per element, and a
+// stateEvent is one message as one r3labs event: r3labs writes an event's fields as they are,
+// so the data of a message's first parts carries them whole (their data lines, their names, the
+// next one's id), and the last one's name is the event's own. On the wire these are the
+// message's events, one after the other, as the browser reads them; for r3labs a message is one
+// event: one hop through its stream and one turn of its writer instead of one per part, and a
 // state is never split on a stream.
-func stateEvent(f Fragments, visitor bool) *sse.Event {
-	type element struct {
-		name string
-		data []byte
-	}
-	var els []element
-	switch {
-	case f.Ops != nil:
-		els = []element{{views.OpsConsoleID, f.Ops}}
-	case visitor:
-		els = []element{{views.ShareStateID, f.Share}}
-		if f.Final {
-			els = append(els, element{views.ShareClosedEvent, []byte("closed")})
-		}
-	default:
-		els = []element{{views.DOMID(views.Card, f.ProjectID), f.Card}, {views.DOMID(views.Pane, f.ProjectID), f.Pane}}
-		if len(f.Credits) > 0 {
-			els = append(els, element{CreditsEvent, f.Credits})
-		}
-	}
-	id := strconv.FormatInt(f.EventID, 10)
+func stateEvent(m Message) *sse.Event {
+	id := strconv.FormatInt(m.ID, 10)
 	var data bytes.Buffer
-	for i, el := range els {
+	for i, p := range m.Parts {
 		if i > 0 {
-			data.WriteString("\nevent: " + els[i-1].name + "\n\nid: " + id + "\ndata: ")
+			data.WriteString("\nevent: " + m.Parts[i-1].Event + "\n\nid: " + id + "\ndata: ")
 		}
-		data.Write(bytes.ReplaceAll(el.data, []byte("\n"), []byte("\ndata: ")))
+		data.Write(bytes.ReplaceAll(p.Data, []byte("\n"), []byte("\ndata: ")))
 	}
 	out := data.Bytes()
 	// r3labs writes data that starts with ':' as it is (a comment line): such data starts with an
@@ -946,7 +711,11 @@ func stateEvent(f Fragments, visitor bool) *sse.Event {
 	if bytes.HasPrefix(out, []byte(":")) {
 		out = append([]byte(":\ndata: "), out...)
 	}
-	return &sse.Event{ID: []byte(id), Event: []byte(els[len(els)-1].name), Data: out}
+	var name []byte
+	if len(m.Parts) > 0 {
+		name = []byte(m.Parts[len(m.Parts)-1].Event)
+	}
+	return &sse.Event{ID: []byte(id), Event: name, Data: out}
 }
 
 // drop disconnects a client that stopped taking messages; the browser reconnects and resyncs.

@@ -78,7 +78,7 @@ func requireServerClosed(t *testing.T, conn net.Conn) {
 func TestStalledClientIsDroppedWithoutHoldingBackOthers(t *testing.T) {
 	// Large fragments fill the stalled client's socket and buffers after a few dozen changes;
 	// its writer then waits half a second for it, and drops it.
-	h := newHubServer(t, 32<<10, func(o *live.Options) { o.StallTimeout = 500 * time.Millisecond })
+	h := newHubServer(t, 32<<10, func(o *hubConfig) { o.StallTimeout = 500 * time.Millisecond })
 	owner := uuid.New()
 	sandbox := uuid.New()
 	project := projectOf(sandbox)
@@ -99,7 +99,7 @@ func TestStalledClientIsDroppedWithoutHoldingBackOthers(t *testing.T) {
 		}
 		id++
 		h.state.set(owner, project, id)
-		h.hub.Deliver(ctx, owner, sandbox, id)
+		h.deliver(owner, sandbox, id)
 		want := strconv.FormatInt(id, 10)
 		testkit.NextSSE(t, healthy, 10*time.Second, "change "+want+" on the healthy client", func(ev testkit.SSEEvent) bool {
 			return ev.Event == views.DOMID(views.Pane, project) && ev.ID == want
@@ -117,7 +117,7 @@ func TestStalledClientIsDroppedWithoutHoldingBackOthers(t *testing.T) {
 	for range 3 {
 		id++
 		h.state.set(owner, project, id)
-		h.hub.Deliver(ctx, owner, sandbox, id)
+		h.deliver(owner, sandbox, id)
 		want := strconv.FormatInt(id, 10)
 		testkit.NextSSE(t, healthy, 10*time.Second, "change "+want+" after the drop", func(ev testkit.SSEEvent) bool {
 			return ev.Event == views.DOMID(views.Pane, project) && ev.ID == want
@@ -142,7 +142,7 @@ func TestCloseEndsEveryStream(t *testing.T) {
 	// writing when Close comes.
 	for id := int64(2); id < 30; id++ {
 		h.state.set(slow, projectOf(slowSandbox), id)
-		h.hub.Deliver(ctx, slow, slowSandbox, id)
+		h.deliver(slow, slowSandbox, id)
 	}
 	dropped := h.counter(t, "sandman_sse_dropped_total")
 
@@ -192,7 +192,7 @@ func TestSnapshotOfManyProjectsArrivesWhole(t *testing.T) {
 	events := h.stream(t, ctx, owner)
 	testkit.Until(t, 10*time.Second, "connected", func() bool { return h.hub.Clients() == 1 })
 	h.state.set(owner, projectOf(changed), 2)
-	h.hub.Deliver(ctx, owner, changed, 2)
+	h.deliver(owner, changed, 2)
 
 	panes := map[string]bool{}
 	newest := false
@@ -233,12 +233,12 @@ func TestClientsGetOnlyTheirOwnersChanges(t *testing.T) {
 	testkit.NextSSE(t, bobEvents, 10*time.Second, "bob's snapshot", isPane(bobSandbox, "1"))
 
 	h.state.set(alice, projectOf(aliceSandbox), 2)
-	h.hub.Deliver(ctx, alice, aliceSandbox, 2)
+	h.deliver(alice, aliceSandbox, 2)
 	testkit.NextSSE(t, aliceEvents, 10*time.Second, "alice's change", isPane(aliceSandbox, "2"))
 	// Bob's own change comes after alice's on the same path: anything of alice's would
 	// arrive before it.
 	h.state.set(bob, projectOf(bobSandbox), 3)
-	h.hub.Deliver(ctx, bob, bobSandbox, 3)
+	h.deliver(bob, bobSandbox, 3)
 	testkit.NextSSE(t, bobEvents, 10*time.Second, "bob's change", func(ev testkit.SSEEvent) bool {
 		if ev.Event != views.DOMID(views.Card, projectOf(bobSandbox)) && ev.Event != views.DOMID(views.Pane, projectOf(bobSandbox)) {
 			t.Fatalf("bob received %s %q", ev.Event, ev.Data)
@@ -267,7 +267,7 @@ func TestSlowClientGetsTheNewestStateNotEveryState(t *testing.T) {
 	const changes = 500 // 32 MiB of panes: far more than the socket and the stream's buffers
 	for id := int64(2); id <= changes; id++ {
 		h.state.set(owner, project, id)
-		h.hub.Deliver(context.Background(), owner, sandbox, id)
+		h.deliver(owner, sandbox, id)
 	}
 	panes := 0
 	err = testkit.ReadSSE(bufio.NewReader(res.Body), func(ev testkit.SSEEvent) bool {
@@ -293,7 +293,7 @@ func TestSlowClientGetsTheNewestStateNotEveryState(t *testing.T) {
 // anything is streamed, and other founders are not affected.
 func TestAFounderHoldsAtMostMaxPerFounderStreams(t *testing.T) {
 	t.Parallel()
-	h := newHubServer(t, 64, func(o *live.Options) { o.MaxPerFounder = 3 })
+	h := newHubServer(t, 64, func(o *hubConfig) { o.MaxPerFounder = 3 })
 	greedy, other := uuid.New(), uuid.New()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -333,7 +333,7 @@ func TestEndSessionEndsOnlyItsStreams(t *testing.T) {
 	a1, a2 := h.sessionStream(t, ctx, founder, "laptop"), h.sessionStream(t, ctx, founder, "laptop")
 	phone := h.sessionStream(t, ctx, founder, "phone")
 	testkit.Until(t, 10*time.Second, "three streams", func() bool { return h.hub.Clients() == 3 })
-	h.hub.EndSession("laptop")
+	h.hub.End(sessionTopic("laptop"))
 	testkit.SSEEnds(t, a1, 10*time.Second)
 	testkit.SSEEnds(t, a2, 10*time.Second)
 	testkit.Until(t, 10*time.Second, "the laptop's streams gone", func() bool { return h.hub.Clients() == 1 })
@@ -341,7 +341,7 @@ func TestEndSessionEndsOnlyItsStreams(t *testing.T) {
 	// end before it, and fail here.
 	sandbox := uuid.New()
 	h.state.set(founder, projectOf(sandbox), 7)
-	h.hub.Deliver(ctx, founder, sandbox, 7)
+	h.deliver(founder, sandbox, 7)
 	testkit.NextSSE(t, phone, 10*time.Second, "the phone's stream to carry a change after the laptop's session ended",
 		func(ev testkit.SSEEvent) bool { return ev.ID == "7" })
 }
@@ -375,19 +375,18 @@ func TestStreamLeavesItsResponseOnceItsHandlerReturned(t *testing.T) {
 	t.Parallel()
 	asked, returned, failed := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var subscriber string // the goroutine that asked for the state, and drops the stream
-	st := newFakeState(10)
-	hub := live.New(live.Options{Render: st.render, Registerer: prometheus.NewRegistry(),
-		Snapshot: func(context.Context, uuid.UUID) ([]live.Fragments, error) {
-			close(asked)
-			<-returned
-			subscriber = goroutine()
-			defer close(failed)
-			return nil, errors.New("the database went away")
-		}})
+	hub := live.New(live.Options{Registerer: prometheus.NewRegistry()})
+	snapshot := func(context.Context) ([]live.Message, error) {
+		close(asked)
+		<-returned
+		subscriber = goroutine()
+		defer close(failed)
+		return nil, errors.New("the database went away")
+	}
 	w := &watchedWriter{}
 	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		w.ResponseWriter = rw
-		_ = hub.Serve(w, r, live.Stream{Owner: uuid.New()})
+		_ = hub.Serve(w, r, live.Stream{Topics: []string{founderTopic(uuid.New())}, Snapshot: snapshot})
 		w.returned.Store(true)
 		close(returned)
 	}))
@@ -456,10 +455,10 @@ func TestABurstOfStreamsMakesAtMostSnapshotWorkersSnapshotsAtOnce(t *testing.T) 
 	const workers, streams = 3, 40
 	var running, most, made atomic.Int64
 	release := make(chan struct{})
-	h := newHubServer(t, 64, func(o *live.Options) {
+	h := newHubServer(t, 64, func(o *hubConfig) {
 		o.SnapshotWorkers = workers
 		snapshot := o.Snapshot
-		o.Snapshot = func(ctx context.Context, owner uuid.UUID) ([]live.Fragments, error) {
+		o.Snapshot = func(ctx context.Context, owner uuid.UUID) ([]live.Message, error) {
 			n := running.Add(1)
 			defer running.Add(-1)
 			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {

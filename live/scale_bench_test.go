@@ -1,7 +1,6 @@
 package live_test
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -53,7 +52,7 @@ func BenchmarkSSE10k(b *testing.B) {
 		start := time.Now()
 		for j, o := range owners {
 			h.state.set(o, projectOf(sandboxes[j]), id)
-			h.hub.Deliver(context.Background(), o, sandboxes[j], id)
+			h.deliver(o, sandboxes[j], id)
 		}
 		latencies = append(latencies, everyStreamGets(b, clients, len(reqs), id, start)...)
 	}

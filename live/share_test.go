@@ -10,7 +10,6 @@ import (
 	"github.com/google/uuid"
 
 	"sandman/internal/testkit"
-	"sandman/live"
 	"sandman/views"
 )
 
@@ -51,7 +50,7 @@ func TestVisitorStreamCarriesOnlyItsProject(t *testing.T) {
 		} else {
 			h.state.set(change.owner, projectOf(change.sandbox), eventID)
 		}
-		h.hub.Deliver(ctx, change.owner, change.sandbox, eventID)
+		h.deliver(change.owner, change.sandbox, eventID)
 	}
 	testkit.NextSSE(t, visitor, 10*time.Second, "the visitor's next page", isShare("6"))
 	testkit.NextSSE(t, founderEvents, 10*time.Second, "the founder's pane of the shared project",
@@ -104,7 +103,7 @@ func TestTheSameEventIsSentAgainOnlyWhenItDrawsSomethingElse(t *testing.T) {
 			next("up")
 			for _, look := range []string{"up", "starting", "starting", "up", "up", "down"} {
 				h.state.draw(owner, project, 1, look)
-				h.hub.Deliver(ctx, owner, sandbox, 1)
+				h.deliver(owner, sandbox, 1)
 			}
 			next("starting")
 			next("up")
@@ -117,7 +116,7 @@ func TestTheSameEventIsSentAgainOnlyWhenItDrawsSomethingElse(t *testing.T) {
 // closes the stream, then ends their streams; another link's visitors go on.
 func TestEndShareEndsOnlyItsVisitorsStreams(t *testing.T) {
 	t.Parallel()
-	h := newHubServer(t, 50, func(o *live.Options) { o.StallTimeout = 200 * time.Millisecond })
+	h := newHubServer(t, 50, func(o *hubConfig) { o.StallTimeout = 200 * time.Millisecond })
 	founder, sandbox := uuid.New(), uuid.New()
 	h.state.set(founder, projectOf(sandbox), 1)
 	ended, kept := uuid.New(), uuid.New()
@@ -128,7 +127,7 @@ func TestEndShareEndsOnlyItsVisitorsStreams(t *testing.T) {
 	for _, s := range []<-chan testkit.SSEEvent{gone, stays} {
 		testkit.NextSSE(t, s, 10*time.Second, "the first page", func(ev testkit.SSEEvent) bool { return ev.Event == views.ShareStateID })
 	}
-	h.hub.EndShare(ended)
+	h.endShare(ended)
 	testkit.NextSSE(t, gone, 10*time.Second, "the last page", func(ev testkit.SSEEvent) bool {
 		return ev.Event == views.ShareStateID && ev.Data == "this link doesn't work anymore"
 	})
@@ -136,7 +135,7 @@ func TestEndShareEndsOnlyItsVisitorsStreams(t *testing.T) {
 	testkit.SSEEnds(t, gone, 10*time.Second)
 
 	h.state.set(founder, projectOf(sandbox), 2)
-	h.hub.Deliver(ctx, founder, sandbox, 2)
+	h.deliver(founder, sandbox, 2)
 	testkit.NextSSE(t, stays, 10*time.Second, "the other link's next page", func(ev testkit.SSEEvent) bool {
 		return ev.Event == views.ShareStateID && ev.ID == "2"
 	})
@@ -147,7 +146,7 @@ func TestEndShareEndsOnlyItsVisitorsStreams(t *testing.T) {
 // neither counts against the founder's own MaxPerFounder.
 func TestVisitorStreamsAreCapped(t *testing.T) {
 	t.Parallel()
-	h := newHubServer(t, 50, func(o *live.Options) { o.MaxPerLink, o.MaxPerAddress, o.MaxPerFounder = 2, 3, 1 })
+	h := newHubServer(t, 50, func(o *hubConfig) { o.MaxPerLink, o.MaxPerAddress, o.MaxPerFounder = 2, 3, 1 })
 	founder, sandbox := uuid.New(), uuid.New()
 	h.state.set(founder, projectOf(sandbox), 1)
 	link, other := uuid.New(), uuid.New()

@@ -13,7 +13,7 @@ import (
 // streamWriter is the response r3labs writes a hijacked stream to. An idle stream holds no
 // buffer: one is taken from a pool when an event is written and given back once its bytes are
 // on the socket, in one write per batch. A batch is every event the stream had been given when
-// the writer caught up with them (conn.published), so every project of a snapshot, or a state
+// the writer caught up with them (conn.published), so every message of a snapshot, or a state
 // and a heartbeat, leave in one write instead of one each. Only the stream's own
 // goroutine (r3labs' ServeHTTP, then close) uses it.
 type streamWriter struct {
@@ -90,7 +90,7 @@ func (w *streamWriter) Flush() {
 	w.writeOut()
 }
 
-// maxBatch bounds a batch: a state (card, pane, balance) is a few KiB.
+// maxBatch bounds a batch: a state (a founder's card, pane and balance) is a few KiB.
 const maxBatch = 32 << 10
 
 // writeOut writes the pending batch (after the headers, the first time) in one write, and lets

@@ -17,6 +17,7 @@ import (
 
 	"sandman/internal/testkit"
 	"sandman/live"
+	"sandman/views"
 )
 
 // noHijack is a response whose connection cannot be taken, as over HTTP/2: the hub serves the
@@ -42,10 +43,9 @@ func TestAClientThatLeavesFreesItsStreamWithoutAWrite(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			st := newFakeState(64)
-			hub := live.New(live.Options{Render: st.render, Snapshot: st.snapshot, Heartbeat: time.Hour, MaxPerFounder: 1,
-				Registerer: prometheus.NewRegistry()})
+			hub := live.New(live.Options{Heartbeat: time.Hour, Registerer: prometheus.NewRegistry()})
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if err := hub.Serve(tc.wrap(w), r, live.Stream{Owner: uuid.MustParse(r.URL.Query().Get("owner"))}); err != nil {
+				if err := hub.Serve(tc.wrap(w), r, founderStream(st, uuid.MustParse(r.URL.Query().Get("owner")), 1)); err != nil {
 					http.Error(w, err.Error(), http.StatusTooManyRequests)
 				}
 			}))
@@ -91,15 +91,10 @@ func (c *countingConn) Write(p []byte) (int, error) {
 func TestAStateLeavesInOneWrite(t *testing.T) {
 	t.Parallel()
 	st := newFakeState(64)
-	withCredits := func(ctx context.Context, owner, sandbox uuid.UUID) (live.Fragments, error) {
-		f, err := st.render(ctx, owner, sandbox)
-		f.Credits = []byte("7 credits")
-		return f, err
-	}
-	hub := live.New(live.Options{Render: withCredits, Snapshot: st.snapshot, Heartbeat: time.Hour, Registerer: prometheus.NewRegistry()})
+	hub := live.New(live.Options{Heartbeat: time.Hour, Registerer: prometheus.NewRegistry()})
 	l := &countingListener{Listener: newLocalListener(t)}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_ = hub.Serve(w, r, live.Stream{Owner: uuid.MustParse(r.URL.Query().Get("owner"))})
+		_ = hub.Serve(w, r, founderStream(st, uuid.MustParse(r.URL.Query().Get("owner")), 20))
 	}))
 	srv.Listener = l
 	srv.Start()
@@ -123,10 +118,11 @@ func TestAStateLeavesInOneWrite(t *testing.T) {
 	}
 	for id := int64(2); id < 5; id++ {
 		before := l.writes.Load()
-		st.set(owner, projectOf(sandbox), id)
-		hub.Deliver(ctx, owner, sandbox, id)
+		m := founderMessage(owner, st.set(owner, projectOf(sandbox), id))
+		m.Parts = append(m.Parts, live.Part{Event: views.CreditsEvent, Data: []byte("7 credits")})
+		hub.Publish(m)
 		testkit.NextSSE(t, events, 10*time.Second, "the balance of state "+strconv.FormatInt(id, 10), func(ev testkit.SSEEvent) bool {
-			return ev.Event == live.CreditsEvent && ev.ID == strconv.FormatInt(id, 10)
+			return ev.Event == views.CreditsEvent && ev.ID == strconv.FormatInt(id, 10)
 		})
 		if n := l.writes.Load() - before; n != 1 {
 			t.Fatalf("state %d (card, pane and balance) took %d writes, want 1", id, n)

@@ -33,7 +33,7 @@ func (o *Operators) Grant(ctx context.Context, email, actor string) (string, err
 }
 
 // Revoke takes the console away from the account (idempotent, like Grant): its console streams
-// end on every instance (live.Hub.EndOperator).
+// end on every instance (feed.Feed.EndOperator).
 func (o *Operators) Revoke(ctx context.Context, email, actor string) (string, error) {
 	return o.change(ctx, email, actor, db.OperatorActionRevoke)
 }

@@ -1,7 +1,7 @@
 -- name: InsertSandboxEvent :one
 -- An event row that is no move (a new sandbox's first, a note; a move's is UpdateSandboxStatus's)
--- and its announcement on the sandbox channel (db.SandboxNotification's JSON, which carries the
--- row's id), in one round trip: the NOTIFY is sent at commit, with the row, or not at all.
+-- and its announcement on the sandbox channel (the payload db.SandboxPayload built), in one round
+-- trip: the NOTIFY is sent at commit, with the row, or not at all.
 WITH e AS (
     INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason, detail, provider_event_id, provider_timestamp, files,
         via_token, version_number, duration_ms, output)
@@ -10,8 +10,7 @@ WITH e AS (
         coalesce(sqlc.narg('output')::text, ''))
     RETURNING id, sandbox_id
 )
-SELECT e.id FROM e,
-    pg_notify(@channel::text, json_build_object('sandbox_id', e.sandbox_id, 'owner_id', @owner_id::uuid, 'event_id', e.id)::text);
+SELECT e.id FROM e, pg_notify(@channel::text, @payload::text);
 
 -- name: ListSandboxEvents :many
 SELECT * FROM sandbox_events WHERE sandbox_id = @sandbox_id ORDER BY id;

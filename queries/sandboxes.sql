@@ -76,7 +76,7 @@ ORDER BY s.created_at DESC LIMIT 1;
 -- The only statement that writes status: lifecycle's apply calls it inside a transaction. The
 -- version check makes concurrent writers lose cleanly (no row). With the row it inserts the
 -- change's event row (its detail is the killed detail's too) and announces it on the sandbox
--- channel (db.SandboxNotification's JSON, as InsertSandboxEvent writes it), in one round trip:
+-- channel (the payload db.SandboxPayload built), in one round trip:
 -- all three happen, or none does.
 WITH u AS (
     UPDATE sandboxes x SET
@@ -107,8 +107,7 @@ WITH u AS (
     FROM u
     RETURNING id, sandbox_id
 )
-SELECT u.* FROM u JOIN e ON e.sandbox_id = u.id,
-    pg_notify(@channel::text, json_build_object('sandbox_id', u.id, 'owner_id', u.owner_id, 'event_id', e.id)::text);
+SELECT u.* FROM u JOIN e ON e.sandbox_id = u.id, pg_notify(@channel::text, @payload::text);
 
 -- name: SetSandboxProvider :one
 -- Records what the provider answered at creation; not a state change.

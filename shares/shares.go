@@ -264,5 +264,5 @@ func announce(ctx context.Context, tx db.Tx, owner, projectID uuid.UUID, ended *
 	if err != nil {
 		return err
 	}
-	return tx.NotifySandbox(ctx, sb.ID, owner)
+	return db.NotifySandbox(ctx, tx, sb.ID, owner)
 }

@@ -447,7 +447,7 @@ func Flash(msg string) templ.Component {
 }
 
 // Credits is the header's balance. On every page the event stream's "credits" event
-// (live.CreditsEvent, carrying CreditsText) replaces its text; actions that spend a credit send
+// (CreditsEvent, carrying CreditsText) replaces its text; actions that spend a credit send
 // it out of band too. Only the text is ever swapped, never the element: a replaced element
 // listens again only once htmx has settled it, and an update arriving meanwhile would be lost.
 func Credits(n int32, oob bool) templ.Component {

@@ -94,6 +94,9 @@ const (
 // fragment's buttons, so views, handlers and live all take it from here.
 func DOMID(f Fragment, projectID string) string { return string(f) + "-" + projectID }
 
+// CreditsEvent names the stream's event that carries the founder's balance (Credits).
+const CreditsEvent = "credits"
+
 // HistoryID is the id of a project's history on its build page, which the pane's message
 // replaces out of band.
 func HistoryID(projectID string) string { return "history-" + projectID }

@@ -1,8 +1,7 @@
-package live_test
+package feed_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -22,9 +21,9 @@ import (
 // Changes go one at a time (the next after every client has the last), so the figures are
 // latency, not queueing. Run it with, for example:
 //
-//	go test -run '^$' -bench BenchmarkLiveFanout -benchtime 200x ./live
+//	go test -run '^$' -bench BenchmarkLiveFanout -benchtime 200x ./feed
 func BenchmarkLiveFanout(b *testing.B) {
-	// 20: the most streams one founder may hold on one instance (Options.MaxPerFounder).
+	// 20: the most streams one founder may hold on one instance (handlers' maxStreamsPerFounder).
 	for _, clients := range []int{1, 20} {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) { benchFanout(b, clients) })
 	}
@@ -38,11 +37,11 @@ func benchFanout(b *testing.B, clients int) {
 	}
 	b.Cleanup(pool.Close)
 	// Fragments the size of a real card and pane.
-	h := newHubServer(b, 2<<10, nil)
+	h := newFeedServer(b, 2<<10, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
 	up := make(chan struct{})
-	go h.hub.Listen(ctx, dbURL, func() { close(up) })
+	go h.feed.Listen(ctx, dbURL, func() { close(up) })
 	select {
 	case <-up:
 	case <-time.After(10 * time.Second):
@@ -50,7 +49,7 @@ func benchFanout(b *testing.B, clients int) {
 	}
 
 	owner, sandbox := uuid.New(), uuid.New()
-	project := projectOf(sandbox)
+	project := sandbox.String()
 	h.state.set(owner, project, 0)
 	type receipt struct {
 		id int64
@@ -79,9 +78,8 @@ func benchFanout(b *testing.B, clients int) {
 	for i := range b.N {
 		id := int64(i + 1)
 		h.state.set(owner, project, id) // the committed change the render will show
-		payload, _ := json.Marshal(db.SandboxNotification{SandboxID: sandbox, OwnerID: owner, EventID: id})
 		start := time.Now()
-		if _, err := pool.Exec(ctx, "SELECT pg_notify($1, $2)", db.SandboxChannel, string(payload)); err != nil {
+		if err := db.NotifySandbox(ctx, db.New(pool), sandbox, owner); err != nil {
 			b.Fatal(err)
 		}
 		timeout := time.After(10 * time.Second)

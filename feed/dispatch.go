@@ -1,4 +1,4 @@
-package live
+package feed
 
 import (
 	"context"
@@ -21,7 +21,7 @@ const dispatchWorkers = 4
 // order they were noticed, so no founder's older state can overtake a newer one; at most
 // dispatchWorkers founders are delivered at once.
 type dispatcher struct {
-	deliver func(ctx context.Context, owner, sandbox uuid.UUID, eventID int64) // Hub.Deliver
+	deliver func(ctx context.Context, owner, sandbox uuid.UUID, eventID int64) // Feed.Deliver
 	lag     func(time.Duration)                                                // noticed → delivered
 
 	mu      sync.Mutex
