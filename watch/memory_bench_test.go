@@ -122,10 +122,10 @@ type watchedProc struct {
 // the watch stopped (the processes run on), the same processes' streams opened again by their
 // pids (ConnectProcess) and read, the bytes dropped. Each side is the growth of the heap in use
 // and of the goroutine stacks after a collection, per preview, and its goroutines. Checked,
-// also under -short (20 previews): every process's first line reached the sink, every preview
+// also under -short (100 previews, one sandbox: fewer make the growth noise): every process's first line reached the sink, every preview
 // is followed, every bare stream is open, the ratio is a number.
 func BenchmarkWatchMemory(b *testing.B) {
-	n := testkit.BenchSize(1000, 20)
+	n := testkit.BenchSize(1000, 100)
 	const perSandbox = 100
 	testkit.Needs(b, testkit.RaiseFileLimit(uint64(4*n+1000)), "%d open files for %d streams", 4*n+1000, n)
 	cfg := startSandboxdProcess(b)
