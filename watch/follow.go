@@ -45,6 +45,8 @@ type Follower struct {
 	stop context.CancelFunc
 	// stopped: Stop was called (its follow ended or ends without the process's end).
 	stopped atomic.Bool
+	// silence breaks the follow after a silence (bound); nil without a bound.
+	silence *time.Timer
 
 	mu   sync.Mutex
 	tail []string
@@ -70,36 +72,50 @@ func follow(run applog.Run, proc *e2b.Process, sink Sink, silence time.Duration)
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	f := &Follower{run: run, proc: proc, sink: sink, done: make(chan struct{}), stop: func() { cancel(context.Canceled) }}
-	go f.follow(ctx)
 	if silence > 0 {
-		go f.bound(ctx, cancel, silence)
+		f.silence = f.bound(cancel, silence)
 	}
+	go f.follow(ctx)
 	return f
 }
 
-// bound breaks the follow once its stream was silent for longer than silence.
-func (f *Follower) bound(ctx context.Context, cancel context.CancelCauseFunc, silence time.Duration) {
+// bound breaks the follow once its stream was silent for longer than silence. It is a timer,
+// not a goroutine: a watched preview holds no stack for it (BENCHMARKS.md, the memory per
+// watched preview). Each firing looks at the stream's last frame and sleeps until silence after
+// it, so only one firing runs at a time.
+func (f *Follower) bound(cancel context.CancelCauseFunc, silence time.Duration) *time.Timer {
 	since := time.Now()
-	t := time.NewTicker(max(silence/4, time.Millisecond))
-	defer t.Stop()
-	for {
+	var (
+		mu sync.Mutex // t is set before a firing reads it
+		t  *time.Timer
+	)
+	mu.Lock()
+	defer mu.Unlock()
+	t = time.AfterFunc(silence, func() {
+		mu.Lock()
+		defer mu.Unlock()
 		select {
 		case <-f.done:
 			return
-		case <-t.C:
+		default:
 		}
 		if last := f.proc.LastFrame(); last.After(since) {
 			since = last
 		}
-		if time.Since(since) > silence {
-			cancel(ErrSilent)
+		if wait := silence - time.Since(since); wait > 0 {
+			t.Reset(wait)
 			return
 		}
-	}
+		cancel(ErrSilent)
+	})
+	return t
 }
 
 func (f *Follower) follow(ctx context.Context) {
 	defer close(f.done)
+	if f.silence != nil {
+		defer f.silence.Stop()
+	}
 	var out, errOut splitter
 	var batch []applog.Line
 	emit := func(stream applog.Stream) func(string) {
