@@ -88,8 +88,9 @@ type storageJSON struct {
 type sessionJSON struct {
 	Email   string `json:"email"`
 	Credits int32  `json:"credits"`
-	// Storage is the founder's stored files against their quota, in bytes of unique content.
-	Storage storageJSON `json:"storage"`
+	// Storage is the founder's stored files against their quota, in bytes of unique content:
+	// /api/me's (the sign-up and log-in answers leave it out).
+	Storage *storageJSON `json:"storage,omitempty"`
 	// CSRFToken is the session's; a request with an API token has no session, nor needs one.
 	CSRFToken string `json:"csrfToken,omitempty"`
 }
@@ -143,7 +144,7 @@ func (h *Handlers) apiMe(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := sessionJSON{Email: p.Founder.Email, Credits: credits, Storage: storageJSON{UsedBytes: usage.Stored, QuotaBytes: usage.Quota}}
+	out := sessionJSON{Email: p.Founder.Email, Credits: credits, Storage: &storageJSON{UsedBytes: usage.Stored, QuotaBytes: usage.Quota}}
 	if !p.ViaToken() {
 		// The token lets a client that logged in through the form call the JSON API too.
 		out.CSRFToken = h.csrfToken(c)
