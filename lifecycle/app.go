@@ -102,7 +102,7 @@ type appChange struct {
 // (NOTIFYing it) or, for a change the history does not tell, NOTIFYs alone, so that pages and
 // the API's readers learn of it at commit. The sandbox's own status is never touched. ok is
 // false when the run is not the row's.
-func setApp(ctx context.Context, tx db.Tx, sandboxID uuid.UUID, c appChange) (sb db.Sandbox, ok bool, err error) {
+func (s *Service) setApp(ctx context.Context, tx db.Tx, sandboxID uuid.UUID, c appChange) (sb db.Sandbox, ok bool, err error) {
 	row, err := tx.SetSandboxApp(ctx, db.SetSandboxAppParams{ID: sandboxID, AppStatus: c.to, NewRun: c.newRun,
 		AppVersion: c.version, AppExitCode: c.exitCode, AppRunID: c.run, AppPid: c.pid, OnlyRunning: c.onlyRunning})
 	if db.IsNotFound(err) {
@@ -129,9 +129,11 @@ func setApp(ctx context.Context, tx db.Tx, sandboxID uuid.UUID, c appChange) (sb
 			code = int(*c.exitCode)
 		}
 		run := applog.Run{ProjectID: sb.ProjectID, SandboxID: sb.ID, Version: *sb.AppVersion, Source: applog.SourceApp, ID: c.run}
-		if _, err := applog.OpenExitProblem(ctx, tx, run, code); err != nil {
+		p, err := applog.OpenExitProblem(ctx, tx, run, code)
+		if err != nil {
 			return sb, false, err
 		}
+		s.problemOpened(run, p)
 	}
 	if c.event == "" {
 		if c.announced {
@@ -150,7 +152,7 @@ func setApp(ctx context.Context, tx db.Tx, sandboxID uuid.UUID, c appChange) (sb
 // changeApp is setApp in a transaction of its own.
 func (s *Service) changeApp(ctx context.Context, sandboxID uuid.UUID, c appChange) (ok bool, err error) {
 	err = db.InTx(ctx, s.pool, func(tx db.Tx) error {
-		_, ok, err = setApp(ctx, tx, sandboxID, c)
+		_, ok, err = s.setApp(ctx, tx, sandboxID, c)
 		return err
 	})
 	return ok, err
@@ -170,10 +172,19 @@ func (s *Service) flushLines(ctx context.Context, run applog.Run) {
 func (s *Service) installFailed(ctx context.Context, run applog.Run, exitCode int32) {
 	s.flushLines(ctx, run)
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
-		_, err := applog.OpenExitProblem(ctx, tx, run, int(exitCode))
+		p, err := applog.OpenExitProblem(ctx, tx, run, int(exitCode))
+		if err == nil {
+			s.problemOpened(run, p)
+		}
 		return err
 	})
 	if err != nil && ctx.Err() == nil {
 		s.log.Warn("app: the install's problem was not recorded", "sandbox_id", run.SandboxID, "err", err)
 	}
+}
+
+// problemOpened tells Sandman's own log of a run's exit recorded as its version's problem: an
+// event at INFO, as an app's exit and a flood's dropped lines are (River's heartbeats are DEBUG).
+func (s *Service) problemOpened(run applog.Run, p applog.Problem) {
+	s.log.Info("problem opened", "project_id", run.ProjectID, "version", run.Version, "source", run.Source, "message", p.Message)
 }

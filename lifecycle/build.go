@@ -313,7 +313,7 @@ func (s *Service) finishBuild(ctx context.Context, sandboxID uuid.UUID, app appC
 			return err
 		}
 		app.announced = true // by the move to running below
-		if _, _, err := setApp(ctx, tx, sb.ID, app); err != nil {
+		if _, _, err := s.setApp(ctx, tx, sb.ID, app); err != nil {
 			return err
 		}
 		sb, err = apply(ctx, tx, sb, Change{To: Running, Source: db.EventSourceBuild, Reason: db.EventReasonReady, Verified: true})

@@ -248,7 +248,7 @@ func (s *Service) deployed(ctx context.Context, id uuid.UUID, to wanted, a appli
 		if a.dev != nil {
 			c := a.st.appOutcome(a.dev.run)
 			c.announced = true // by the event recorded below
-			if _, _, err := setApp(ctx, tx, id, c); err != nil {
+			if _, _, err := s.setApp(ctx, tx, id, c); err != nil {
 				return err
 			}
 		} else if sb.AppRunID != nil && a.failed == "" && a.st.up {

@@ -197,7 +197,7 @@ func (s *Service) wokeVersion(ctx context.Context, sb db.Sandbox, c convergence)
 func (s *Service) recordWoke(ctx context.Context, tx db.Tx, sb db.Sandbox, source db.EventSource, r resumed) error {
 	c := r.conv
 	if r.dev.run.ID != uuid.Nil {
-		if _, _, err := setApp(ctx, tx, sb.ID, r.st.appOutcome(r.dev.run)); err != nil {
+		if _, _, err := s.setApp(ctx, tx, sb.ID, r.st.appOutcome(r.dev.run)); err != nil {
 			return err
 		}
 		if r.st.exited && (c.to.version.ID == uuid.Nil || c.to.version.ID == sb.DeployedVersionID) {

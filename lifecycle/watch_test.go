@@ -171,6 +171,15 @@ func TestASilentStreamIsFollowedAgainAndTheEndIsSeen(t *testing.T) {
 	if st.App.ExitCode == nil {
 		t.Fatalf("the killed server's end was not read from its stream followed again: %+v", st.App)
 	}
+	// Sandman's own log tells the problem the exit opened, as an event (INFO).
+	testkit.Until(t, appSeen, "the exit's problem told at INFO", func() bool {
+		for _, r := range logs.Records("problem opened") {
+			if r["project_id"] == p.ID.String() && r["version"] == "2" && r["level"] == "INFO" {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 // An install's lines reach the log store as the install's, and a failing install is its
