@@ -190,21 +190,6 @@ func (q *Queries) ReleaseWatchedApp(ctx context.Context, arg ReleaseWatchedAppPa
 	return err
 }
 
-const setProjectLastGoodVersion = `-- name: SetProjectLastGoodVersion :exec
-UPDATE projects SET last_good_version = greatest(coalesce(last_good_version, 0), $1::integer) WHERE id = $2
-`
-
-type SetProjectLastGoodVersionParams struct {
-	Version int32
-	ID      uuid.UUID
-}
-
-// A version of the project was up: the newest such is the one to restore.
-func (q *Queries) SetProjectLastGoodVersion(ctx context.Context, arg SetProjectLastGoodVersionParams) error {
-	_, err := q.db.Exec(ctx, setProjectLastGoodVersion, arg.Version, arg.ID)
-	return err
-}
-
 const setSandboxApp = `-- name: SetSandboxApp :one
 UPDATE sandboxes x SET
     app_status    = $1::app_status,
@@ -212,11 +197,16 @@ UPDATE sandboxes x SET
     app_since     = CASE WHEN x.app_status IS DISTINCT FROM $1::app_status OR $2::boolean THEN now() ELSE x.app_since END,
     app_exit_code = $4::integer,
     app_run_id    = $5::uuid,
-    app_pid       = CASE WHEN $2::boolean THEN $6::integer ELSE coalesce($6::integer, x.app_pid) END
+    app_pid       = CASE WHEN $2::boolean THEN $6::integer ELSE coalesce($6::integer, x.app_pid) END,
+    -- The newest version seen up, kept here rather than on the project's row: this writer
+    -- holds the sandbox's lock, and the project's is taken before it (docs/architecture.md,
+    -- "Data and SQL").
+    app_good_version = CASE WHEN $1::app_status = 'up' THEN greatest(x.app_good_version,
+        CASE WHEN $2::boolean THEN $3::integer ELSE x.app_version END) ELSE x.app_good_version END
 WHERE x.id = $7::uuid AND ($2::boolean OR x.app_run_id = $5::uuid
     AND (x.app_status IS DISTINCT FROM $1::app_status OR $6::integer IS NOT NULL))
     AND (NOT $8::boolean OR x.status = 'running' AND x.pause_requested_at IS NULL)
-RETURNING x.id, x.provider_id, x.owner_id, x.project_id, x.build_id, x.status, x.snapshot_kind, x.preview_url, x.envd_token, x.provider_domain, x.last_active_at, x.last_verified_at, x.verification_failures, x.state_changed_at, x.last_event_at, x.end_at, x.killed_at, x.killed_reason, x.failure_cause, x.recreated, x.kill_requested, x.version, x.created_at, x.pause_requested_at, x.app_changed_files, x.files_seen_at, x.missing_since, x.deployed_version_id, x.deploying_version_id, x.deploying_since, x.deploying_job, x.killed_detail, x.failure_detail, x.vcpus, x.memory_mib, x.lifetime_seconds, x.changed_by_provider, x.app_status, x.app_version, x.app_since, x.app_exit_code, x.app_run_id, x.app_pid
+RETURNING x.id, x.provider_id, x.owner_id, x.project_id, x.build_id, x.status, x.snapshot_kind, x.preview_url, x.envd_token, x.provider_domain, x.last_active_at, x.last_verified_at, x.verification_failures, x.state_changed_at, x.last_event_at, x.end_at, x.killed_at, x.killed_reason, x.failure_cause, x.recreated, x.kill_requested, x.version, x.created_at, x.pause_requested_at, x.app_changed_files, x.files_seen_at, x.missing_since, x.deployed_version_id, x.deploying_version_id, x.deploying_since, x.deploying_job, x.killed_detail, x.failure_detail, x.vcpus, x.memory_mib, x.lifetime_seconds, x.changed_by_provider, x.app_status, x.app_version, x.app_since, x.app_exit_code, x.app_run_id, x.app_pid, x.app_good_version
 `
 
 type SetSandboxAppParams struct {
@@ -292,6 +282,7 @@ func (q *Queries) SetSandboxApp(ctx context.Context, arg SetSandboxAppParams) (S
 		&i.AppExitCode,
 		&i.AppRunID,
 		&i.AppPid,
+		&i.AppGoodVersion,
 	)
 	return i, err
 }

@@ -965,7 +965,6 @@ type Project struct {
 	PauseKind       PauseKind
 	CreatedAt       time.Time
 	ReloadsItself   bool
-	LastGoodVersion *int32
 	PreviewReporter bool
 }
 
@@ -1013,6 +1012,7 @@ type Sandbox struct {
 	AppExitCode          *int32
 	AppRunID             *uuid.UUID
 	AppPid               *int32
+	AppGoodVersion       *int32
 }
 
 type SandboxEvent struct {

@@ -39,7 +39,7 @@ func (q *Queries) CountProjectsByOwnerAndStarter(ctx context.Context, arg CountP
 }
 
 const getProject = `-- name: GetProject :one
-SELECT id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself, last_good_version, preview_reporter FROM projects WHERE id = $1
+SELECT id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself, preview_reporter FROM projects WHERE id = $1
 `
 
 // A project by id alone: for a visitor of its share link, whose link names the project.
@@ -57,14 +57,13 @@ func (q *Queries) GetProject(ctx context.Context, id uuid.UUID) (Project, error)
 		&i.PauseKind,
 		&i.CreatedAt,
 		&i.ReloadsItself,
-		&i.LastGoodVersion,
 		&i.PreviewReporter,
 	)
 	return i, err
 }
 
 const getProjectByOwner = `-- name: GetProjectByOwner :one
-SELECT id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself, last_good_version, preview_reporter FROM projects WHERE id = $1 AND owner_id = $2
+SELECT id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself, preview_reporter FROM projects WHERE id = $1 AND owner_id = $2
 `
 
 type GetProjectByOwnerParams struct {
@@ -87,15 +86,15 @@ func (q *Queries) GetProjectByOwner(ctx context.Context, arg GetProjectByOwnerPa
 		&i.PauseKind,
 		&i.CreatedAt,
 		&i.ReloadsItself,
-		&i.LastGoodVersion,
 		&i.PreviewReporter,
 	)
 	return i, err
 }
 
 const getProjectState = `-- name: GetProjectState :one
-SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself, projects.last_good_version, projects.preview_reporter,
+SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself, projects.preview_reporter,
        coalesce(cur.file_count, 0)::integer AS file_count, coalesce(cur.number, 0)::integer AS current_version,
+       coalesce((SELECT max(n.app_good_version) FROM sandboxes n WHERE n.project_id = projects.id), 0)::integer AS last_good_version,
        EXISTS (SELECT 1 FROM share_links l WHERE l.project_id = projects.id)::boolean AS shared
 FROM projects
 LEFT JOIN LATERAL (SELECT v.number, v.file_count FROM versions v WHERE v.project_id = projects.id
@@ -109,10 +108,11 @@ type GetProjectStateParams struct {
 }
 
 type GetProjectStateRow struct {
-	Project        Project
-	FileCount      int32
-	CurrentVersion int32
-	Shared         bool
+	Project         Project
+	FileCount       int32
+	CurrentVersion  int32
+	LastGoodVersion int32
+	Shared          bool
 }
 
 // One founder's project as ListProjectsByOwner reads each (a page's and an answer's read,
@@ -131,20 +131,21 @@ func (q *Queries) GetProjectState(ctx context.Context, arg GetProjectStateParams
 		&i.Project.PauseKind,
 		&i.Project.CreatedAt,
 		&i.Project.ReloadsItself,
-		&i.Project.LastGoodVersion,
 		&i.Project.PreviewReporter,
 		&i.FileCount,
 		&i.CurrentVersion,
+		&i.LastGoodVersion,
 		&i.Shared,
 	)
 	return i, err
 }
 
 const getProjectStateOfSandbox = `-- name: GetProjectStateOfSandbox :one
-SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself, projects.last_good_version, projects.preview_reporter, u.credits AS owner_credits,
+SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself, projects.preview_reporter, u.credits AS owner_credits,
        coalesce(cur.file_count, 0)::integer AS file_count, coalesce(cur.number, 0)::integer AS current_version,
+       coalesce((SELECT max(n.app_good_version) FROM sandboxes n WHERE n.project_id = projects.id), 0)::integer AS last_good_version,
        EXISTS (SELECT 1 FROM share_links l WHERE l.project_id = projects.id)::boolean AS shared,
-       s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, s.app_status, s.app_version, s.app_since, s.app_exit_code, s.app_run_id, s.app_pid, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail,
+       s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, s.app_status, s.app_version, s.app_since, s.app_exit_code, s.app_run_id, s.app_pid, s.app_good_version, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail,
        (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id,
        (SELECT v.number FROM versions v WHERE v.id = s.deployed_version_id)::integer AS deployed_number,
        coalesce((SELECT v.number FROM versions v WHERE v.id = s.deploying_version_id), 0)::integer AS deploying_number
@@ -171,6 +172,7 @@ type GetProjectStateOfSandboxRow struct {
 	OwnerCredits    int32
 	FileCount       int32
 	CurrentVersion  int32
+	LastGoodVersion int32
 	Shared          bool
 	Sandbox         Sandbox
 	Build           Build
@@ -199,11 +201,11 @@ func (q *Queries) GetProjectStateOfSandbox(ctx context.Context, arg GetProjectSt
 		&i.Project.PauseKind,
 		&i.Project.CreatedAt,
 		&i.Project.ReloadsItself,
-		&i.Project.LastGoodVersion,
 		&i.Project.PreviewReporter,
 		&i.OwnerCredits,
 		&i.FileCount,
 		&i.CurrentVersion,
+		&i.LastGoodVersion,
 		&i.Shared,
 		&i.Sandbox.ID,
 		&i.Sandbox.ProviderID,
@@ -248,6 +250,7 @@ func (q *Queries) GetProjectStateOfSandbox(ctx context.Context, arg GetProjectSt
 		&i.Sandbox.AppExitCode,
 		&i.Sandbox.AppRunID,
 		&i.Sandbox.AppPid,
+		&i.Sandbox.AppGoodVersion,
 		&i.Build.ID,
 		&i.Build.ProjectID,
 		&i.Build.Version,
@@ -283,7 +286,7 @@ func (q *Queries) GetProjectStateOfSandbox(ctx context.Context, arg GetProjectSt
 const insertProject = `-- name: InsertProject :one
 INSERT INTO projects (owner_id, name, starter, install_command, start_command, port, pause_kind, reloads_itself)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-RETURNING id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself, last_good_version, preview_reporter
+RETURNING id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself, preview_reporter
 `
 
 type InsertProjectParams struct {
@@ -320,17 +323,17 @@ func (q *Queries) InsertProject(ctx context.Context, arg InsertProjectParams) (P
 		&i.PauseKind,
 		&i.CreatedAt,
 		&i.ReloadsItself,
-		&i.LastGoodVersion,
 		&i.PreviewReporter,
 	)
 	return i, err
 }
 
 const listProjectStatesByOwner = `-- name: ListProjectStatesByOwner :many
-SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself, projects.last_good_version, projects.preview_reporter,
+SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself, projects.preview_reporter,
        coalesce(cur.file_count, 0)::integer AS file_count, coalesce(cur.number, 0)::integer AS current_version,
+       coalesce((SELECT max(n.app_good_version) FROM sandboxes n WHERE n.project_id = projects.id), 0)::integer AS last_good_version,
        EXISTS (SELECT 1 FROM share_links l WHERE l.project_id = projects.id)::boolean AS shared,
-       s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, s.app_status, s.app_version, s.app_since, s.app_exit_code, s.app_run_id, s.app_pid, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail,
+       s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, s.app_status, s.app_version, s.app_since, s.app_exit_code, s.app_run_id, s.app_pid, s.app_good_version, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail,
        (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id,
        (SELECT v.number FROM versions v WHERE v.id = s.deployed_version_id)::integer AS deployed_number,
        coalesce((SELECT v.number FROM versions v WHERE v.id = s.deploying_version_id), 0)::integer AS deploying_number,
@@ -351,6 +354,7 @@ type ListProjectStatesByOwnerRow struct {
 	Project         Project
 	FileCount       int32
 	CurrentVersion  int32
+	LastGoodVersion int32
 	Shared          bool
 	Sandbox         Sandbox
 	Build           Build
@@ -387,10 +391,10 @@ func (q *Queries) ListProjectStatesByOwner(ctx context.Context, ownerID uuid.UUI
 			&i.Project.PauseKind,
 			&i.Project.CreatedAt,
 			&i.Project.ReloadsItself,
-			&i.Project.LastGoodVersion,
 			&i.Project.PreviewReporter,
 			&i.FileCount,
 			&i.CurrentVersion,
+			&i.LastGoodVersion,
 			&i.Shared,
 			&i.Sandbox.ID,
 			&i.Sandbox.ProviderID,
@@ -435,6 +439,7 @@ func (q *Queries) ListProjectStatesByOwner(ctx context.Context, ownerID uuid.UUI
 			&i.Sandbox.AppExitCode,
 			&i.Sandbox.AppRunID,
 			&i.Sandbox.AppPid,
+			&i.Sandbox.AppGoodVersion,
 			&i.Build.ID,
 			&i.Build.ProjectID,
 			&i.Build.Version,
@@ -477,7 +482,7 @@ func (q *Queries) ListProjectStatesByOwner(ctx context.Context, ownerID uuid.UUI
 }
 
 const listProjectsByOwner = `-- name: ListProjectsByOwner :many
-SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself, projects.last_good_version, projects.preview_reporter,
+SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself, projects.preview_reporter,
        coalesce(cur.file_count, 0)::integer AS file_count, coalesce(cur.number, 0)::integer AS current_version,
        EXISTS (SELECT 1 FROM share_links l WHERE l.project_id = projects.id)::boolean AS shared
 FROM projects
@@ -513,7 +518,6 @@ func (q *Queries) ListProjectsByOwner(ctx context.Context, ownerID uuid.UUID) ([
 			&i.Project.PauseKind,
 			&i.Project.CreatedAt,
 			&i.Project.ReloadsItself,
-			&i.Project.LastGoodVersion,
 			&i.Project.PreviewReporter,
 			&i.FileCount,
 			&i.CurrentVersion,
@@ -530,7 +534,7 @@ func (q *Queries) ListProjectsByOwner(ctx context.Context, ownerID uuid.UUID) ([
 }
 
 const lockProjectByOwner = `-- name: LockProjectByOwner :one
-SELECT id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself, last_good_version, preview_reporter FROM projects WHERE id = $1 AND owner_id = $2 FOR NO KEY UPDATE
+SELECT id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself, preview_reporter FROM projects WHERE id = $1 AND owner_id = $2 FOR NO KEY UPDATE
 `
 
 type LockProjectByOwnerParams struct {
@@ -556,14 +560,13 @@ func (q *Queries) LockProjectByOwner(ctx context.Context, arg LockProjectByOwner
 		&i.PauseKind,
 		&i.CreatedAt,
 		&i.ReloadsItself,
-		&i.LastGoodVersion,
 		&i.PreviewReporter,
 	)
 	return i, err
 }
 
 const setProjectPreviewReporter = `-- name: SetProjectPreviewReporter :one
-UPDATE projects SET preview_reporter = $1 WHERE id = $2 AND owner_id = $3 RETURNING id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself, last_good_version, preview_reporter
+UPDATE projects SET preview_reporter = $1 WHERE id = $2 AND owner_id = $3 RETURNING id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself, preview_reporter
 `
 
 type SetProjectPreviewReporterParams struct {
@@ -587,14 +590,13 @@ func (q *Queries) SetProjectPreviewReporter(ctx context.Context, arg SetProjectP
 		&i.PauseKind,
 		&i.CreatedAt,
 		&i.ReloadsItself,
-		&i.LastGoodVersion,
 		&i.PreviewReporter,
 	)
 	return i, err
 }
 
 const setProjectReloadsItself = `-- name: SetProjectReloadsItself :one
-UPDATE projects SET reloads_itself = $1 WHERE id = $2 AND owner_id = $3 RETURNING id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself, last_good_version, preview_reporter
+UPDATE projects SET reloads_itself = $1 WHERE id = $2 AND owner_id = $3 RETURNING id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself, preview_reporter
 `
 
 type SetProjectReloadsItselfParams struct {
@@ -618,7 +620,6 @@ func (q *Queries) SetProjectReloadsItself(ctx context.Context, arg SetProjectRel
 		&i.PauseKind,
 		&i.CreatedAt,
 		&i.ReloadsItself,
-		&i.LastGoodVersion,
 		&i.PreviewReporter,
 	)
 	return i, err

@@ -35,7 +35,7 @@ func TestAVisitorOfARunningPreviewWhoseAppIsDownSeesOurPage(t *testing.T) {
 			app_since = now(), app_run_id = gen_random_uuid() WHERE id = $1`, sid, tt.app); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Pool().Exec(t.Context(), `UPDATE projects SET last_good_version = 1 WHERE id = $1`, pid); err != nil {
+		if _, err := s.Pool().Exec(t.Context(), `UPDATE sandboxes SET app_good_version = 1 WHERE project_id = $1`, pid); err != nil {
 			t.Fatal(err)
 		}
 		path := "/s/" + shareToken(t, c, pid)

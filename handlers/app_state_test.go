@@ -31,7 +31,7 @@ func TestTheAPITellsTheAppBesideTheSandbox(t *testing.T) {
 		app_since = now(), app_run_id = gen_random_uuid() WHERE project_id = $1`, pid); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Pool().Exec(t.Context(), `UPDATE projects SET last_good_version = 1 WHERE id = $1`, pid); err != nil {
+	if _, err := s.Pool().Exec(t.Context(), `UPDATE sandboxes SET app_good_version = 1 WHERE project_id = $1`, pid); err != nil {
 		t.Fatal(err)
 	}
 	type sandboxAnswer struct {

@@ -44,8 +44,8 @@ func previewVM(l *lifecycle.Service, v lifecycle.ProjectView, now time.Time, csr
 	}
 	if p.AppDown && p.RestoreTo == 0 {
 		// A card drawn from the founder's list (no failed version read): the last good version.
-		if good := v.Project.LastGoodVersion; good != nil && *good < p.Version {
-			p.RestoreTo = *good
+		if good := v.LastGoodVersion; good != 0 && good < p.Version {
+			p.RestoreTo = good
 		}
 	}
 	if v.Build != nil {

@@ -36,11 +36,14 @@ type AppState struct {
 	LastGoodVersion *int32
 }
 
-// AppOf is the app of sb, whose project's last good version is lastGood. A sandbox that is not
+// AppOf is the app of sb, whose project's last good version is lastGood (0: none). A sandbox that is not
 // running (or starting: a build's dev server has a state before the build is ready) runs no
 // app.
-func AppOf(sb db.Sandbox, lastGood *int32) AppState {
-	a := AppState{Status: AppStopped, Since: sb.StateChangedAt, LastGoodVersion: lastGood}
+func AppOf(sb db.Sandbox, lastGood int32) AppState {
+	a := AppState{Status: AppStopped, Since: sb.StateChangedAt}
+	if lastGood != 0 {
+		a.LastGoodVersion = &lastGood
+	}
 	if sb.AppVersion != nil {
 		a.Version = *sb.AppVersion
 	}
@@ -67,9 +70,9 @@ func (a AppState) DoesNotStart() bool {
 // App is the view's sandbox's app (stopped before the first build).
 func (v ProjectView) App() AppState {
 	if v.Sandbox == nil {
-		return AppState{Status: AppStopped, LastGoodVersion: v.Project.LastGoodVersion}
+		return AppState{Status: AppStopped}
 	}
-	return AppOf(*v.Sandbox, v.Project.LastGoodVersion)
+	return AppOf(*v.Sandbox, v.LastGoodVersion)
 }
 
 // appChange is one change of a sandbox's app state.
@@ -113,9 +116,6 @@ func (s *Service) setApp(ctx context.Context, tx db.Tx, sandboxID uuid.UUID, c a
 	}
 	sb = db.Sandbox(row)
 	if c.to == db.AppStatusUp && sb.AppVersion != nil {
-		if err := tx.SetProjectLastGoodVersion(ctx, db.SetProjectLastGoodVersionParams{ID: sb.ProjectID, Version: *sb.AppVersion}); err != nil {
-			return sb, false, err
-		}
 		// What broke in older versions is not what runs now (docs/states.md, "The app").
 		if _, err := applog.CloseProblems(ctx, tx, sb.ProjectID, *sb.AppVersion); err != nil {
 			return sb, false, err

@@ -369,6 +369,46 @@ func TestProjectLockLetsAnApplyRecordItsOutcome(t *testing.T) {
 	}
 }
 
+// A new version's writer holds the project's lock and waits for the sandbox's (VersionMade);
+// the app's writer holds the sandbox's. An app seen up records its last good version without
+// waiting for the project's lock: when it wrote the project's row, ten versions made at once
+// while the app came up deadlocked with it (docs/architecture.md, "Data and SQL").
+func TestAnAppSeenUpNeverWaitsForTheProjectsLock(t *testing.T) {
+	t.Parallel()
+	v := setupVersions(t)
+	ctx := context.Background()
+	u, p, sb := v.runningPreview(t)
+	st := v.waitApp(t, u.ID, sb.ID, lifecycle.AppUp, time.Minute)
+	run := st.Sandbox.AppRunID
+	if run == nil {
+		t.Fatal("the running preview's row holds no run")
+	}
+	writer, err := v.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Rollback(ctx) //nolint:errcheck // the test ends it either way
+	if _, err := db.New(writer).LockProjectByOwner(ctx, db.LockProjectByOwnerParams{ID: p.ID, OwnerID: u.ID}); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for _, to := range []db.AppStatus{db.AppStatusNotAnswering, db.AppStatusUp} {
+		if err := v.svc.SetAppStatus(rctx, sb.ID, *run, to); err != nil {
+			t.Fatalf("the app's writer, recording %s, waited on the project's lock: %v", to, err)
+		}
+	}
+	if _, err := db.New(writer).GetCurrentSandboxByProjectForUpdate(ctx, p.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := writer.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := v.waitApp(t, u.ID, sb.ID, lifecycle.AppUp, time.Minute); st.App.LastGoodVersion == nil || *st.App.LastGoodVersion != 1 {
+		t.Fatalf("the last good version is %v, want 1", st.App.LastGoodVersion)
+	}
+}
+
 // readAllWays is readEveryWay's reads, once: an error says which two disagree.
 func readAllWays(ctx context.Context, svc *lifecycle.Service, owner, projectID, sandboxID uuid.UUID) (lifecycle.ProjectView, error) {
 	byID, err := svc.Project(ctx, owner, projectID)

@@ -3,6 +3,8 @@ package lifecycle
 import (
 	"context"
 
+	"github.com/google/uuid"
+
 	"sandman/db"
 	"sandman/e2b"
 )
@@ -24,3 +26,10 @@ func (s *Service) StoreWebhookGroup(ctx context.Context, evs []e2b.Event) ([]boo
 
 // IdleQueueLock is the advisory lock whose holder runs the idle queue's loop.
 const IdleQueueLock = idleQueueLock
+
+// SetAppStatus records that the sandbox's app run is in status to, as the app's writer records
+// a startup's or the watch's report.
+func (s *Service) SetAppStatus(ctx context.Context, sandboxID, run uuid.UUID, to db.AppStatus) error {
+	_, err := s.changeApp(ctx, sandboxID, appChange{run: run, to: to})
+	return err
+}

@@ -32,6 +32,8 @@ type ProjectView struct {
 	// change (the pane offers RestoreTo, the version before it), or whose app does not start
 	// now (RestoreTo: the last good version, 0 when there is none older); 0 otherwise.
 	FailedVersion, RestoreTo int32
+	// LastGoodVersion is the project's newest version whose app was up (0: none).
+	LastGoodVersion int32
 	// OpenProblems is how many of the project's problems are open (the card's count), and
 	// Problem the failed version's newest open problem, when there is one (the pane tells its
 	// message and detail).
@@ -81,7 +83,8 @@ func (s *Service) Projects(ctx context.Context, owner uuid.UUID) ([]ProjectView,
 	out := make([]ProjectView, len(states))
 	for i := range states {
 		p := &states[i]
-		out[i] = ProjectView{Project: p.Project, FileCount: int(p.FileCount), Shared: p.Shared, CurrentVersion: p.CurrentVersion}
+		out[i] = ProjectView{Project: p.Project, FileCount: int(p.FileCount), Shared: p.Shared, CurrentVersion: p.CurrentVersion,
+			LastGoodVersion: p.LastGoodVersion}
 		s.withSandbox(&out[i], &p.Sandbox, &p.Build, p.SandboxEvent, p.LatestEventID)
 		out[i].DeployedVersion, out[i].DeployingVersion = p.DeployedNumber, p.DeployingNumber
 	}
@@ -145,7 +148,8 @@ func (s *Service) Project(ctx context.Context, owner, projectID uuid.UUID) (Proj
 		}
 		return ProjectView{}, err
 	}
-	v := ProjectView{Project: p.Project, FileCount: int(p.FileCount), Shared: p.Shared, CurrentVersion: p.CurrentVersion}
+	v := ProjectView{Project: p.Project, FileCount: int(p.FileCount), Shared: p.Shared, CurrentVersion: p.CurrentVersion,
+		LastGoodVersion: p.LastGoodVersion}
 	c, err := s.q.GetCurrentSandboxState(ctx, p.Project.ID)
 	if db.IsNotFound(err) {
 		return v, nil
@@ -192,8 +196,8 @@ func (s *Service) withFailedVersion(ctx context.Context, v *ProjectView, sb *db.
 		v.FailedVersion = *last.VersionNumber
 		// The last good version is the way out (the app was up with it); without one, the
 		// version before the failed one.
-		if good := v.Project.LastGoodVersion; good != nil && *good < v.FailedVersion {
-			v.RestoreTo = *good
+		if good := v.LastGoodVersion; good != 0 && good < v.FailedVersion {
+			v.RestoreTo = good
 			return nil
 		}
 		failed, err := s.q.GetVersionByNumber(ctx, db.GetVersionByNumberParams{ProjectID: v.Project.ID, Number: v.FailedVersion})
@@ -232,7 +236,8 @@ func (s *Service) ProjectOfSandboxAndCredits(ctx context.Context, owner, sandbox
 	if err != nil {
 		return ProjectView{}, 0, err
 	}
-	v := ProjectView{Project: p.Project, FileCount: int(p.FileCount), Shared: p.Shared, CurrentVersion: p.CurrentVersion}
+	v := ProjectView{Project: p.Project, FileCount: int(p.FileCount), Shared: p.Shared, CurrentVersion: p.CurrentVersion,
+		LastGoodVersion: p.LastGoodVersion}
 	return v, p.OwnerCredits, s.withCurrent(ctx, &v, &p.Sandbox, &p.Build, p.SandboxEvent, p.LatestEventID, p.DeployedNumber, p.DeployingNumber)
 }
 

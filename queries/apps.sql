@@ -11,15 +11,16 @@ UPDATE sandboxes x SET
     app_since     = CASE WHEN x.app_status IS DISTINCT FROM @app_status::app_status OR @new_run::boolean THEN now() ELSE x.app_since END,
     app_exit_code = sqlc.narg('app_exit_code')::integer,
     app_run_id    = @app_run_id::uuid,
-    app_pid       = CASE WHEN @new_run::boolean THEN sqlc.narg('app_pid')::integer ELSE coalesce(sqlc.narg('app_pid')::integer, x.app_pid) END
+    app_pid       = CASE WHEN @new_run::boolean THEN sqlc.narg('app_pid')::integer ELSE coalesce(sqlc.narg('app_pid')::integer, x.app_pid) END,
+    -- The newest version seen up, kept here rather than on the project's row: this writer
+    -- holds the sandbox's lock, and the project's is taken before it (docs/architecture.md,
+    -- "Data and SQL").
+    app_good_version = CASE WHEN @app_status::app_status = 'up' THEN greatest(x.app_good_version,
+        CASE WHEN @new_run::boolean THEN @app_version::integer ELSE x.app_version END) ELSE x.app_good_version END
 WHERE x.id = @id::uuid AND (@new_run::boolean OR x.app_run_id = @app_run_id::uuid
     AND (x.app_status IS DISTINCT FROM @app_status::app_status OR sqlc.narg('app_pid')::integer IS NOT NULL))
     AND (NOT @only_running::boolean OR x.status = 'running' AND x.pause_requested_at IS NULL)
 RETURNING x.*;
-
--- name: SetProjectLastGoodVersion :exec
--- A version of the project was up: the newest such is the one to restore.
-UPDATE projects SET last_good_version = greatest(coalesce(last_good_version, 0), @version::integer) WHERE id = @id;
 
 -- name: GetWatchedApp :one
 -- A running preview's dev server as the watch follows it: where to reach its envd and the run

@@ -21,6 +21,7 @@ WHERE owner_id = @owner_id ORDER BY created_at DESC, id;
 -- docs/architecture.md "Reads and verification"; another founder's is not found).
 SELECT sqlc.embed(projects),
        coalesce(cur.file_count, 0)::integer AS file_count, coalesce(cur.number, 0)::integer AS current_version,
+       coalesce((SELECT max(n.app_good_version) FROM sandboxes n WHERE n.project_id = projects.id), 0)::integer AS last_good_version,
        EXISTS (SELECT 1 FROM share_links l WHERE l.project_id = projects.id)::boolean AS shared
 FROM projects
 LEFT JOIN LATERAL (SELECT v.number, v.file_count FROM versions v WHERE v.project_id = projects.id
@@ -35,6 +36,7 @@ WHERE projects.owner_id = @owner_id AND projects.id = @id;
 -- With the founder's balance: the live feed draws the header's from the same read.
 SELECT sqlc.embed(projects), u.credits AS owner_credits,
        coalesce(cur.file_count, 0)::integer AS file_count, coalesce(cur.number, 0)::integer AS current_version,
+       coalesce((SELECT max(n.app_good_version) FROM sandboxes n WHERE n.project_id = projects.id), 0)::integer AS last_good_version,
        EXISTS (SELECT 1 FROM share_links l WHERE l.project_id = projects.id)::boolean AS shared,
        sqlc.embed(s), sqlc.embed(b), sqlc.embed(e),
        (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id,
@@ -60,6 +62,7 @@ WHERE x.id = @sandbox_id AND x.owner_id = @owner_id;
 -- founder's credits, the page header's balance.
 SELECT sqlc.embed(projects),
        coalesce(cur.file_count, 0)::integer AS file_count, coalesce(cur.number, 0)::integer AS current_version,
+       coalesce((SELECT max(n.app_good_version) FROM sandboxes n WHERE n.project_id = projects.id), 0)::integer AS last_good_version,
        EXISTS (SELECT 1 FROM share_links l WHERE l.project_id = projects.id)::boolean AS shared,
        sqlc.embed(s), sqlc.embed(b), sqlc.embed(e),
        (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id,

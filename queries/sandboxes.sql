@@ -52,7 +52,7 @@ SELECT sqlc.embed(x),
        (SELECT v.number FROM versions v WHERE v.id = x.deployed_version_id)::integer AS deployed_number,
        coalesce((SELECT v.number FROM versions v WHERE v.project_id = x.project_id
            ORDER BY v.number DESC LIMIT 1), 0)::integer AS current_version,
-       p.last_good_version
+       coalesce((SELECT max(n.app_good_version) FROM sandboxes n WHERE n.project_id = x.project_id), 0)::integer AS last_good_version
 FROM sandboxes x
 JOIN projects p ON p.id = x.project_id AND p.owner_id = @owner_id
 WHERE x.id = @sandbox_id AND x.owner_id = @owner_id;
