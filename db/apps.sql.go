@@ -9,6 +9,7 @@ import (
 	"context"
 
 	"github.com/google/uuid"
+	"sandman/sandbox"
 )
 
 const getWatchedApp = `-- name: GetWatchedApp :one
@@ -20,12 +21,12 @@ FROM sandboxes s WHERE s.id = $1
 type GetWatchedAppRow struct {
 	ID             uuid.UUID
 	ProjectID      uuid.UUID
-	Status         SandboxStatus
+	Status         sandbox.Status
 	ProviderID     string
 	EnvdToken      string
 	ProviderDomain string
 	PreviewURL     string
-	AppStatus      *AppStatus
+	AppStatus      *sandbox.AppStatus
 	AppRunID       *uuid.UUID
 	AppPid         *int32
 	AppVersion     int32
@@ -91,12 +92,12 @@ type HoldWatchedAppsParams struct {
 type HoldWatchedAppsRow struct {
 	ID             uuid.UUID
 	ProjectID      uuid.UUID
-	Status         SandboxStatus
+	Status         sandbox.Status
 	ProviderID     string
 	EnvdToken      string
 	ProviderDomain string
 	PreviewURL     string
-	AppStatus      *AppStatus
+	AppStatus      *sandbox.AppStatus
 	AppRunID       *uuid.UUID
 	AppPid         *int32
 	AppVersion     int32
@@ -210,7 +211,7 @@ RETURNING x.id, x.provider_id, x.owner_id, x.project_id, x.build_id, x.status, x
 `
 
 type SetSandboxAppParams struct {
-	AppStatus   AppStatus
+	AppStatus   sandbox.AppStatus
 	NewRun      bool
 	AppVersion  int32
 	AppExitCode *int32

@@ -9,6 +9,7 @@ import (
 	"context"
 
 	"github.com/google/uuid"
+	"sandman/sandbox"
 )
 
 const finishBuild = `-- name: FinishBuild :execrows
@@ -17,7 +18,7 @@ WHERE id = $3 AND status IN ('queued', 'building')
 `
 
 type FinishBuildParams struct {
-	Status BuildStatus
+	Status sandbox.BuildStatus
 	Error  string
 	ID     uuid.UUID
 }
@@ -83,7 +84,7 @@ RETURNING id, project_id, version, status, stage, error, kind, created_at, finis
 
 type InsertBuildParams struct {
 	ProjectID      uuid.UUID
-	Kind           BuildKind
+	Kind           sandbox.BuildKind
 	FilesVersionID uuid.UUID
 }
 

@@ -10,487 +10,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"sandman/sandbox"
 )
-
-type AppStatus string
-
-const (
-	AppStatusStarting     AppStatus = "starting"
-	AppStatusUp           AppStatus = "up"
-	AppStatusExited       AppStatus = "exited"
-	AppStatusNotAnswering AppStatus = "not_answering"
-)
-
-func (e *AppStatus) Scan(src interface{}) error {
-	switch s := src.(type) {
-	case []byte:
-		*e = AppStatus(s)
-	case string:
-		*e = AppStatus(s)
-	default:
-		return fmt.Errorf("unsupported scan type for AppStatus: %T", src)
-	}
-	return nil
-}
-
-type NullAppStatus struct {
-	AppStatus AppStatus
-	Valid     bool // Valid is true if AppStatus is not NULL
-}
-
-// Scan implements the Scanner interface.
-func (ns *NullAppStatus) Scan(value interface{}) error {
-	if value == nil {
-		ns.AppStatus, ns.Valid = "", false
-		return nil
-	}
-	ns.Valid = true
-	return ns.AppStatus.Scan(value)
-}
-
-// Value implements the driver Valuer interface.
-func (ns NullAppStatus) Value() (driver.Value, error) {
-	if !ns.Valid {
-		return nil, nil
-	}
-	return string(ns.AppStatus), nil
-}
-
-func (e AppStatus) Valid() bool {
-	switch e {
-	case AppStatusStarting,
-		AppStatusUp,
-		AppStatusExited,
-		AppStatusNotAnswering:
-		return true
-	}
-	return false
-}
-
-func AllAppStatusValues() []AppStatus {
-	return []AppStatus{
-		AppStatusStarting,
-		AppStatusUp,
-		AppStatusExited,
-		AppStatusNotAnswering,
-	}
-}
-
-type BuildKind string
-
-const (
-	BuildKindInitial BuildKind = "initial"
-	BuildKindRebuild BuildKind = "rebuild"
-)
-
-func (e *BuildKind) Scan(src interface{}) error {
-	switch s := src.(type) {
-	case []byte:
-		*e = BuildKind(s)
-	case string:
-		*e = BuildKind(s)
-	default:
-		return fmt.Errorf("unsupported scan type for BuildKind: %T", src)
-	}
-	return nil
-}
-
-type NullBuildKind struct {
-	BuildKind BuildKind
-	Valid     bool // Valid is true if BuildKind is not NULL
-}
-
-// Scan implements the Scanner interface.
-func (ns *NullBuildKind) Scan(value interface{}) error {
-	if value == nil {
-		ns.BuildKind, ns.Valid = "", false
-		return nil
-	}
-	ns.Valid = true
-	return ns.BuildKind.Scan(value)
-}
-
-// Value implements the driver Valuer interface.
-func (ns NullBuildKind) Value() (driver.Value, error) {
-	if !ns.Valid {
-		return nil, nil
-	}
-	return string(ns.BuildKind), nil
-}
-
-func (e BuildKind) Valid() bool {
-	switch e {
-	case BuildKindInitial,
-		BuildKindRebuild:
-		return true
-	}
-	return false
-}
-
-func AllBuildKindValues() []BuildKind {
-	return []BuildKind{
-		BuildKindInitial,
-		BuildKindRebuild,
-	}
-}
-
-type BuildStatus string
-
-const (
-	BuildStatusQueued   BuildStatus = "queued"
-	BuildStatusBuilding BuildStatus = "building"
-	BuildStatusReady    BuildStatus = "ready"
-	BuildStatusFailed   BuildStatus = "failed"
-)
-
-func (e *BuildStatus) Scan(src interface{}) error {
-	switch s := src.(type) {
-	case []byte:
-		*e = BuildStatus(s)
-	case string:
-		*e = BuildStatus(s)
-	default:
-		return fmt.Errorf("unsupported scan type for BuildStatus: %T", src)
-	}
-	return nil
-}
-
-type NullBuildStatus struct {
-	BuildStatus BuildStatus
-	Valid       bool // Valid is true if BuildStatus is not NULL
-}
-
-// Scan implements the Scanner interface.
-func (ns *NullBuildStatus) Scan(value interface{}) error {
-	if value == nil {
-		ns.BuildStatus, ns.Valid = "", false
-		return nil
-	}
-	ns.Valid = true
-	return ns.BuildStatus.Scan(value)
-}
-
-// Value implements the driver Valuer interface.
-func (ns NullBuildStatus) Value() (driver.Value, error) {
-	if !ns.Valid {
-		return nil, nil
-	}
-	return string(ns.BuildStatus), nil
-}
-
-func (e BuildStatus) Valid() bool {
-	switch e {
-	case BuildStatusQueued,
-		BuildStatusBuilding,
-		BuildStatusReady,
-		BuildStatusFailed:
-		return true
-	}
-	return false
-}
-
-func AllBuildStatusValues() []BuildStatus {
-	return []BuildStatus{
-		BuildStatusQueued,
-		BuildStatusBuilding,
-		BuildStatusReady,
-		BuildStatusFailed,
-	}
-}
-
-type EventReason string
-
-const (
-	EventReasonCreated             EventReason = "created"
-	EventReasonReady               EventReason = "ready"
-	EventReasonBuildFailed         EventReason = "build_failed"
-	EventReasonBuildFailedRefunded EventReason = "build_failed_refunded"
-	EventReasonReplaced            EventReason = "replaced"
-	EventReasonIdle                EventReason = "idle"
-	EventReasonAfterBuild          EventReason = "after_build"
-	EventReasonRequested           EventReason = "requested"
-	EventReasonResume              EventReason = "resume"
-	EventReasonResumed             EventReason = "resumed"
-	EventReasonResumeNotFound      EventReason = "resume_not_found"
-	EventReasonResumeUnreachable   EventReason = "resume_unreachable"
-	EventReasonResumeTimedOut      EventReason = "resume_timed_out"
-	EventReasonResumeFilesLost     EventReason = "resume_files_lost"
-	EventReasonRestored            EventReason = "restored"
-	EventReasonSynced              EventReason = "synced"
-	EventReasonCannotVerify        EventReason = "cannot_verify"
-	EventReasonProviderPaused      EventReason = "provider_paused"
-	EventReasonProviderResumed     EventReason = "provider_resumed"
-	EventReasonProviderTimeout     EventReason = "provider_timeout"
-	EventReasonProviderRequest     EventReason = "provider_request"
-	EventReasonProviderOther       EventReason = "provider_other"
-	EventReasonMissingPastEnd      EventReason = "missing_past_end"
-	EventReasonMissingAfterKill    EventReason = "missing_after_kill"
-	EventReasonLost                EventReason = "lost"
-	EventReasonVisitorWake         EventReason = "visitor_wake"
-	EventReasonVisitorFoundGone    EventReason = "visitor_found_gone"
-	EventReasonVersionLive         EventReason = "version_live"
-	EventReasonVersionFailed       EventReason = "version_failed"
-	EventReasonWokeWithVersion     EventReason = "woke_with_version"
-	EventReasonOther               EventReason = "other"
-	EventReasonAppExited           EventReason = "app_exited"
-	EventReasonWokeNotStarting     EventReason = "woke_not_starting"
-)
-
-func (e *EventReason) Scan(src interface{}) error {
-	switch s := src.(type) {
-	case []byte:
-		*e = EventReason(s)
-	case string:
-		*e = EventReason(s)
-	default:
-		return fmt.Errorf("unsupported scan type for EventReason: %T", src)
-	}
-	return nil
-}
-
-type NullEventReason struct {
-	EventReason EventReason
-	Valid       bool // Valid is true if EventReason is not NULL
-}
-
-// Scan implements the Scanner interface.
-func (ns *NullEventReason) Scan(value interface{}) error {
-	if value == nil {
-		ns.EventReason, ns.Valid = "", false
-		return nil
-	}
-	ns.Valid = true
-	return ns.EventReason.Scan(value)
-}
-
-// Value implements the driver Valuer interface.
-func (ns NullEventReason) Value() (driver.Value, error) {
-	if !ns.Valid {
-		return nil, nil
-	}
-	return string(ns.EventReason), nil
-}
-
-func (e EventReason) Valid() bool {
-	switch e {
-	case EventReasonCreated,
-		EventReasonReady,
-		EventReasonBuildFailed,
-		EventReasonBuildFailedRefunded,
-		EventReasonReplaced,
-		EventReasonIdle,
-		EventReasonAfterBuild,
-		EventReasonRequested,
-		EventReasonResume,
-		EventReasonResumed,
-		EventReasonResumeNotFound,
-		EventReasonResumeUnreachable,
-		EventReasonResumeTimedOut,
-		EventReasonResumeFilesLost,
-		EventReasonRestored,
-		EventReasonSynced,
-		EventReasonCannotVerify,
-		EventReasonProviderPaused,
-		EventReasonProviderResumed,
-		EventReasonProviderTimeout,
-		EventReasonProviderRequest,
-		EventReasonProviderOther,
-		EventReasonMissingPastEnd,
-		EventReasonMissingAfterKill,
-		EventReasonLost,
-		EventReasonVisitorWake,
-		EventReasonVisitorFoundGone,
-		EventReasonVersionLive,
-		EventReasonVersionFailed,
-		EventReasonWokeWithVersion,
-		EventReasonOther,
-		EventReasonAppExited,
-		EventReasonWokeNotStarting:
-		return true
-	}
-	return false
-}
-
-func AllEventReasonValues() []EventReason {
-	return []EventReason{
-		EventReasonCreated,
-		EventReasonReady,
-		EventReasonBuildFailed,
-		EventReasonBuildFailedRefunded,
-		EventReasonReplaced,
-		EventReasonIdle,
-		EventReasonAfterBuild,
-		EventReasonRequested,
-		EventReasonResume,
-		EventReasonResumed,
-		EventReasonResumeNotFound,
-		EventReasonResumeUnreachable,
-		EventReasonResumeTimedOut,
-		EventReasonResumeFilesLost,
-		EventReasonRestored,
-		EventReasonSynced,
-		EventReasonCannotVerify,
-		EventReasonProviderPaused,
-		EventReasonProviderResumed,
-		EventReasonProviderTimeout,
-		EventReasonProviderRequest,
-		EventReasonProviderOther,
-		EventReasonMissingPastEnd,
-		EventReasonMissingAfterKill,
-		EventReasonLost,
-		EventReasonVisitorWake,
-		EventReasonVisitorFoundGone,
-		EventReasonVersionLive,
-		EventReasonVersionFailed,
-		EventReasonWokeWithVersion,
-		EventReasonOther,
-		EventReasonAppExited,
-		EventReasonWokeNotStarting,
-	}
-}
-
-type EventSource string
-
-const (
-	EventSourceUser       EventSource = "user"
-	EventSourceWebhook    EventSource = "webhook"
-	EventSourceReconciler EventSource = "reconciler"
-	EventSourceScheduler  EventSource = "scheduler"
-	EventSourceBuild      EventSource = "build"
-	EventSourceEventsAPI  EventSource = "events_api"
-	EventSourceVisitor    EventSource = "visitor"
-	EventSourceOperator   EventSource = "operator"
-	EventSourceWatch      EventSource = "watch"
-)
-
-func (e *EventSource) Scan(src interface{}) error {
-	switch s := src.(type) {
-	case []byte:
-		*e = EventSource(s)
-	case string:
-		*e = EventSource(s)
-	default:
-		return fmt.Errorf("unsupported scan type for EventSource: %T", src)
-	}
-	return nil
-}
-
-type NullEventSource struct {
-	EventSource EventSource
-	Valid       bool // Valid is true if EventSource is not NULL
-}
-
-// Scan implements the Scanner interface.
-func (ns *NullEventSource) Scan(value interface{}) error {
-	if value == nil {
-		ns.EventSource, ns.Valid = "", false
-		return nil
-	}
-	ns.Valid = true
-	return ns.EventSource.Scan(value)
-}
-
-// Value implements the driver Valuer interface.
-func (ns NullEventSource) Value() (driver.Value, error) {
-	if !ns.Valid {
-		return nil, nil
-	}
-	return string(ns.EventSource), nil
-}
-
-func (e EventSource) Valid() bool {
-	switch e {
-	case EventSourceUser,
-		EventSourceWebhook,
-		EventSourceReconciler,
-		EventSourceScheduler,
-		EventSourceBuild,
-		EventSourceEventsAPI,
-		EventSourceVisitor,
-		EventSourceOperator,
-		EventSourceWatch:
-		return true
-	}
-	return false
-}
-
-func AllEventSourceValues() []EventSource {
-	return []EventSource{
-		EventSourceUser,
-		EventSourceWebhook,
-		EventSourceReconciler,
-		EventSourceScheduler,
-		EventSourceBuild,
-		EventSourceEventsAPI,
-		EventSourceVisitor,
-		EventSourceOperator,
-		EventSourceWatch,
-	}
-}
-
-type FailureCause string
-
-const (
-	FailureCauseNotFound    FailureCause = "not_found"
-	FailureCauseUnreachable FailureCause = "unreachable"
-	FailureCauseFilesLost   FailureCause = "files_lost"
-	FailureCauseOther       FailureCause = "other"
-)
-
-func (e *FailureCause) Scan(src interface{}) error {
-	switch s := src.(type) {
-	case []byte:
-		*e = FailureCause(s)
-	case string:
-		*e = FailureCause(s)
-	default:
-		return fmt.Errorf("unsupported scan type for FailureCause: %T", src)
-	}
-	return nil
-}
-
-type NullFailureCause struct {
-	FailureCause FailureCause
-	Valid        bool // Valid is true if FailureCause is not NULL
-}
-
-// Scan implements the Scanner interface.
-func (ns *NullFailureCause) Scan(value interface{}) error {
-	if value == nil {
-		ns.FailureCause, ns.Valid = "", false
-		return nil
-	}
-	ns.Valid = true
-	return ns.FailureCause.Scan(value)
-}
-
-// Value implements the driver Valuer interface.
-func (ns NullFailureCause) Value() (driver.Value, error) {
-	if !ns.Valid {
-		return nil, nil
-	}
-	return string(ns.FailureCause), nil
-}
-
-func (e FailureCause) Valid() bool {
-	switch e {
-	case FailureCauseNotFound,
-		FailureCauseUnreachable,
-		FailureCauseFilesLost,
-		FailureCauseOther:
-		return true
-	}
-	return false
-}
-
-func AllFailureCauseValues() []FailureCause {
-	return []FailureCause{
-		FailureCauseNotFound,
-		FailureCauseUnreachable,
-		FailureCauseFilesLost,
-		FailureCauseOther,
-	}
-}
 
 type LedgerReason string
 
@@ -617,143 +138,6 @@ func AllOperatorActionValues() []OperatorAction {
 		OperatorActionRevoke,
 		OperatorActionPause,
 		OperatorActionKill,
-	}
-}
-
-type PauseKind string
-
-const (
-	PauseKindMemory     PauseKind = "memory"
-	PauseKindFilesystem PauseKind = "filesystem"
-)
-
-func (e *PauseKind) Scan(src interface{}) error {
-	switch s := src.(type) {
-	case []byte:
-		*e = PauseKind(s)
-	case string:
-		*e = PauseKind(s)
-	default:
-		return fmt.Errorf("unsupported scan type for PauseKind: %T", src)
-	}
-	return nil
-}
-
-type NullPauseKind struct {
-	PauseKind PauseKind
-	Valid     bool // Valid is true if PauseKind is not NULL
-}
-
-// Scan implements the Scanner interface.
-func (ns *NullPauseKind) Scan(value interface{}) error {
-	if value == nil {
-		ns.PauseKind, ns.Valid = "", false
-		return nil
-	}
-	ns.Valid = true
-	return ns.PauseKind.Scan(value)
-}
-
-// Value implements the driver Valuer interface.
-func (ns NullPauseKind) Value() (driver.Value, error) {
-	if !ns.Valid {
-		return nil, nil
-	}
-	return string(ns.PauseKind), nil
-}
-
-func (e PauseKind) Valid() bool {
-	switch e {
-	case PauseKindMemory,
-		PauseKindFilesystem:
-		return true
-	}
-	return false
-}
-
-func AllPauseKindValues() []PauseKind {
-	return []PauseKind{
-		PauseKindMemory,
-		PauseKindFilesystem,
-	}
-}
-
-type SandboxStatus string
-
-const (
-	SandboxStatusStarting     SandboxStatus = "starting"
-	SandboxStatusRunning      SandboxStatus = "running"
-	SandboxStatusPaused       SandboxStatus = "paused"
-	SandboxStatusResuming     SandboxStatus = "resuming"
-	SandboxStatusResumeFailed SandboxStatus = "resume_failed"
-	SandboxStatusKilled       SandboxStatus = "killed"
-	SandboxStatusExpired      SandboxStatus = "expired"
-	SandboxStatusTerminated   SandboxStatus = "terminated"
-	SandboxStatusUnknown      SandboxStatus = "unknown"
-)
-
-func (e *SandboxStatus) Scan(src interface{}) error {
-	switch s := src.(type) {
-	case []byte:
-		*e = SandboxStatus(s)
-	case string:
-		*e = SandboxStatus(s)
-	default:
-		return fmt.Errorf("unsupported scan type for SandboxStatus: %T", src)
-	}
-	return nil
-}
-
-type NullSandboxStatus struct {
-	SandboxStatus SandboxStatus
-	Valid         bool // Valid is true if SandboxStatus is not NULL
-}
-
-// Scan implements the Scanner interface.
-func (ns *NullSandboxStatus) Scan(value interface{}) error {
-	if value == nil {
-		ns.SandboxStatus, ns.Valid = "", false
-		return nil
-	}
-	ns.Valid = true
-	return ns.SandboxStatus.Scan(value)
-}
-
-// Value implements the driver Valuer interface.
-func (ns NullSandboxStatus) Value() (driver.Value, error) {
-	if !ns.Valid {
-		return nil, nil
-	}
-	return string(ns.SandboxStatus), nil
-}
-
-func (e SandboxStatus) Valid() bool {
-	switch e {
-	case SandboxStatusStarting,
-		SandboxStatusRunning,
-		SandboxStatusPaused,
-		SandboxStatusResuming,
-		SandboxStatusResumeFailed,
-		SandboxStatusKilled,
-		SandboxStatusExpired,
-		SandboxStatusTerminated,
-		SandboxStatusUnknown:
-		return true
-	}
-	return false
-}
-
-func AllSandboxStatusValues() []SandboxStatus {
-	return []SandboxStatus{
-		SandboxStatusStarting,
-		SandboxStatusRunning,
-		SandboxStatusPaused,
-		SandboxStatusResuming,
-		SandboxStatusResumeFailed,
-		SandboxStatusKilled,
-		SandboxStatusExpired,
-		SandboxStatusTerminated,
-		SandboxStatusUnknown,
 	}
 }
 
@@ -924,10 +308,10 @@ type Build struct {
 	ID             uuid.UUID
 	ProjectID      uuid.UUID
 	Version        int32
-	Status         BuildStatus
+	Status         sandbox.BuildStatus
 	Stage          string
 	Error          string
-	Kind           BuildKind
+	Kind           sandbox.BuildKind
 	CreatedAt      time.Time
 	FinishedAt     *time.Time
 	FilesVersionID uuid.UUID
@@ -962,7 +346,7 @@ type Project struct {
 	InstallCommand  string
 	StartCommand    string
 	Port            int32
-	PauseKind       PauseKind
+	PauseKind       sandbox.PauseKind
 	CreatedAt       time.Time
 	ReloadsItself   bool
 	PreviewReporter bool
@@ -974,8 +358,8 @@ type Sandbox struct {
 	OwnerID              uuid.UUID
 	ProjectID            uuid.UUID
 	BuildID              uuid.UUID
-	Status               SandboxStatus
-	SnapshotKind         *PauseKind
+	Status               sandbox.Status
+	SnapshotKind         *sandbox.PauseKind
 	PreviewURL           string
 	EnvdToken            string
 	ProviderDomain       string
@@ -986,8 +370,8 @@ type Sandbox struct {
 	LastEventAt          *time.Time
 	EndAt                *time.Time
 	KilledAt             *time.Time
-	KilledReason         *EventReason
-	FailureCause         *FailureCause
+	KilledReason         *sandbox.Reason
+	FailureCause         *sandbox.Cause
 	Recreated            bool
 	KillRequested        bool
 	Version              int64
@@ -1006,7 +390,7 @@ type Sandbox struct {
 	MemoryMib            int32
 	LifetimeSeconds      int32
 	ChangedByProvider    bool
-	AppStatus            *AppStatus
+	AppStatus            *sandbox.AppStatus
 	AppVersion           *int32
 	AppSince             *time.Time
 	AppExitCode          *int32
@@ -1018,10 +402,10 @@ type Sandbox struct {
 type SandboxEvent struct {
 	ID                int64
 	SandboxID         uuid.UUID
-	FromStatus        SandboxStatus
-	ToStatus          SandboxStatus
-	Source            EventSource
-	Reason            EventReason
+	FromStatus        sandbox.Status
+	ToStatus          sandbox.Status
+	Source            sandbox.Source
+	Reason            sandbox.Reason
 	ProviderEventID   *string
 	ProviderTimestamp *time.Time
 	CreatedAt         time.Time

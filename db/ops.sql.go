@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"sandman/sandbox"
 )
 
 const countEventsBySourceSince = `-- name: CountEventsBySourceSince :one
@@ -17,7 +18,7 @@ SELECT count(*)::bigint FROM sandbox_events WHERE source = $1 AND created_at > $
 `
 
 type CountEventsBySourceSinceParams struct {
-	Source EventSource
+	Source sandbox.Source
 	Since  time.Time
 }
 
@@ -59,8 +60,8 @@ GROUP BY status, snapshot_kind
 `
 
 type CountSandboxesByStateRow struct {
-	Status       SandboxStatus
-	SnapshotKind *PauseKind
+	Status       sandbox.Status
+	SnapshotKind *sandbox.PauseKind
 	N            int64
 }
 
@@ -236,10 +237,10 @@ type ListEventsByReasonSinceParams struct {
 type ListEventsByReasonSinceRow struct {
 	ID          int64
 	SandboxID   uuid.UUID
-	FromStatus  SandboxStatus
-	ToStatus    SandboxStatus
-	Source      EventSource
-	Reason      EventReason
+	FromStatus  sandbox.Status
+	ToStatus    sandbox.Status
+	Source      sandbox.Source
+	Reason      sandbox.Reason
 	Detail      string
 	CreatedAt   time.Time
 	Files       int32
@@ -332,7 +333,7 @@ type ListStuckWithOwnersParams struct {
 
 type ListStuckWithOwnersRow struct {
 	ID             uuid.UUID
-	Status         SandboxStatus
+	Status         sandbox.Status
 	StateChangedAt time.Time
 	ProjectID      uuid.UUID
 	ProjectName    string

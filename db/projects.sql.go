@@ -9,6 +9,7 @@ import (
 	"context"
 
 	"github.com/google/uuid"
+	"sandman/sandbox"
 )
 
 const countProjectsByOwner = `-- name: CountProjectsByOwner :one
@@ -296,7 +297,7 @@ type InsertProjectParams struct {
 	InstallCommand string
 	StartCommand   string
 	Port           int32
-	PauseKind      PauseKind
+	PauseKind      sandbox.PauseKind
 	ReloadsItself  bool
 }
 

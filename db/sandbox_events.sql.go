@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"sandman/sandbox"
 )
 
 const countFailedResumesSinceRunning = `-- name: CountFailedResumesSinceRunning :one
@@ -62,7 +63,7 @@ SELECT EXISTS (SELECT 1 FROM sandbox_events WHERE sandbox_id = $1 AND source = '
 
 type HasVisitorNoteParams struct {
 	SandboxID uuid.UUID
-	Reason    EventReason
+	Reason    sandbox.Reason
 }
 
 // Whether a visitor's note with this reason was recorded for the sandbox (it is recorded once).
@@ -89,10 +90,10 @@ type InsertSandboxEventParams struct {
 	Channel           string
 	Payload           string
 	SandboxID         uuid.UUID
-	FromStatus        SandboxStatus
-	ToStatus          SandboxStatus
-	Source            EventSource
-	Reason            EventReason
+	FromStatus        sandbox.Status
+	ToStatus          sandbox.Status
+	Source            sandbox.Source
+	Reason            sandbox.Reason
 	Detail            string
 	ProviderEventID   *string
 	ProviderTimestamp *time.Time
@@ -148,7 +149,7 @@ type ListProjectHistoryParams struct {
 
 type ListProjectHistoryRow struct {
 	SandboxEvent SandboxEvent
-	BuildKind    BuildKind
+	BuildKind    sandbox.BuildKind
 }
 
 // A project's newest events up to a given one, across all its sandboxes (each rebuild makes a

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"sandman/sandbox"
 )
 
 const claimSandboxDeploy = `-- name: ClaimSandboxDeploy :one
@@ -558,7 +559,7 @@ WHERE s.provider_id = $1 FOR NO KEY UPDATE OF s
 
 type GetSandboxByProviderIDForUpdateRow struct {
 	Sandbox   Sandbox
-	PauseKind PauseKind
+	PauseKind sandbox.PauseKind
 }
 
 // A provider event's sandbox, locked, with its project's pause kind: the snapshot a paused event
@@ -935,7 +936,7 @@ WHERE status IN ('running', 'paused', 'unknown') AND provider_id IS NOT NULL
 type ListReconcileRowsRow struct {
 	ID         uuid.UUID
 	ProviderID string
-	Status     SandboxStatus
+	Status     sandbox.Status
 	Vcpus      int32
 	MemoryMib  int32
 }
@@ -1387,24 +1388,24 @@ SELECT u.id, u.provider_id, u.owner_id, u.project_id, u.build_id, u.status, u.sn
 type UpdateSandboxStatusParams struct {
 	Channel         string
 	Payload         string
-	Status          SandboxStatus
+	Status          sandbox.Status
 	Recreated       bool
 	PreviewURL      *string
 	SetSnapshotKind bool
-	SnapshotKind    *PauseKind
+	SnapshotKind    *sandbox.PauseKind
 	EndAt           *time.Time
 	KilledAt        *time.Time
-	KilledReason    *EventReason
+	KilledReason    *sandbox.Reason
 	Detail          string
-	FailureCause    *FailureCause
+	FailureCause    *sandbox.Cause
 	FailureDetail   string
 	EventAt         *time.Time
 	VerifiedAt      *time.Time
 	ID              uuid.UUID
 	Version         int64
-	FromStatus      SandboxStatus
-	Source          EventSource
-	Reason          EventReason
+	FromStatus      sandbox.Status
+	Source          sandbox.Source
+	Reason          sandbox.Reason
 	ProviderEventID *string
 }
 
@@ -1414,8 +1415,8 @@ type UpdateSandboxStatusRow struct {
 	OwnerID              uuid.UUID
 	ProjectID            uuid.UUID
 	BuildID              uuid.UUID
-	Status               SandboxStatus
-	SnapshotKind         *PauseKind
+	Status               sandbox.Status
+	SnapshotKind         *sandbox.PauseKind
 	PreviewURL           string
 	EnvdToken            string
 	ProviderDomain       string
@@ -1426,8 +1427,8 @@ type UpdateSandboxStatusRow struct {
 	LastEventAt          *time.Time
 	EndAt                *time.Time
 	KilledAt             *time.Time
-	KilledReason         *EventReason
-	FailureCause         *FailureCause
+	KilledReason         *sandbox.Reason
+	FailureCause         *sandbox.Cause
 	Recreated            bool
 	KillRequested        bool
 	Version              int64
@@ -1446,7 +1447,7 @@ type UpdateSandboxStatusRow struct {
 	MemoryMib            int32
 	LifetimeSeconds      int32
 	ChangedByProvider    bool
-	AppStatus            *AppStatus
+	AppStatus            *sandbox.AppStatus
 	AppVersion           *int32
 	AppSince             *time.Time
 	AppExitCode          *int32

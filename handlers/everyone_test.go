@@ -14,7 +14,7 @@ import (
 
 	"sandman/app"
 	"sandman/app/apptest"
-	"sandman/lifecycle"
+	"sandman/sandbox"
 	"sandman/views"
 )
 
@@ -41,8 +41,8 @@ var forcedStates = []forced{
 	{name: "sleeping-memory", status: "paused", build: "ready", snapshot: "memory", from: "running", source: "scheduler", reason: "idle"},
 	{name: "sleeping-files", status: "paused", build: "ready", snapshot: "filesystem", from: "running", source: "user", reason: "requested"},
 	{name: "resuming", status: "resuming", build: "ready", from: "paused", source: "user", reason: "resume"},
-	{name: "resume-failed", status: "resume_failed", build: "ready", cause: string(lifecycle.CauseNotFound), from: "resuming", source: "user", reason: "resume_not_found"},
-	{name: "files-lost", status: "resume_failed", build: "ready", cause: string(lifecycle.CauseFilesLost), from: "resuming", source: "user", reason: "resume_files_lost"},
+	{name: "resume-failed", status: "resume_failed", build: "ready", cause: string(sandbox.CauseNotFound), from: "resuming", source: "user", reason: "resume_not_found"},
+	{name: "files-lost", status: "resume_failed", build: "ready", cause: string(sandbox.CauseFilesLost), from: "resuming", source: "user", reason: "resume_files_lost"},
 	{name: "gone-killed", status: "killed", build: "ready", from: "running", source: "webhook", reason: "provider_request"},
 	{name: "gone-expired", status: "expired", build: "ready", from: "running", source: "webhook", reason: "provider_timeout"},
 	{name: "gone-stopped", status: "terminated", build: "ready", from: "paused", source: "webhook", reason: "provider_request"},

@@ -10,6 +10,7 @@ import (
 	"sandman/app/apptest"
 	"sandman/lifecycle"
 	"sandman/projects"
+	"sandman/sandbox"
 	"sandman/sandboxd"
 	"sandman/views"
 )
@@ -77,7 +78,7 @@ func TestBrowserHealedResume(t *testing.T) {
 	page.WaitFor(t, "the pane paused again", statusIs(views.Pane, projectID, "paused"))
 	click(t, page, "#"+views.DOMID(views.Pane, projectID)+" [data-testid=resume]")
 	failed := c.WaitSandbox(sandboxID, "resume_failed", time.Minute)
-	filesLost := lifecycle.CauseText(new(lifecycle.CauseFilesLost), "")
+	filesLost := lifecycle.CauseText(new(sandbox.CauseFilesLost), "")
 	if failed.FailureCause != filesLost {
 		t.Fatalf("failure cause %q", failed.FailureCause)
 	}

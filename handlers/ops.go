@@ -11,10 +11,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
-	"sandman/db"
 	"sandman/lifecycle"
 	"sandman/live"
 	"sandman/ops"
+	"sandman/sandbox"
 	"sandman/views"
 )
 
@@ -203,7 +203,7 @@ func opsSandboxView(l views.Layout, p ops.SandboxPage, confirmKill bool) views.O
 	v := views.OpsSandboxPage{Layout: l, SandboxID: sb.ID.String(), ProviderID: "none yet", Founder: p.Founder,
 		ProjectName: p.ProjectName, Status: string(sb.Status),
 		Spent: views.Money(p.Spent), Saved: views.Money(p.Saved), ConfirmKill: confirmKill,
-		CanPause: sb.Status == db.SandboxStatusRunning || sb.Status == db.SandboxStatusUnknown, CanKill: !lifecycle.IsGone(sb.Status)}
+		CanPause: sb.Status == sandbox.Running || sb.Status == sandbox.Unknown, CanKill: !sb.Status.Gone()}
 	if sb.ProviderID != nil {
 		v.ProviderID = *sb.ProviderID
 	}

@@ -14,6 +14,7 @@ import (
 	"sandman/db"
 	"sandman/lifecycle"
 	"sandman/projects"
+	"sandman/sandbox"
 	"sandman/views"
 )
 
@@ -25,10 +26,10 @@ func previewVM(l *lifecycle.Service, v lifecycle.ProjectView, now time.Time, csr
 		FileCount: v.FileCount, EventID: v.EventID, IdleFor: l.IdleTimeoutText(), Now: now, CSRF: csrf, Shared: v.Shared}
 	if v.Sandbox != nil {
 		sb := v.Sandbox
-		p.SandboxID, p.Status, p.PreviewURL = sb.ID.String(), string(sb.Status), sb.PreviewURL
+		p.SandboxID, p.Status, p.PreviewURL = sb.ID.String(), sb.Status, sb.PreviewURL
 		p.FailureCause, p.Recreated = lifecycle.CauseText(sb.FailureCause, sb.FailureDetail), sb.Recreated
 		if sb.SnapshotKind != nil {
-			p.SnapshotKind = string(*sb.SnapshotKind)
+			p.SnapshotKind = *sb.SnapshotKind
 		}
 		p.Why, p.WhyAt, p.SleepsAt = v.LastChange.Text, v.LastChange.At, v.SleepsAt
 	}
@@ -50,7 +51,7 @@ func previewVM(l *lifecycle.Service, v lifecycle.ProjectView, now time.Time, csr
 	}
 	if v.Build != nil {
 		p.BuildID = v.Build.ID.String()
-		p.BuildStatus, p.Stage, p.BuildError = string(v.Build.Status), v.Build.Stage, v.Build.Error
+		p.BuildStatus, p.Stage, p.BuildError = v.Build.Status, v.Build.Stage, v.Build.Error
 	}
 	return p
 }
@@ -195,7 +196,7 @@ func (h *Handlers) rebuildConfirm(c echo.Context) error {
 	}
 	q := views.RebuildQuestion{ProjectID: pid, Target: target, Return: safeReturn(c.QueryParam("return"), "/projects/"+pid),
 		Key: previewVM(h.Lifecycle, v, time.Now(), "").IdempotencyKey(), CSRF: h.csrfToken(c), Credits: pageCredits(c)}
-	if app := v.App(); app.DoesNotStart() && v.Sandbox != nil && v.Sandbox.Status == lifecycle.Running {
+	if app := v.App(); app.DoesNotStart() && v.Sandbox != nil && v.Sandbox.Status == sandbox.Running {
 		q.NotStarting, q.RestoreTo = app.Version, v.RestoreTo
 	}
 	if isHTMX(c) {
@@ -244,18 +245,20 @@ func (h *Handlers) pause(c echo.Context, owner, id uuid.UUID) error {
 
 // sandboxJSON is a sandbox in the JSON API (docs/api.md).
 type sandboxJSON struct {
-	ID                 string     `json:"id"`
-	ProviderID         *string    `json:"providerId"`
-	Status             string     `json:"status"`
-	SnapshotKind       *string    `json:"snapshotKind"`
-	PreviewURL         string     `json:"previewUrl"`
-	LastActiveAt       time.Time  `json:"lastActiveAt"`
-	LastVerifiedAt     *time.Time `json:"lastVerifiedAt"`
-	IdleTimeoutMs      int64      `json:"idleTimeoutMs"`
-	LifecycleTimeoutMs int64      `json:"lifecycleTimeoutMs"`
-	ExpiresAt          *time.Time `json:"expiresAt"`
-	Recreated          bool       `json:"recreated"`
-	FailureCause       string     `json:"failureCause,omitempty"`
+	ID                 string             `json:"id"`
+	ProviderID         *string            `json:"providerId"`
+	Status             sandbox.Status     `json:"status"`
+	SnapshotKind       *sandbox.PauseKind `json:"snapshotKind"`
+	PreviewURL         string             `json:"previewUrl"`
+	LastActiveAt       time.Time          `json:"lastActiveAt"`
+	LastVerifiedAt     *time.Time         `json:"lastVerifiedAt"`
+	IdleTimeoutMs      int64              `json:"idleTimeoutMs"`
+	LifecycleTimeoutMs int64              `json:"lifecycleTimeoutMs"`
+	ExpiresAt          *time.Time         `json:"expiresAt"`
+	Recreated          bool               `json:"recreated"`
+	FailureCause       string             `json:"failureCause,omitempty"`
+	// FailureCode is FailureCause's code, for programs (docs/api.md, "Failure codes").
+	FailureCode *sandbox.Cause `json:"failureCode,omitempty"`
 	// Version is the project's version the preview runs; PendingVersion a newer one not yet
 	// applied (it goes live when the preview runs), or null.
 	Version        *int32 `json:"version,omitempty"`
@@ -266,11 +269,11 @@ type sandboxJSON struct {
 
 // appJSON is a sandbox's app in the JSON API (docs/api.md, "The app").
 type appJSON struct {
-	Status          string    `json:"status"`
-	Version         *int32    `json:"version"`
-	Since           time.Time `json:"since"`
-	ExitCode        *int32    `json:"exitCode"`
-	LastGoodVersion *int32    `json:"lastGoodVersion"`
+	Status          sandbox.AppStatus `json:"status"`
+	Version         *int32            `json:"version"`
+	Since           time.Time         `json:"since"`
+	ExitCode        *int32            `json:"exitCode"`
+	LastGoodVersion *int32            `json:"lastGoodVersion"`
 }
 
 func toAppJSON(a lifecycle.AppState) *appJSON {
@@ -283,29 +286,27 @@ func toAppJSON(a lifecycle.AppState) *appJSON {
 }
 
 func (h *Handlers) toSandboxJSON(sb db.Sandbox) sandboxJSON {
-	out := sandboxJSON{ID: sb.ID.String(), ProviderID: sb.ProviderID, Status: string(sb.Status), PreviewURL: sb.PreviewURL,
+	out := sandboxJSON{ID: sb.ID.String(), ProviderID: sb.ProviderID, Status: sb.Status, PreviewURL: sb.PreviewURL,
 		LastActiveAt: sb.LastActiveAt, LastVerifiedAt: sb.LastVerifiedAt, IdleTimeoutMs: h.Lifecycle.IdleTimeout(),
-		LifecycleTimeoutMs: h.Lifecycle.SandboxTimeout(), Recreated: sb.Recreated, FailureCause: lifecycle.CauseText(sb.FailureCause, sb.FailureDetail)}
-	if sb.SnapshotKind != nil {
-		k := string(*sb.SnapshotKind)
-		out.SnapshotKind = &k
-	}
+		LifecycleTimeoutMs: h.Lifecycle.SandboxTimeout(), Recreated: sb.Recreated, FailureCause: lifecycle.CauseText(sb.FailureCause, sb.FailureDetail),
+		FailureCode: sb.FailureCause}
+	out.SnapshotKind = sb.SnapshotKind
 	out.ExpiresAt = lifecycle.ExpiresAt(sb)
 	return out
 }
 
 // buildJSON is a build in the JSON API.
 type buildJSON struct {
-	ID      string `json:"id"`
-	Version int32  `json:"version"`
-	Status  string `json:"status"`
-	Stage   string `json:"stage"`
-	Error   string `json:"error,omitempty"`
-	Kind    string `json:"kind"`
+	ID      string              `json:"id"`
+	Version int32               `json:"version"`
+	Status  sandbox.BuildStatus `json:"status"`
+	Stage   string              `json:"stage"`
+	Error   string              `json:"error,omitempty"`
+	Kind    sandbox.BuildKind   `json:"kind"`
 }
 
 func toBuildJSON(b db.Build) buildJSON {
-	return buildJSON{ID: b.ID.String(), Version: b.Version, Status: string(b.Status), Stage: b.Stage, Error: b.Error, Kind: string(b.Kind)}
+	return buildJSON{ID: b.ID.String(), Version: b.Version, Status: b.Status, Stage: b.Stage, Error: b.Error, Kind: b.Kind}
 }
 
 func (h *Handlers) apiBuild(rebuild bool) echo.HandlerFunc {

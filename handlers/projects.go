@@ -12,6 +12,7 @@ import (
 	"sandman/apperr"
 	"sandman/db"
 	"sandman/projects"
+	"sandman/sandbox"
 	"sandman/versions"
 	"sandman/views"
 )
@@ -72,7 +73,7 @@ func (h *Handlers) projectPage(c echo.Context) error {
 		return err
 	}
 	vm := views.ProjectPage{Layout: l, Preview: previewVM(h.Lifecycle, v, l.Now, l.CSRF), Share: box, History: historyVM(p.ID.String(), hist, l.Now),
-		InstallCommand: p.InstallCommand, StartCommand: p.StartCommand, Port: p.Port, PauseKind: string(p.PauseKind),
+		InstallCommand: p.InstallCommand, StartCommand: p.StartCommand, Port: p.Port, PauseKind: p.PauseKind,
 		ReloadsItself: p.ReloadsItself, PreviewReporter: p.PreviewReporter, Versions: vs, Health: health}
 	for _, f := range files {
 		vm.Files = append(vm.Files, views.File{Path: f.Path, Size: humanSize(f.Size)})
@@ -113,7 +114,7 @@ func (h *Handlers) createFromUpload(c echo.Context) error {
 		return err
 	}
 	set := projects.Settings{Name: up.fields["name"], InstallCommand: up.fields["install_command"],
-		StartCommand: up.fields["start_command"], PauseKind: db.PauseKind(up.fields["pause_kind"])}
+		StartCommand: up.fields["start_command"], PauseKind: sandbox.PauseKind(up.fields["pause_kind"])}
 	var portErr string
 	if n, err := strconv.ParseInt(strings.TrimSpace(up.fields["port"]), 10, 32); err == nil {
 		set.Port = int32(n)
@@ -138,7 +139,7 @@ func (h *Handlers) createFromUpload(c echo.Context) error {
 	vm := h.newProjectVM(c)
 	vm.Errors = fields
 	vm.Form = views.NewProjectForm{Name: up.fields["name"], InstallCommand: up.fields["install_command"],
-		StartCommand: up.fields["start_command"], Port: up.fields["port"], PauseKind: up.fields["pause_kind"]}
+		StartCommand: up.fields["start_command"], Port: up.fields["port"], PauseKind: sandbox.PauseKind(up.fields["pause_kind"])}
 	for key, msg := range fields {
 		if path, ok := strings.CutPrefix(key, "file:"); ok {
 			vm.FileErrors = append(vm.FileErrors, views.FileError{Path: path, Message: msg})
@@ -150,15 +151,15 @@ func (h *Handlers) createFromUpload(c echo.Context) error {
 
 // projectJSON is a project in the JSON API.
 type projectJSON struct {
-	ID             string    `json:"id"`
-	Name           string    `json:"name"`
-	Starter        *string   `json:"starter"`
-	InstallCommand string    `json:"installCommand"`
-	StartCommand   string    `json:"startCommand"`
-	Port           int32     `json:"port"`
-	PauseKind      string    `json:"pauseKind"`
-	CreatedAt      time.Time `json:"createdAt"`
-	ReloadsItself  bool      `json:"reloadsItself"`
+	ID             string            `json:"id"`
+	Name           string            `json:"name"`
+	Starter        *string           `json:"starter"`
+	InstallCommand string            `json:"installCommand"`
+	StartCommand   string            `json:"startCommand"`
+	Port           int32             `json:"port"`
+	PauseKind      sandbox.PauseKind `json:"pauseKind"`
+	CreatedAt      time.Time         `json:"createdAt"`
+	ReloadsItself  bool              `json:"reloadsItself"`
 	// PreviewReporter: the preview proxy adds the error reporter to the app's pages.
 	PreviewReporter bool         `json:"previewReporter"`
 	CurrentVersion  int32        `json:"currentVersion,omitempty"`
@@ -168,7 +169,7 @@ type projectJSON struct {
 
 func toProjectJSON(p db.Project) projectJSON {
 	return projectJSON{ID: p.ID.String(), Name: p.Name, Starter: p.Starter, InstallCommand: p.InstallCommand,
-		StartCommand: p.StartCommand, Port: p.Port, PauseKind: string(p.PauseKind), CreatedAt: p.CreatedAt,
+		StartCommand: p.StartCommand, Port: p.Port, PauseKind: p.PauseKind, CreatedAt: p.CreatedAt,
 		ReloadsItself: p.ReloadsItself, PreviewReporter: p.PreviewReporter}
 }
 

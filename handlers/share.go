@@ -15,6 +15,7 @@ import (
 	"sandman/feed"
 	"sandman/lifecycle"
 	"sandman/live"
+	"sandman/sandbox"
 	"sandman/shares"
 	"sandman/views"
 )
@@ -138,7 +139,7 @@ func sharePath(c echo.Context) string { return shareLinkPrefix + c.Param("token"
 
 // shareStateVM is what the visitor's page shows of the shared preview.
 func shareStateVM(sp lifecycle.SharedPreview) views.ShareState {
-	return views.ShareState{ProjectName: sp.ProjectName, State: string(sp.State), PreviewURL: sp.PreviewURL,
+	return views.ShareState{ProjectName: sp.ProjectName, State: sp.State, PreviewURL: sp.PreviewURL,
 		ColdStart: sp.ColdStart, EventID: sp.EventID}
 }
 
@@ -270,7 +271,7 @@ func RenderShareSnapshot(l *lifecycle.Service) func(context.Context, uuid.UUID) 
 // ShareEnded is the last page a visitor's stream carries, when its link stops working, and the
 // event that asks the browser to close the stream.
 func ShareEnded() []live.Part {
-	b, err := renderBytes(context.Background(), views.ShareStateView(views.ShareState{State: "ended"}))
+	b, err := renderBytes(context.Background(), views.ShareStateView(views.ShareState{State: sandbox.VisitorEnded}))
 	if err != nil {
 		panic(err) // a fixed fragment: it renders or the views are broken
 	}

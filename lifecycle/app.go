@@ -9,22 +9,12 @@ import (
 
 	"sandman/applog"
 	"sandman/db"
-)
-
-// The app's own state, next to the sandbox's (docs/states.md, "The app"): the dev server
-// Sandman started in the sandbox. The sandbox's status keeps meaning the sandbox: a version
-// whose server does not start leaves it running.
-const (
-	AppStarting     = "starting"      // started, not answering yet
-	AppUp           = "up"            // answers on its port
-	AppExited       = "exited"        // its process ended (ExitCode says how)
-	AppNotAnswering = "not_answering" // runs, and did not answer within the readiness timeout
-	AppStopped      = "stopped"       // the sandbox is not running, so neither is the app
+	"sandman/sandbox"
 )
 
 // AppState is the app of a sandbox as the API tells it.
 type AppState struct {
-	Status string
+	Status sandbox.AppStatus
 	// Version is the version whose files it runs (0: none yet).
 	Version int32
 	// Since is when it entered its status (for stopped: when the sandbox left running).
@@ -40,21 +30,21 @@ type AppState struct {
 // running (or starting: a build's dev server has a state before the build is ready) runs no
 // app.
 func AppOf(sb db.Sandbox, lastGood int32) AppState {
-	a := AppState{Status: AppStopped, Since: sb.StateChangedAt}
+	a := AppState{Status: sandbox.AppStopped, Since: sb.StateChangedAt}
 	if lastGood != 0 {
 		a.LastGoodVersion = &lastGood
 	}
 	if sb.AppVersion != nil {
 		a.Version = *sb.AppVersion
 	}
-	if sb.AppStatus == nil || sb.Status != Running && sb.Status != Starting {
+	if sb.AppStatus == nil || sb.Status != sandbox.Running && sb.Status != sandbox.Starting {
 		return a
 	}
-	a.Status = string(*sb.AppStatus)
+	a.Status = *sb.AppStatus
 	if sb.AppSince != nil {
 		a.Since = *sb.AppSince
 	}
-	if a.Status == AppExited {
+	if a.Status == sandbox.AppExited {
 		a.ExitCode = sb.AppExitCode
 	}
 	return a
@@ -63,14 +53,12 @@ func AppOf(sb db.Sandbox, lastGood int32) AppState {
 // DoesNotStart reports whether the app's current version does not start: its server exited,
 // or runs without answering. A rebuild does not mend that (it builds the same files): the
 // rebuild dialog warns, and the way out is the last good version (docs/states.md, "The app").
-func (a AppState) DoesNotStart() bool {
-	return a.Status == AppExited || a.Status == AppNotAnswering
-}
+func (a AppState) DoesNotStart() bool { return a.Status.DoesNotStart() }
 
 // App is the view's sandbox's app (stopped before the first build).
 func (v ProjectView) App() AppState {
 	if v.Sandbox == nil {
-		return AppState{Status: AppStopped}
+		return AppState{Status: sandbox.AppStopped}
 	}
 	return AppOf(*v.Sandbox, v.LastGoodVersion)
 }
@@ -81,7 +69,7 @@ type appChange struct {
 	// the row held), else the change applies only while the row still holds run.
 	run    uuid.UUID
 	newRun bool
-	to     db.AppStatus
+	to     sandbox.AppStatus
 	// version is the run's version (a new run's); pid its process, once known.
 	version  int32
 	pid      *int32
@@ -89,8 +77,8 @@ type appChange struct {
 	// onlyRunning: the change applies only while the sandbox runs with no pause asked for.
 	onlyRunning bool
 	// event, when set, records the change in the history, with output (the run's last lines).
-	event  db.EventReason
-	source db.EventSource
+	event  sandbox.Reason
+	source sandbox.Source
 	output string
 	// announced: the caller's transaction announces the sandbox itself (an event row, a status
 	// move), so a change the history does not tell adds no announcement of its own: one
@@ -115,13 +103,13 @@ func (s *Service) setApp(ctx context.Context, tx db.Tx, sandboxID uuid.UUID, c a
 		return sb, false, err
 	}
 	sb = db.Sandbox(row)
-	if c.to == db.AppStatusUp && sb.AppVersion != nil {
+	if c.to == sandbox.AppUp && sb.AppVersion != nil {
 		// What broke in older versions is not what runs now (docs/states.md, "The app").
 		if _, err := applog.CloseProblems(ctx, tx, sb.ProjectID, *sb.AppVersion); err != nil {
 			return sb, false, err
 		}
 	}
-	if c.to == db.AppStatusExited && sb.AppVersion != nil {
+	if c.to == sandbox.AppExited && sb.AppVersion != nil {
 		// The exit's problem is committed with the exit: the one announcement of the change draws
 		// the card's count and the pane's detail (the run's lines were flushed before, flushLines).
 		code := -1 // found gone: no end to read

@@ -15,6 +15,7 @@ import (
 	"sandman/internal/testkit"
 	"sandman/lifecycle"
 	"sandman/projects"
+	"sandman/sandbox"
 	"sandman/sandboxd/sandboxdtest"
 	"sandman/versions"
 )
@@ -47,10 +48,10 @@ func appVersions(t testing.TB, host *sandboxdtest.Host) versioned {
 }
 
 // waitApp waits until the sandbox's app is in status (its API state, SandboxStatus).
-func (b *testBundle) waitApp(t testing.TB, owner, id uuid.UUID, status string, within time.Duration) lifecycle.SandboxStatus {
+func (b *testBundle) waitApp(t testing.TB, owner, id uuid.UUID, status sandbox.AppStatus, within time.Duration) lifecycle.SandboxStatus {
 	t.Helper()
 	var st lifecycle.SandboxStatus
-	testkit.Eventually(t, within, "the app to be "+status, func() error {
+	testkit.Eventually(t, within, "the app to be "+string(status), func() error {
 		var err error
 		if st, err = b.svc.SandboxStatus(context.Background(), owner, id); err != nil {
 			return err
@@ -83,12 +84,12 @@ func TestAVersionWhoseServerExitsIsExitedAtOnceAndTheSandboxRuns(t *testing.T) {
 	t.Parallel()
 	v := appVersions(t, nil)
 	u, p, sb := v.runningPreview(t)
-	if st := v.waitApp(t, u.ID, sb.ID, lifecycle.AppUp, appSeen); st.App.Version != 1 || st.App.LastGoodVersion == nil || *st.App.LastGoodVersion != 1 {
+	if st := v.waitApp(t, u.ID, sb.ID, sandbox.AppUp, appSeen); st.App.Version != 1 || st.App.LastGoodVersion == nil || *st.App.LastGoodVersion != 1 {
 		t.Fatalf("the built preview's app: %+v, want up on version 1, the last good one", st.App)
 	}
 	v.change(t, u.ID, p.ID, map[string]string{"server.js": brokenServer})
-	st := v.waitApp(t, u.ID, sb.ID, lifecycle.AppExited, appSeen)
-	if st.Sandbox.Status != lifecycle.Running {
+	st := v.waitApp(t, u.ID, sb.ID, sandbox.AppExited, appSeen)
+	if st.Sandbox.Status != sandbox.Running {
 		t.Fatalf("the sandbox is %s after its version's server exited, want running", st.Sandbox.Status)
 	}
 	if st.App.Version != 2 || st.App.ExitCode == nil || *st.App.ExitCode != 1 || st.App.LastGoodVersion == nil || *st.App.LastGoodVersion != 1 {
@@ -111,10 +112,10 @@ func TestACrashWhileThePreviewRunsIsSeen(t *testing.T) {
 	t.Parallel()
 	v := appVersions(t, nil)
 	u, p, sb := v.runningPreview(t)
-	v.waitApp(t, u.ID, sb.ID, lifecycle.AppUp, appSeen)
+	v.waitApp(t, u.ID, sb.ID, sandbox.AppUp, appSeen)
 	killDevServer(t, v.host, v.get(t, sb.ID))
-	st := v.waitApp(t, u.ID, sb.ID, lifecycle.AppExited, appSeen)
-	if st.Sandbox.Status != lifecycle.Running || st.App.Version != 1 {
+	st := v.waitApp(t, u.ID, sb.ID, sandbox.AppExited, appSeen)
+	if st.Sandbox.Status != sandbox.Running || st.App.Version != 1 {
 		t.Fatalf("after the crash: sandbox %s, app %+v; want running, version 1 exited", st.Sandbox.Status, st.App)
 	}
 	v.waitHistory(t, u.ID, p.ID, "Version 1 stopped (exit code ")
@@ -128,28 +129,28 @@ func TestWakingWithAVersionThatDoesNotStartWorks(t *testing.T) {
 	ctx := context.Background()
 	u, p, sb := v.runningPreview(t)
 	v.change(t, u.ID, p.ID, map[string]string{"server.js": brokenServer})
-	v.waitApp(t, u.ID, sb.ID, lifecycle.AppExited, appSeen)
+	v.waitApp(t, u.ID, sb.ID, sandbox.AppExited, appSeen)
 	if _, err := v.svc.RequestPause(ctx, u.ID, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	v.waitStatus(t, sb.ID, lifecycle.Paused, 30*time.Second)
-	if st := v.waitApp(t, u.ID, sb.ID, lifecycle.AppStopped, time.Second); st.App.Version != 2 {
+	v.waitStatus(t, sb.ID, sandbox.Paused, 30*time.Second)
+	if st := v.waitApp(t, u.ID, sb.ID, sandbox.AppStopped, time.Second); st.App.Version != 2 {
 		t.Fatalf("the sleeping preview's app: %+v, want stopped on version 2", st.App)
 	}
 	if _, err := v.svc.Resume(ctx, u.ID, sb.ID); err != nil {
 		t.Fatal(err)
 	}
 	testkit.Eventually(t, appSeen, "the wake to end", func() error {
-		if now := v.get(t, sb.ID); now.Status != lifecycle.Running {
+		if now := v.get(t, sb.ID); now.Status != sandbox.Running {
 			return fmt.Errorf("it is %s", now.Status)
 		}
 		return nil
 	})
-	st := v.waitApp(t, u.ID, sb.ID, lifecycle.AppExited, time.Second)
+	st := v.waitApp(t, u.ID, sb.ID, sandbox.AppExited, time.Second)
 	if st.App.Version != 2 || st.Sandbox.FailureCause != nil {
 		t.Fatalf("after the wake: app %+v, failure cause %v; want version 2 exited and no failure", st.App, st.Sandbox.FailureCause)
 	}
-	if evs := v.eventsOf(t, sb.ID); len(transitionsTo(evs, lifecycle.ResumeFailed)) > 0 {
+	if evs := v.eventsOf(t, sb.ID); len(transitionsTo(evs, sandbox.ResumeFailed)) > 0 {
 		t.Fatalf("a resume failed: %s", history(evs))
 	}
 	if text := v.waitHistory(t, u.ID, p.ID, "Woke with version 2, which doesn't start: "); !strings.Contains(text, "broken on purpose") {
@@ -180,7 +181,7 @@ func TestABuildWhoseAppExitsFailsAtOnce(t *testing.T) {
 		if b, err = db.New(v.pool).GetBuild(ctx, res.Build.ID); err != nil {
 			return err
 		}
-		if b.Status != db.BuildStatusFailed {
+		if b.Status != sandbox.BuildFailed {
 			return fmt.Errorf("it is %s (%s)", b.Status, b.Stage)
 		}
 		return nil
@@ -198,14 +199,14 @@ func TestARestartedSandmanKeepsWatchingThePreview(t *testing.T) {
 	host := sandboxdtest.Start(t)
 	a := appVersions(t, host)
 	u, p, sb := a.runningPreview(t)
-	a.waitApp(t, u.ID, sb.ID, lifecycle.AppUp, appSeen)
+	a.waitApp(t, u.ID, sb.ID, sandbox.AppUp, appSeen)
 	a.Stop(t)
 	cfg := fastConfig()
 	cfg.IdleTimeout, cfg.ReadyTimeout, cfg.WatchScanEvery = time.Hour, appReadyTimeout, 500*time.Millisecond
 	b := instance(t, instanceOptions{host: host, databaseURL: a.DatabaseURL, config: cfg, work: true})
 	testkit.Until(t, appSeen, "the new instance to watch the preview", func() bool { return b.svc.Watches(sb.ID) })
 	killDevServer(t, host, b.get(t, sb.ID))
-	b.waitApp(t, u.ID, sb.ID, lifecycle.AppExited, appSeen)
+	b.waitApp(t, u.ID, sb.ID, sandbox.AppExited, appSeen)
 	bv := versioned{testBundle: b, host: host}
 	bv.waitHistory(t, u.ID, p.ID, "Version 1 stopped (exit code ")
 }
@@ -220,7 +221,7 @@ func TestAnotherInstanceTakesOverADeadWatcher(t *testing.T) {
 	cfg.IdleTimeout, cfg.ReadyTimeout, cfg.WatchScanEvery = time.Hour, appReadyTimeout, 500*time.Millisecond
 	b := instance(t, instanceOptions{host: host, databaseURL: a.DatabaseURL, config: cfg, work: true})
 	u, _, sb := a.runningPreview(t)
-	a.waitApp(t, u.ID, sb.ID, lifecycle.AppUp, appSeen)
+	a.waitApp(t, u.ID, sb.ID, sandbox.AppUp, appSeen)
 	holder, other := a.testBundle, b
 	testkit.Until(t, appSeen, "an instance to watch the preview", func() bool {
 		if b.svc.Watches(sb.ID) {
@@ -238,5 +239,5 @@ func TestAnotherInstanceTakesOverADeadWatcher(t *testing.T) {
 	holder.Stop(t)
 	testkit.Until(t, appSeen, "the other instance to take the watch over", func() bool { return other.svc.Watches(sb.ID) })
 	killDevServer(t, host, other.get(t, sb.ID))
-	other.waitApp(t, u.ID, sb.ID, lifecycle.AppExited, appSeen)
+	other.waitApp(t, u.ID, sb.ID, sandbox.AppExited, appSeen)
 }

@@ -10,6 +10,7 @@ import (
 
 	"sandman/db"
 	"sandman/ops"
+	"sandman/sandbox"
 )
 
 // ErrStale means the sandbox changed since it was read (another worker or instance won).
@@ -20,9 +21,9 @@ var ErrNotAllowed = errors.New("transition not allowed")
 
 // Change is one requested state change with what it carries.
 type Change struct {
-	To     db.SandboxStatus
-	Source db.EventSource
-	Reason db.EventReason
+	To     sandbox.Status
+	Source sandbox.Source
+	Reason sandbox.Reason
 	// Detail is the free-form part of why (an error's text, the provider's own kill reason):
 	// kept for people, read by no rule (docs/architecture.md, "Codes, not copy").
 	Detail string
@@ -31,11 +32,11 @@ type Change struct {
 	ProviderTimestamp *time.Time
 
 	PreviewURL   *string
-	SnapshotKind *db.PauseKind // set when pausing; cleared (nil with ClearSnapshot) on resume
+	SnapshotKind *sandbox.PauseKind // set when pausing; cleared (nil with ClearSnapshot) on resume
 	ClearSnap    bool
 	EndAt        *time.Time
-	KilledReason *db.EventReason  // its detail is Detail
-	FailureCause *db.FailureCause // its detail is Detail
+	KilledReason *sandbox.Reason // its detail is Detail
+	FailureCause *sandbox.Cause  // its detail is Detail
 	Verified     bool
 }
 
@@ -49,7 +50,7 @@ const maxDetail = 500
 // ErrStale means someone else changed it first. The "Recreated" badge is carried over unless
 // the state machine ends it (keepsRecreated).
 func apply(ctx context.Context, tx db.Tx, sb db.Sandbox, c Change) (db.Sandbox, error) {
-	if !CanTransition(sb.Status, c.To) {
+	if !sandbox.CanTransition(sb.Status, c.To) {
 		return sb, fmt.Errorf("%w: %s → %s", ErrNotAllowed, sb.Status, c.To)
 	}
 	now := time.Now()
@@ -67,7 +68,7 @@ func apply(ctx context.Context, tx db.Tx, sb db.Sandbox, c Change) (db.Sandbox, 
 	if c.SnapshotKind != nil || c.ClearSnap {
 		p.SetSnapshotKind, p.SnapshotKind = true, c.SnapshotKind
 	}
-	if IsGone(c.To) {
+	if c.To.Gone() {
 		p.KilledAt = &now
 	}
 	if c.Verified {
@@ -91,7 +92,7 @@ func apply(ctx context.Context, tx db.Tx, sb db.Sandbox, c Change) (db.Sandbox, 
 // announce records an event that is no move, so pages learn of it like of any change: a new
 // sandbox row's first (from starting to starting), or a visitor's note (noteFoundGone). via is
 // the name of the API token the founder came through ("" for none).
-func announce(ctx context.Context, tx db.Tx, sb db.Sandbox, source db.EventSource, reason db.EventReason, via string) error {
+func announce(ctx context.Context, tx db.Tx, sb db.Sandbox, source sandbox.Source, reason sandbox.Reason, via string) error {
 	return record(ctx, tx, db.InsertSandboxEventParams{SandboxID: sb.ID, FromStatus: sb.Status, ToStatus: sb.Status,
 		Source: source, Reason: reason, ViaToken: nonEmpty(via)}, sb.OwnerID)
 }

@@ -12,6 +12,7 @@ import (
 
 	"sandman/applog"
 	"sandman/db"
+	"sandman/sandbox"
 )
 
 // Build stages, shown under "Preparing sandbox…".
@@ -80,7 +81,7 @@ func (w *buildWorker) Work(ctx context.Context, job *river.Job[BuildArgs]) error
 	if err != nil {
 		return db.MapError(err)
 	}
-	if sb.Status != Starting {
+	if sb.Status != sandbox.Starting {
 		return nil // finished, replaced or killed meanwhile: nothing to do
 	}
 	build, err := s.q.GetBuild(ctx, sb.BuildID)
@@ -255,10 +256,10 @@ func (s *Service) runOf(sb db.Sandbox, version int32, source applog.Source) appl
 func (s *Service) recordBuildRestored(ctx context.Context, sandboxID uuid.UUID, restored []string) error {
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		sb, err := tx.GetSandboxForUpdate(ctx, sandboxID)
-		if err != nil || sb.Status != Starting {
+		if err != nil || sb.Status != sandbox.Starting {
 			return err
 		}
-		return recordRestored(ctx, tx, sb, db.EventSourceBuild, restored)
+		return recordRestored(ctx, tx, sb, sandbox.SourceBuild, restored)
 	})
 	if err == nil {
 		s.metrics.filesRestored.WithLabelValues("build").Add(float64(len(restored)))
@@ -303,10 +304,10 @@ func (s *Service) finishBuild(ctx context.Context, sandboxID uuid.UUID, app appC
 		if err != nil {
 			return err
 		}
-		if sb.Status != Starting {
+		if sb.Status != sandbox.Starting {
 			return nil
 		}
-		if _, err := tx.FinishBuild(ctx, db.FinishBuildParams{ID: sb.BuildID, Status: db.BuildStatusReady}); err != nil {
+		if _, err := tx.FinishBuild(ctx, db.FinishBuildParams{ID: sb.BuildID, Status: sandbox.BuildReady}); err != nil {
 			return err
 		}
 		if err := tx.TouchActivity(ctx, sb.ID); err != nil {
@@ -316,7 +317,7 @@ func (s *Service) finishBuild(ctx context.Context, sandboxID uuid.UUID, app appC
 		if _, _, err := s.setApp(ctx, tx, sb.ID, app); err != nil {
 			return err
 		}
-		sb, err = apply(ctx, tx, sb, Change{To: Running, Source: db.EventSourceBuild, Reason: db.EventReasonReady, Verified: true})
+		sb, err = apply(ctx, tx, sb, Change{To: sandbox.Running, Source: sandbox.SourceBuild, Reason: sandbox.ReasonReady, Verified: true})
 		if err != nil {
 			return err
 		}
@@ -336,7 +337,7 @@ func (s *Service) failBuild(ctx context.Context, sandboxID uuid.UUID, f *buildFa
 		if err := s.finishFailed(ctx, tx, sb, f); err != nil {
 			return err
 		}
-		if sb.Status != Starting {
+		if sb.Status != sandbox.Starting {
 			return nil
 		}
 		providerID = sb.ProviderID
@@ -347,7 +348,7 @@ func (s *Service) failBuild(ctx context.Context, sandboxID uuid.UUID, f *buildFa
 		if f.refund {
 			reason = reasonBuildFailedRefunded
 		}
-		_, err = apply(ctx, tx, sb, Change{To: Terminated, Source: db.EventSourceBuild, Reason: reason, KilledReason: ptr(reasonBuildFailed)})
+		_, err = apply(ctx, tx, sb, Change{To: sandbox.Terminated, Source: sandbox.SourceBuild, Reason: reason, KilledReason: ptr(reasonBuildFailed)})
 		if err != nil {
 			return err
 		}
@@ -363,7 +364,7 @@ func (s *Service) failBuild(ctx context.Context, sandboxID uuid.UUID, f *buildFa
 // finishFailed marks the sandbox's build failed (once: a build already finished stays as it
 // is) and, for a platform failure, gives its credit back with a ledger row saying why.
 func (s *Service) finishFailed(ctx context.Context, tx db.Tx, sb db.Sandbox, f *buildFailure) error {
-	n, err := tx.FinishBuild(ctx, db.FinishBuildParams{ID: sb.BuildID, Status: db.BuildStatusFailed, Error: f.msg})
+	n, err := tx.FinishBuild(ctx, db.FinishBuildParams{ID: sb.BuildID, Status: sandbox.BuildFailed, Error: f.msg})
 	if err != nil || n == 0 || !f.refund {
 		return err
 	}

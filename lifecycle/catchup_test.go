@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"sandman/lifecycle"
+	"sandman/sandbox"
 	"sandman/sandboxd/sandboxdtest"
 )
 
@@ -30,7 +31,7 @@ func TestCatchUpDoesNotReplayWhatSandmanAlreadyDid(t *testing.T) {
 	}
 	// Created, ready and paused at once: the provider's "created" event is moments older than
 	// Sandman's pause.
-	sb := b.waitStatus(t, res.Sandbox.ID, lifecycle.Paused, time.Minute)
+	sb := b.waitStatus(t, res.Sandbox.ID, sandbox.Paused, time.Minute)
 	check := func(when string) {
 		t.Helper()
 		before := b.eventsOf(t, sb.ID)
@@ -38,7 +39,7 @@ func TestCatchUpDoesNotReplayWhatSandmanAlreadyDid(t *testing.T) {
 			t.Fatal(err)
 		}
 		after := b.eventsOf(t, sb.ID)
-		if got := b.get(t, sb.ID); got.Status != lifecycle.Paused || len(after) != len(before) {
+		if got := b.get(t, sb.ID); got.Status != sandbox.Paused || len(after) != len(before) {
 			t.Fatalf("%s: catching up changed the paused sandbox to %s: %s", when, got.Status, history(after))
 		}
 	}
@@ -49,10 +50,10 @@ func TestCatchUpDoesNotReplayWhatSandmanAlreadyDid(t *testing.T) {
 	if _, err := b.svc.Resume(ctx, u.ID, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	b.waitStatus(t, sb.ID, lifecycle.Running, 30*time.Second)
+	b.waitStatus(t, sb.ID, sandbox.Running, 30*time.Second)
 	if _, err := b.svc.RequestPause(ctx, u.ID, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	b.waitStatus(t, sb.ID, lifecycle.Paused, 30*time.Second)
+	b.waitStatus(t, sb.ID, sandbox.Paused, 30*time.Second)
 	check("after a resume")
 }

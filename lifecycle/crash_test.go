@@ -15,6 +15,7 @@ import (
 	"sandman/e2b"
 	"sandman/internal/testkit"
 	"sandman/lifecycle"
+	"sandman/sandbox"
 	"sandman/sandboxd"
 	"sandman/sandboxd/sandboxdtest"
 )
@@ -61,7 +62,7 @@ func TestCrashedWorkerNeverStrandsASandbox(t *testing.T) {
 		// stops (web is an instance that runs no jobs, for what happens after), and returns it.
 		crash func(t *testing.T, first, web *testBundle, client *e2b.Client, owner, project uuid.UUID) uuid.UUID
 		// finished and failed are the two acceptable ends.
-		finished, failed db.SandboxStatus
+		finished, failed sandbox.Status
 		check            func(t *testing.T, b *testBundle, host *sandboxdtest.Host, client *e2b.Client, sb db.Sandbox)
 	}{
 		{
@@ -87,21 +88,21 @@ func TestCrashedWorkerNeverStrandsASandbox(t *testing.T) {
 				crashJob(t, web, "build", sb.ID)
 				return sb.ID
 			},
-			finished: lifecycle.Running, failed: lifecycle.Terminated,
+			finished: sandbox.Running, failed: sandbox.Terminated,
 			check: func(t *testing.T, b *testBundle, host *sandboxdtest.Host, client *e2b.Client, sb db.Sandbox) {
 				build, err := db.New(b.pool).GetBuild(context.Background(), sb.BuildID)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if sb.Status == lifecycle.Running {
-					if build.Status != db.BuildStatusReady {
+				if sb.Status == sandbox.Running {
+					if build.Status != sandbox.BuildReady {
 						t.Fatalf("running, but the build is %s", build.Status)
 					}
 					visits(t, host, sb.PreviewURL)
 					return
 				}
-				if build.Status != db.BuildStatusFailed || !strings.Contains(build.Error, "stopped before it finished") ||
-					killedReason(sb) != db.EventReasonBuildFailed {
+				if build.Status != sandbox.BuildFailed || !strings.Contains(build.Error, "stopped before it finished") ||
+					killedReason(sb) != sandbox.ReasonBuildFailed {
 					t.Fatalf("build %s %q, killed_reason %q: want a failed build with a readable reason", build.Status, build.Error, killedReason(sb))
 				}
 				// A worker that went away is Sandman's failure: the credit came back.
@@ -122,7 +123,7 @@ func TestCrashedWorkerNeverStrandsASandbox(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				first.waitStatus(t, res.Sandbox.ID, lifecycle.Paused, time.Minute)
+				first.waitStatus(t, res.Sandbox.ID, sandbox.Paused, time.Minute)
 				first.Stop(t)
 				if _, err := web.svc.Resume(ctx, owner, res.Sandbox.ID); err != nil {
 					t.Fatal(err)
@@ -130,13 +131,13 @@ func TestCrashedWorkerNeverStrandsASandbox(t *testing.T) {
 				crashJob(t, web, "resume", res.Sandbox.ID)
 				return res.Sandbox.ID
 			},
-			finished: lifecycle.Running, failed: lifecycle.ResumeFailed,
+			finished: sandbox.Running, failed: sandbox.ResumeFailed,
 			check: func(t *testing.T, b *testBundle, host *sandboxdtest.Host, _ *e2b.Client, sb db.Sandbox) {
-				if sb.Status == lifecycle.Running {
+				if sb.Status == sandbox.Running {
 					visits(t, host, sb.PreviewURL)
 					return
 				}
-				if sb.FailureCause == nil || *sb.FailureCause != lifecycle.CauseUnreachable {
+				if sb.FailureCause == nil || *sb.FailureCause != sandbox.CauseUnreachable {
 					t.Fatalf("failure cause %v", sb.FailureCause)
 				}
 			},
@@ -149,21 +150,21 @@ func TestCrashedWorkerNeverStrandsASandbox(t *testing.T) {
 			client := providerFor(t, host)
 			cfg := fastConfig()
 			cfg.IdleTimeout = 10 * time.Minute // a finished build stays running, to be seen
-			if tt.failed == lifecycle.ResumeFailed {
+			if tt.failed == sandbox.ResumeFailed {
 				cfg.PauseAfterReady = "immediate" // a paused sandbox to resume
 			}
 			first := instance(t, instanceOptions{host: host, config: cfg, work: true})
 			web := instance(t, instanceOptions{host: host, databaseURL: first.DatabaseURL, config: cfg})
 			u, p := founder(t, web.pool, 5)
 			id := tt.crash(t, first, web, client, u.ID, p.ID)
-			if s := web.get(t, id).Status; s != lifecycle.Starting && s != lifecycle.Resuming {
+			if s := web.get(t, id).Status; s != sandbox.Starting && s != sandbox.Resuming {
 				t.Fatalf("the crash left the sandbox %s", s)
 			}
 
 			survivor := instance(t, instanceOptions{host: host, databaseURL: first.DatabaseURL, config: cfg, work: true})
 			var sb db.Sandbox
 			testkit.Eventually(t, 30*time.Second, "another instance to move the sandbox on", func() error {
-				if sb = survivor.get(t, id); sb.Status == lifecycle.Starting || sb.Status == lifecycle.Resuming {
+				if sb = survivor.get(t, id); sb.Status == sandbox.Starting || sb.Status == sandbox.Resuming {
 					return fmt.Errorf("it is still %s", sb.Status)
 				}
 				return nil
@@ -175,7 +176,7 @@ func TestCrashedWorkerNeverStrandsASandbox(t *testing.T) {
 			tt.check(t, survivor, host, client, sb)
 			// The dead worker's job does not stay "running" either: River rescues it, and the
 			// retry sees the work done (or finishes it).
-			kind := map[bool]string{true: "build", false: "resume"}[tt.failed == lifecycle.Terminated]
+			kind := map[bool]string{true: "build", false: "resume"}[tt.failed == sandbox.Terminated]
 			testkit.Eventually(t, 30*time.Second, "the crashed "+kind+" job to complete", func() error {
 				if state := jobState(t, survivor, kind, id); state != "completed" {
 					return fmt.Errorf("it is %s", state)
@@ -229,7 +230,7 @@ func TestStoppedInstanceLeavesItsJobToAnother(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				sb := first.waitStatus(t, res.Sandbox.ID, lifecycle.Paused, time.Minute)
+				sb := first.waitStatus(t, res.Sandbox.ID, sandbox.Paused, time.Minute)
 				host.InjectFault(t, sandboxd.Fault{Route: connectRoute, SandboxID: *sb.ProviderID, LatencyMs: 5000, Count: 1})
 				if _, err := first.svc.Resume(ctx, owner, sb.ID); err != nil {
 					t.Fatal(err)
@@ -255,11 +256,11 @@ func TestStoppedInstanceLeavesItsJobToAnother(t *testing.T) {
 			first.Stop(t) // its 2 s are not enough: the job is cut
 
 			survivor := instance(t, instanceOptions{host: host, databaseURL: first.DatabaseURL, config: cfg, work: true})
-			sb := survivor.waitStatus(t, id, lifecycle.Running, time.Minute)
+			sb := survivor.waitStatus(t, id, sandbox.Running, time.Minute)
 			visits(t, host, sb.PreviewURL)
 			if tt.job == "build" {
 				build, err := db.New(survivor.pool).GetBuild(context.Background(), sb.BuildID)
-				if err != nil || build.Status != db.BuildStatusReady {
+				if err != nil || build.Status != sandbox.BuildReady {
 					t.Fatalf("build %+v %v, want ready", build, err)
 				}
 				if providerID == nil || *sb.ProviderID != *providerID {

@@ -15,6 +15,7 @@ import (
 	"sandman/db"
 	"sandman/lifecycle"
 	"sandman/projects"
+	"sandman/sandbox"
 )
 
 // founder creates a founder with credits and one counter project.
@@ -77,12 +78,12 @@ func TestConcurrentRebuildsWithOneKeyChargeOnce(t *testing.T) {
 	if got := credits(t, b.pool, u.ID); got != 1 {
 		t.Fatalf("credits = %d, want 3 - build - rebuild = 1", got)
 	}
-	if !results[0].Sandbox.Recreated || results[0].Build.Kind != db.BuildKindRebuild {
+	if !results[0].Sandbox.Recreated || results[0].Build.Kind != sandbox.BuildRebuild {
 		t.Fatalf("rebuild result %+v", results[0])
 	}
 	// The first sandbox was replaced in the same transaction.
 	sandboxes := b.sandboxesOf(t, p.ID)
-	if len(sandboxes) != 2 || sandboxes[1].Status != lifecycle.Terminated || killedReason(sandboxes[1]) != db.EventReasonReplaced {
+	if len(sandboxes) != 2 || sandboxes[1].Status != sandbox.Terminated || killedReason(sandboxes[1]) != sandbox.ReasonReplaced {
 		t.Fatalf("sandboxes after rebuild: %+v", sandboxes)
 	}
 }
@@ -105,7 +106,7 @@ func TestRebuildWithoutCreditsChangesNothing(t *testing.T) {
 		t.Fatalf("credits = %d", got)
 	}
 	sandboxes := b.sandboxesOf(t, p.ID)
-	if len(sandboxes) != 1 || sandboxes[0].ID != first.Sandbox.ID || sandboxes[0].Status != lifecycle.Starting {
+	if len(sandboxes) != 1 || sandboxes[0].ID != first.Sandbox.ID || sandboxes[0].Status != sandbox.Starting {
 		t.Fatalf("a refused rebuild changed sandboxes: %+v", sandboxes)
 	}
 	// The refused key was not consumed: with a credit it works.

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"sandman/db"
+	"sandman/sandbox"
 )
 
 // Every deadline the lifecycle keeps is computed here, once, from the configuration, so a
@@ -48,7 +49,7 @@ func (c Config) lostAfter(since time.Time) time.Time {
 // states the provider can contradict, last verified longer than VerifyStaleness ago.
 func (c Config) verifyDue(sb db.Sandbox, now time.Time) bool {
 	switch sb.Status {
-	case Running, Paused, Unknown:
+	case sandbox.Running, sandbox.Paused, sandbox.Unknown:
 	default:
 		return false
 	}
@@ -62,7 +63,7 @@ func (c Config) lifetimeEnd(now time.Time) time.Time { return now.Add(c.SandboxT
 // ExpiresAt is when the sandbox's lifetime ends, while it has one: a running or starting
 // sandbox. A paused sandbox's end time is when it was paused, never an expiry.
 func ExpiresAt(sb db.Sandbox) *time.Time {
-	if sb.Status == Running || sb.Status == Starting {
+	if sb.Status == sandbox.Running || sb.Status == sandbox.Starting {
 		return sb.EndAt
 	}
 	return nil

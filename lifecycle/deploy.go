@@ -12,6 +12,7 @@ import (
 
 	"sandman/applog"
 	"sandman/db"
+	"sandman/sandbox"
 )
 
 // Putting a version into a sandbox (docs/states.md, "Versions"). A new version reaches a running
@@ -37,7 +38,7 @@ func (s *Service) VersionMade(ctx context.Context, tx db.Tx, owner uuid.UUID, v 
 	if err != nil {
 		return err
 	}
-	if sb.Status == Running {
+	if sb.Status == sandbox.Running {
 		if _, err := s.river.InsertTx(ctx, tx.Pgx(), DeployArgs{SandboxID: sb.ID}, nil); err != nil {
 			return err
 		}
@@ -83,7 +84,7 @@ func (w *deployWorker) Work(ctx context.Context, job *river.Job[DeployArgs]) err
 	if err != nil {
 		return db.MapError(err)
 	}
-	if sb.Status != Running || sb.ProviderID == nil {
+	if sb.Status != sandbox.Running || sb.ProviderID == nil {
 		return nil // a sandbox that is not running gets the version when it runs again
 	}
 	to, err := s.currentFiles(ctx, sb.ProjectID)
@@ -258,7 +259,7 @@ func (s *Service) deployed(ctx context.Context, id uuid.UUID, to wanted, a appli
 			}
 		}
 		n, ms := to.version.Number, int32(a.took.Milliseconds())
-		ev := db.InsertSandboxEventParams{SandboxID: id, FromStatus: sb.Status, ToStatus: sb.Status, Source: db.EventSourceUser,
+		ev := db.InsertSandboxEventParams{SandboxID: id, FromStatus: sb.Status, ToStatus: sb.Status, Source: sandbox.SourceUser,
 			Reason: reasonVersionLive, VersionNumber: &n, DurationMs: &ms, Files: nonNilStrings(a.conv.changes.Paths())}
 		if a.failed != "" {
 			ev.Reason, ev.Output = reasonVersionFailed, &a.failed
@@ -270,7 +271,7 @@ func (s *Service) deployed(ctx context.Context, id uuid.UUID, to wanted, a appli
 		if err != nil {
 			return err
 		}
-		if cur.ID != to.version.ID && sb.Status == Running {
+		if cur.ID != to.version.ID && sb.Status == sandbox.Running {
 			more = true
 			return tx.SetSandboxDeploying(ctx, db.SetSandboxDeployingParams{ID: id, VersionID: &cur.ID})
 		}

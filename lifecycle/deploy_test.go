@@ -19,6 +19,7 @@ import (
 	"sandman/internal/testkit"
 	"sandman/lifecycle"
 	"sandman/projects"
+	"sandman/sandbox"
 	"sandman/sandboxd"
 	"sandman/sandboxd/sandboxdtest"
 	"sandman/versions"
@@ -44,7 +45,7 @@ func setupVersions(t testing.TB) versioned {
 func (v versioned) runningPreview(t testing.TB) (db.User, db.Project, db.Sandbox) {
 	t.Helper()
 	u, _ := founder(t, v.pool, 5)
-	p := healProject(t, v.testBundle, u.ID, db.PauseKindMemory, "")
+	p := healProject(t, v.testBundle, u.ID, sandbox.PauseMemory, "")
 	return u, p, v.buildRunning(t, u.ID, p.ID)
 }
 
@@ -117,11 +118,11 @@ func TestRunningPreviewTakesANewVersionInPlace(t *testing.T) {
 		t.Fatalf("the preview shows %q, not version 2", body)
 	}
 	now := v.get(t, sb.ID)
-	if now.Status != lifecycle.Running || now.DeployedVersionID != v2.ID || now.DeployingVersionID != nil {
+	if now.Status != sandbox.Running || now.DeployedVersionID != v2.ID || now.DeployingVersionID != nil {
 		t.Fatalf("after the apply: %s, runs %v (want %v), applying %v", now.Status, now.DeployedVersionID, v2.ID, now.DeployingVersionID)
 	}
-	if evs := v.eventsOf(t, sb.ID); len(transitionsTo(evs, lifecycle.Running)) != 1 || slices.ContainsFunc(evs, func(e db.SandboxEvent) bool {
-		return e.FromStatus == lifecycle.Running && e.ToStatus != lifecycle.Running
+	if evs := v.eventsOf(t, sb.ID); len(transitionsTo(evs, sandbox.Running)) != 1 || slices.ContainsFunc(evs, func(e db.SandboxEvent) bool {
+		return e.FromStatus == sandbox.Running && e.ToStatus != sandbox.Running
 	}) {
 		t.Fatalf("the preview left running: %s", history(evs))
 	}
@@ -140,7 +141,7 @@ func TestPausedPreviewWakesWithTheNewestVersion(t *testing.T) {
 	if _, err := v.svc.RequestPause(ctx, u.ID, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	sb = v.waitStatus(t, sb.ID, lifecycle.Paused, 30*time.Second)
+	sb = v.waitStatus(t, sb.ID, sandbox.Paused, 30*time.Second)
 	eventsBefore := len(v.eventsOf(t, sb.ID))
 	v.change(t, u.ID, p.ID, map[string]string{"page.html": "<h1>Version two</h1>\n"})
 	v3 := v.change(t, u.ID, p.ID, map[string]string{"page.html": "<h1>Version three</h1>\n", "lib/new.txt": "new\n"}, "lib/data.txt")
@@ -148,7 +149,7 @@ func TestPausedPreviewWakesWithTheNewestVersion(t *testing.T) {
 	if err := v.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'deploy'`).Scan(&jobs); err != nil || jobs != 0 {
 		t.Fatalf("%d apply jobs for a paused preview (%v), want none", jobs, err)
 	}
-	if now := v.get(t, sb.ID); now.Status != lifecycle.Paused || len(v.eventsOf(t, sb.ID)) != eventsBefore {
+	if now := v.get(t, sb.ID); now.Status != sandbox.Paused || len(v.eventsOf(t, sb.ID)) != eventsBefore {
 		t.Fatalf("a version woke the paused preview: %s, %s", now.Status, history(v.eventsOf(t, sb.ID)[eventsBefore:]))
 	}
 	pv, err := v.svc.Project(ctx, u.ID, p.ID)
@@ -158,7 +159,7 @@ func TestPausedPreviewWakesWithTheNewestVersion(t *testing.T) {
 	if _, err := v.svc.Resume(ctx, u.ID, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	sb = v.waitStatus(t, sb.ID, lifecycle.Running, time.Minute)
+	sb = v.waitStatus(t, sb.ID, sandbox.Running, time.Minute)
 	serves(t, v.host, sb.PreviewURL, "/", "<h1>Version three</h1>\n")
 	serves(t, v.host, sb.PreviewURL, "/lib/new.txt", "new\n")
 	if status, _ := get(t, v.host, sb.PreviewURL, "/lib/data.txt"); status != http.StatusNotFound {
@@ -182,12 +183,12 @@ func TestLostFileComesBackAsTheCurrentVersion(t *testing.T) {
 	if _, err := v.svc.RequestPause(ctx, u.ID, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	sb = v.waitStatus(t, sb.ID, lifecycle.Paused, 30*time.Second)
+	sb = v.waitStatus(t, sb.ID, sandbox.Paused, 30*time.Second)
 	v.host.DamageAtResume(t, *sb.ProviderID, sandboxd.DamageDelete, "app/page.html")
 	if _, err := v.svc.Resume(ctx, u.ID, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	sb = v.waitStatus(t, sb.ID, lifecycle.Running, time.Minute)
+	sb = v.waitStatus(t, sb.ID, sandbox.Running, time.Minute)
 	serves(t, v.host, sb.PreviewURL, "/", "<h1>Version two</h1>\n")
 }
 
@@ -228,7 +229,7 @@ func TestVersionThatDoesNotStartIsUndoneByARestore(t *testing.T) {
 	if pv := readEveryWay(t, v.svc, u.ID, p.ID, sb.ID); pv.FailedVersion != 2 || pv.RestoreTo != 1 {
 		t.Fatalf("the project offers to restore %d after version %d failed, want 1 after 2", pv.RestoreTo, pv.FailedVersion)
 	}
-	if now := v.get(t, sb.ID); now.Status != lifecycle.Running {
+	if now := v.get(t, sb.ID); now.Status != sandbox.Running {
 		t.Fatalf("the preview is %s after its version failed, want still running", now.Status)
 	}
 	res, err := v.v.Restore(ctx, u.ID, p.ID, 1, nil)
@@ -248,7 +249,7 @@ func TestRebuildBuildsTheCurrentVersion(t *testing.T) {
 	if _, err := v.svc.RequestPause(ctx, u.ID, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	v.waitStatus(t, sb.ID, lifecycle.Paused, 30*time.Second)
+	v.waitStatus(t, sb.ID, sandbox.Paused, 30*time.Second)
 	v2 := v.change(t, u.ID, p.ID, map[string]string{"page.html": "<h1>Rebuilt on version two</h1>\n"})
 	res, err := v.svc.StartBuild(ctx, lifecycle.Actor{Founder: u.ID}, p.ID, "rebuild-"+uuid.NewString(), true)
 	if err != nil {
@@ -257,7 +258,7 @@ func TestRebuildBuildsTheCurrentVersion(t *testing.T) {
 	if res.Build.FilesVersionID != v2.ID {
 		t.Fatalf("the rebuild builds %v, want version 2 (%v)", res.Build.FilesVersionID, v2.ID)
 	}
-	nsb := v.waitStatus(t, res.Sandbox.ID, lifecycle.Running, time.Minute)
+	nsb := v.waitStatus(t, res.Sandbox.ID, sandbox.Running, time.Minute)
 	serves(t, v.host, nsb.PreviewURL, "/", "<h1>Rebuilt on version two</h1>\n")
 	if pv := readEveryWay(t, v.svc, u.ID, p.ID, sb.ID); pv.Sandbox.ID != nsb.ID {
 		t.Fatalf("the project of the old sandbox shows sandbox %v, want the rebuild's %v", pv.Sandbox.ID, nsb.ID)
@@ -319,7 +320,7 @@ func TestPreviewEndsOnTheNewestOfManyVersions(t *testing.T) {
 	}
 	live := map[int32]int{}
 	for _, e := range v.eventsOf(t, sb.ID) {
-		if e.Reason == db.EventReasonVersionLive {
+		if e.Reason == sandbox.ReasonVersionLive {
 			live[*e.VersionNumber]++
 		}
 	}
@@ -378,7 +379,7 @@ func TestAnAppSeenUpNeverWaitsForTheProjectsLock(t *testing.T) {
 	v := setupVersions(t)
 	ctx := context.Background()
 	u, p, sb := v.runningPreview(t)
-	st := v.waitApp(t, u.ID, sb.ID, lifecycle.AppUp, time.Minute)
+	st := v.waitApp(t, u.ID, sb.ID, sandbox.AppUp, time.Minute)
 	run := st.Sandbox.AppRunID
 	if run == nil {
 		t.Fatal("the running preview's row holds no run")
@@ -393,7 +394,7 @@ func TestAnAppSeenUpNeverWaitsForTheProjectsLock(t *testing.T) {
 	}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	for _, to := range []db.AppStatus{db.AppStatusNotAnswering, db.AppStatusUp} {
+	for _, to := range []sandbox.AppStatus{sandbox.AppNotAnswering, sandbox.AppUp} {
 		if err := v.svc.SetAppStatus(rctx, sb.ID, *run, to); err != nil {
 			t.Fatalf("the app's writer, recording %s, waited on the project's lock: %v", to, err)
 		}
@@ -404,7 +405,7 @@ func TestAnAppSeenUpNeverWaitsForTheProjectsLock(t *testing.T) {
 	if err := writer.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if st := v.waitApp(t, u.ID, sb.ID, lifecycle.AppUp, time.Minute); st.App.LastGoodVersion == nil || *st.App.LastGoodVersion != 1 {
+	if st := v.waitApp(t, u.ID, sb.ID, sandbox.AppUp, time.Minute); st.App.LastGoodVersion == nil || *st.App.LastGoodVersion != 1 {
 		t.Fatalf("the last good version is %v, want 1", st.App.LastGoodVersion)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"sandman/applog"
 	"sandman/db"
+	"sandman/sandbox"
 	"sandman/watch"
 )
 
@@ -30,7 +31,7 @@ type devRun struct {
 // is (re)started.
 func (s *Service) newAppRun(ctx context.Context, sb db.Sandbox, version int32, source applog.Source) (applog.Run, error) {
 	run := applog.Run{ProjectID: sb.ProjectID, SandboxID: sb.ID, Version: version, Source: source, ID: uuid.New()}
-	_, err := s.changeApp(ctx, sb.ID, appChange{run: run.ID, newRun: true, to: db.AppStatusStarting, version: version})
+	_, err := s.changeApp(ctx, sb.ID, appChange{run: run.ID, newRun: true, to: sandbox.AppStarting, version: version})
 	return run, err
 }
 
@@ -53,7 +54,7 @@ func (s *Service) startDevServer(ctx context.Context, h sandboxHandle, project d
 	}
 	d := devRun{run: run, f: s.watch.Follow(run, p)}
 	pid := int32(p.PID)
-	if _, err := s.changeApp(ctx, run.SandboxID, appChange{run: run.ID, to: db.AppStatusStarting, pid: &pid}); err != nil {
+	if _, err := s.changeApp(ctx, run.SandboxID, appChange{run: run.ID, to: sandbox.AppStarting, pid: &pid}); err != nil {
 		d.f.Stop()
 		return devRun{run: run}, err
 	}
@@ -120,13 +121,13 @@ func (st startup) text(project db.Project, ready time.Duration) string {
 
 // appOutcome is the app change a startup makes (inside the job's own transaction).
 func (st startup) appOutcome(run applog.Run) appChange {
-	c := appChange{run: run.ID, to: db.AppStatusUp}
+	c := appChange{run: run.ID, to: sandbox.AppUp}
 	switch {
 	case st.exited:
 		code := st.code
-		c.to, c.exitCode = db.AppStatusExited, &code
+		c.to, c.exitCode = sandbox.AppExited, &code
 	case !st.up:
-		c.to = db.AppStatusNotAnswering
+		c.to = sandbox.AppNotAnswering
 	}
 	return c
 }
@@ -169,8 +170,8 @@ func (s *Service) appEnded(ctx context.Context, e watch.Exit) error {
 		}
 	}
 	s.flushLines(ctx, e.Run)
-	_, err := s.changeApp(ctx, e.Run.SandboxID, appChange{run: e.Run.ID, to: db.AppStatusExited, exitCode: e.ExitCode,
-		onlyRunning: true, event: reasonAppExited, source: db.EventSourceWatch, output: e.Tail})
+	_, err := s.changeApp(ctx, e.Run.SandboxID, appChange{run: e.Run.ID, to: sandbox.AppExited, exitCode: e.ExitCode,
+		onlyRunning: true, event: reasonAppExited, source: sandbox.SourceWatch, output: e.Tail})
 	return err
 }
 
@@ -185,7 +186,7 @@ func (s *Service) stillRunning(ctx context.Context, sandboxID uuid.UUID, signall
 	if db.IsNotFound(err) {
 		return false, nil
 	}
-	if err != nil || sb.ProviderID == nil || sb.Status != Running {
+	if err != nil || sb.ProviderID == nil || sb.Status != sandbox.Running {
 		return false, err
 	}
 	for look := 1; ; look++ {
@@ -193,7 +194,7 @@ func (s *Service) stillRunning(ctx context.Context, sandboxID uuid.UUID, signall
 		if err != nil {
 			return false, err
 		}
-		if !ps.Found || ps.State != Running {
+		if !ps.Found || ps.State != sandbox.Running {
 			return false, nil
 		}
 		if !signalled || look == 2 {
@@ -239,7 +240,7 @@ func (s *Service) probeNotAnswering(ctx context.Context) {
 			if !up {
 				continue
 			}
-			if _, err := s.changeApp(ctx, r.ID, appChange{run: r.AppRunID, to: db.AppStatusUp, onlyRunning: true}); err != nil && ctx.Err() == nil {
+			if _, err := s.changeApp(ctx, r.ID, appChange{run: r.AppRunID, to: sandbox.AppUp, onlyRunning: true}); err != nil && ctx.Err() == nil {
 				s.log.Warn("app: record a dev server that answers now", "sandbox_id", r.ID, "err", err)
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"sandman/db"
+	"sandman/sandbox"
 )
 
 // Provider event types (docs/provider.md, "Lifecycle events").
@@ -32,7 +33,7 @@ type ProviderEvent struct {
 // order: an event older than the newest one seen (or than Sandman's own last change) is
 // ignored, so a late or replayed event never overwrites newer state. Unknown sandboxes and event types
 // are ignored. It reports whether the row changed.
-func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent, source db.EventSource) (changed bool, err error) {
+func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent, source sandbox.Source) (changed bool, err error) {
 	err = db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		changed, err = s.applyProviderEvent(ctx, tx, ev, source)
 		return err
@@ -41,7 +42,7 @@ func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent, sour
 }
 
 // applyProviderEvent is ApplyProviderEvent inside the caller's transaction.
-func (s *Service) applyProviderEvent(ctx context.Context, tx db.Tx, ev ProviderEvent, source db.EventSource) (bool, error) {
+func (s *Service) applyProviderEvent(ctx context.Context, tx db.Tx, ev ProviderEvent, source sandbox.Source) (bool, error) {
 	row, err := tx.GetSandboxByProviderIDForUpdate(ctx, &ev.SandboxID)
 	if db.IsNotFound(err) {
 		return false, nil
@@ -76,12 +77,12 @@ func (s *Service) applyProviderEvent(ctx context.Context, tx db.Tx, ev ProviderE
 		c := Change{Source: source, ProviderEventID: ev.ID, ProviderTimestamp: &ev.Timestamp}
 		switch ev.Type {
 		case EventKilled:
-			if IsGone(cur.Status) {
+			if cur.Status.Gone() {
 				return seen()
 			}
 			c.To, c.Reason, c.Detail = goneStatus(cur, ev.KillReason, ev.Timestamp)
 			c.KilledReason = &c.Reason
-			if cur.Status == Starting {
+			if cur.Status == sandbox.Starting {
 				// Lost mid-build: the build fails, and its credit is refunded, with this change.
 				if err := s.finishFailed(ctx, tx, cur, providerFailure("the sandbox was lost mid-build: killed ("+deref(ev.KillReason)+")")); err != nil {
 					return nil, err
@@ -89,17 +90,17 @@ func (s *Service) applyProviderEvent(ctx context.Context, tx db.Tx, ev ProviderE
 			}
 		case EventPaused:
 			// A pause we are already resuming from, or one the row shows, changes nothing.
-			if cur.Status != Running && cur.Status != Unknown || pauseInFlight(cur, time.Now()) {
+			if cur.Status != sandbox.Running && cur.Status != sandbox.Unknown || pauseInFlight(cur, time.Now()) {
 				return seen() // or Sandman's own pause, which its job records with its cause
 			}
 			// The kind snapshotKindOf would read, read with the lock.
-			c.To, c.Reason, c.SnapshotKind = Paused, db.EventReasonProviderPaused, &row.PauseKind
+			c.To, c.Reason, c.SnapshotKind = sandbox.Paused, sandbox.ReasonProviderPaused, &row.PauseKind
 		case EventResumed, EventCreated:
 			// Resuming and starting rows belong to their workers, which check readiness first.
-			if cur.Status != Paused && cur.Status != Unknown && cur.Status != ResumeFailed {
+			if cur.Status != sandbox.Paused && cur.Status != sandbox.Unknown && cur.Status != sandbox.ResumeFailed {
 				return seen()
 			}
-			c.To, c.Reason = Running, db.EventReasonProviderResumed
+			c.To, c.Reason = sandbox.Running, sandbox.ReasonProviderResumed
 			c.ClearSnap = true
 		case EventUpdated:
 			if ev.SetTimeout != nil {
@@ -111,7 +112,7 @@ func (s *Service) applyProviderEvent(ctx context.Context, tx db.Tx, ev ProviderE
 		default:
 			return nil, nil
 		}
-		if !CanTransition(cur.Status, c.To) {
+		if !sandbox.CanTransition(cur.Status, c.To) {
 			return seen()
 		}
 		changed = true
@@ -157,7 +158,7 @@ func (s *Service) CatchUpEvents(ctx context.Context) error {
 	}
 	newest := since
 	for _, ev := range events {
-		if _, err := s.ApplyProviderEvent(ctx, ev, db.EventSourceEventsAPI); err != nil {
+		if _, err := s.ApplyProviderEvent(ctx, ev, sandbox.SourceEventsAPI); err != nil {
 			return err
 		}
 		if ev.Timestamp.After(newest) {

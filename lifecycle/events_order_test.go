@@ -16,13 +16,14 @@ import (
 	"sandman/e2b"
 	"sandman/lifecycle"
 	"sandman/projects"
+	"sandman/sandbox"
 )
 
 // orderEvent is one provider event of the scenario with the state it implies (empty for
 // updated, which only moves the end time).
 type orderEvent struct {
 	ev    lifecycle.ProviderEvent
-	state db.SandboxStatus
+	state sandbox.Status
 }
 
 // scenario is a realistic life of one sandbox as the provider reports it: created, a timeout
@@ -30,24 +31,24 @@ type orderEvent struct {
 func scenario(providerID string, base time.Time, killReason string) []orderEvent {
 	at := func(i int) time.Time { return base.Add(time.Duration(i) * time.Second) }
 	endA, endB := at(3600), at(7200)
-	var gone db.SandboxStatus
+	var gone sandbox.Status
 	switch killReason {
 	case "timeout":
-		gone = lifecycle.Expired
+		gone = sandbox.Expired
 	default: // request (Sandman did not ask: KillRequested is false), admin, orphaned…
-		gone = lifecycle.Killed
+		gone = sandbox.Killed
 	}
-	mk := func(i int, typ string, state db.SandboxStatus) orderEvent {
+	mk := func(i int, typ string, state sandbox.Status) orderEvent {
 		return orderEvent{state: state, ev: lifecycle.ProviderEvent{ID: providerID + "-" + strconv.Itoa(i), Type: typ,
 			SandboxID: providerID, Timestamp: at(i)}}
 	}
 	evs := []orderEvent{
-		mk(1, lifecycle.EventCreated, lifecycle.Running),
+		mk(1, lifecycle.EventCreated, sandbox.Running),
 		mk(2, lifecycle.EventUpdated, ""),
-		mk(3, lifecycle.EventPaused, lifecycle.Paused),
-		mk(4, lifecycle.EventResumed, lifecycle.Running),
+		mk(3, lifecycle.EventPaused, sandbox.Paused),
+		mk(4, lifecycle.EventResumed, sandbox.Running),
 		mk(5, lifecycle.EventUpdated, ""),
-		mk(6, lifecycle.EventPaused, lifecycle.Paused),
+		mk(6, lifecycle.EventPaused, sandbox.Paused),
 		mk(7, lifecycle.EventKilled, gone),
 	}
 	evs[1].ev.SetTimeout = &endA
@@ -66,7 +67,7 @@ func runningSandbox(t *testing.T, b *testBundle, owner, project uuid.UUID, provi
 	if err != nil {
 		t.Fatal(err)
 	}
-	build, err := q.InsertBuild(ctx, db.InsertBuildParams{ProjectID: project, Kind: db.BuildKindInitial, FilesVersionID: v.ID})
+	build, err := q.InsertBuild(ctx, db.InsertBuildParams{ProjectID: project, Kind: sandbox.BuildInitial, FilesVersionID: v.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +141,7 @@ func TestProviderEventsInAnyOrderEndInTheNewestState(t *testing.T) {
 		order := make([]string, 0, len(deliveries))
 		for _, d := range deliveries {
 			order = append(order, d.ev.ID[len(providerID)+1:])
-			if _, err := b.svc.ApplyProviderEvent(ctx, d.ev, db.EventSourceWebhook); err != nil {
+			if _, err := b.svc.ApplyProviderEvent(ctx, d.ev, sandbox.SourceWebhook); err != nil {
 				t.Fatalf("order %d %v: apply %s: %v", n, order, d.ev.Type, err)
 			}
 			sb, err := q.GetSandbox(ctx, id)
@@ -243,7 +244,7 @@ func TestWebhookGroupAppliesEachSandboxsNewestEvent(t *testing.T) {
 		FROM sandboxes s WHERE s.id = $1`, id).Scan(&status, &applied); err != nil {
 		t.Fatal(err)
 	}
-	if status != string(lifecycle.Paused) || applied != 1 {
+	if status != string(sandbox.Paused) || applied != 1 {
 		t.Fatalf("sandbox %s with %d provider events applied, want paused by the newest event alone", status, applied)
 	}
 	// The same events in a later group: duplicates all, nothing applied again.
@@ -273,11 +274,11 @@ func TestWebhookGroupAppliesEachSandboxsNewestEvent(t *testing.T) {
 // reasons Sandman knows, the raw text in killed_detail for the others.
 func providerKillReason(sb db.Sandbox) string {
 	switch killedReason(sb) {
-	case db.EventReasonProviderTimeout:
+	case sandbox.ReasonProviderTimeout:
 		return "timeout"
-	case db.EventReasonProviderRequest:
+	case sandbox.ReasonProviderRequest:
 		return "request"
-	case db.EventReasonProviderOther:
+	case sandbox.ReasonProviderOther:
 		return sb.KilledDetail
 	}
 	return "(not the provider's: " + string(killedReason(sb)) + ")"
@@ -291,7 +292,7 @@ func TestAProviderPauseRecordsItsProjectsSnapshotKind(t *testing.T) {
 	b := setup(t, false)
 	ctx := context.Background()
 	u, _ := founder(t, b.pool, 1)
-	for _, kind := range []db.PauseKind{db.PauseKindMemory, db.PauseKindFilesystem} {
+	for _, kind := range []sandbox.PauseKind{sandbox.PauseMemory, sandbox.PauseFilesystem} {
 		p, err := projects.New(b.pool).CreateFromStarter(ctx, u.ID, "", "counter")
 		if err != nil {
 			t.Fatal(err)
@@ -303,7 +304,7 @@ func TestAProviderPauseRecordsItsProjectsSnapshotKind(t *testing.T) {
 		providerID := "kind-" + uuid.NewString()[:8]
 		id := runningSandbox(t, b, u.ID, p.ID, providerID, time.Now().Add(-time.Minute))
 		ev := lifecycle.ProviderEvent{ID: providerID + "-paused", Type: lifecycle.EventPaused, SandboxID: providerID, Timestamp: time.Now()}
-		changed, err := b.svc.ApplyProviderEvent(ctx, ev, db.EventSourceWebhook)
+		changed, err := b.svc.ApplyProviderEvent(ctx, ev, sandbox.SourceWebhook)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -311,11 +312,11 @@ func TestAProviderPauseRecordsItsProjectsSnapshotKind(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := db.PauseKind("none")
+		got := sandbox.PauseKind("none")
 		if sb.SnapshotKind != nil {
 			got = *sb.SnapshotKind
 		}
-		if !changed || sb.Status != lifecycle.Paused || got != kind {
+		if !changed || sb.Status != sandbox.Paused || got != kind {
 			t.Errorf("a %s project's sandbox paused by the provider: %s (changed %v) with a %s snapshot, want paused with a %s one",
 				kind, sb.Status, changed, got, kind)
 		}

@@ -11,6 +11,7 @@ import (
 	"sandman/e2b"
 	"sandman/internal/testkit"
 	"sandman/lifecycle"
+	"sandman/sandbox"
 	"sandman/sandboxd/sandboxdtest"
 )
 
@@ -33,8 +34,8 @@ func TestWhyASandboxIsGone(t *testing.T) {
 		name string
 		// end makes the provider sandbox go away.
 		end        func(t *testing.T, host *sandboxdtest.Host, client *e2b.Client, providerID string)
-		want       db.SandboxStatus
-		wantReason db.EventReason
+		want       sandbox.Status
+		wantReason sandbox.Reason
 	}{
 		{
 			name: "its lifetime ends",
@@ -43,14 +44,14 @@ func TestWhyASandboxIsGone(t *testing.T) {
 					t.Fatal(err)
 				}
 			},
-			want: lifecycle.Expired, wantReason: db.EventReasonProviderTimeout,
+			want: sandbox.Expired, wantReason: sandbox.ReasonProviderTimeout,
 		},
 		{
 			name: "killed from the provider's dashboard before its end",
 			end: func(t *testing.T, host *sandboxdtest.Host, _ *e2b.Client, providerID string) {
 				host.KillFromDashboard(t, providerID)
 			},
-			want: lifecycle.Killed, wantReason: db.EventReasonProviderRequest,
+			want: sandbox.Killed, wantReason: sandbox.ReasonProviderRequest,
 		},
 	}
 	for _, tt := range tests {
@@ -80,7 +81,7 @@ func TestWhyASandboxIsGone(t *testing.T) {
 			}
 			evs := b.eventsOf(t, sb.ID)
 			ends := transitionsTo(evs, tt.want)
-			if len(ends) != 1 || (ends[0].Source != db.EventSourceReconciler && ends[0].Source != db.EventSourceEventsAPI) {
+			if len(ends) != 1 || (ends[0].Source != sandbox.SourceReconciler && ends[0].Source != sandbox.SourceEventsAPI) {
 				t.Fatalf("want one running→%s event from the reconciler or the events reader, got %s", tt.want, history(evs))
 			}
 			if last := evs[len(evs)-1]; last.ToStatus != tt.want {
@@ -109,7 +110,7 @@ func TestSandmansOwnKillStaysTerminated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := b.get(t, old.ID); got.Status != lifecycle.Terminated || killedReason(got) != db.EventReasonReplaced || !got.KillRequested {
+	if got := b.get(t, old.ID); got.Status != sandbox.Terminated || killedReason(got) != sandbox.ReasonReplaced || !got.KillRequested {
 		t.Fatalf("the replaced sandbox is %s (%q, kill requested %v), want terminated at once", got.Status, killedReason(got), got.KillRequested)
 	}
 	// The kill job reaches the provider, which then reports the kill as an event.
@@ -144,14 +145,14 @@ func TestSandmansOwnKillStaysTerminated(t *testing.T) {
 
 	got := b.get(t, old.ID)
 	evs := b.eventsOf(t, old.ID)
-	if got.Status != lifecycle.Terminated || killedReason(got) != db.EventReasonReplaced {
+	if got.Status != sandbox.Terminated || killedReason(got) != sandbox.ReasonReplaced {
 		t.Fatalf("the replaced sandbox became %s (%q): %s", got.Status, killedReason(got), history(evs))
 	}
-	if ends := transitionsTo(evs, lifecycle.Terminated); len(ends) != 1 || ends[0].Source != db.EventSourceUser || ends[0].Reason != db.EventReasonReplaced {
+	if ends := transitionsTo(evs, sandbox.Terminated); len(ends) != 1 || ends[0].Source != sandbox.SourceUser || ends[0].Reason != sandbox.ReasonReplaced {
 		t.Fatalf("want one terminated event from the founder's rebuild: %s", history(evs))
 	}
-	if last := evs[len(evs)-1]; last.ToStatus != lifecycle.Terminated {
+	if last := evs[len(evs)-1]; last.ToStatus != sandbox.Terminated {
 		t.Fatalf("events after the end: %s", history(evs))
 	}
-	b.waitStatus(t, rb.Sandbox.ID, lifecycle.Running, time.Minute)
+	b.waitStatus(t, rb.Sandbox.ID, sandbox.Running, time.Minute)
 }

@@ -7,6 +7,7 @@ import (
 
 	"sandman/db"
 	"sandman/e2b"
+	"sandman/sandbox"
 )
 
 // StoreWebhookGroup runs one group commit of deliveries of evs (each body its event's id), as
@@ -29,7 +30,7 @@ const IdleQueueLock = idleQueueLock
 
 // SetAppStatus records that the sandbox's app run is in status to, as the app's writer records
 // a startup's or the watch's report.
-func (s *Service) SetAppStatus(ctx context.Context, sandboxID, run uuid.UUID, to db.AppStatus) error {
+func (s *Service) SetAppStatus(ctx context.Context, sandboxID, run uuid.UUID, to sandbox.AppStatus) error {
 	_, err := s.changeApp(ctx, sandboxID, appChange{run: run, to: to})
 	return err
 }

@@ -9,10 +9,9 @@ import (
 	"github.com/google/uuid"
 
 	"sandman/app/apptest"
-	"sandman/db"
 	"sandman/e2b"
 	"sandman/internal/testkit"
-	"sandman/lifecycle"
+	"sandman/sandbox"
 	"sandman/sandboxd"
 	"sandman/sandboxd/sandboxdtest"
 )
@@ -88,7 +87,7 @@ func TestProviderFaultsAreRetriedByTheClient(t *testing.T) {
 			if _, err := b.svc.RequestPause(ctx, u.ID, sb.ID); err != nil {
 				t.Fatal(err)
 			}
-			sb = b.waitStatus(t, sb.ID, lifecycle.Paused, time.Minute)
+			sb = b.waitStatus(t, sb.ID, sandbox.Paused, time.Minute)
 			took := time.Since(start)
 
 			if left := remainingUses(t, host, pauseRoute); left != 0 {
@@ -148,7 +147,7 @@ func TestOpenBreakerMarksUnknownThenRecovers(t *testing.T) {
 	if _, err := b.svc.RequestPause(ctx, u2.ID, paused.ID); err != nil {
 		t.Fatal(err)
 	}
-	b.waitStatus(t, paused.ID, lifecycle.Paused, 30*time.Second)
+	b.waitStatus(t, paused.ID, sandbox.Paused, 30*time.Second)
 
 	const uses = 100_000
 	host.InjectFault(t, sandboxd.Fault{Route: "*", Status: 500, Count: uses})
@@ -164,8 +163,8 @@ func TestOpenBreakerMarksUnknownThenRecovers(t *testing.T) {
 	if failed := uses - remainingUses(t, host, "*"); failed < 5 {
 		t.Fatalf("the breaker opened after %d failed calls, want at least 5", failed)
 	}
-	b.waitStatus(t, running.ID, lifecycle.Unknown, 30*time.Second)
-	b.waitStatus(t, paused.ID, lifecycle.Unknown, 30*time.Second)
+	b.waitStatus(t, running.ID, sandbox.Unknown, 30*time.Second)
+	b.waitStatus(t, paused.ID, sandbox.Unknown, 30*time.Second)
 
 	// While it is open, a verification is answered without a provider call.
 	before := remainingUses(t, host, "*")
@@ -186,17 +185,17 @@ func TestOpenBreakerMarksUnknownThenRecovers(t *testing.T) {
 	}
 
 	host.ClearFaults(t)
-	b.waitStatus(t, running.ID, lifecycle.Running, 30*time.Second)
-	b.waitStatus(t, paused.ID, lifecycle.Paused, 30*time.Second)
+	b.waitStatus(t, running.ID, sandbox.Running, 30*time.Second)
+	b.waitStatus(t, paused.ID, sandbox.Paused, 30*time.Second)
 	if s := client.CircuitState(); s != "closed" {
 		t.Fatalf("breaker %s after recovery", s)
 	}
-	for id, was := range map[uuid.UUID]db.SandboxStatus{running.ID: lifecycle.Running, paused.ID: lifecycle.Paused} {
+	for id, was := range map[uuid.UUID]sandbox.Status{running.ID: sandbox.Running, paused.ID: sandbox.Paused} {
 		evs := b.eventsOf(t, id)
 		n := len(evs)
-		if n < 2 || evs[n-2].FromStatus != was || evs[n-2].ToStatus != lifecycle.Unknown ||
-			evs[n-1].FromStatus != lifecycle.Unknown || evs[n-1].ToStatus != was ||
-			evs[n-2].Source != db.EventSourceReconciler || evs[n-1].Source != db.EventSourceReconciler {
+		if n < 2 || evs[n-2].FromStatus != was || evs[n-2].ToStatus != sandbox.Unknown ||
+			evs[n-1].FromStatus != sandbox.Unknown || evs[n-1].ToStatus != was ||
+			evs[n-2].Source != sandbox.SourceReconciler || evs[n-1].Source != sandbox.SourceReconciler {
 			t.Fatalf("want %s→unknown→%s by the reconciler: %s", was, was, history(evs))
 		}
 	}

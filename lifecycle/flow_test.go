@@ -18,6 +18,7 @@ import (
 	"sandman/internal/testkit"
 	"sandman/lifecycle"
 	"sandman/projects"
+	"sandman/sandbox"
 	"sandman/sandboxd/sandboxdtest"
 	"sandman/versions"
 )
@@ -44,7 +45,7 @@ func providerFor(t testing.TB, h *sandboxdtest.Host) *e2b.Client {
 }
 
 // waitStatus polls the row until it reaches want (or fails the test after d).
-func (b *testBundle) waitStatus(t testing.TB, id uuid.UUID, want db.SandboxStatus, d time.Duration) db.Sandbox {
+func (b *testBundle) waitStatus(t testing.TB, id uuid.UUID, want sandbox.Status, d time.Duration) db.Sandbox {
 	t.Helper()
 	var sb db.Sandbox
 	testkit.Eventually(t, d, fmt.Sprintf("sandbox %s to be %s", id, want), func() error {
@@ -91,12 +92,12 @@ func TestPreviewLifecycleEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb := b.waitStatus(t, res.Sandbox.ID, lifecycle.Running, time.Minute)
+	sb := b.waitStatus(t, res.Sandbox.ID, sandbox.Running, time.Minute)
 	if sb.PreviewURL == "" || sb.ProviderID == nil {
 		t.Fatalf("running without a preview: %+v", sb)
 	}
 	build, _ := db.New(b.pool).GetBuild(ctx, sb.BuildID)
-	if build.Status != db.BuildStatusReady {
+	if build.Status != sandbox.BuildReady {
 		t.Fatalf("build %s", build.Status)
 	}
 	first := visits(t, host, sb.PreviewURL)
@@ -105,24 +106,24 @@ func TestPreviewLifecycleEndToEnd(t *testing.T) {
 	}
 
 	// Idle: nobody reports activity, so the sandbox is paused at its deadline (memory snapshot).
-	sb = b.waitStatus(t, sb.ID, lifecycle.Paused, 20*time.Second)
-	if sb.SnapshotKind == nil || *sb.SnapshotKind != db.PauseKindMemory {
+	sb = b.waitStatus(t, sb.ID, sandbox.Paused, 20*time.Second)
+	if sb.SnapshotKind == nil || *sb.SnapshotKind != sandbox.PauseMemory {
 		t.Fatalf("snapshot kind %v", sb.SnapshotKind)
 	}
 
 	// Resume: resuming at once, then running with the count kept by the memory snapshot.
 	resumed, err := b.svc.Resume(ctx, u.ID, sb.ID)
-	if err != nil || resumed.Status != lifecycle.Resuming {
+	if err != nil || resumed.Status != sandbox.Resuming {
 		t.Fatalf("resume: %+v %v", resumed.Status, err)
 	}
-	sb = b.waitStatus(t, sb.ID, lifecycle.Running, 30*time.Second)
+	sb = b.waitStatus(t, sb.ID, sandbox.Running, 30*time.Second)
 	if n := visits(t, host, sb.PreviewURL); n <= first+1 {
 		t.Fatalf("count after a memory resume = %d, want > %d", n, first+1)
 	}
 
 	// Killed in the provider's dashboard: reconciliation alone finds it (webhooks are off).
 	host.KillFromDashboard(t, *sb.ProviderID)
-	sb = b.waitStatus(t, sb.ID, lifecycle.Killed, 5*time.Second)
+	sb = b.waitStatus(t, sb.ID, sandbox.Killed, 5*time.Second)
 
 	// Rebuild: one credit, a new running sandbox marked Recreated.
 	before := credits(t, b.pool, u.ID)
@@ -130,7 +131,7 @@ func TestPreviewLifecycleEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fresh := b.waitStatus(t, rb.Sandbox.ID, lifecycle.Running, time.Minute)
+	fresh := b.waitStatus(t, rb.Sandbox.ID, sandbox.Running, time.Minute)
 	if !fresh.Recreated {
 		t.Fatal("rebuilt sandbox not marked recreated")
 	}
@@ -142,7 +143,7 @@ func TestPreviewLifecycleEndToEnd(t *testing.T) {
 		t.Fatalf("a fresh build counts from scratch, got %d", n)
 	}
 	// The killed one stays killed (gone is final).
-	if old, _ := db.New(b.pool).GetSandbox(ctx, sb.ID); old.Status != lifecycle.Killed {
+	if old, _ := db.New(b.pool).GetSandbox(ctx, sb.ID); old.Status != sandbox.Killed {
 		t.Fatalf("old sandbox became %s", old.Status)
 	}
 
@@ -150,13 +151,13 @@ func TestPreviewLifecycleEndToEnd(t *testing.T) {
 	if _, err := b.svc.RequestPause(ctx, u.ID, fresh.ID); err != nil {
 		t.Fatal(err)
 	}
-	if paused := b.waitStatus(t, fresh.ID, lifecycle.Paused, 30*time.Second); paused.Recreated {
+	if paused := b.waitStatus(t, fresh.ID, sandbox.Paused, 30*time.Second); paused.Recreated {
 		t.Fatal("a paused rebuilt preview still shows Recreated")
 	}
 	if _, err := b.svc.Resume(ctx, u.ID, fresh.ID); err != nil {
 		t.Fatal(err)
 	}
-	if resumed := b.waitStatus(t, fresh.ID, lifecycle.Running, 30*time.Second); resumed.Recreated {
+	if resumed := b.waitStatus(t, fresh.ID, sandbox.Running, 30*time.Second); resumed.Recreated {
 		t.Fatal("the badge came back with the resume")
 	}
 
@@ -216,7 +217,7 @@ func TestFilesystemPauseRestartsDevServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb := b.waitStatus(t, res.Sandbox.ID, lifecycle.Running, time.Minute)
+	sb := b.waitStatus(t, res.Sandbox.ID, sandbox.Running, time.Minute)
 	for range 3 {
 		visits(t, host, sb.PreviewURL)
 	}
@@ -224,14 +225,14 @@ func TestFilesystemPauseRestartsDevServer(t *testing.T) {
 	if _, err := b.svc.RequestPause(ctx, u.ID, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	sb = b.waitStatus(t, sb.ID, lifecycle.Paused, 20*time.Second)
-	if *sb.SnapshotKind != db.PauseKindFilesystem {
+	sb = b.waitStatus(t, sb.ID, sandbox.Paused, 20*time.Second)
+	if *sb.SnapshotKind != sandbox.PauseFilesystem {
 		t.Fatalf("snapshot %s", *sb.SnapshotKind)
 	}
 	if _, err := b.svc.Resume(ctx, u.ID, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	sb = b.waitStatus(t, sb.ID, lifecycle.Running, 30*time.Second)
+	sb = b.waitStatus(t, sb.ID, sandbox.Running, 30*time.Second)
 	// A cold boot: the files were kept and the server was started again, counting afresh
 	// (the readiness check is its first visit).
 	if n := visits(t, host, sb.PreviewURL); n > 2 || n >= before {
@@ -254,21 +255,21 @@ func TestIdleTimeoutCountsFromReadiness(t *testing.T) {
 		files = append(files, versions.File{Path: path, Content: []byte(content)})
 	}
 	p, err := projects.New(b.pool).CreateFromFiles(context.Background(), u.ID, projects.Settings{Name: "Slow install",
-		InstallCommand: "sleep 5", StartCommand: "node server.js", Port: 3000, PauseKind: db.PauseKindMemory}, files, nil)
+		InstallCommand: "sleep 5", StartCommand: "node server.js", Port: 3000, PauseKind: sandbox.PauseMemory}, files, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sb := b.buildRunning(t, u.ID, p.ID)
-	sb = b.waitStatus(t, sb.ID, lifecycle.Paused, 30*time.Second)
+	sb = b.waitStatus(t, sb.ID, sandbox.Paused, 30*time.Second)
 
 	var created, ready, paused *db.SandboxEvent
 	for _, ev := range b.eventsOf(t, sb.ID) {
 		switch {
-		case ev.ToStatus == lifecycle.Starting && created == nil:
+		case ev.ToStatus == sandbox.Starting && created == nil:
 			created = &ev
-		case ev.ToStatus == lifecycle.Running && ready == nil:
+		case ev.ToStatus == sandbox.Running && ready == nil:
 			ready = &ev
-		case ev.ToStatus == lifecycle.Paused && paused == nil:
+		case ev.ToStatus == sandbox.Paused && paused == nil:
 			paused = &ev
 		}
 	}
@@ -278,7 +279,7 @@ func TestIdleTimeoutCountsFromReadiness(t *testing.T) {
 	if took := ready.CreatedAt.Sub(created.CreatedAt); took <= cfg.IdleTimeout {
 		t.Fatalf("the build took %v, not longer than the idle timeout %v: the test proves nothing", took, cfg.IdleTimeout)
 	}
-	if paused.Reason != db.EventReasonIdle {
+	if paused.Reason != sandbox.ReasonIdle {
 		t.Fatalf("the first pause was %q, want the idle one", paused.Reason)
 	}
 	if awake := paused.CreatedAt.Sub(ready.CreatedAt); awake < cfg.IdleTimeout {

@@ -13,6 +13,7 @@ import (
 	"sandman/db"
 	"sandman/internal/testkit"
 	"sandman/lifecycle"
+	"sandman/sandbox"
 	"sandman/sandboxd/sandboxdtest"
 )
 
@@ -25,7 +26,7 @@ func (b *testBundle) buildRunning(t testing.TB, owner, project uuid.UUID) db.San
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b.waitStatus(t, res.Sandbox.ID, lifecycle.Running, time.Minute)
+	return b.waitStatus(t, res.Sandbox.ID, sandbox.Running, time.Minute)
 }
 
 // get reads the sandbox row.
@@ -49,7 +50,7 @@ func (b *testBundle) eventsOf(t testing.TB, id uuid.UUID) []db.SandboxEvent {
 }
 
 // transitionsTo returns the events that moved the sandbox into to.
-func transitionsTo(evs []db.SandboxEvent, to db.SandboxStatus) []db.SandboxEvent {
+func transitionsTo(evs []db.SandboxEvent, to sandbox.Status) []db.SandboxEvent {
 	var out []db.SandboxEvent
 	for _, e := range evs {
 		if e.ToStatus == to && e.FromStatus != to {
@@ -121,7 +122,7 @@ func providerCalls(tb testing.TB, reg *prometheus.Registry, op string) float64 {
 }
 
 // killedReason is the code a gone sandbox was ended with ("" while it is not gone).
-func killedReason(sb db.Sandbox) db.EventReason {
+func killedReason(sb db.Sandbox) sandbox.Reason {
 	if sb.KilledReason == nil {
 		return ""
 	}
@@ -129,7 +130,7 @@ func killedReason(sb db.Sandbox) db.EventReason {
 }
 
 // failureCause is why the sandbox's resume failed ("" for none).
-func failureCause(sb db.Sandbox) db.FailureCause {
+func failureCause(sb db.Sandbox) sandbox.Cause {
 	if sb.FailureCause == nil {
 		return ""
 	}

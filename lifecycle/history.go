@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"sandman/db"
+	"sandman/sandbox"
 )
 
 // HistoryLength is how many of a project's changes its build page lists.
@@ -40,7 +41,7 @@ func (s *Service) History(ctx context.Context, owner, projectID uuid.UUID, upTo 
 	return out, nil
 }
 
-func (s *Service) entry(ev db.SandboxEvent, kind db.BuildKind) HistoryEntry {
+func (s *Service) entry(ev db.SandboxEvent, kind sandbox.BuildKind) HistoryEntry {
 	text := describe(factsOf(ev, kind), s.cfg.IdleTimeout)
 	switch ev.Reason {
 	case reasonRestored:
@@ -54,48 +55,48 @@ func (s *Service) entry(ev db.SandboxEvent, kind db.BuildKind) HistoryEntry {
 // Reasons the writers record and describe reads: codes (the enum event_reason), never the
 // sentences, which are made from them here only (a pause's are its pauseCause).
 const (
-	reasonCreated     = db.EventReasonCreated     // createSandboxRow: a build or rebuild made the sandbox
-	reasonBuildFailed = db.EventReasonBuildFailed // failBuild: the founder's code failed, the credit is spent
+	reasonCreated     = sandbox.ReasonCreated     // createSandboxRow: a build or rebuild made the sandbox
+	reasonBuildFailed = sandbox.ReasonBuildFailed // failBuild: the founder's code failed, the credit is spent
 	// failBuild: the platform failed the build and its credit was given back.
-	reasonBuildFailedRefunded = db.EventReasonBuildFailedRefunded
-	reasonReplaced            = db.EventReasonReplaced // replaceCurrent: a rebuild ended this sandbox
+	reasonBuildFailedRefunded = sandbox.ReasonBuildFailedRefunded
+	reasonReplaced            = sandbox.ReasonReplaced // replaceCurrent: a rebuild ended this sandbox
 	// A failed resume's reason names its cause; the sweep's names a resume that never ended.
-	reasonResumeNotFound    = db.EventReasonResumeNotFound
-	reasonResumeUnreachable = db.EventReasonResumeUnreachable
-	reasonResumeTimedOut    = db.EventReasonResumeTimedOut
-	reasonResumeFilesLost   = db.EventReasonResumeFilesLost
+	reasonResumeNotFound    = sandbox.ReasonResumeNotFound
+	reasonResumeUnreachable = sandbox.ReasonResumeUnreachable
+	reasonResumeTimedOut    = sandbox.ReasonResumeTimedOut
+	reasonResumeFilesLost   = sandbox.ReasonResumeFilesLost
 	// An integrity check restored files (the event names them); a sandbox the provider no
 	// longer has, with no event saying why after the catch-up window, was lost by it.
-	reasonRestored = db.EventReasonRestored
-	reasonLost     = db.EventReasonLost
+	reasonRestored = sandbox.ReasonRestored
+	reasonLost     = sandbox.ReasonLost
 	// A visitor of the share link woke the preview (VisitorWake), or found it gone: a note, not
 	// a move (from and to are its state then).
-	reasonVisitorWake = db.EventReasonVisitorWake
+	reasonVisitorWake = sandbox.ReasonVisitorWake
 	// A version was applied to a running preview (lifecycle/deploy.go) and its dev server
 	// answered, or did not start on it; a resume applied the version made while it slept.
-	reasonVersionLive      = db.EventReasonVersionLive
-	reasonVersionFailed    = db.EventReasonVersionFailed
-	reasonWokeWithVersion  = db.EventReasonWokeWithVersion
-	reasonVisitorFoundGone = db.EventReasonVisitorFoundGone
+	reasonVersionLive      = sandbox.ReasonVersionLive
+	reasonVersionFailed    = sandbox.ReasonVersionFailed
+	reasonWokeWithVersion  = sandbox.ReasonWokeWithVersion
+	reasonVisitorFoundGone = sandbox.ReasonVisitorFoundGone
 	// The watch saw a running preview's dev server exit (detail: its exit code; output: its
 	// last lines); a wake worked with a version whose dev server does not start (output: what
 	// it printed).
-	reasonAppExited       = db.EventReasonAppExited
-	reasonWokeNotStarting = db.EventReasonWokeNotStarting
+	reasonAppExited       = sandbox.ReasonAppExited
+	reasonWokeNotStarting = sandbox.ReasonWokeNotStarting
 )
 
 // eventFacts are what a sentence is chosen from: the move, who made it and why.
 type eventFacts struct {
-	from, to db.SandboxStatus
-	source   db.EventSource
-	reason   db.EventReason
+	from, to sandbox.Status
+	source   sandbox.Source
+	reason   sandbox.Reason
 	rebuild  bool // the sandbox runs a rebuild (its creation cost a rebuild's credit)
 	// viaToken names the API token the founder came through ("" for their browser).
 	viaToken string
 }
 
-func factsOf(ev db.SandboxEvent, kind db.BuildKind) eventFacts {
-	f := eventFacts{from: ev.FromStatus, to: ev.ToStatus, source: ev.Source, reason: ev.Reason, rebuild: kind == db.BuildKindRebuild}
+func factsOf(ev db.SandboxEvent, kind sandbox.BuildKind) eventFacts {
+	f := eventFacts{from: ev.FromStatus, to: ev.ToStatus, source: ev.Source, reason: ev.Reason, rebuild: kind == sandbox.BuildRebuild}
 	if ev.ViaToken != nil {
 		f.viaToken = *ev.ViaToken
 	}
@@ -107,18 +108,18 @@ func throughAPI(token string) string { return fmt.Sprintf("through the API (toke
 
 // fromProvider reports whether the provider itself told us (a webhook or its events API).
 func (f eventFacts) fromProvider() bool {
-	return f.source == db.EventSourceWebhook || f.source == db.EventSourceEventsAPI
+	return f.source == sandbox.SourceWebhook || f.source == sandbox.SourceEventsAPI
 }
 
 // describe is the one sentence a founder reads for an event: what happened and who or what
 // caused it. idle is the configured idle timeout, which an idle pause names.
 func describe(f eventFacts, idle time.Duration) string {
-	if f.source == db.EventSourceVisitor && f.from == f.to && f.reason == reasonVisitorFoundGone {
+	if f.source == sandbox.SourceVisitor && f.from == f.to && f.reason == reasonVisitorFoundGone {
 		return "A visitor found it gone"
 	}
 	switch f.to {
-	case Starting:
-		if f.from == Starting && f.reason == reasonCreated {
+	case sandbox.Starting:
+		if f.from == sandbox.Starting && f.reason == reasonCreated {
 			switch {
 			case f.rebuild && f.viaToken != "":
 				return "Rebuilt " + throughAPI(f.viaToken) + ", 1 credit"
@@ -129,22 +130,22 @@ func describe(f eventFacts, idle time.Duration) string {
 			}
 			return "Build started (1 credit)"
 		}
-	case Running:
+	case sandbox.Running:
 		switch {
-		case f.source == db.EventSourceBuild:
+		case f.source == sandbox.SourceBuild:
 			return "Preview ready"
-		case f.from == Unknown && f.source == db.EventSourceReconciler:
+		case f.from == sandbox.Unknown && f.source == sandbox.SourceReconciler:
 			return "Back in touch with the provider"
-		case f.source == db.EventSourceUser:
+		case f.source == sandbox.SourceUser:
 			return "Resumed by you"
-		case f.source == db.EventSourceVisitor:
+		case f.source == sandbox.SourceVisitor:
 			return "Woken by a visitor of your share link"
 		default:
 			return "Resumed by the provider"
 		}
-	case Paused:
+	case sandbox.Paused:
 		switch {
-		case f.from == Unknown && f.source == db.EventSourceReconciler:
+		case f.from == sandbox.Unknown && f.source == sandbox.SourceReconciler:
 			return "Back in touch with the provider"
 		case f.source == pauseIdle.source && f.reason == pauseIdle.reason:
 			return "Paused after " + DurationText(idle) + " without activity"
@@ -157,14 +158,14 @@ func describe(f eventFacts, idle time.Duration) string {
 		default:
 			return "Paused by the provider"
 		}
-	case Resuming:
+	case sandbox.Resuming:
 		switch f.source {
-		case db.EventSourceUser:
+		case sandbox.SourceUser:
 			return "Resume started by you"
-		case db.EventSourceVisitor:
+		case sandbox.SourceVisitor:
 			return "Wake-up started by a visitor of your share link"
 		}
-	case ResumeFailed:
+	case sandbox.ResumeFailed:
 		switch f.reason {
 		case reasonResumeNotFound:
 			return "Resume failed: the provider no longer has this sandbox"
@@ -176,7 +177,7 @@ func describe(f eventFacts, idle time.Duration) string {
 			return "Resume failed: the provider lost its files and they couldn't be restored"
 		}
 		return "Resume failed"
-	case Killed:
+	case sandbox.Killed:
 		if f.reason == reasonLost {
 			return "The provider lost this preview"
 		}
@@ -184,10 +185,10 @@ func describe(f eventFacts, idle time.Duration) string {
 			return "Stopped by the provider"
 		}
 		return "Found gone when checked with the provider"
-	case Expired:
+	case sandbox.Expired:
 		return "Expired: its time ran out"
-	case Terminated:
-		if f.source == db.EventSourceOperator {
+	case sandbox.Terminated:
+		if f.source == sandbox.SourceOperator {
 			return "Stopped by an operator"
 		}
 		switch f.reason {
@@ -199,7 +200,7 @@ func describe(f eventFacts, idle time.Duration) string {
 			return "Build failed because of the sandbox provider (credit refunded)"
 		}
 		return "Stopped by Sandman"
-	case Unknown:
+	case sandbox.Unknown:
 		return "Connection issue with the provider"
 	}
 	return fallbackText[f.to]
@@ -215,9 +216,9 @@ func restoredText(n int) string {
 }
 
 // fallbackText names the state reached when no rule above knows the move.
-var fallbackText = map[db.SandboxStatus]string{
-	Starting: "Preparing the sandbox",
-	Resuming: "Resuming",
+var fallbackText = map[sandbox.Status]string{
+	sandbox.Starting: "Preparing the sandbox",
+	sandbox.Resuming: "Resuming",
 }
 
 // DurationText writes a configured duration as the pages show it: "3 min", "1 h", "45 s",

@@ -10,6 +10,7 @@ import (
 	"sandman/db"
 	"sandman/internal/testkit"
 	"sandman/lifecycle"
+	"sandman/sandbox"
 	"sandman/sandboxd"
 	"sandman/sandboxd/sandboxdtest"
 )
@@ -37,8 +38,8 @@ func idleClaims(t testing.TB, b *testBundle) float64 {
 // first pause was another.
 func (b *testBundle) idlePausedAt(t testing.TB, id uuid.UUID) time.Time {
 	t.Helper()
-	paused := transitionsTo(b.eventsOf(t, id), lifecycle.Paused)
-	if len(paused) == 0 || paused[0].Reason != db.EventReasonIdle {
+	paused := transitionsTo(b.eventsOf(t, id), sandbox.Paused)
+	if len(paused) == 0 || paused[0].Reason != sandbox.ReasonIdle {
 		t.Fatalf("the first pause is not the idle one: %s", history(b.eventsOf(t, id)))
 	}
 	return paused[0].CreatedAt
@@ -61,12 +62,12 @@ func TestActivityMovesTheIdleDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	touched := b.get(t, sb.ID)
-	if touched.Status != lifecycle.Running || !touched.LastActiveAt.After(sb.LastActiveAt) {
+	if touched.Status != sandbox.Running || !touched.LastActiveAt.After(sb.LastActiveAt) {
 		t.Fatalf("the look a second before the deadline found the sandbox %s, last active %v (before %v)",
 			touched.Status, touched.LastActiveAt, sb.LastActiveAt)
 	}
 	newDeadline := touched.LastActiveAt.Add(cfg.IdleTimeout)
-	b.waitStatus(t, sb.ID, lifecycle.Paused, 20*time.Second)
+	b.waitStatus(t, sb.ID, sandbox.Paused, 20*time.Second)
 	if at := b.idlePausedAt(t, sb.ID); at.Before(newDeadline) {
 		t.Fatalf("paused at %v, %v after the old deadline but %v before the one the look set",
 			at.Format(time.StampMilli), at.Sub(oldDeadline), newDeadline.Sub(at))
@@ -98,7 +99,7 @@ func TestADueSandboxIsPausedOnceByTwoInstances(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	a.waitStatus(t, sb.ID, lifecycle.Paused, 20*time.Second)
+	a.waitStatus(t, sb.ID, sandbox.Paused, 20*time.Second)
 	a.idlePausedAt(t, sb.ID)
 	if claims := idleClaims(t, a) + idleClaims(t, c); claims != 1 {
 		t.Fatalf("the idle pause was asked for %v times, want once", claims)
@@ -109,7 +110,7 @@ func TestADueSandboxIsPausedOnceByTwoInstances(t *testing.T) {
 	if calls := providerCalls(t, a.Registry(), "pause") + providerCalls(t, c.Registry(), "pause"); calls != 1 {
 		t.Fatalf("the provider was asked to pause %v times, want once", calls)
 	}
-	if evs := a.eventsOf(t, sb.ID); len(transitionsTo(evs, lifecycle.Paused)) != 1 {
+	if evs := a.eventsOf(t, sb.ID); len(transitionsTo(evs, sandbox.Paused)) != 1 {
 		t.Fatalf("one pause recorded more than once: %s", history(evs))
 	}
 }
@@ -130,7 +131,7 @@ func TestTheIdleQueueOutlivesItsInstance(t *testing.T) {
 	u, p := founder(t, second.pool, 5)
 	sb := second.buildRunning(t, u.ID, p.ID)
 	deadline := sb.LastActiveAt.Add(cfg.IdleTimeout)
-	second.waitStatus(t, sb.ID, lifecycle.Paused, 20*time.Second)
+	second.waitStatus(t, sb.ID, sandbox.Paused, 20*time.Second)
 	if at := second.idlePausedAt(t, sb.ID); at.Before(deadline) {
 		t.Fatalf("paused %v before its deadline", deadline.Sub(at))
 	}
@@ -160,11 +161,11 @@ func TestALookWhileAnIdlePauseIsRetriedKeepsThePreview(t *testing.T) {
 		t.Fatal(err)
 	}
 	touched := b.get(t, sb.ID)
-	if touched.Status != lifecycle.Running {
+	if touched.Status != sandbox.Running {
 		t.Fatalf("the founder's look found the sandbox %s: the test proves nothing", touched.Status)
 	}
 	newDeadline := touched.LastActiveAt.Add(cfg.IdleTimeout)
-	b.waitStatus(t, sb.ID, lifecycle.Paused, 20*time.Second)
+	b.waitStatus(t, sb.ID, sandbox.Paused, 20*time.Second)
 	if at := b.idlePausedAt(t, sb.ID); at.Before(newDeadline) {
 		t.Fatalf("paused %v after the founder's look, %v before the deadline that look set: the retried pause ignored it",
 			at.Sub(touched.LastActiveAt), newDeadline.Sub(at))
@@ -190,7 +191,7 @@ func TestARunningSandboxPastItsDeadlineWakesTheIdleQueue(t *testing.T) {
 	event := func(typ string) {
 		t.Helper()
 		ev := lifecycle.ProviderEvent{ID: uuid.NewString(), Type: typ, SandboxID: *sb.ProviderID, Timestamp: time.Now()}
-		if changed, err := b.svc.ApplyProviderEvent(ctx, ev, db.EventSourceWebhook); err != nil || !changed {
+		if changed, err := b.svc.ApplyProviderEvent(ctx, ev, sandbox.SourceWebhook); err != nil || !changed {
 			t.Fatalf("apply %s: changed %v, %v", typ, changed, err)
 		}
 	}

@@ -10,9 +10,8 @@ import (
 	"github.com/google/uuid"
 
 	"sandman/app/apptest"
-	"sandman/db"
 	"sandman/internal/testkit"
-	"sandman/lifecycle"
+	"sandman/sandbox"
 	"sandman/sandboxd/sandboxdtest"
 )
 
@@ -92,7 +91,7 @@ func TestTwoInstancesNeverApplyATransitionTwice(t *testing.T) {
 	if _, err := a.svc.RequestPause(ctx, u2.ID, resumed.ID); err != nil {
 		t.Fatal(err)
 	}
-	b.waitStatus(t, resumed.ID, lifecycle.Paused, 30*time.Second)
+	b.waitStatus(t, resumed.ID, sandbox.Paused, 30*time.Second)
 
 	// All together, on both instances.
 	race := func(n int, f func(b *testBundle, i int) error) {
@@ -126,25 +125,25 @@ func TestTwoInstancesNeverApplyATransitionTwice(t *testing.T) {
 		return inst.svc.CatchUpEvents(ctx)
 	})
 	race(2, func(inst *testBundle, _ int) error { return inst.svc.Verify(ctx, u1.ID, killed.ID) })
-	sb := a.waitStatus(t, killed.ID, lifecycle.Killed, 30*time.Second)
-	if killedReason(sb) != db.EventReasonProviderRequest {
+	sb := a.waitStatus(t, killed.ID, sandbox.Killed, 30*time.Second)
+	if killedReason(sb) != sandbox.ReasonProviderRequest {
 		t.Fatalf("killed_reason %q", killedReason(sb))
 	}
-	if evs := a.eventsOf(t, killed.ID); len(transitionsTo(evs, lifecycle.Killed)) != 1 {
+	if evs := a.eventsOf(t, killed.ID); len(transitionsTo(evs, sandbox.Killed)) != 1 {
 		t.Fatalf("one kill recorded more than once: %s", history(evs))
 	}
 
 	race(5, func(inst *testBundle, _ int) error {
 		got, err := inst.svc.Resume(ctx, u2.ID, resumed.ID)
-		if err == nil && got.Status != lifecycle.Resuming && got.Status != lifecycle.Running {
+		if err == nil && got.Status != sandbox.Resuming && got.Status != sandbox.Running {
 			t.Errorf("a resume click answered %s", got.Status)
 		}
 		return err
 	})
-	sb = b.waitStatus(t, resumed.ID, lifecycle.Running, 30*time.Second)
+	sb = b.waitStatus(t, resumed.ID, sandbox.Running, 30*time.Second)
 	visits(t, host, sb.PreviewURL)
 	evs := b.eventsOf(t, resumed.ID)
-	if len(transitionsTo(evs, lifecycle.Resuming)) != 1 || len(transitionsTo(evs, lifecycle.Running)) != 2 {
+	if len(transitionsTo(evs, sandbox.Resuming)) != 1 || len(transitionsTo(evs, sandbox.Running)) != 2 {
 		// Running twice: once from the build, once from the resume.
 		t.Fatalf("ten clicks on two instances: want one resume recorded: %s", history(evs))
 	}

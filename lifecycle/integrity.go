@@ -11,6 +11,7 @@ import (
 
 	"sandman/db"
 	"sandman/e2b"
+	"sandman/sandbox"
 	"sandman/versions"
 )
 
@@ -282,7 +283,7 @@ func nonNilStrings(s []string) []string {
 
 // recordRestored adds "Restored N files the provider lost" to the sandbox's history, naming
 // them, in the caller's transaction (before the move to running it precedes).
-func recordRestored(ctx context.Context, tx db.Tx, sb db.Sandbox, source db.EventSource, files []string) error {
+func recordRestored(ctx context.Context, tx db.Tx, sb db.Sandbox, source sandbox.Source, files []string) error {
 	return record(ctx, tx, db.InsertSandboxEventParams{SandboxID: sb.ID, FromStatus: sb.Status, ToStatus: sb.Status,
 		Source: source, Reason: reasonRestored, Files: files}, sb.OwnerID)
 }

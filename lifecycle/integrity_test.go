@@ -20,6 +20,7 @@ import (
 	"sandman/internal/testkit"
 	"sandman/lifecycle"
 	"sandman/projects"
+	"sandman/sandbox"
 	"sandman/sandboxd"
 	"sandman/sandboxd/sandboxdtest"
 	"sandman/versions"
@@ -55,7 +56,7 @@ http.createServer((req, res) => {
 
 // healProject creates the heal app as a project. Its install command changes one of its stored
 // files (config.json), as installers do; pauseKind is memory or filesystem.
-func healProject(t testing.TB, b *testBundle, owner uuid.UUID, pauseKind db.PauseKind, start string) db.Project {
+func healProject(t testing.TB, b *testBundle, owner uuid.UUID, pauseKind sandbox.PauseKind, start string) db.Project {
 	t.Helper()
 	var files []versions.File
 	for path, content := range healApp {
@@ -131,18 +132,18 @@ func TestResumeHealsWhatTheProviderLost(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		id, name  string
-		pauseKind db.PauseKind
+		pauseKind sandbox.PauseKind
 		damage    string
 		files     []string
 		injected  string
 	}{
-		{id: "resume-files-deleted", name: "two files deleted, memory snapshot", pauseKind: db.PauseKindMemory,
+		{id: "resume-files-deleted", name: "two files deleted, memory snapshot", pauseKind: sandbox.PauseMemory,
 			damage: sandboxd.DamageDelete, files: []string{"page.html", "lib/data.txt"},
 			injected: "two of the app's stored files deleted while it slept (sandboxd's files fault at resume, memory snapshot)"},
-		{id: "resume-file-corrupted", name: "one file corrupted, memory snapshot", pauseKind: db.PauseKindMemory,
+		{id: "resume-file-corrupted", name: "one file corrupted, memory snapshot", pauseKind: sandbox.PauseMemory,
 			damage: sandboxd.DamageCorrupt, files: []string{"page.html"},
 			injected: "one stored file corrupted while it slept: the same size, other bytes (memory snapshot)"},
-		{id: "resume-files-deleted-cold", name: "two files deleted, filesystem snapshot", pauseKind: db.PauseKindFilesystem,
+		{id: "resume-files-deleted-cold", name: "two files deleted, filesystem snapshot", pauseKind: sandbox.PauseFilesystem,
 			damage: sandboxd.DamageDelete, files: []string{"page.html", "odd name's [1] $x.txt"},
 			injected: "two stored files deleted while it slept, one with quotes, brackets and a $ in its name (filesystem snapshot)"},
 	}
@@ -168,7 +169,7 @@ func TestResumeHealsWhatTheProviderLost(t *testing.T) {
 			if _, err := b.svc.RequestPause(ctx, u.ID, sb.ID); err != nil {
 				t.Fatal(err)
 			}
-			sb = b.waitStatus(t, sb.ID, lifecycle.Paused, 30*time.Second)
+			sb = b.waitStatus(t, sb.ID, sandbox.Paused, 30*time.Second)
 			// Sandman's look before the pause: the installer's and the running app's changes.
 			if !slices.Equal(sb.AppChangedFiles, []string{"config.json", "notes.json"}) || sb.FilesSeenAt == nil {
 				t.Fatalf("files the app changed, seen at the pause: %q at %v; want config.json and notes.json", sb.AppChangedFiles, sb.FilesSeenAt)
@@ -182,7 +183,7 @@ func TestResumeHealsWhatTheProviderLost(t *testing.T) {
 			if _, err := b.svc.Resume(ctx, u.ID, sb.ID); err != nil {
 				t.Fatal(err)
 			}
-			sb = b.waitStatus(t, sb.ID, lifecycle.Running, time.Minute)
+			sb = b.waitStatus(t, sb.ID, sandbox.Running, time.Minute)
 
 			for path, content := range healApp {
 				if path != "server.js" && path != "notes.json" && path != "config.json" {
@@ -222,12 +223,12 @@ func TestResumeHealsWhatTheProviderLost(t *testing.T) {
 			if _, err := b.svc.RequestPause(ctx, u.ID, sb.ID); err != nil {
 				t.Fatal(err)
 			}
-			b.waitStatus(t, sb.ID, lifecycle.Paused, 30*time.Second)
+			b.waitStatus(t, sb.ID, sandbox.Paused, 30*time.Second)
 			intactBefore := integrity(t, b, "intact")
 			if _, err := b.svc.Resume(ctx, u.ID, sb.ID); err != nil {
 				t.Fatal(err)
 			}
-			sb = b.waitStatus(t, sb.ID, lifecycle.Running, time.Minute)
+			sb = b.waitStatus(t, sb.ID, sandbox.Running, time.Minute)
 			serves(t, host, sb.PreviewURL, "/notes.json", `{"notes":["written by the app"]}`)
 			if got := integrity(t, b, "intact") - intactBefore; got != 1 {
 				t.Fatalf("an undamaged resume counted intact %v times, want 1", got)
@@ -235,14 +236,14 @@ func TestResumeHealsWhatTheProviderLost(t *testing.T) {
 			if after, _ := historyTexts(t, b, u.ID, p.ID); len(slices.DeleteFunc(after, func(s string) bool { return s != sentence })) != 1 {
 				t.Fatalf("a second heal was recorded: %q", after)
 			}
-			if _, now := get(t, host, sb.PreviewURL, "/boot"); tt.pauseKind == db.PauseKindMemory && now != boot {
+			if _, now := get(t, host, sb.PreviewURL, "/boot"); tt.pauseKind == sandbox.PauseMemory && now != boot {
 				t.Fatal("an intact memory resume restarted the dev server")
 			}
 
 			audit := apptest.AuditDB(t, b.pool)
 			result := "restored from storage before running; the dev server restarted on them; the preview serves the stored content; " +
 				"the history names the files; the app's own changes kept"
-			if tt.pauseKind == db.PauseKindFilesystem {
+			if tt.pauseKind == sandbox.PauseFilesystem {
 				result = "restored from storage before running; the dev server started on them (cold boot); the preview serves the stored content; " +
 					"the history names the files; the app's own changes kept"
 			}
@@ -266,12 +267,12 @@ func TestResumeFailsWhenFilesCannotBeRestored(t *testing.T) {
 		{id: "resume-app-dir-gone", name: "the app directory is gone",
 			damage:   []string{"app"},
 			injected: "the app's whole directory deleted while it slept (sandboxd's files fault at resume)",
-			result:   "resume_failed after one attempt, with the cause \"" + lifecycle.CauseText(new(lifecycle.CauseFilesLost), "") + "\""},
+			result:   "resume_failed after one attempt, with the cause \"" + lifecycle.CauseText(new(sandbox.CauseFilesLost), "") + "\""},
 		{id: "resume-server-not-back", name: "the dev server does not come back on the restored files",
 			start:    "sh -c 'test ! -e ../started && touch ../started && exec node server.js'",
 			damage:   []string{"app/page.html"},
 			injected: "a stored file deleted while it slept, and a dev server that cannot start a second time",
-			result:   "the file restored, the server stopped and not answering again: resume_failed after one attempt, with the cause \"" + lifecycle.CauseText(new(lifecycle.CauseFilesLost), "") + "\""},
+			result:   "the file restored, the server stopped and not answering again: resume_failed after one attempt, with the cause \"" + lifecycle.CauseText(new(sandbox.CauseFilesLost), "") + "\""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -283,20 +284,20 @@ func TestResumeFailsWhenFilesCannotBeRestored(t *testing.T) {
 			b := setupWith(t, host, cfg, true)
 			ctx := context.Background()
 			u, _ := founder(t, b.pool, 5)
-			p := healProject(t, b, u.ID, db.PauseKindMemory, tt.start)
+			p := healProject(t, b, u.ID, sandbox.PauseMemory, tt.start)
 			sb := b.buildRunning(t, u.ID, p.ID)
 			if _, err := b.svc.RequestPause(ctx, u.ID, sb.ID); err != nil {
 				t.Fatal(err)
 			}
-			sb = b.waitStatus(t, sb.ID, lifecycle.Paused, 30*time.Second)
+			sb = b.waitStatus(t, sb.ID, sandbox.Paused, 30*time.Second)
 			host.DamageAtResume(t, *sb.ProviderID, sandboxd.DamageDelete, tt.damage...)
 			connects := providerCalls(t, b.Registry(), "connect")
 			if _, err := b.svc.Resume(ctx, u.ID, sb.ID); err != nil {
 				t.Fatal(err)
 			}
-			sb = b.waitStatus(t, sb.ID, lifecycle.ResumeFailed, time.Minute)
-			if sb.FailureCause == nil || *sb.FailureCause != lifecycle.CauseFilesLost {
-				t.Fatalf("failure cause %v, want %q", sb.FailureCause, lifecycle.CauseFilesLost)
+			sb = b.waitStatus(t, sb.ID, sandbox.ResumeFailed, time.Minute)
+			if sb.FailureCause == nil || *sb.FailureCause != sandbox.CauseFilesLost {
+				t.Fatalf("failure cause %v, want %q", sb.FailureCause, sandbox.CauseFilesLost)
 			}
 			if n := providerCalls(t, b.Registry(), "connect") - connects; n != 1 {
 				t.Fatalf("%v connects: lost files must not be tried a second time", n)
@@ -313,7 +314,7 @@ func TestResumeFailsWhenFilesCannotBeRestored(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			fresh := b.waitStatus(t, rb.Sandbox.ID, lifecycle.Running, time.Minute)
+			fresh := b.waitStatus(t, rb.Sandbox.ID, sandbox.Running, time.Minute)
 			serves(t, host, fresh.PreviewURL, "/", healApp["page.html"])
 
 			audit := apptest.AuditDB(t, b.pool)
@@ -338,7 +339,7 @@ func TestSandboxLostWithoutAnEvent(t *testing.T) {
 	if _, err := b.svc.RequestPause(ctx, uid, paused.ID); err != nil {
 		t.Fatal(err)
 	}
-	b.waitStatus(t, paused.ID, lifecycle.Paused, 30*time.Second)
+	b.waitStatus(t, paused.ID, sandbox.Paused, 30*time.Second)
 	// The window: the events reader's interval (off here) and the margin it re-reads, 5 s.
 	const window = 5 * time.Second
 	lost := time.Now()
@@ -346,15 +347,15 @@ func TestSandboxLostWithoutAnEvent(t *testing.T) {
 		host.Lose(t, *sb.ProviderID)
 	}
 	for _, sb := range []db.Sandbox{running, paused} {
-		sb = b.waitStatus(t, sb.ID, lifecycle.Killed, time.Minute)
-		if killedReason(sb) != db.EventReasonLost {
+		sb = b.waitStatus(t, sb.ID, sandbox.Killed, time.Minute)
+		if killedReason(sb) != sandbox.ReasonLost {
 			t.Fatalf("killed with reason %q, want lost", killedReason(sb))
 		}
 		if sb.KilledAt == nil || sb.KilledAt.Sub(lost) < window {
 			t.Fatalf("declared lost at %v, %v after it went: within the catch-up window (%v) a killed event could still have come", sb.KilledAt, sb.KilledAt.Sub(lost), window)
 		}
 		evs := b.eventsOf(t, sb.ID)
-		if last := evs[len(evs)-1]; last.Source != db.EventSourceReconciler || len(transitionsTo(evs, lifecycle.Unknown)) != 0 {
+		if last := evs[len(evs)-1]; last.Source != sandbox.SourceReconciler || len(transitionsTo(evs, sandbox.Unknown)) != 0 {
 			t.Fatalf("history %s", history(evs))
 		}
 	}
@@ -377,12 +378,12 @@ func TestUnknownEventTypesAreIgnored(t *testing.T) {
 	before := b.eventsOf(t, sbs[0].ID)
 	for _, typ := range []string{e2b.EventCheckpointed, "sandbox.lifecycle.teleported"} {
 		changed, err := b.svc.ApplyProviderEvent(context.Background(), lifecycle.ProviderEvent{ID: uuid.NewString(), Type: typ,
-			SandboxID: *sbs[0].ProviderID, Timestamp: time.Now()}, db.EventSourceEventsAPI)
+			SandboxID: *sbs[0].ProviderID, Timestamp: time.Now()}, sandbox.SourceEventsAPI)
 		if err != nil || changed {
 			t.Fatalf("%s: changed %v, %v", typ, changed, err)
 		}
 	}
-	if after := b.eventsOf(t, sbs[0].ID); len(after) != len(before) || b.get(t, sbs[0].ID).Status != lifecycle.Running {
+	if after := b.eventsOf(t, sbs[0].ID); len(after) != len(before) || b.get(t, sbs[0].ID).Status != sandbox.Running {
 		t.Fatalf("unknown types changed the sandbox: %s", history(after))
 	}
 }

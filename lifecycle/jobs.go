@@ -3,11 +3,11 @@ package lifecycle
 import (
 	"time"
 
+	"sandman/sandbox"
+
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
-
-	"sandman/db"
 )
 
 // BuildArgs builds a sandbox's build: create, upload, install, start, readiness.
@@ -71,11 +71,11 @@ type ResumeArgs struct {
 }
 
 // source is who the resume's outcome is recorded for.
-func (a ResumeArgs) source() db.EventSource {
+func (a ResumeArgs) source() sandbox.Source {
 	if a.Visitor {
-		return db.EventSourceVisitor
+		return sandbox.SourceVisitor
 	}
-	return db.EventSourceUser
+	return sandbox.SourceUser
 }
 
 // Kind implements river.JobArgs.

@@ -18,6 +18,7 @@ import (
 	"sandman/internal/testkit"
 	"sandman/lifecycle"
 	"sandman/projects"
+	"sandman/sandbox"
 	"sandman/sandboxd"
 	"sandman/sandboxd/sandboxdtest"
 )
@@ -42,14 +43,14 @@ func (b *testBundle) runningSandboxes(t testing.TB, n int) (uuid.UUID, []db.Sand
 		out[i] = res.Sandbox
 	}
 	for i := range out {
-		out[i] = b.waitStatus(t, out[i].ID, lifecycle.Running, time.Minute)
+		out[i] = b.waitStatus(t, out[i].ID, sandbox.Running, time.Minute)
 	}
 	return u.ID, out
 }
 
 // trail checks a sandbox's history is one unbroken chain (each event starts where the last one
 // ended) that ends in its current state, and returns how many changes moved it into to.
-func (b *testBundle) trail(t testing.TB, sb db.Sandbox, to db.SandboxStatus) int {
+func (b *testBundle) trail(t testing.TB, sb db.Sandbox, to sandbox.Status) int {
 	t.Helper()
 	evs := b.eventsOf(t, sb.ID)
 	for i := 1; i < len(evs); i++ {
@@ -90,12 +91,12 @@ func TestPostgresRestartWhileWebhooksArrive(t *testing.T) {
 	pg.Start(t)
 
 	for _, sb := range sandboxes {
-		got := b.waitStatus(t, sb.ID, lifecycle.Killed, time.Minute)
-		if n := b.trail(t, got, lifecycle.Killed); n != 1 {
+		got := b.waitStatus(t, sb.ID, sandbox.Killed, time.Minute)
+		if n := b.trail(t, got, sandbox.Killed); n != 1 {
 			t.Fatalf("one kill applied %d times: %s", n, history(b.eventsOf(t, sb.ID)))
 		}
 		evs := b.eventsOf(t, sb.ID)
-		if last := evs[len(evs)-1]; last.Source != db.EventSourceWebhook {
+		if last := evs[len(evs)-1]; last.Source != sandbox.SourceWebhook {
 			t.Fatalf("the kill was applied by %s, not its webhook", last.Source)
 		}
 	}
@@ -128,12 +129,12 @@ func TestDroppedWebhooksConverge(t *testing.T) {
 		host.KillFromDashboard(t, *sb.ProviderID)
 	}
 	for _, sb := range sandboxes {
-		got := b.waitStatus(t, sb.ID, lifecycle.Killed, 30*time.Second)
-		if n := b.trail(t, got, lifecycle.Killed); n != 1 {
+		got := b.waitStatus(t, sb.ID, sandbox.Killed, 30*time.Second)
+		if n := b.trail(t, got, sandbox.Killed); n != 1 {
 			t.Fatalf("one kill recorded %d times: %s", n, history(b.eventsOf(t, sb.ID)))
 		}
 		evs := b.eventsOf(t, sb.ID)
-		if src := evs[len(evs)-1].Source; src != db.EventSourceEventsAPI && src != db.EventSourceReconciler {
+		if src := evs[len(evs)-1].Source; src != sandbox.SourceEventsAPI && src != sandbox.SourceReconciler {
 			t.Fatalf("the kill came by %s with every webhook dropped", src)
 		}
 	}
@@ -173,7 +174,7 @@ func TestSandboxdRestartMidResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb := b.waitStatus(t, res.Sandbox.ID, lifecycle.Paused, time.Minute)
+	sb := b.waitStatus(t, res.Sandbox.ID, sandbox.Paused, time.Minute)
 	host.InjectFault(t, sandboxd.Fault{Route: connectRoute, SandboxID: *sb.ProviderID, LatencyMs: 5000, Count: 1})
 	if _, err := b.svc.Resume(ctx, u.ID, sb.ID); err != nil {
 		t.Fatal(err)
@@ -184,17 +185,17 @@ func TestSandboxdRestartMidResume(t *testing.T) {
 	// The resume's second attempt finds the provider back, unless the restart outlasted it;
 	// then the resume failed cleanly, and the founder's next click resumes it.
 	testkit.Eventually(t, time.Minute, "the resume to end", func() error {
-		if sb = b.get(t, sb.ID); sb.Status == lifecycle.Resuming {
+		if sb = b.get(t, sb.ID); sb.Status == sandbox.Resuming {
 			return fmt.Errorf("it is %s", sb.Status)
 		}
 		return nil
 	})
 	resumes := 1
 	switch sb.Status {
-	case lifecycle.Running:
-	case lifecycle.ResumeFailed:
+	case sandbox.Running:
+	case sandbox.ResumeFailed:
 		t.Logf("the restart outlasted the resume's two attempts: resume_failed (%s); resuming again", failureCause(sb))
-		if sb.FailureCause == nil || *sb.FailureCause != lifecycle.CauseUnreachable {
+		if sb.FailureCause == nil || *sb.FailureCause != sandbox.CauseUnreachable {
 			t.Fatalf("failure cause %v", sb.FailureCause)
 		}
 		if _, err := b.svc.Resume(ctx, u.ID, sb.ID); err != nil {
@@ -204,9 +205,9 @@ func TestSandboxdRestartMidResume(t *testing.T) {
 	default:
 		t.Fatalf("the resume ended %s: %s", sb.Status, history(b.eventsOf(t, sb.ID)))
 	}
-	sb = b.waitStatus(t, sb.ID, lifecycle.Running, time.Minute)
+	sb = b.waitStatus(t, sb.ID, sandbox.Running, time.Minute)
 	visits(t, host, sb.PreviewURL)
-	if n := b.trail(t, sb, lifecycle.Resuming); n != resumes {
+	if n := b.trail(t, sb, sandbox.Resuming); n != resumes {
 		t.Fatalf("%d moves to resuming for %d resumes: %s", n, resumes, history(b.eventsOf(t, sb.ID)))
 	}
 	audit := apptest.AuditDB(t, b.pool)
@@ -230,7 +231,7 @@ func TestConcurrentPauseResumeAndWebhooks(t *testing.T) {
 	sb := b.buildRunning(t, u.ID, p.ID)
 	provider := providerFor(t, host)
 	const rounds = 12
-	ended := map[db.SandboxStatus]int{}
+	ended := map[sandbox.Status]int{}
 	for round := range rounds {
 		// A delivery held back a random while, so a webhook may land after the next change.
 		host.InjectFault(t, sandboxd.Fault{Webhook: sandboxd.WebhookDelay, LatencyMs: 50 + rand.IntN(400), Count: 1})
@@ -255,7 +256,7 @@ func TestConcurrentPauseResumeAndWebhooks(t *testing.T) {
 			n := b.count(t, `SELECT count(*) FROM river_job WHERE kind IN ('pause', 'resume', 'webhook')
 				AND state IN ('available', 'running', 'retryable', 'pending') OR (kind = 'pause' AND state = 'scheduled')`)
 			cur = b.get(t, sb.ID)
-			if n > 0 || cur.Status == lifecycle.Resuming {
+			if n > 0 || cur.Status == sandbox.Resuming {
 				return fmt.Errorf("%d jobs left, the sandbox %s", n, cur.Status)
 			}
 			return nil
@@ -264,7 +265,7 @@ func TestConcurrentPauseResumeAndWebhooks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := map[e2b.State]db.SandboxStatus{e2b.StateRunning: lifecycle.Running, e2b.StatePaused: lifecycle.Paused}[d.State]
+		want := map[e2b.State]sandbox.Status{e2b.StateRunning: sandbox.Running, e2b.StatePaused: sandbox.Paused}[d.State]
 		if cur.Status != want {
 			t.Fatalf("round %d: the row says %s, the provider %s: %s", round, cur.Status, d.State, history(b.eventsOf(t, sb.ID)))
 		}

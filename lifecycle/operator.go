@@ -8,6 +8,7 @@ import (
 
 	"sandman/apperr"
 	"sandman/db"
+	"sandman/sandbox"
 )
 
 // Operator is who acts on the console: an operator's account, recorded with each action.
@@ -26,9 +27,9 @@ var operatorStopped = &buildFailure{refund: true, cause: "stopped by an operator
 func (s *Service) OperatorPause(ctx context.Context, by Operator, sandboxID uuid.UUID) error {
 	return s.asOperator(ctx, by, db.OperatorActionPause, sandboxID, func(tx db.Tx, sb db.Sandbox) (bool, error) {
 		switch sb.Status {
-		case Paused:
+		case sandbox.Paused:
 			return false, nil
-		case Running, Unknown:
+		case sandbox.Running, sandbox.Unknown:
 		default:
 			return false, apperr.New(apperr.KindConflict, "not_running", "Only a running preview can be paused.")
 		}
@@ -42,10 +43,10 @@ func (s *Service) OperatorPause(ctx context.Context, by Operator, sandboxID uuid
 // is killed by a job queued with it. A build under way fails and its credit is given back.
 func (s *Service) OperatorKill(ctx context.Context, by Operator, sandboxID uuid.UUID) error {
 	return s.asOperator(ctx, by, db.OperatorActionKill, sandboxID, func(tx db.Tx, sb db.Sandbox) (bool, error) {
-		if IsGone(sb.Status) {
+		if sb.Status.Gone() {
 			return false, nil
 		}
-		if sb.Status == Starting {
+		if sb.Status == sandbox.Starting {
 			if err := s.finishFailed(ctx, tx, sb, operatorStopped); err != nil {
 				return false, err
 			}
@@ -53,8 +54,8 @@ func (s *Service) OperatorKill(ctx context.Context, by Operator, sandboxID uuid.
 		if err := tx.SetSandboxKillRequested(ctx, sb.ID); err != nil {
 			return false, err
 		}
-		if _, err := apply(ctx, tx, sb, Change{To: Terminated, Source: db.EventSourceOperator, Reason: db.EventReasonRequested,
-			KilledReason: ptr(db.EventReasonRequested)}); err != nil {
+		if _, err := apply(ctx, tx, sb, Change{To: sandbox.Terminated, Source: sandbox.SourceOperator, Reason: sandbox.ReasonRequested,
+			KilledReason: ptr(sandbox.ReasonRequested)}); err != nil {
 			return false, err
 		}
 		if sb.ProviderID != nil {
@@ -92,6 +93,6 @@ func (s *Service) StuckAfter() (starting, resuming time.Duration) {
 }
 
 // Sentence is the history's sentence of one event (docs/states.md, "History"), for the console.
-func (s *Service) Sentence(ev db.SandboxEvent, kind db.BuildKind) string {
+func (s *Service) Sentence(ev db.SandboxEvent, kind sandbox.BuildKind) string {
 	return s.entry(ev, kind).Text
 }

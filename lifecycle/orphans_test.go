@@ -12,6 +12,7 @@ import (
 	"sandman/e2b"
 	"sandman/internal/testkit"
 	"sandman/lifecycle"
+	"sandman/sandbox"
 	"sandman/sandboxd"
 	"sandman/sandboxd/sandboxdtest"
 )
@@ -91,7 +92,7 @@ func TestReconcileKillsOrphans(t *testing.T) {
 	if !alive(stranger) {
 		t.Fatal("another application's sandbox was killed")
 	}
-	if !alive(*founders.ProviderID) || b.get(t, founders.ID).Status != lifecycle.Running {
+	if !alive(*founders.ProviderID) || b.get(t, founders.ID).Status != sandbox.Running {
 		t.Fatal("a founder's sandbox was killed as an orphan")
 	}
 	testkit.Record(t, testkit.Scenario{ID: "orphan-sandbox", Times: 1, Counts: apptest.AuditDB(t, b.pool),

@@ -9,6 +9,7 @@ import (
 
 	"sandman/apperr"
 	"sandman/db"
+	"sandman/sandbox"
 )
 
 // schedulePause arranges the pause of a sandbox that now runs: at once when a build just became
@@ -32,15 +33,15 @@ func (s *Service) schedulePause(ctx context.Context, tx db.Tx, sb db.Sandbox, bu
 // pauseCause is why a sandbox is paused: the event's source and its reason, typed together so
 // neither is guessed from the other.
 type pauseCause struct {
-	source db.EventSource
-	reason db.EventReason
+	source sandbox.Source
+	reason sandbox.Reason
 }
 
 var (
-	pauseIdle       = pauseCause{db.EventSourceScheduler, db.EventReasonIdle}
-	pauseAfterBuild = pauseCause{db.EventSourceScheduler, db.EventReasonAfterBuild}
-	pauseRequested  = pauseCause{db.EventSourceUser, db.EventReasonRequested}
-	pauseByOperator = pauseCause{db.EventSourceOperator, db.EventReasonRequested}
+	pauseIdle       = pauseCause{sandbox.SourceScheduler, sandbox.ReasonIdle}
+	pauseAfterBuild = pauseCause{sandbox.SourceScheduler, sandbox.ReasonAfterBuild}
+	pauseRequested  = pauseCause{sandbox.SourceUser, sandbox.ReasonRequested}
+	pauseByOperator = pauseCause{sandbox.SourceOperator, sandbox.ReasonRequested}
 )
 
 // cause is why the job pauses its sandbox.
@@ -69,7 +70,7 @@ func (w *pauseWorker) Work(ctx context.Context, job *river.Job[PauseArgs]) error
 	if err != nil {
 		return db.MapError(err)
 	}
-	if sb.Status != Running || sb.ProviderID == nil {
+	if sb.Status != sandbox.Running || sb.ProviderID == nil {
 		return nil
 	}
 	if (job.Args.Idle || job.Args.Ready) && sb.Version != job.Args.Version {
@@ -87,7 +88,7 @@ func (s *Service) pauseNow(ctx context.Context, sb db.Sandbox, cause pauseCause)
 	if err != nil {
 		return db.MapError(err)
 	}
-	keepMemory := project.PauseKind == db.PauseKindMemory
+	keepMemory := project.PauseKind == sandbox.PauseMemory
 	// Say so first: the provider's own report of this pause may reach the reconcile or the
 	// events reader before the transition below, and must not be recorded as the provider's.
 	if err := s.q.SetSandboxPauseRequested(ctx, sb.ID); err != nil {
@@ -101,16 +102,16 @@ func (s *Service) pauseNow(ctx context.Context, sb db.Sandbox, cause pauseCause)
 	cancel()
 	if err != nil {
 		if isNotFound(err) {
-			return s.markGone(ctx, sb, db.EventSourceScheduler, s.providerKillReason(ctx, *sb.ProviderID))
+			return s.markGone(ctx, sb, sandbox.SourceScheduler, s.providerKillReason(ctx, *sb.ProviderID))
 		}
 		return err
 	}
 	kind := project.PauseKind
 	_, err = s.transition(ctx, sb.ID, func(_ db.Tx, cur db.Sandbox) (*Change, error) {
-		if cur.Status != Running && cur.Status != Unknown {
+		if cur.Status != sandbox.Running && cur.Status != sandbox.Unknown {
 			return nil, nil
 		}
-		return &Change{To: Paused, Source: cause.source, Reason: cause.reason, SnapshotKind: &kind, Verified: true}, nil
+		return &Change{To: sandbox.Paused, Source: cause.source, Reason: cause.reason, SnapshotKind: &kind, Verified: true}, nil
 	})
 	return err
 }
@@ -122,9 +123,9 @@ func (s *Service) RequestPause(ctx context.Context, owner, sandboxID uuid.UUID) 
 		return sb, err
 	}
 	switch sb.Status {
-	case Paused:
+	case sandbox.Paused:
 		return sb, nil
-	case Running, Unknown:
+	case sandbox.Running, sandbox.Unknown:
 		_, err := s.river.Insert(ctx, PauseArgs{SandboxID: sb.ID, Version: sb.Version}, nil)
 		return sb, err
 	}
@@ -158,7 +159,7 @@ func (s *Service) transitionLocked(ctx context.Context, tx db.Tx, sb db.Sandbox,
 	if err != nil {
 		return out, err
 	}
-	if c.To == Running {
+	if c.To == sandbox.Running {
 		return out, s.nowRunning(ctx, tx, out, false)
 	}
 	return out, nil

@@ -11,6 +11,7 @@ import (
 	"sandman/applog"
 	"sandman/db"
 	"sandman/e2b"
+	"sandman/sandbox"
 	"sandman/watch"
 )
 
@@ -270,11 +271,11 @@ func (s *Service) toProviderSandbox(sb e2b.Sandbox) providerSandbox {
 	return providerSandbox{ID: sb.ID, Domain: sb.Domain, EnvdToken: sb.EnvdAccessToken, EndAt: end}
 }
 
-func stateOf(s e2b.State) db.SandboxStatus {
+func stateOf(s e2b.State) sandbox.Status {
 	if s == e2b.StatePaused {
-		return Paused
+		return sandbox.Paused
 	}
-	return Running
+	return sandbox.Running
 }
 
 // providerWalk lists every Sandman sandbox the provider has, a page at a time: visit gets each

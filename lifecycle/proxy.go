@@ -15,6 +15,7 @@ import (
 	"sandman/apperr"
 	"sandman/db"
 	"sandman/e2b"
+	"sandman/sandbox"
 )
 
 // The preview proxy in each sandbox (docs/architecture.md, "The preview proxy"): the preview URL
@@ -176,7 +177,7 @@ func (s *Service) SetPreviewReporter(ctx context.Context, owner, projectID uuid.
 		return p, err
 	}
 	sb, err := s.q.GetCurrentSandboxByProject(ctx, projectID)
-	if db.IsNotFound(err) || err == nil && (sb.Status != Running || sb.ProviderID == nil) {
+	if db.IsNotFound(err) || err == nil && (sb.Status != sandbox.Running || sb.ProviderID == nil) {
 		return p, nil
 	}
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"sandman/apperr"
 	"sandman/db"
+	"sandman/sandbox"
 )
 
 // ProjectView is a project with its current build and sandbox (nil before the first build).
@@ -65,7 +66,7 @@ func waiting(current, deployed int32) int32 {
 func (s *Service) withSandbox(v *ProjectView, sb *db.Sandbox, b *db.Build, last db.SandboxEvent, eventID int64) {
 	v.Sandbox, v.Build = sb, b
 	v.EventID, v.LastChange = max(eventID, last.ID), s.entry(last, b.Kind)
-	if sb.Status == Running {
+	if sb.Status == sandbox.Running {
 		v.SleepsAt = s.cfg.idleDeadline(*sb)
 	}
 }
@@ -210,7 +211,7 @@ func (s *Service) withFailedVersion(ctx context.Context, v *ProjectView, sb *db.
 	}
 	// The app of the version it runs does not start (it exited, or does not answer), whatever
 	// the newest change says (a wake, a crash seen later): the way out is the last good version.
-	if app := v.App(); app.DoesNotStart() && app.Version > 0 && sb.Status == Running {
+	if app := v.App(); app.DoesNotStart() && app.Version > 0 && sb.Status == sandbox.Running {
 		v.FailedVersion = app.Version
 		if good := app.LastGoodVersion; good != nil && *good < app.Version {
 			v.RestoreTo = *good

@@ -18,6 +18,7 @@ import (
 	"sandman/internal/testkit"
 	"sandman/lifecycle"
 	"sandman/projects"
+	"sandman/sandbox"
 	"sandman/sandboxd"
 	"sandman/sandboxd/sandboxdtest"
 	"sandman/versions"
@@ -171,7 +172,7 @@ func TestBuildFailuresRefundOnlyThePlatformsFaults(t *testing.T) {
 				if build, err = db.New(b.pool).GetBuild(ctx, res.Build.ID); err != nil {
 					return err
 				}
-				if build.Status != db.BuildStatusFailed {
+				if build.Status != sandbox.BuildFailed {
 					return fmt.Errorf("it is %s %q", build.Status, build.Stage)
 				}
 				return nil
@@ -218,12 +219,12 @@ func TestBuildFailuresRefundOnlyThePlatformsFaults(t *testing.T) {
 			}()
 			// Whatever failed it, nothing of it keeps running: the sandbox is gone.
 			sb := b.get(t, res.Sandbox.ID)
-			if !lifecycle.IsGone(sb.Status) {
+			if !sb.Status.Gone() {
 				t.Fatalf("the failed build's sandbox is %s", sb.Status)
 			}
 			// The history says whether the failure cost the credit (a sandbox the provider killed
 			// reads as the provider's stop instead).
-			if sb.Status == lifecycle.Terminated {
+			if sb.Status == sandbox.Terminated {
 				hist, err := b.svc.History(ctx, u.ID, p.ID, math.MaxInt64)
 				if err != nil {
 					t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"sandman/apperr"
 	"sandman/applog"
 	"sandman/db"
+	"sandman/sandbox"
 )
 
 // Resume moves a founder's paused sandbox to resuming at once and resumes it in the background.
@@ -29,9 +30,9 @@ func (s *Service) Resume(ctx context.Context, owner, sandboxID uuid.UUID) (db.Sa
 		}
 		out = sb
 		switch sb.Status {
-		case Resuming, Running:
+		case sandbox.Resuming, sandbox.Running:
 			return nil // a double click, or another tab was first
-		case Paused, Unknown:
+		case sandbox.Paused, sandbox.Unknown:
 		default:
 			return apperr.New(apperr.KindConflict, "not_paused", "This preview cannot be resumed; rebuild it instead.")
 		}
@@ -45,11 +46,11 @@ func (s *Service) Resume(ctx context.Context, owner, sandboxID uuid.UUID) (db.Sa
 // resume job, in the caller's transaction: the one way a resume starts, for the founder
 // (Resume) and for a visitor of the share link (VisitorWake) alike.
 func (s *Service) startResume(ctx context.Context, tx db.Tx, sb db.Sandbox, args ResumeArgs) (db.Sandbox, error) {
-	reason := db.EventReasonResume
+	reason := sandbox.ReasonResume
 	if args.Visitor {
 		reason = reasonVisitorWake
 	}
-	out, err := apply(ctx, tx, sb, Change{To: Resuming, Source: args.source(), Reason: reason})
+	out, err := apply(ctx, tx, sb, Change{To: sandbox.Resuming, Source: args.source(), Reason: reason})
 	if err != nil {
 		return out, err
 	}
@@ -75,7 +76,7 @@ func (w *resumeWorker) Work(ctx context.Context, job *river.Job[ResumeArgs]) err
 	if err != nil {
 		return db.MapError(err)
 	}
-	if sb.Status != Resuming || sb.ProviderID == nil {
+	if sb.Status != sandbox.Resuming || sb.ProviderID == nil {
 		return nil
 	}
 	project, err := s.q.GetProjectByOwner(ctx, db.GetProjectByOwnerParams{ID: sb.ProjectID, OwnerID: sb.OwnerID})
@@ -104,14 +105,14 @@ func (w *resumeWorker) Work(ctx context.Context, job *river.Job[ResumeArgs]) err
 		if err == nil {
 			changed := false
 			_, err = s.transition(ctx, sb.ID, func(tx db.Tx, cur db.Sandbox) (*Change, error) {
-				if cur.Status != Resuming {
+				if cur.Status != sandbox.Resuming {
 					return nil, nil
 				}
 				if err := s.recordWoke(ctx, tx, cur, source, res); err != nil {
 					return nil, err
 				}
 				changed = true
-				return &Change{To: Running, Source: source, Reason: db.EventReasonResumed, PreviewURL: &res.preview,
+				return &Change{To: sandbox.Running, Source: source, Reason: sandbox.ReasonResumed, PreviewURL: &res.preview,
 					EndAt: &res.endAt, ClearSnap: true, Verified: true}, nil
 			})
 			if err == nil && changed {
@@ -128,19 +129,19 @@ func (w *resumeWorker) Work(ctx context.Context, job *river.Job[ResumeArgs]) err
 			break // a lost sandbox, or lost files, do not come back on a second try
 		}
 	}
-	cause, reason := CauseUnreachable, reasonResumeUnreachable
+	cause, reason := sandbox.CauseUnreachable, reasonResumeUnreachable
 	switch {
 	case isNotFound(lastErr):
-		cause, reason = CauseNotFound, reasonResumeNotFound
+		cause, reason = sandbox.CauseNotFound, reasonResumeNotFound
 	case isFilesLost(lastErr):
-		cause, reason = CauseFilesLost, reasonResumeFilesLost
+		cause, reason = sandbox.CauseFilesLost, reasonResumeFilesLost
 		s.metrics.resumeIntegrity.WithLabelValues(integrityFailed).Inc()
 	}
 	_, err = s.transition(context.WithoutCancel(ctx), sb.ID, func(_ db.Tx, cur db.Sandbox) (*Change, error) {
-		if cur.Status != Resuming {
+		if cur.Status != sandbox.Resuming {
 			return nil, nil
 		}
-		return &Change{To: ResumeFailed, Source: source, Reason: reason, Detail: lastErr.Error(), FailureCause: &cause}, nil
+		return &Change{To: sandbox.ResumeFailed, Source: source, Reason: reason, Detail: lastErr.Error(), FailureCause: &cause}, nil
 	})
 	return err
 }
@@ -194,7 +195,7 @@ func (s *Service) wokeVersion(ctx context.Context, sb db.Sandbox, c convergence)
 // recordWoke records, in the resume's transaction, what its check did: the version it applied
 // ("Woke with version 8 (3 files changed since it slept)"), the files it restored, and the
 // version's failure to start; and that the sandbox's files are now that version's.
-func (s *Service) recordWoke(ctx context.Context, tx db.Tx, sb db.Sandbox, source db.EventSource, r resumed) error {
+func (s *Service) recordWoke(ctx context.Context, tx db.Tx, sb db.Sandbox, source sandbox.Source, r resumed) error {
 	c := r.conv
 	if r.dev.run.ID != uuid.Nil {
 		if _, _, err := s.setApp(ctx, tx, sb.ID, r.st.appOutcome(r.dev.run)); err != nil {
@@ -295,7 +296,7 @@ func (s *Service) resumeOnce(ctx context.Context, sb db.Sandbox, project db.Proj
 	c := r.conv
 	restart := c.touched()
 	// After a filesystem-only snapshot nothing runs: always start the dev server again.
-	coldBoot := sb.SnapshotKind != nil && *sb.SnapshotKind == db.PauseKindFilesystem
+	coldBoot := sb.SnapshotKind != nil && *sb.SnapshotKind == sandbox.PauseFilesystem
 	newVersion := !c.changes.Empty()
 	if newVersion && c.dependencies() && strings.TrimSpace(project.InstallCommand) != "" {
 		if out, err := s.install(ctx, h, sb, c.to.version.Number, project); err != nil {
@@ -407,7 +408,7 @@ func (s *Service) Activity(ctx context.Context, owner, sandboxID uuid.UUID) erro
 	if db.IsNotFound(err) {
 		return nil // touched within the last second already
 	}
-	if err != nil || sb.Status != Running {
+	if err != nil || sb.Status != sandbox.Running {
 		return err
 	}
 	return s.notifyUnchanged(ctx, sb)

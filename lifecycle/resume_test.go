@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"sandman/app/apptest"
-	"sandman/db"
 	"sandman/e2b"
 	"sandman/internal/testkit"
 	"sandman/lifecycle"
+	"sandman/sandbox"
 	"sandman/sandboxd"
 	"sandman/sandboxd/sandboxdtest"
 )
@@ -32,15 +32,15 @@ func TestResumeFailsAfterTwoAttempts(t *testing.T) {
 		// killed removes the sandbox at the provider before the resume.
 		killed bool
 		tweak  func(*e2b.Config)
-		want   db.SandboxStatus
-		cause  db.FailureCause
+		want   sandbox.Status
+		cause  sandbox.Cause
 		// minCalls..maxCalls is how many connects must have reached the provider.
 		minCalls, maxCalls int
 	}{
 		{
 			id: "provider-502-connect", name: "the provider answers 5xx to every connect",
 			fault: &sandboxd.Fault{Status: 502, Count: 50},
-			want:  lifecycle.ResumeFailed, cause: lifecycle.CauseUnreachable,
+			want:  sandbox.ResumeFailed, cause: sandbox.CauseUnreachable,
 			// More than one attempt's worth: the worker tried a second time.
 			minCalls: callsPerAttempt + 1, maxCalls: 2 * callsPerAttempt,
 		},
@@ -48,13 +48,13 @@ func TestResumeFailsAfterTwoAttempts(t *testing.T) {
 			id: "provider-slow-connect", name: "every connect times out",
 			fault: &sandboxd.Fault{LatencyMs: 10_000, Count: 50},
 			tweak: func(c *e2b.Config) { c.AttemptTimeout = time.Second },
-			want:  lifecycle.ResumeFailed, cause: lifecycle.CauseUnreachable,
+			want:  sandbox.ResumeFailed, cause: sandbox.CauseUnreachable,
 			minCalls: callsPerAttempt + 1, maxCalls: 2 * callsPerAttempt,
 		},
 		{
 			id: "provider-lost-before-resume", name: "the sandbox is gone at the provider",
 			killed: true,
-			want:   lifecycle.ResumeFailed, cause: lifecycle.CauseNotFound,
+			want:   sandbox.ResumeFailed, cause: sandbox.CauseNotFound,
 			// One connect, answered 404: no second attempt at a sandbox that is gone.
 			minCalls: 1, maxCalls: 1,
 		},
@@ -62,7 +62,7 @@ func TestResumeFailsAfterTwoAttempts(t *testing.T) {
 			id: "provider-500-first-resume", name: "the first attempt fails, the second succeeds",
 			// Exactly one attempt's worth of failures, retries included.
 			fault: &sandboxd.Fault{Status: 500, Count: callsPerAttempt},
-			want:  lifecycle.Running,
+			want:  sandbox.Running,
 			// Every use consumed: the first attempt really failed before the second ran.
 			minCalls: callsPerAttempt, maxCalls: callsPerAttempt,
 		},
@@ -87,7 +87,7 @@ func TestResumeFailsAfterTwoAttempts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sb := b.waitStatus(t, res.Sandbox.ID, lifecycle.Paused, time.Minute)
+			sb := b.waitStatus(t, res.Sandbox.ID, sandbox.Paused, time.Minute)
 
 			if tt.killed {
 				host.KillFromDashboard(t, *sb.ProviderID)
@@ -98,7 +98,7 @@ func TestResumeFailsAfterTwoAttempts(t *testing.T) {
 			}
 			counted.Route, counted.SandboxID = connectRoute, *sb.ProviderID
 			host.InjectFault(t, counted)
-			if got, err := b.svc.Resume(ctx, u.ID, sb.ID); err != nil || got.Status != lifecycle.Resuming {
+			if got, err := b.svc.Resume(ctx, u.ID, sb.ID); err != nil || got.Status != sandbox.Resuming {
 				t.Fatalf("resume: %s %v", got.Status, err)
 			}
 			sb = b.waitStatus(t, sb.ID, tt.want, time.Minute)
@@ -109,15 +109,15 @@ func TestResumeFailsAfterTwoAttempts(t *testing.T) {
 				t.Fatalf("%d connects reached the provider, want %d..%d", calls, tt.minCalls, tt.maxCalls)
 			}
 			evs := b.eventsOf(t, sb.ID)
-			if n := len(transitionsTo(evs, lifecycle.Resuming)); n != 1 {
+			if n := len(transitionsTo(evs, sandbox.Resuming)); n != 1 {
 				t.Fatalf("%d moves to resuming, want 1: %s", n, history(evs))
 			}
 			last := evs[len(evs)-1]
-			if last.FromStatus != lifecycle.Resuming || last.ToStatus != tt.want || last.Source != db.EventSourceUser {
+			if last.FromStatus != sandbox.Resuming || last.ToStatus != tt.want || last.Source != sandbox.SourceUser {
 				t.Fatalf("want the resume to end resuming→%s: %s", tt.want, history(evs))
 			}
-			if tt.want == lifecycle.Running {
-				if len(transitionsTo(evs, lifecycle.ResumeFailed)) != 0 {
+			if tt.want == sandbox.Running {
+				if len(transitionsTo(evs, sandbox.ResumeFailed)) != 0 {
 					t.Fatalf("a forgiven failure was recorded: %s", history(evs))
 				}
 				visits(t, host, sb.PreviewURL)
@@ -133,7 +133,7 @@ func TestResumeFailsAfterTwoAttempts(t *testing.T) {
 					injected = fmt.Sprintf("the provider's connect hanging %d s on every call, past the attempt timeout (1 s)", tt.fault.LatencyMs/1000)
 				}
 				result = "two attempts, then resume_failed, cause: " + lifecycle.CauseText(&tt.cause, "")
-				if tt.want == lifecycle.Running {
+				if tt.want == sandbox.Running {
 					injected = fmt.Sprintf("the provider's connect answering %d for one whole attempt (%d calls, retries included)", tt.fault.Status, tt.fault.Count)
 					result = "the second attempt resumes it: running, no failure recorded"
 				}

@@ -15,6 +15,7 @@ import (
 	"sandman/db"
 	"sandman/e2b"
 	"sandman/ops"
+	"sandman/sandbox"
 	"sandman/watch"
 )
 
@@ -140,9 +141,9 @@ func (s *Service) StartBuild(ctx context.Context, by Actor, projectID uuid.UUID,
 			return &apperr.Error{Kind: apperr.KindNoCredits, Code: "no_credits",
 				Message: "You have no build credits left, so nothing was charged and the preview was not rebuilt."}
 		}
-		kind := db.BuildKindInitial
+		kind := sandbox.BuildInitial
 		if rebuild {
-			kind = db.BuildKindRebuild
+			kind = sandbox.BuildRebuild
 		}
 		// Every build, the first and each rebuild, builds the project's current version.
 		cur, err := tx.GetCurrentVersion(ctx, project.ID)
@@ -228,13 +229,13 @@ func (s *Service) replaceCurrent(ctx context.Context, tx db.Tx, projectID uuid.U
 	if err := s.finishFailed(ctx, tx, cur, replacedBuild); err != nil {
 		return err
 	}
-	if IsGone(cur.Status) {
+	if cur.Status.Gone() {
 		return nil
 	}
 	if err := tx.SetSandboxKillRequested(ctx, cur.ID); err != nil {
 		return err
 	}
-	if _, err := apply(ctx, tx, cur, Change{To: Terminated, Source: db.EventSourceUser, Reason: reasonReplaced, KilledReason: ptr(reasonReplaced)}); err != nil {
+	if _, err := apply(ctx, tx, cur, Change{To: sandbox.Terminated, Source: sandbox.SourceUser, Reason: reasonReplaced, KilledReason: ptr(reasonReplaced)}); err != nil {
 		return err
 	}
 	if cur.ProviderID != nil {
@@ -256,7 +257,7 @@ func (s *Service) createSandboxRow(ctx context.Context, tx db.Tx, by Actor, proj
 	if err := ops.Record(ctx, tx, nil, sb, time.Now()); err != nil {
 		return sb, err
 	}
-	return sb, announce(ctx, tx, sb, db.EventSourceUser, reasonCreated, by.Token)
+	return sb, announce(ctx, tx, sb, sandbox.SourceUser, reasonCreated, by.Token)
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -3,8 +3,7 @@ package lifecycle_test
 import (
 	"testing"
 
-	"sandman/db"
-	"sandman/lifecycle"
+	"sandman/sandbox"
 )
 
 // A dev server that left its start command's process tree (it double-forked: the start command
@@ -15,13 +14,13 @@ func TestAServerThatLeftItsProcessTreeIsStoppedBeforeTheNextVersion(t *testing.T
 	t.Parallel()
 	v := appVersions(t, nil)
 	u, _ := founder(t, v.pool, 5)
-	p := healProject(t, v.testBundle, u.ID, db.PauseKindMemory, "(node server.js &); exec sleep 100000")
+	p := healProject(t, v.testBundle, u.ID, sandbox.PauseMemory, "(node server.js &); exec sleep 100000")
 	sb := v.buildRunning(t, u.ID, p.ID)
-	v.waitApp(t, u.ID, sb.ID, lifecycle.AppUp, appSeen)
+	v.waitApp(t, u.ID, sb.ID, sandbox.AppUp, appSeen)
 	_, before := get(t, v.host, sb.PreviewURL, "/boot")
 	v.change(t, u.ID, p.ID, map[string]string{"page.html": "<h1>Version 2</h1>\n"})
 	v.waitHistory(t, u.ID, p.ID, "Version 2 is live")
-	if st := v.waitApp(t, u.ID, sb.ID, lifecycle.AppUp, appSeen); st.App.Version != 2 {
+	if st := v.waitApp(t, u.ID, sb.ID, sandbox.AppUp, appSeen); st.App.Version != 2 {
 		t.Fatalf("the app: %+v, want up on version 2", st.App)
 	}
 	if _, after := get(t, v.host, sb.PreviewURL, "/boot"); after == before {

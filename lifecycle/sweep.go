@@ -7,6 +7,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"sandman/db"
+	"sandman/sandbox"
 )
 
 type sweepWorker struct {
@@ -34,16 +35,16 @@ func (s *Service) Sweep(ctx context.Context) error {
 	}
 	for _, sb := range stuck {
 		switch sb.Status {
-		case Starting:
+		case sandbox.Starting:
 			if err := s.failBuild(ctx, sb.ID, workerLost); err != nil {
 				return err
 			}
-		case Resuming:
+		case sandbox.Resuming:
 			if _, err := s.transition(ctx, sb.ID, func(_ db.Tx, cur db.Sandbox) (*Change, error) {
-				if cur.Status != Resuming {
+				if cur.Status != sandbox.Resuming {
 					return nil, nil
 				}
-				return &Change{To: ResumeFailed, Source: db.EventSourceScheduler, Reason: reasonResumeTimedOut, FailureCause: ptr(CauseUnreachable)}, nil
+				return &Change{To: sandbox.ResumeFailed, Source: sandbox.SourceScheduler, Reason: reasonResumeTimedOut, FailureCause: ptr(sandbox.CauseUnreachable)}, nil
 			}); err != nil {
 				return err
 			}

@@ -13,6 +13,7 @@ import (
 	"sandman/db"
 	"sandman/internal/testkit"
 	"sandman/lifecycle"
+	"sandman/sandbox"
 	"sandman/sandboxd/sandboxdtest"
 )
 
@@ -29,7 +30,7 @@ func runningCounters(b *testing.B, tb *testBundle, n int) (owners []uuid.UUID, s
 		owners, sandboxes = append(owners, u.ID), append(sandboxes, res.Sandbox)
 	}
 	for i, sb := range sandboxes {
-		sandboxes[i] = tb.waitStatus(b, sb.ID, lifecycle.Running, 2*time.Minute)
+		sandboxes[i] = tb.waitStatus(b, sb.ID, sandbox.Running, 2*time.Minute)
 	}
 	return owners, sandboxes
 }
@@ -46,7 +47,7 @@ func report(b *testing.B, name string, samples []time.Duration) {
 }
 
 // waitStatusSince polls fast for the status and returns when it was reached.
-func waitStatusSince(b *testing.B, tb *testBundle, id uuid.UUID, want db.SandboxStatus, within time.Duration) time.Time {
+func waitStatusSince(b *testing.B, tb *testBundle, id uuid.UUID, want sandbox.Status, within time.Duration) time.Time {
 	b.Helper()
 	q := db.New(tb.pool)
 	deadline := time.Now().Add(within)
@@ -79,13 +80,13 @@ func BenchmarkResumeMemory(b *testing.B) {
 		if _, err := tb.svc.RequestPause(ctx, owners[0], sbs[0].ID); err != nil {
 			b.Fatal(err)
 		}
-		waitStatusSince(b, tb, sbs[0].ID, lifecycle.Paused, 30*time.Second)
+		waitStatusSince(b, tb, sbs[0].ID, sandbox.Paused, 30*time.Second)
 		b.StartTimer()
 		start := time.Now()
 		if _, err := tb.svc.Resume(ctx, owners[0], sbs[0].ID); err != nil {
 			b.Fatal(err)
 		}
-		samples = append(samples, waitStatusSince(b, tb, sbs[0].ID, lifecycle.Running, 30*time.Second).Sub(start))
+		samples = append(samples, waitStatusSince(b, tb, sbs[0].ID, sandbox.Running, 30*time.Second).Sub(start))
 	}
 	report(b, "resume", samples)
 	b.StopTimer()
@@ -140,7 +141,7 @@ func BenchmarkResumeMemoryFiles(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			sb := tb.waitStatus(b, res.Sandbox.ID, lifecycle.Running, 2*time.Minute)
+			sb := tb.waitStatus(b, res.Sandbox.ID, sandbox.Running, 2*time.Minute)
 			var samples []time.Duration
 			b.ResetTimer()
 			for range b.N {
@@ -148,13 +149,13 @@ func BenchmarkResumeMemoryFiles(b *testing.B) {
 				if _, err := tb.svc.RequestPause(ctx, u.ID, sb.ID); err != nil {
 					b.Fatal(err)
 				}
-				waitStatusSince(b, tb, sb.ID, lifecycle.Paused, 30*time.Second)
+				waitStatusSince(b, tb, sb.ID, sandbox.Paused, 30*time.Second)
 				b.StartTimer()
 				start := time.Now()
 				if _, err := tb.svc.Resume(ctx, u.ID, sb.ID); err != nil {
 					b.Fatal(err)
 				}
-				samples = append(samples, waitStatusSince(b, tb, sb.ID, lifecycle.Running, 30*time.Second).Sub(start))
+				samples = append(samples, waitStatusSince(b, tb, sb.ID, sandbox.Running, 30*time.Second).Sub(start))
 			}
 			if got := testkit.MetricValue(b, tb.Registry(), "sandman_resume_integrity_total", map[string]string{"outcome": "intact"}); got != float64(len(samples)) {
 				b.Fatalf("%v resumes checked intact, want %d", got, len(samples))
@@ -206,7 +207,7 @@ func BenchmarkIdlePauseLag(b *testing.B) {
 		b.Fatal(err)
 	}
 	for _, sb := range counters {
-		waitStatusSince(b, tb, sb.ID, lifecycle.Paused, cfg.IdleTimeout+time.Minute)
+		waitStatusSince(b, tb, sb.ID, sandbox.Paused, cfg.IdleTimeout+time.Minute)
 	}
 	want := seeded + len(counters)
 	var claimed int
@@ -286,7 +287,7 @@ func BenchmarkMissedWebhookCorrected(b *testing.B) {
 		}
 		start := time.Now()
 		host.KillFromDashboard(b, *sb.ProviderID)
-		samples = append(samples, waitStatusSince(b, tb, sb.ID, lifecycle.Killed, time.Minute).Sub(start))
+		samples = append(samples, waitStatusSince(b, tb, sb.ID, sandbox.Killed, time.Minute).Sub(start))
 	}
 	report(b, "corrected", samples)
 }

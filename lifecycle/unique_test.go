@@ -9,7 +9,7 @@ import (
 	"sandman/app/apptest"
 	"sandman/db"
 	"sandman/internal/testkit"
-	"sandman/lifecycle"
+	"sandman/sandbox"
 	"sandman/sandboxd"
 	"sandman/sandboxd/sandboxdtest"
 )
@@ -64,7 +64,7 @@ func TestPauseJobsAreUniquePerSandbox(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	b.waitStatus(t, sb.ID, lifecycle.Paused, 30*time.Second)
+	b.waitStatus(t, sb.ID, sandbox.Paused, 30*time.Second)
 
 	// The idle queue may have claimed the sandbox before the first click's job asked the
 	// provider, or found that pause under way: one idle pause job at most.
@@ -74,7 +74,7 @@ func TestPauseJobsAreUniquePerSandbox(t *testing.T) {
 	if calls := providerCalls(t, b.Registry(), "pause"); calls != 1 {
 		t.Fatalf("the provider was asked to pause %v times, want once", calls)
 	}
-	if evs := b.eventsOf(t, sb.ID); len(transitionsTo(evs, lifecycle.Paused)) != 1 {
+	if evs := b.eventsOf(t, sb.ID); len(transitionsTo(evs, sandbox.Paused)) != 1 {
 		t.Fatalf("one pause recorded more than once: %s", history(evs))
 	}
 
@@ -88,12 +88,12 @@ func TestPauseJobsAreUniquePerSandbox(t *testing.T) {
 	if _, err := b.svc.Resume(ctx, u.ID, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	b.waitStatus(t, sb.ID, lifecycle.Running, 30*time.Second)
+	b.waitStatus(t, sb.ID, sandbox.Running, 30*time.Second)
 	if _, err := b.svc.RequestPause(ctx, u.ID, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	sb = b.waitStatus(t, sb.ID, lifecycle.Paused, 30*time.Second)
-	if sb.SnapshotKind == nil || *sb.SnapshotKind != db.PauseKindMemory {
+	sb = b.waitStatus(t, sb.ID, sandbox.Paused, 30*time.Second)
+	if sb.SnapshotKind == nil || *sb.SnapshotKind != sandbox.PauseMemory {
 		t.Fatalf("second pause: snapshot %v", sb.SnapshotKind)
 	}
 }

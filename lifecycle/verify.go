@@ -11,12 +11,13 @@ import (
 	"github.com/riverqueue/river"
 
 	"sandman/db"
+	"sandman/sandbox"
 )
 
 // ProviderState is what the provider says of one sandbox.
 type ProviderState struct {
 	Found bool
-	State db.SandboxStatus // Running or Paused when Found
+	State sandbox.Status // Running or Paused when Found
 	EndAt time.Time
 	// StartedAt is when the provider created it (known from the list only).
 	StartedAt time.Time
@@ -32,28 +33,28 @@ type ProviderState struct {
 // Sandman's own kill, or else the provider lost it (reasonLost), which goneChange declares only
 // after the catch-up window.
 // detail is the provider's own kill reason when no code names it.
-func goneStatus(sb db.Sandbox, killReason *string, now time.Time) (to db.SandboxStatus, reason db.EventReason, detail string) {
+func goneStatus(sb db.Sandbox, killReason *string, now time.Time) (to sandbox.Status, reason sandbox.Reason, detail string) {
 	if killReason != nil {
 		switch *killReason {
 		case "timeout":
-			return Expired, db.EventReasonProviderTimeout, ""
+			return sandbox.Expired, sandbox.ReasonProviderTimeout, ""
 		case "request":
 			if sb.KillRequested {
-				return Terminated, db.EventReasonProviderRequest, ""
+				return sandbox.Terminated, sandbox.ReasonProviderRequest, ""
 			}
-			return Killed, db.EventReasonProviderRequest, ""
+			return sandbox.Killed, sandbox.ReasonProviderRequest, ""
 		default:
-			return Killed, db.EventReasonProviderOther, *killReason
+			return sandbox.Killed, sandbox.ReasonProviderOther, *killReason
 		}
 	}
 	// A paused sandbox's end time is its pause time, not an expiry: pastExpiry never reads it.
-	if sb.Status == Running && pastExpiry(sb, now) {
-		return Expired, db.EventReasonMissingPastEnd, ""
+	if sb.Status == sandbox.Running && pastExpiry(sb, now) {
+		return sandbox.Expired, sandbox.ReasonMissingPastEnd, ""
 	}
 	if sb.KillRequested {
-		return Terminated, db.EventReasonMissingAfterKill, ""
+		return sandbox.Terminated, sandbox.ReasonMissingAfterKill, ""
 	}
-	return Killed, reasonLost, ""
+	return sandbox.Killed, reasonLost, ""
 }
 
 // goneChange is the change for a sandbox the provider no longer has, in the transaction that
@@ -61,7 +62,7 @@ func goneStatus(sb db.Sandbox, killReason *string, now time.Time) (to db.Sandbox
 // only once no killed event has come within the events' catch-up window since it was first
 // seen (lostAfter): until then it returns no change and remembers when it was first seen. A
 // killed event in the meantime is applied by its webhook or the events reader with its reason.
-func (s *Service) goneChange(ctx context.Context, tx db.Tx, cur db.Sandbox, killReason *string, source db.EventSource) (*Change, error) {
+func (s *Service) goneChange(ctx context.Context, tx db.Tx, cur db.Sandbox, killReason *string, source sandbox.Source) (*Change, error) {
 	now := time.Now()
 	to, reason, detail := goneStatus(cur, killReason, now)
 	if reason == reasonLost {
@@ -79,9 +80,9 @@ func (s *Service) goneChange(ctx context.Context, tx db.Tx, cur db.Sandbox, kill
 }
 
 // markGone records that the provider no longer has the sandbox (see goneChange).
-func (s *Service) markGone(ctx context.Context, sb db.Sandbox, source db.EventSource, killReason *string) error {
+func (s *Service) markGone(ctx context.Context, sb db.Sandbox, source sandbox.Source, killReason *string) error {
 	_, err := s.transition(ctx, sb.ID, func(tx db.Tx, cur db.Sandbox) (*Change, error) {
-		if IsGone(cur.Status) {
+		if cur.Status.Gone() {
 			return nil, nil
 		}
 		return s.goneChange(ctx, tx, cur, killReason, source)
@@ -90,10 +91,10 @@ func (s *Service) markGone(ctx context.Context, sb db.Sandbox, source db.EventSo
 }
 
 // syncTo corrects a row in running, paused or unknown to what the provider says.
-func (s *Service) syncTo(ctx context.Context, id uuid.UUID, ps ProviderState, source db.EventSource) error {
+func (s *Service) syncTo(ctx context.Context, id uuid.UUID, ps ProviderState, source sandbox.Source) error {
 	_, err := s.transition(ctx, id, func(tx db.Tx, cur db.Sandbox) (*Change, error) {
 		switch cur.Status {
-		case Running, Paused, Unknown:
+		case sandbox.Running, sandbox.Paused, sandbox.Unknown:
 		default:
 			return nil, nil // transitional states belong to their worker; gone is final
 		}
@@ -103,14 +104,14 @@ func (s *Service) syncTo(ctx context.Context, id uuid.UUID, ps ProviderState, so
 		if cur.Status == ps.State {
 			return nil, tx.MarkSandboxVerified(ctx, db.MarkSandboxVerifiedParams{ID: cur.ID})
 		}
-		if ps.State == Paused && pauseInFlight(cur, time.Now()) {
+		if ps.State == sandbox.Paused && pauseInFlight(cur, time.Now()) {
 			return nil, nil // Sandman's own pause: its job records it, with its cause
 		}
-		c := &Change{To: ps.State, Source: source, Reason: db.EventReasonSynced, Verified: true}
-		if ps.State == Running && !ps.EndAt.IsZero() {
+		c := &Change{To: ps.State, Source: source, Reason: sandbox.ReasonSynced, Verified: true}
+		if ps.State == sandbox.Running && !ps.EndAt.IsZero() {
 			c.EndAt = &ps.EndAt
 		}
-		if ps.State == Paused {
+		if ps.State == sandbox.Paused {
 			kind, err := snapshotKindOf(ctx, tx, cur)
 			if err != nil {
 				return nil, err
@@ -125,7 +126,7 @@ func (s *Service) syncTo(ctx context.Context, id uuid.UUID, ps ProviderState, so
 // snapshotKindOf is the kind of snapshot a pause of sb keeps: its project's, which every pause
 // Sandman asks for uses. The provider reports a pause but not its kind, and its report can be
 // applied before the pause job records its own (a reconcile or a webhook in between).
-func snapshotKindOf(ctx context.Context, tx db.Tx, sb db.Sandbox) (*db.PauseKind, error) {
+func snapshotKindOf(ctx context.Context, tx db.Tx, sb db.Sandbox) (*sandbox.PauseKind, error) {
 	p, err := tx.GetProjectByOwner(ctx, db.GetProjectByOwnerParams{ID: sb.ProjectID, OwnerID: sb.OwnerID})
 	if err != nil {
 		return nil, err
@@ -136,10 +137,10 @@ func snapshotKindOf(ctx context.Context, tx db.Tx, sb db.Sandbox) (*db.PauseKind
 // markUnknown records that the provider cannot be asked now (errors, or the breaker is open).
 func (s *Service) markUnknown(ctx context.Context, id uuid.UUID, cause error) error {
 	_, err := s.transition(ctx, id, func(_ db.Tx, cur db.Sandbox) (*Change, error) {
-		if cur.Status != Running && cur.Status != Paused {
+		if cur.Status != sandbox.Running && cur.Status != sandbox.Paused {
 			return nil, nil
 		}
-		return &Change{To: Unknown, Source: db.EventSourceReconciler, Reason: db.EventReasonCannotVerify, Detail: cause.Error()}, nil
+		return &Change{To: sandbox.Unknown, Source: sandbox.SourceReconciler, Reason: sandbox.ReasonCannotVerify, Detail: cause.Error()}, nil
 	})
 	return err
 }
@@ -186,7 +187,7 @@ func (w *verifyWorker) Work(ctx context.Context, job *river.Job[VerifyArgs]) err
 		return nil
 	}
 	switch sb.Status {
-	case Running, Paused, Unknown:
+	case sandbox.Running, sandbox.Paused, sandbox.Unknown:
 	default:
 		return nil
 	}
@@ -197,7 +198,7 @@ func (w *verifyWorker) Work(ctx context.Context, job *river.Job[VerifyArgs]) err
 		}
 		return s.markUnknown(ctx, sb.ID, err)
 	}
-	return s.syncTo(ctx, sb.ID, ps, db.EventSourceReconciler)
+	return s.syncTo(ctx, sb.ID, ps, sandbox.SourceReconciler)
 }
 
 type reconcileWorker struct {
@@ -247,7 +248,7 @@ func (s *Service) Reconcile(ctx context.Context) error {
 	}
 	if err != nil {
 		for _, sb := range rows {
-			if sb.Status == Unknown {
+			if sb.Status == sandbox.Unknown {
 				continue // already says so; markUnknown would change nothing
 			}
 			if uerr := s.markUnknown(ctx, sb.ID, err); uerr != nil {
@@ -277,7 +278,7 @@ func (s *Service) Reconcile(ctx context.Context) error {
 				continue
 			}
 		}
-		if err := s.syncTo(ctx, sb.ID, ps, db.EventSourceReconciler); err != nil && !errors.Is(err, ErrStale) {
+		if err := s.syncTo(ctx, sb.ID, ps, sandbox.SourceReconciler); err != nil && !errors.Is(err, ErrStale) {
 			return err
 		}
 	}

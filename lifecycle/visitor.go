@@ -6,35 +6,7 @@ import (
 	"github.com/google/uuid"
 
 	"sandman/db"
-)
-
-// VisitorState is what a visitor of a project's share link is shown (docs/states.md, "What a
-// visitor of a share link sees").
-type VisitorState string
-
-// The visitor's states.
-const (
-	// VisitorLive: the preview runs; the page is the preview.
-	VisitorLive VisitorState = "live"
-	// VisitorSleeping: paused, or one resume in a row failed and another may work; the page
-	// wakes it.
-	VisitorSleeping VisitorState = "sleeping"
-	// VisitorWaking: a resume is under way.
-	VisitorWaking VisitorState = "waking"
-	// VisitorStarting: a build is under way (the founder built or rebuilt it).
-	VisitorStarting VisitorState = "starting"
-	// VisitorGone: the sandbox is gone (killed, expired, terminated, its build failed, the
-	// provider lost it or its files) or was never built; only its founder can rebuild it.
-	VisitorGone VisitorState = "gone"
-	// VisitorTrouble: the provider cannot be reached (unknown), or two resumes in a row failed.
-	VisitorTrouble VisitorState = "trouble"
-	// VisitorBroken: the sandbox runs but its app does not (it exited, or does not answer):
-	// the page of ours says so, never the provider's error page, and nothing of why (that is
-	// the founder's).
-	VisitorBroken VisitorState = "broken"
-	// VisitorUpdating: the sandbox runs and a version's dev server is starting, not answering
-	// yet.
-	VisitorUpdating VisitorState = "updating"
+	"sandman/sandbox"
 )
 
 // SharedPreview is all a visitor of a share link may know of the project: its name and its
@@ -42,7 +14,7 @@ const (
 type SharedPreview struct {
 	ProjectID   uuid.UUID
 	ProjectName string
-	State       VisitorState
+	State       sandbox.VisitorState
 	PreviewURL  string // set when State is VisitorLive
 	// ColdStart: the preview sleeps on a files-only snapshot, so waking starts the app again
 	// and takes longer.
@@ -55,56 +27,56 @@ type SharedPreview struct {
 
 // visitorState is what a visitor sees of sandbox sb (nil: never built) whose build is b, when
 // failedResumes resumes in a row have failed since it last ran.
-func visitorState(sb *db.Sandbox, b db.Build, failedResumes int32) VisitorState {
-	if sb == nil || b.Status == db.BuildStatusFailed {
-		return VisitorGone
+func visitorState(sb *db.Sandbox, b db.Build, failedResumes int32) sandbox.VisitorState {
+	if sb == nil || b.Status == sandbox.BuildFailed {
+		return sandbox.VisitorGone
 	}
 	switch sb.Status {
-	case Running:
+	case sandbox.Running:
 		return appVisitorState(sb)
-	case Paused:
-		return VisitorSleeping
-	case Resuming:
-		return VisitorWaking
-	case Starting:
-		return VisitorStarting
-	case ResumeFailed:
+	case sandbox.Paused:
+		return sandbox.VisitorSleeping
+	case sandbox.Resuming:
+		return sandbox.VisitorWaking
+	case sandbox.Starting:
+		return sandbox.VisitorStarting
+	case sandbox.ResumeFailed:
 		switch {
-		case onlyRebuildFixes(sb.FailureCause):
-			return VisitorGone
+		case (sb.FailureCause != nil && sb.FailureCause.OnlyRebuildFixes()):
+			return sandbox.VisitorGone
 		case failedResumes >= 2:
-			return VisitorTrouble
+			return sandbox.VisitorTrouble
 		}
-		return VisitorSleeping
-	case Unknown:
-		return VisitorTrouble
+		return sandbox.VisitorSleeping
+	case sandbox.Unknown:
+		return sandbox.VisitorTrouble
 	}
-	return VisitorGone
+	return sandbox.VisitorGone
 }
 
 // appVisitorState is what a visitor sees of a running sandbox: its app's state decides whether
 // the frame would show the app or the provider's error page.
-func appVisitorState(sb *db.Sandbox) VisitorState {
+func appVisitorState(sb *db.Sandbox) sandbox.VisitorState {
 	if sb.AppStatus == nil {
-		return VisitorLive // a sandbox from before the app's state was kept
+		return sandbox.VisitorLive // a sandbox from before the app's state was kept
 	}
 	switch *sb.AppStatus {
-	case db.AppStatusExited, db.AppStatusNotAnswering:
-		return VisitorBroken
-	case db.AppStatusStarting:
-		return VisitorUpdating
+	case sandbox.AppExited, sandbox.AppNotAnswering:
+		return sandbox.VisitorBroken
+	case sandbox.AppStarting:
+		return sandbox.VisitorUpdating
 	}
-	return VisitorLive
+	return sandbox.VisitorLive
 }
 
 // wakeable reports whether a visitor's wake resumes the sandbox: it sleeps, a resume failed
 // for a reason that may pass, or the provider could not be reached (a resume asks it again).
 func wakeable(sb db.Sandbox) bool {
 	switch sb.Status {
-	case Paused, Unknown:
+	case sandbox.Paused, sandbox.Unknown:
 		return true
-	case ResumeFailed:
-		return !onlyRebuildFixes(sb.FailureCause)
+	case sandbox.ResumeFailed:
+		return !(sb.FailureCause != nil && sb.FailureCause.OnlyRebuildFixes())
 	}
 	return false
 }
@@ -122,7 +94,7 @@ func (s *Service) SharedPreview(ctx context.Context, projectID uuid.UUID) (Share
 	// The state and its version in one read: a visitor's stream never sends a version twice.
 	cur, err := s.q.GetSharedSandboxByProject(ctx, p.ID)
 	if db.IsNotFound(err) {
-		out.State = VisitorGone
+		out.State = sandbox.VisitorGone
 		return out, nil
 	}
 	if err != nil {
@@ -130,17 +102,17 @@ func (s *Service) SharedPreview(ctx context.Context, projectID uuid.UUID) (Share
 	}
 	sb := cur.Sandbox
 	var failed int32
-	if sb.Status == ResumeFailed {
+	if sb.Status == sandbox.ResumeFailed {
 		if failed, err = s.q.CountFailedResumesSinceRunning(ctx, sb.ID); err != nil {
 			return out, err
 		}
 	}
 	out.sandbox, out.EventID, out.State = &sb, cur.LatestEventID, visitorState(&sb, cur.Build, failed)
 	switch out.State {
-	case VisitorLive:
+	case sandbox.VisitorLive:
 		out.PreviewURL = sb.PreviewURL
-	case VisitorSleeping, VisitorWaking:
-		out.ColdStart = sb.SnapshotKind != nil && *sb.SnapshotKind == db.PauseKindFilesystem
+	case sandbox.VisitorSleeping, sandbox.VisitorWaking:
+		out.ColdStart = sb.SnapshotKind != nil && *sb.SnapshotKind == sandbox.PauseFilesystem
 	}
 	return out, nil
 }
@@ -155,7 +127,7 @@ func (s *Service) Visit(ctx context.Context, projectID uuid.UUID) (SharedPreview
 		return sp, err
 	}
 	s.VerifyStale(ctx, ProjectView{Sandbox: sp.sandbox})
-	if sp.State == VisitorGone {
+	if sp.State == sandbox.VisitorGone {
 		return s.noteFoundGone(ctx, sp)
 	}
 	return sp, nil
@@ -185,7 +157,7 @@ func (s *Service) VisitorWake(ctx context.Context, projectID uuid.UUID) (sp Shar
 	if woke {
 		s.metrics.visitorWakes.Inc()
 	}
-	if sp, err = s.SharedPreview(ctx, projectID); err != nil || sp.State != VisitorGone || sp.sandbox == nil {
+	if sp, err = s.SharedPreview(ctx, projectID); err != nil || sp.State != sandbox.VisitorGone || sp.sandbox == nil {
 		return sp, woke, err
 	}
 	sp, err = s.noteFoundGone(ctx, sp)
@@ -222,7 +194,7 @@ func (s *Service) noteFoundGone(ctx context.Context, sp SharedPreview) (SharedPr
 		if err != nil || noted {
 			return err
 		}
-		if err := announce(ctx, tx, sb, db.EventSourceVisitor, reasonVisitorFoundGone, ""); err != nil {
+		if err := announce(ctx, tx, sb, sandbox.SourceVisitor, reasonVisitorFoundGone, ""); err != nil {
 			return err
 		}
 		last, err := tx.GetLatestSandboxEvent(ctx, sb.ID)

@@ -13,6 +13,7 @@ import (
 	"sandman/internal/testkit"
 	"sandman/lifecycle"
 	"sandman/projects"
+	"sandman/sandbox"
 	"sandman/sandboxd/sandboxdtest"
 	"sandman/versions"
 )
@@ -33,7 +34,7 @@ func waitWatchedUp(t testing.TB, v versioned, sandboxID uuid.UUID, version int32
 	t.Helper()
 	testkit.Eventually(t, time.Minute, fmt.Sprintf("version %d up and watched", version), func() error {
 		now := v.get(t, sandboxID)
-		if now.AppStatus == nil || *now.AppStatus != db.AppStatusUp || now.AppVersion == nil || *now.AppVersion != version || now.AppPid == nil {
+		if now.AppStatus == nil || *now.AppStatus != sandbox.AppUp || now.AppVersion == nil || *now.AppVersion != version || now.AppPid == nil {
 			return fmt.Errorf("the app is %v on version %v (pid %v)", now.AppStatus, now.AppVersion, now.AppPid)
 		}
 		if !v.svc.Watches(sandboxID) {
@@ -51,7 +52,7 @@ type exitProblem struct {
 	open               bool
 }
 
-func readExitProblem(t testing.TB, b *testBundle, sb db.Sandbox, version int32, reason db.EventReason) (exitProblem, error) {
+func readExitProblem(t testing.TB, b *testBundle, sb db.Sandbox, version int32, reason sandbox.Reason) (exitProblem, error) {
 	t.Helper()
 	var p exitProblem
 	err := b.pool.QueryRow(context.Background(), `
@@ -70,15 +71,15 @@ func TestAnExitIsStoredWithItsProblemInOneTransaction(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name   string
-		reason db.EventReason
+		reason sandbox.Reason
 		// exit makes version 2's server exit, its marker printed first.
 		exit func(t *testing.T, v versioned, owner, project uuid.UUID, sb db.Sandbox, marker string)
 	}{
-		{"a version whose server exits at its start, recorded by its job", db.EventReasonVersionFailed,
+		{"a version whose server exits at its start, recorded by its job", sandbox.ReasonVersionFailed,
 			func(t *testing.T, v versioned, owner, project uuid.UUID, _ db.Sandbox, marker string) {
 				v.change(t, owner, project, map[string]string{"server.js": `console.log("` + marker + `"); process.exit(1)`})
 			}},
-		{"a crash while the preview runs, recorded by the watch", db.EventReasonAppExited,
+		{"a crash while the preview runs, recorded by the watch", sandbox.ReasonAppExited,
 			func(t *testing.T, v versioned, owner, project uuid.UUID, sb db.Sandbox, marker string) {
 				v.change(t, owner, project, map[string]string{"server.js": quietServer(marker)})
 				waitWatchedUp(t, v, sb.ID, 2)
@@ -90,10 +91,10 @@ func TestAnExitIsStoredWithItsProblemInOneTransaction(t *testing.T) {
 			t.Parallel()
 			v := appVersions(t, nil)
 			u, p, sb := v.runningPreview(t)
-			v.waitApp(t, u.ID, sb.ID, lifecycle.AppUp, appSeen)
+			v.waitApp(t, u.ID, sb.ID, sandbox.AppUp, appSeen)
 			marker := "exit-marker-" + uuid.NewString()[:8]
 			c.exit(t, v, u.ID, p.ID, sb, marker)
-			v.waitApp(t, u.ID, sb.ID, lifecycle.AppExited, appSeen)
+			v.waitApp(t, u.ID, sb.ID, sandbox.AppExited, appSeen)
 			var got exitProblem
 			testkit.Eventually(t, appSeen, "version 2's problem", func() (err error) {
 				got, err = readExitProblem(t, v.testBundle, sb, 2, c.reason)
@@ -121,7 +122,7 @@ func TestANotAnsweringAppIsUpOnceItAnswers(t *testing.T) {
 	b := setupWith(t, host, cfg, true)
 	v := versioned{testBundle: b, host: host, v: versions.New(b.pool, b.svc.VersionMade)}
 	u, p, sb := v.runningPreview(t)
-	v.waitApp(t, u.ID, sb.ID, lifecycle.AppUp, appSeen)
+	v.waitApp(t, u.ID, sb.ID, sandbox.AppUp, appSeen)
 	// It listens well after the readiness timeout.
 	v.change(t, u.ID, p.ID, map[string]string{"server.js": `const http = require("http");
 setTimeout(() => http.createServer((req, res) => res.end("late")).listen(process.env.PORT || 3000, "0.0.0.0"), 8000);`})
@@ -130,12 +131,12 @@ setTimeout(() => http.createServer((req, res) => res.end("late")).listen(process
 		if err != nil {
 			return err
 		}
-		if st.App.Version != 2 || st.App.Status != lifecycle.AppNotAnswering {
+		if st.App.Version != 2 || st.App.Status != sandbox.AppNotAnswering {
 			return fmt.Errorf("the app is %s on version %d", st.App.Status, st.App.Version)
 		}
 		return nil
 	})
-	st := v.waitApp(t, u.ID, sb.ID, lifecycle.AppUp, 30*time.Second)
+	st := v.waitApp(t, u.ID, sb.ID, sandbox.AppUp, 30*time.Second)
 	if st.App.Version != 2 || st.App.LastGoodVersion == nil || *st.App.LastGoodVersion != 2 {
 		t.Fatalf("once it answers: %+v, want version 2 up and the last good one", st.App)
 	}
@@ -167,7 +168,7 @@ func TestASilentStreamIsFollowedAgainAndTheEndIsSeen(t *testing.T) {
 	testkit.Until(t, appSeen, "the silent stream to be broken twice", func() bool { return silent() >= 2 })
 	testkit.Until(t, appSeen, "the watch to follow it again", func() bool { return v.svc.Watches(sb.ID) })
 	killDevServer(t, host, v.get(t, sb.ID))
-	st := v.waitApp(t, u.ID, sb.ID, lifecycle.AppExited, appSeen)
+	st := v.waitApp(t, u.ID, sb.ID, sandbox.AppExited, appSeen)
 	if st.App.ExitCode == nil {
 		t.Fatalf("the killed server's end was not read from its stream followed again: %+v", st.App)
 	}
@@ -206,7 +207,7 @@ func TestAFailingInstallIsAProblemWithItsLines(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if b.Status != db.BuildStatusFailed {
+		if b.Status != sandbox.BuildFailed {
 			return fmt.Errorf("it is %s (%s)", b.Status, b.Stage)
 		}
 		return nil
@@ -242,7 +243,7 @@ func TestACrashRightAfterTheAppIsUpKeepsItsExitCode(t *testing.T) {
 	t.Parallel()
 	v := appVersions(t, nil)
 	u, p, sb := v.runningPreview(t)
-	v.waitApp(t, u.ID, sb.ID, lifecycle.AppUp, appSeen)
+	v.waitApp(t, u.ID, sb.ID, sandbox.AppUp, appSeen)
 	for round := range 3 {
 		good := v.change(t, u.ID, p.ID, map[string]string{"server.js": quietServer(fmt.Sprintf("good-%d", round))})
 		waitWatchedUp(t, v, sb.ID, good.Number)
@@ -256,7 +257,7 @@ http.createServer((req, res) => {
 			if err != nil {
 				return err
 			}
-			if st.App.Version != flaky.Number || st.App.Status != lifecycle.AppExited {
+			if st.App.Version != flaky.Number || st.App.Status != sandbox.AppExited {
 				return fmt.Errorf("the app is %s on version %d", st.App.Status, st.App.Version)
 			}
 			if st.App.ExitCode == nil || *st.App.ExitCode != 3 {

@@ -14,6 +14,7 @@ import (
 	"sandman/apperr"
 	"sandman/db"
 	"sandman/e2b"
+	"sandman/sandbox"
 )
 
 // MaxWebhookBody caps a webhook delivery; the provider's events are a few KiB.
@@ -286,7 +287,7 @@ func (s *Service) applyWebhookEvent(ctx context.Context, tx db.Tx, ev e2b.Event)
 	if !isLifecycleEvent(ev.Type) {
 		return db.WebhookOutcomeUnknownType, nil
 	}
-	changed, err := s.applyProviderEvent(ctx, tx, ToProviderEvent(ev), db.EventSourceWebhook)
+	changed, err := s.applyProviderEvent(ctx, tx, ToProviderEvent(ev), sandbox.SourceWebhook)
 	if err != nil || !changed {
 		return db.WebhookOutcomeIgnored, err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"sandman/apperr"
 	"sandman/db"
+	"sandman/sandbox"
 )
 
 // Options are what the console needs beyond the database: the rules and clocks of other
@@ -17,7 +18,7 @@ type Options struct {
 	Pool   *pgxpool.Pool
 	Config Config
 	// Describe is the history's sentence of an event (lifecycle's).
-	Describe func(db.SandboxEvent, db.BuildKind) string
+	Describe func(db.SandboxEvent, sandbox.BuildKind) string
 	// StuckAfter is how long a sandbox may stay starting, and resuming, before the sweep ends it.
 	StuckAfter func() (starting, resuming time.Duration)
 	// Provider is this instance's view of the provider's client: its circuit breaker's state
@@ -98,21 +99,21 @@ func (s *Service) Fleet(ctx context.Context, now time.Time) (Fleet, error) {
 	}
 	for _, r := range rows {
 		switch r.Status {
-		case db.SandboxStatusStarting:
+		case sandbox.Starting:
 			f.Starting += r.N
-		case db.SandboxStatusRunning:
+		case sandbox.Running:
 			f.Running += r.N
-		case db.SandboxStatusPaused:
-			if r.SnapshotKind != nil && *r.SnapshotKind == db.PauseKindFilesystem {
+		case sandbox.Paused:
+			if r.SnapshotKind != nil && *r.SnapshotKind == sandbox.PauseFilesystem {
 				f.PausedFiles += r.N
 			} else {
 				f.PausedMemory += r.N
 			}
-		case db.SandboxStatusResuming:
+		case sandbox.Resuming:
 			f.Resuming += r.N
-		case db.SandboxStatusResumeFailed:
+		case sandbox.ResumeFailed:
 			f.ResumeFailed += r.N
-		case db.SandboxStatusUnknown:
+		case sandbox.Unknown:
 			f.Unknown += r.N
 		}
 	}
@@ -300,7 +301,7 @@ type Item struct {
 
 // Group is the failures of one cause.
 type Group struct {
-	Reason db.EventReason
+	Reason sandbox.Reason
 	Text   string
 	Items  []Item
 }
@@ -318,8 +319,8 @@ type Attention struct {
 
 // failureReasons are the failed resumes and builds, in the order the console groups them. With
 // lost and restored they are what ListEventsByReasonSince reads.
-var failureReasons = []db.EventReason{db.EventReasonResumeNotFound, db.EventReasonResumeUnreachable, db.EventReasonResumeTimedOut,
-	db.EventReasonResumeFilesLost, db.EventReasonBuildFailed, db.EventReasonBuildFailedRefunded}
+var failureReasons = []sandbox.Reason{sandbox.ReasonResumeNotFound, sandbox.ReasonResumeUnreachable, sandbox.ReasonResumeTimedOut,
+	sandbox.ReasonResumeFilesLost, sandbox.ReasonBuildFailed, sandbox.ReasonBuildFailedRefunded}
 
 // maxListed caps each list: a console is read by a person.
 const maxListed = 200
@@ -341,16 +342,16 @@ func (s *Service) Attention(ctx context.Context, now time.Time) (Attention, erro
 	if err != nil {
 		return a, err
 	}
-	groups := map[db.EventReason]*Group{}
+	groups := map[sandbox.Reason]*Group{}
 	for _, e := range evs {
 		ev := db.SandboxEvent{ID: e.ID, SandboxID: e.SandboxID, FromStatus: e.FromStatus, ToStatus: e.ToStatus, Source: e.Source,
 			Reason: e.Reason, Detail: e.Detail, CreatedAt: e.CreatedAt, Files: make([]string, e.Files)}
 		it := Item{SandboxID: e.SandboxID, ProjectID: e.ProjectID, ProjectName: e.ProjectName, Founder: e.Founder, At: e.CreatedAt,
-			Text: s.opts.Describe(ev, db.BuildKindInitial), Detail: e.Detail}
+			Text: s.opts.Describe(ev, sandbox.BuildInitial), Detail: e.Detail}
 		switch e.Reason {
-		case db.EventReasonLost:
+		case sandbox.ReasonLost:
 			a.Lost = appendCapped(a.Lost, it)
-		case db.EventReasonRestored:
+		case sandbox.ReasonRestored:
 			a.Healed = appendCapped(a.Healed, it)
 		default:
 			g := groups[e.Reason]
@@ -412,10 +413,10 @@ func (s *Service) Health(ctx context.Context, now time.Time) (Health, error) {
 		return h, err
 	}
 	hourAgo := now.Add(-time.Hour)
-	if h.CaughtUp, err = s.q.CountEventsBySourceSince(ctx, db.CountEventsBySourceSinceParams{Source: db.EventSourceEventsAPI, Since: hourAgo}); err != nil {
+	if h.CaughtUp, err = s.q.CountEventsBySourceSince(ctx, db.CountEventsBySourceSinceParams{Source: sandbox.SourceEventsAPI, Since: hourAgo}); err != nil {
 		return h, err
 	}
-	if h.ReconcileCorrections, err = s.q.CountEventsBySourceSince(ctx, db.CountEventsBySourceSinceParams{Source: db.EventSourceReconciler, Since: hourAgo}); err != nil {
+	if h.ReconcileCorrections, err = s.q.CountEventsBySourceSince(ctx, db.CountEventsBySourceSinceParams{Source: sandbox.SourceReconciler, Since: hourAgo}); err != nil {
 		return h, err
 	}
 	if s.opts.Provider != nil {

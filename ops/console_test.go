@@ -17,6 +17,7 @@ import (
 	"sandman/db/dbtest"
 	"sandman/internal/testkit"
 	"sandman/ops"
+	"sandman/sandbox"
 )
 
 func TestMain(m *testing.M) { os.Exit(dbtest.Main(m)) }
@@ -55,7 +56,7 @@ func seedSandboxes(t *testing.T, pool *pgxpool.Pool, statuses ...string) []db.Sa
 }
 
 // move records a change of state at a given time, as lifecycle's apply does in its transaction.
-func move(t *testing.T, pool *pgxpool.Pool, sb *db.Sandbox, to db.SandboxStatus, at time.Time, endAt *time.Time) {
+func move(t *testing.T, pool *pgxpool.Pool, sb *db.Sandbox, to sandbox.Status, at time.Time, endAt *time.Time) {
 	t.Helper()
 	err := db.InTx(context.Background(), pool, func(tx db.Tx) error {
 		var before *db.Sandbox
@@ -88,19 +89,19 @@ func TestFiguresFollowTheRecordedStretches(t *testing.T) {
 
 	// A: built at 8:00, paused at 9:00 with an hour of lifetime left, resumed at 9:40, running since.
 	a.Status = ""
-	move(t, pool, a, db.SandboxStatusStarting, at(8, 0), end(10, 0))
-	move(t, pool, a, db.SandboxStatusRunning, at(8, 1), end(10, 0))
-	move(t, pool, a, db.SandboxStatusPaused, at(9, 0), end(10, 0))
-	move(t, pool, a, db.SandboxStatusResuming, at(9, 40), end(10, 0))
-	move(t, pool, a, db.SandboxStatusRunning, at(9, 41), end(10, 41))
+	move(t, pool, a, sandbox.Starting, at(8, 0), end(10, 0))
+	move(t, pool, a, sandbox.Running, at(8, 1), end(10, 0))
+	move(t, pool, a, sandbox.Paused, at(9, 0), end(10, 0))
+	move(t, pool, a, sandbox.Resuming, at(9, 40), end(10, 0))
+	move(t, pool, a, sandbox.Running, at(9, 41), end(10, 41))
 	// B: built at 10:30 with no end time known (lifetime 1 h from then), paused at 11:00: its
 	// sleep counts until 11:30 only.
 	b.Status = ""
-	move(t, pool, b, db.SandboxStatusStarting, at(10, 30), nil)
-	move(t, pool, b, db.SandboxStatusPaused, at(11, 0), nil)
+	move(t, pool, b, sandbox.Starting, at(10, 30), nil)
+	move(t, pool, b, sandbox.Paused, at(11, 0), nil)
 
 	s := ops.New(ops.Options{Pool: pool, Config: ops.DefaultConfig(), StuckAfter: func() (time.Duration, time.Duration) { return time.Hour, time.Hour },
-		Describe: func(ev db.SandboxEvent, _ db.BuildKind) string { return string(ev.Reason) }})
+		Describe: func(ev db.SandboxEvent, _ sandbox.BuildKind) string { return string(ev.Reason) }})
 	fig, err := s.Figures(ctx, now)
 	if err != nil {
 		t.Fatal(err)

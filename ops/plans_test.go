@@ -15,6 +15,7 @@ import (
 	"sandman/db/dbtest"
 	"sandman/internal/testkit"
 	"sandman/ops"
+	"sandman/sandbox"
 )
 
 // recorder keeps every statement a pool runs, with its arguments.
@@ -60,7 +61,7 @@ func TestConsoleQueriesUseIndexesAt100kSandboxes(t *testing.T) {
 
 	s := ops.New(ops.Options{Pool: pool, Config: ops.DefaultConfig(),
 		StuckAfter: func() (time.Duration, time.Duration) { return 20 * time.Minute, 5 * time.Minute },
-		Describe:   func(ev db.SandboxEvent, _ db.BuildKind) string { return string(ev.Reason) }})
+		Describe:   func(ev db.SandboxEvent, _ sandbox.BuildKind) string { return string(ev.Reason) }})
 	rec.mu.Lock()
 	rec.stmts = nil
 	rec.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"sandman/db"
+	"sandman/sandbox"
 )
 
 // Rates are the provider's prices, in US dollars: SANDMAN_RATE_VCPU_HOUR, SANDMAN_RATE_GIB_HOUR.
@@ -142,11 +143,11 @@ func Split(iv Interval) []HourUsage {
 // KindOf is the stretch a state belongs to: awake while the provider bills it (starting,
 // running, resuming, unknown), asleep while it holds a snapshot (paused, resume_failed), none
 // once gone.
-func KindOf(s db.SandboxStatus) (db.UsageKind, bool) {
+func KindOf(s sandbox.Status) (db.UsageKind, bool) {
 	switch s {
-	case db.SandboxStatusStarting, db.SandboxStatusRunning, db.SandboxStatusResuming, db.SandboxStatusUnknown:
+	case sandbox.Starting, sandbox.Running, sandbox.Resuming, sandbox.Unknown:
 		return db.UsageKindAwake, true
-	case db.SandboxStatusPaused, db.SandboxStatusResumeFailed:
+	case sandbox.Paused, sandbox.ResumeFailed:
 		return db.UsageKindAsleep, true
 	}
 	return "", false

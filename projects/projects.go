@@ -13,6 +13,7 @@ import (
 
 	"sandman/apperr"
 	"sandman/db"
+	"sandman/sandbox"
 	"sandman/versions"
 )
 
@@ -55,7 +56,7 @@ type Settings struct {
 	InstallCommand string
 	StartCommand   string
 	Port           int32
-	PauseKind      db.PauseKind
+	PauseKind      sandbox.PauseKind
 	// ReloadsItself: the dev server reloads changed files itself, so a new version is not
 	// restarted (docs/states.md, "Versions").
 	ReloadsItself bool
@@ -68,7 +69,7 @@ func (s *Settings) Validate() map[string]string {
 	s.InstallCommand = strings.TrimSpace(s.InstallCommand)
 	s.StartCommand = strings.TrimSpace(s.StartCommand)
 	if s.PauseKind == "" {
-		s.PauseKind = db.PauseKindMemory
+		s.PauseKind = sandbox.PauseMemory
 	}
 	if n := utf8.RuneCountInString(s.Name); n == 0 || n > 100 || len(s.Name) > 100 {
 		errs["name"] = "Give the project a name of 1 to 100 characters."

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 
+	"sandman/sandbox"
+
 	"github.com/a-h/templ"
 )
 
@@ -43,8 +45,8 @@ func fileCount(n int) string {
 	return fmt.Sprintf("%d files", n)
 }
 
-func pauseKindText(k string) string {
-	if k == "filesystem" {
+func pauseKindText(k sandbox.PauseKind) string {
+	if k == sandbox.PauseFilesystem {
 		return "Files only (the dev server restarts on resume)"
 	}
 	return "Memory snapshot"

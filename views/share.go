@@ -3,6 +3,8 @@ package views
 import (
 	"strconv"
 	"time"
+
+	"sandman/sandbox"
 )
 
 // The visitor's page of a share link (docs/states.md, "What a visitor of a share link sees").
@@ -18,9 +20,8 @@ const ShareClosedEvent = "share-closed"
 // the project's name. It holds no token: the same fragment goes to every visitor of the link.
 type ShareState struct {
 	ProjectName string
-	// State is the visitor's state (lifecycle.VisitorState): live, sleeping, waking, starting,
-	// updating, broken, gone or trouble; "ended" when the link stopped working.
-	State      string
+	// State is the visitor's state; VisitorEnded when the link stopped working.
+	State      sandbox.VisitorState
 	PreviewURL string // while live
 	ColdStart  bool   // waking from a files-only snapshot starts the app again
 	EventID    int64
@@ -71,36 +72,36 @@ func (s ShareState) copy() shareCopy {
 		asleep = "It was saved without its memory, so the app is starting again. This may take a little longer."
 	}
 	switch s.State {
-	case "live":
+	case sandbox.VisitorLive:
 		return shareCopy{Class: "ok"}
-	case "sleeping":
+	case sandbox.VisitorSleeping:
 		if !s.ColdStart {
 			asleep = "It sleeps while nobody looks at it, to save resources. Waking it takes a moment."
 		}
 		return shareCopy{Heading: "Waking up " + name + "…", NoScript: name + " is asleep", Line: asleep, Icon: "wake",
 			Class: "busy", Busy: true, Wake: true}
-	case "waking":
+	case sandbox.VisitorWaking:
 		return shareCopy{Heading: "Waking up " + name + "…", Line: asleep, Icon: "wake", Class: "busy", Busy: true, Refresh: true}
-	case "starting":
+	case sandbox.VisitorStarting:
 		return shareCopy{Heading: "Getting " + name + " ready…", Line: "It is being built. This can take a minute or two.", Icon: "build",
 			Class: "busy", Busy: true, Refresh: true}
-	case "trouble":
+	case sandbox.VisitorTrouble:
 		return shareCopy{Heading: "We can't reach this preview right now.", Line: "Its host isn't answering. Try again in a moment.",
 			Icon: "warn", Class: "warn", TryAgain: true}
-	case "broken":
+	case sandbox.VisitorBroken:
 		// Nothing of why: no provider id, no output, no file name (those are the founder's).
 		return shareCopy{Heading: "This preview isn't working right now.", Line: "Its maker can see why.", Icon: "broken", Class: "warn"}
-	case "updating":
+	case sandbox.VisitorUpdating:
 		return shareCopy{Heading: "Starting the latest version…", Line: "The new version of " + name + " will be here in a moment.", Icon: "build",
 			Class: "busy", Busy: true, Refresh: true}
-	case "ended":
+	case sandbox.VisitorEnded:
 		return shareCopy{Heading: "This link doesn't work anymore.", Line: "Ask the person who shared it for a new link.", Icon: "stopped", Class: "gone"}
 	}
 	return shareCopy{Heading: "This preview isn't available right now.", Line: "Ask the person who shared it to rebuild it.", Icon: "gone", Class: "gone"}
 }
 
 // Live reports whether the preview runs: the page is the preview.
-func (s ShareState) Live() bool { return s.State == "live" }
+func (s ShareState) Live() bool { return s.State == sandbox.VisitorLive }
 
 // Refresh reports whether the page, without JavaScript, reloads itself to follow the state.
 func (s ShareState) Refresh() bool { return s.copy().Refresh }

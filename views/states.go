@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"sandman/sandbox"
 )
 
 // Preview is one project's current build and sandbox as the card and the pane show them.
@@ -15,13 +17,13 @@ type Preview struct {
 	// SandboxID and BuildID are empty before the first build.
 	SandboxID    string
 	BuildID      string
-	Status       string // the sandbox status enum value
-	Stage        string // build stage while starting
-	BuildStatus  string // queued, building, ready, failed; empty before the first build
+	Status       sandbox.Status
+	Stage        string              // build stage while starting
+	BuildStatus  sandbox.BuildStatus // empty before the first build
 	BuildError   string
 	PreviewURL   string
 	FailureCause string
-	SnapshotKind string // memory or filesystem while paused
+	SnapshotKind sandbox.PauseKind // while paused
 	Recreated    bool
 	// Why is the sentence of the sandbox's newest event (why it is in its state), and WhyAt
 	// when it happened.
@@ -113,22 +115,22 @@ func ReturnPath(f Fragment, projectID string) string {
 func (p Preview) Built() bool { return p.SandboxID != "" }
 
 // BuildFailed reports whether the current build failed: its error is what the founder sees.
-func (p Preview) BuildFailed() bool { return p.BuildStatus == "failed" }
+func (p Preview) BuildFailed() bool { return p.BuildStatus == sandbox.BuildFailed }
 
 // Building reports whether the build is under way (the build stage is shown).
-func (p Preview) Building() bool { return p.Status == "starting" && !p.BuildFailed() }
+func (p Preview) Building() bool { return p.Status == sandbox.Starting && !p.BuildFailed() }
 
 // Live reports whether the preview runs and its app with it: only then is the iframe shown.
-func (p Preview) Live() bool { return p.Status == "running" && !p.BuildFailed() && !p.AppDown }
+func (p Preview) Live() bool { return p.Status == sandbox.Running && !p.BuildFailed() && !p.AppDown }
 
 // Broken reports whether the sandbox runs an app that does not start.
-func (p Preview) Broken() bool { return p.Status == "running" && !p.BuildFailed() && p.AppDown }
+func (p Preview) Broken() bool { return p.Status == sandbox.Running && !p.BuildFailed() && p.AppDown }
 
 // Resuming reports whether a resume is under way.
-func (p Preview) Resuming() bool { return p.Status == "resuming" }
+func (p Preview) Resuming() bool { return p.Status == sandbox.Resuming }
 
 // ResumeFailed reports whether the last resume failed: its cause is shown.
-func (p Preview) ResumeFailed() bool { return p.Status == "resume_failed" && !p.BuildFailed() }
+func (p Preview) ResumeFailed() bool { return p.Status == sandbox.ResumeFailed && !p.BuildFailed() }
 
 // Busy reports whether something is in progress, which the spinner shows.
 func (p Preview) Busy() bool { return p.Building() || p.Resuming() }
@@ -154,16 +156,16 @@ type stateCopy struct {
 	Icon    string // the state's icon (icons.templ)
 }
 
-var states = map[string]stateCopy{
-	"starting":      {Heading: "Preparing sandbox…", Card: "Building", Class: "busy", Icon: "build"},
-	"running":       {Heading: "Live preview ready", Card: "Ready", CardSub: "Live preview ready", Class: "ok", Icon: "live"},
-	"paused":        {Heading: "Your preview is sleeping.", Card: "Ready", CardSub: "Your preview is sleeping.", Class: "sleep", Icon: "sleep"},
-	"resuming":      {Heading: "Resuming preview...", Line: "Waking the sandbox and checking the dev server.", Card: "Ready", CardSub: "Resuming preview...", Class: "busy", Icon: "wake"},
-	"resume_failed": {Heading: "Resume failed", Card: "Ready", CardSub: "Resume failed", Class: "gone", Icon: "failed"},
-	"killed":        {Heading: "Sandbox not found", Line: "The sandbox is gone. Rebuild the preview from your saved files.", Card: "Preview gone", Class: "gone", Icon: "gone"},
-	"expired":       {Heading: "Sandbox expired", Line: "Every sandbox has a time limit. Rebuild the preview from your saved files.", Card: "Preview expired", Class: "gone", Icon: "expired"},
-	"terminated":    {Heading: "Sandbox stopped", Line: "This sandbox was stopped. Rebuild the preview from your saved files.", Card: "Preview stopped", Class: "gone", Icon: "stopped"},
-	"unknown":       {Heading: "Connection issue", Line: "We can't reach the sandbox provider right now to check this preview.", Card: "Ready", CardSub: "Connection issue", Class: "warn", Icon: "warn"},
+var states = map[sandbox.Status]stateCopy{
+	sandbox.Starting:     {Heading: "Preparing sandbox…", Card: "Building", Class: "busy", Icon: "build"},
+	sandbox.Running:      {Heading: "Live preview ready", Card: "Ready", CardSub: "Live preview ready", Class: "ok", Icon: "live"},
+	sandbox.Paused:       {Heading: "Your preview is sleeping.", Card: "Ready", CardSub: "Your preview is sleeping.", Class: "sleep", Icon: "sleep"},
+	sandbox.Resuming:     {Heading: "Resuming preview...", Line: "Waking the sandbox and checking the dev server.", Card: "Ready", CardSub: "Resuming preview...", Class: "busy", Icon: "wake"},
+	sandbox.ResumeFailed: {Heading: "Resume failed", Card: "Ready", CardSub: "Resume failed", Class: "gone", Icon: "failed"},
+	sandbox.Killed:       {Heading: "Sandbox not found", Line: "The sandbox is gone. Rebuild the preview from your saved files.", Card: "Preview gone", Class: "gone", Icon: "gone"},
+	sandbox.Expired:      {Heading: "Sandbox expired", Line: "Every sandbox has a time limit. Rebuild the preview from your saved files.", Card: "Preview expired", Class: "gone", Icon: "expired"},
+	sandbox.Terminated:   {Heading: "Sandbox stopped", Line: "This sandbox was stopped. Rebuild the preview from your saved files.", Card: "Preview stopped", Class: "gone", Icon: "stopped"},
+	sandbox.Unknown:      {Heading: "Connection issue", Line: "We can't reach the sandbox provider right now to check this preview.", Card: "Ready", CardSub: "Connection issue", Class: "warn", Icon: "warn"},
 }
 
 var (
@@ -226,7 +228,7 @@ func (p Preview) showWhy() bool {
 		return false
 	}
 	switch p.Status {
-	case "paused", "killed", "expired", "terminated":
+	case sandbox.Paused, sandbox.Killed, sandbox.Expired, sandbox.Terminated:
 		return true
 	}
 	return false
@@ -256,7 +258,7 @@ type control struct {
 // controls are the fragment's actions, in order (docs/states.md: the one action of each state).
 func (p Preview) controls() []control {
 	rebuild := control{Kind: "rebuild", Path: "/projects/" + p.ProjectID + "/rebuild", Label: "Rebuild", TestID: "rebuild", Cost: costCredit, Primary: true}
-	sandbox := "/sandboxes/" + p.SandboxID
+	sb := "/sandboxes/" + p.SandboxID
 	switch {
 	case !p.Built():
 		return []control{{Kind: "post", Path: "/projects/" + p.ProjectID + "/build", Label: "Build", TestID: "build",
@@ -265,15 +267,15 @@ func (p Preview) controls() []control {
 		return []control{rebuild}
 	}
 	switch p.Status {
-	case "paused":
-		return []control{{Kind: "post", Path: sandbox + "/resume", Label: "Resume preview", TestID: "resume", Cost: p.resumeCost(), Primary: true}}
-	case "resuming":
+	case sandbox.Paused:
+		return []control{{Kind: "post", Path: sb + "/resume", Label: "Resume preview", TestID: "resume", Cost: p.resumeCost(), Primary: true}}
+	case sandbox.Resuming:
 		return []control{{Kind: "waiting", Label: "Resume preview", TestID: "resume", Primary: true}}
-	case "resume_failed", "killed", "expired", "terminated":
+	case sandbox.ResumeFailed, sandbox.Killed, sandbox.Expired, sandbox.Terminated:
 		return []control{rebuild}
-	case "unknown":
-		return []control{{Kind: "post", Path: sandbox + "/verify", Label: "Retry", TestID: "retry"}, rebuild}
-	case "running":
+	case sandbox.Unknown:
+		return []control{{Kind: "post", Path: sb + "/verify", Label: "Retry", TestID: "retry"}, rebuild}
+	case sandbox.Running:
 		if p.AppDown {
 			// The founder's code does not start: the way out is the last good version (free),
 			// never a rebuild, which builds the same files.
@@ -282,12 +284,12 @@ func (p Preview) controls() []control {
 				out = append(out, control{Kind: "restore", Path: versionPath(p.ProjectID, p.RestoreTo) + "/restore",
 					Label: "Restore version " + itoa32(p.RestoreTo), TestID: "restore-previous", Cost: "Free", Primary: true})
 			}
-			return append(out, control{Kind: "post", Path: sandbox + "/pause", Label: "Pause", TestID: "pause"})
+			return append(out, control{Kind: "post", Path: sb + "/pause", Label: "Pause", TestID: "pause"})
 		}
 		return []control{
 			{Kind: "open", Path: p.PreviewURL, Label: "Open", TestID: "open"},
 			{Kind: "copy", Path: p.PreviewURL, Label: "Copy URL", TestID: "copy-url"},
-			{Kind: "post", Path: sandbox + "/pause", Label: "Pause", TestID: "pause"},
+			{Kind: "post", Path: sb + "/pause", Label: "Pause", TestID: "pause"},
 		}
 	}
 	return nil
@@ -301,7 +303,7 @@ func (p Preview) keepAwake() control {
 // resumeCost is what resuming costs: nothing, and a memory snapshot is back at once while a
 // files-only snapshot boots and starts the dev server again.
 func (p Preview) resumeCost() string {
-	if p.SnapshotKind == "filesystem" {
+	if p.SnapshotKind == sandbox.PauseFilesystem {
 		return costResumeFiles
 	}
 	return costResumeMemory

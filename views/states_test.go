@@ -10,6 +10,7 @@ import (
 	"golang.org/x/net/html"
 
 	"sandman/internal/testkit"
+	"sandman/sandbox"
 )
 
 var (
@@ -18,7 +19,7 @@ var (
 )
 
 // previewIn is a project's preview in a state, with everything the fragments show.
-func previewIn(status string, edit ...func(*Preview)) Preview {
+func previewIn(status sandbox.Status, edit ...func(*Preview)) Preview {
 	p := Preview{ProjectID: project, ProjectName: "Counter", Source: "Counter starter", FileCount: 2, Now: now,
 		IdleFor: "3 min", EventID: 42}
 	if status != "" {
@@ -195,8 +196,8 @@ func controlsOf(d dom) []string {
 // Each state has an icon of its own: colour is never the only signal.
 func TestEveryStateHasItsOwnIcon(t *testing.T) {
 	t.Parallel()
-	seen := map[string]string{}
-	for _, st := range []string{"", "starting", "running", "paused", "resuming", "resume_failed", "killed", "expired", "terminated", "unknown"} {
+	seen := map[string]sandbox.Status{}
+	for _, st := range []sandbox.Status{"", "starting", "running", "paused", "resuming", "resume_failed", "killed", "expired", "terminated", "unknown"} {
 		p := previewIn(st)
 		icon := p.copy().Icon
 		if other, ok := seen[icon]; ok || icon == "" {
@@ -217,7 +218,7 @@ func TestEveryStateHasItsOwnIcon(t *testing.T) {
 func TestActionsAreForms(t *testing.T) {
 	t.Parallel()
 	for _, f := range []Fragment{Card, Pane} {
-		for _, st := range []string{"", "running", "paused", "unknown", "killed"} {
+		for _, st := range []sandbox.Status{"", "running", "paused", "unknown", "killed"} {
 			p := previewIn(st, func(p *Preview) { p.CSRF = "tok" })
 			var d dom
 			if f == Card {
@@ -278,7 +279,7 @@ func fields(form *html.Node) map[string]string {
 // A view model renders the same markup every time: nothing random or clock-driven inside.
 func TestFragmentsRenderDeterministically(t *testing.T) {
 	t.Parallel()
-	for _, st := range []string{"", "starting", "running", "paused", "killed"} {
+	for _, st := range []sandbox.Status{"", "starting", "running", "paused", "killed"} {
 		p := previewIn(st)
 		for _, cmp := range []func(Preview) string{
 			func(p Preview) string { return renderDOM(t, PreviewCard(p)).raw },
@@ -398,7 +399,7 @@ func TestRelativeTimes(t *testing.T) {
 // The pane is a polite live region, and shows the iframe only while the preview runs.
 func TestPaneFrame(t *testing.T) {
 	t.Parallel()
-	for _, st := range []string{"", "starting", "running", "paused", "resuming", "resume_failed", "killed", "unknown"} {
+	for _, st := range []sandbox.Status{"", "starting", "running", "paused", "resuming", "resume_failed", "killed", "unknown"} {
 		p := previewIn(st)
 		d := renderDOM(t, PreviewPane(p))
 		pane := d.one("preview-pane")

@@ -3,7 +3,11 @@
 // value its markup shows, the render's clock included, so one model always renders the same.
 package views
 
-import "time"
+import (
+	"time"
+
+	"sandman/sandbox"
+)
 
 // Layout is what every full page needs.
 type Layout struct {
@@ -56,7 +60,7 @@ type ProjectPage struct {
 	InstallCommand string
 	StartCommand   string
 	Port           int32
-	PauseKind      string
+	PauseKind      sandbox.PauseKind
 	// ReloadsItself is the reload choice: the dev server reloads changed files itself, or is
 	// restarted on each new version.
 	ReloadsItself bool
@@ -183,7 +187,7 @@ type NewProjectForm struct {
 	InstallCommand string
 	StartCommand   string
 	Port           string
-	PauseKind      string
+	PauseKind      sandbox.PauseKind
 }
 
 // FileError is one rejected file of an upload.

@@ -26,6 +26,7 @@ import (
 	"sandman/applog"
 	"sandman/db"
 	"sandman/e2b"
+	"sandman/sandbox"
 )
 
 // lockNamespace is the first key of every preview's watch lock (the second is its sandbox id's
@@ -523,8 +524,8 @@ func (w *Watcher) connect(ctx context.Context, h *holding, retry *int) (f *Follo
 		return nil, false
 	}
 	// A run still starting is followed by the job that started it, which hands it over.
-	if row.Status != db.SandboxStatusRunning || row.AppPid == nil || row.AppRunID == nil || row.ProviderID == "" ||
-		row.AppStatus == nil || *row.AppStatus != db.AppStatusUp && *row.AppStatus != db.AppStatusNotAnswering {
+	if row.Status != sandbox.Running || row.AppPid == nil || row.AppRunID == nil || row.ProviderID == "" ||
+		row.AppStatus == nil || *row.AppStatus != sandbox.AppUp && *row.AppStatus != sandbox.AppNotAnswering {
 		return nil, true
 	}
 	// A run this instance's job started and has not handed over yet: its follower already holds
