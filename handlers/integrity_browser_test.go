@@ -79,8 +79,8 @@ func TestBrowserHealedResume(t *testing.T) {
 	click(t, page, "#"+views.DOMID(views.Pane, projectID)+" [data-testid=resume]")
 	failed := c.WaitSandbox(sandboxID, "resume_failed", time.Minute)
 	filesLost := lifecycle.CauseText(new(sandbox.CauseFilesLost), "")
-	if failed.FailureCause != filesLost {
-		t.Fatalf("failure cause %q", failed.FailureCause)
+	if failed.FailureCause != filesLost || failed.FailureCode != string(sandbox.CauseFilesLost) {
+		t.Fatalf("failure cause %q, code %q", failed.FailureCause, failed.FailureCode)
 	}
 	page.WaitFor(t, "the pane failed", statusIs(views.Pane, projectID, "resume_failed"))
 	pane := "#" + views.DOMID(views.Pane, projectID)

@@ -203,8 +203,8 @@ func (c *Client) Credits() int {
 
 // Sandbox is the JSON API's view of a sandbox.
 type Sandbox struct {
-	ID, ProviderID, Status, PreviewURL, FailureCause string
-	Recreated                                        bool
+	ID, ProviderID, Status, PreviewURL, FailureCause, FailureCode string
+	Recreated                                                     bool
 }
 
 // WaitSandbox polls the JSON API (the test's view of the backend, not what the pages do)
