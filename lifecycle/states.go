@@ -1,6 +1,7 @@
-// Package lifecycle owns the preview's life: the sandbox state machine and every rule about
-// builds, pauses, resumes, rebuilds, credits and verification, and the River workers that run
-// them. apply is the only code that changes a sandbox's status. docs/states.md has the
+// Package lifecycle owns the preview's life: every rule about builds, pauses, resumes,
+// rebuilds, credits and verification, and the River workers that run them. The states and the
+// moves the state machine allows are package sandbox's words; apply is the only code that
+// changes a sandbox's status, and checks each move there. docs/states.md has the
 // states, their copy and every rule, with where each one lives here.
 package lifecycle
 
