@@ -243,7 +243,7 @@ var dummyHash = sync.OnceValue(func() string {
 })
 
 // Founder is who a founder is: what never changes of their row. Their credits change with every
-// build, so they are not here: whoever shows them reads them (lifecycle.Service.Credits).
+// build, so they are not here: whoever shows them reads them (credits.Ledger.Balance).
 type Founder struct {
 	ID    uuid.UUID
 	Email string

@@ -53,6 +53,18 @@ func (q *Queries) GetCreditLedgerByKey(ctx context.Context, idempotencyKey *stri
 	return i, err
 }
 
+const getUserCredits = `-- name: GetUserCredits :one
+SELECT credits FROM users WHERE id = $1
+`
+
+// A founder's balance.
+func (q *Queries) GetUserCredits(ctx context.Context, id uuid.UUID) (int32, error) {
+	row := q.db.QueryRow(ctx, getUserCredits, id)
+	var credits int32
+	err := row.Scan(&credits)
+	return credits, err
+}
+
 const insertCreditDebit = `-- name: InsertCreditDebit :one
 INSERT INTO credit_ledger (user_id, delta, reason, idempotency_key)
 VALUES ($1, -1, $2, $3)

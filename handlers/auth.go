@@ -136,7 +136,7 @@ func (h *Handlers) apiLogOut(c echo.Context) error {
 
 func (h *Handlers) apiMe(c echo.Context) error {
 	p := principal(c)
-	credits, err := h.Lifecycle.Credits(c.Request().Context(), p.Founder.ID)
+	credits, err := h.Credits.Balance(c.Request().Context(), p.Founder.ID)
 	if err != nil {
 		return err
 	}

@@ -110,7 +110,7 @@ func (h *Handlers) renderPreview(c echo.Context, status int, v lifecycle.Project
 	if c.Request().Header.Get("HX-Target") == views.DOMID(views.Card, v.Project.ID.String()) {
 		f = views.Card
 	}
-	credits, err := h.Lifecycle.Credits(ctx, v.Project.OwnerID)
+	credits, err := h.Credits.Balance(ctx, v.Project.OwnerID)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"sandman/accounts"
 	"sandman/applog"
+	"sandman/credits"
 	"sandman/feed"
 	"sandman/lifecycle"
 	"sandman/live"
@@ -35,7 +36,9 @@ type Deps struct {
 	// AppLog is the apps' output and problems (and the log streams' feed).
 	AppLog    *applog.Service
 	Lifecycle *lifecycle.Service
-	Live      *live.Hub
+	// Credits reads the founders' balances.
+	Credits *credits.Ledger
+	Live    *live.Hub
 	// Feed publishes to Live and answers its streams' snapshots.
 	Feed *feed.Feed
 	// Ops is the operator's console; Operators says who may open it.

@@ -196,7 +196,7 @@ func (h *Handlers) loadUser(next echo.HandlerFunc) echo.HandlerFunc {
 		f, err := h.Accounts.Founder(ctx, id)
 		if err == nil && answersOf(c) == answerPage && c.Get(ctxOwnBalanceKey) == nil {
 			var credits int32
-			if credits, err = h.Lifecycle.Credits(ctx, id); err == nil {
+			if credits, err = h.Credits.Balance(ctx, id); err == nil {
 				c.Set(ctxCreditsKey, credits)
 			}
 		}
@@ -313,7 +313,7 @@ func (h *Handlers) layout(c echo.Context, title string) views.Layout {
 			// read it now, and if that fails too show no founder, as when the session's read
 			// fails (loadUser).
 			var err error
-			if credits, err = h.Lifecycle.Credits(c.Request().Context(), p.Founder.ID); err != nil {
+			if credits, err = h.Credits.Balance(c.Request().Context(), p.Founder.ID); err != nil {
 				return l
 			}
 		}

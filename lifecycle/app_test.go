@@ -100,7 +100,7 @@ func TestAVersionWhoseServerExitsIsExitedAtOnceAndTheSandboxRuns(t *testing.T) {
 		!strings.Contains(text, "run output before the crash") {
 		t.Fatalf("the history says %q: not that the server exited, with what it printed", text)
 	}
-	pv := readEveryWay(t, v.svc, u.ID, p.ID, sb.ID)
+	pv := readEveryWay(t, v.testBundle, u.ID, p.ID, sb.ID)
 	if !reflect.DeepEqual(pv.App(), st.App) || !pv.App().DoesNotStart() || pv.FailedVersion != 2 || pv.RestoreTo != 1 {
 		t.Fatalf("the project's view: app %+v (status read %+v), failed %d, restore %d", pv.App(), st.App, pv.FailedVersion, pv.RestoreTo)
 	}
@@ -156,7 +156,7 @@ func TestWakingWithAVersionThatDoesNotStartWorks(t *testing.T) {
 	if text := v.waitHistory(t, u.ID, p.ID, "Woke with version 2, which doesn't start: "); !strings.Contains(text, "broken on purpose") {
 		t.Fatalf("the history says %q, without what the server printed", text)
 	}
-	if pv := readEveryWay(t, v.svc, u.ID, p.ID, sb.ID); pv.FailedVersion != 2 || pv.RestoreTo != 1 {
+	if pv := readEveryWay(t, v.testBundle, u.ID, p.ID, sb.ID); pv.FailedVersion != 2 || pv.RestoreTo != 1 {
 		t.Fatalf("after the wake the project offers to restore %d for version %d, want 1 for 2", pv.RestoreTo, pv.FailedVersion)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"sandman/applog"
+	"sandman/credits"
 	"sandman/db"
 	"sandman/sandbox"
 )
@@ -368,15 +369,7 @@ func (s *Service) finishFailed(ctx context.Context, tx db.Tx, sb db.Sandbox, f *
 	if err != nil || n == 0 || !f.refund {
 		return err
 	}
-	_, err = tx.InsertCreditRefund(ctx, db.InsertCreditRefundParams{UserID: sb.OwnerID, BuildID: sb.BuildID,
-		Detail: truncate(f.cause, maxDetail)})
-	if db.IsNotFound(err) {
-		return nil // refunded before
-	}
-	if err != nil {
-		return err
-	}
-	return tx.CreditUser(ctx, sb.OwnerID)
+	return credits.Refund(ctx, tx, sb.OwnerID, sb.BuildID, truncate(f.cause, maxDetail))
 }
 
 func truncate(s string, n int) string {

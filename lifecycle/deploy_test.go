@@ -81,15 +81,6 @@ func (v versioned) waitHistory(t testing.TB, owner, project uuid.UUID, prefix st
 	return found
 }
 
-func (v versioned) credits(t testing.TB, owner uuid.UUID) int32 {
-	t.Helper()
-	n, err := v.svc.Credits(context.Background(), owner)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
 // A running Counter shows version 2's change in its preview, restarted in place: it never
 // leaves running, no credit is spent, and its history says the version is live.
 func TestRunningPreviewTakesANewVersionInPlace(t *testing.T) {
@@ -97,7 +88,7 @@ func TestRunningPreviewTakesANewVersionInPlace(t *testing.T) {
 	v := setupVersions(t)
 	u, p := founder(t, v.pool, 5)
 	sb := v.buildRunning(t, u.ID, p.ID)
-	credits := v.credits(t, u.ID)
+	balance := credits(t, v.pool, u.ID)
 	files, err := projects.StarterFiles("counter")
 	if err != nil {
 		t.Fatal(err)
@@ -126,8 +117,8 @@ func TestRunningPreviewTakesANewVersionInPlace(t *testing.T) {
 	}) {
 		t.Fatalf("the preview left running: %s", history(evs))
 	}
-	if got := v.credits(t, u.ID); got != credits {
-		t.Fatalf("credits %d after the version, %d before: a version is free", got, credits)
+	if got := credits(t, v.pool, u.ID); got != balance {
+		t.Fatalf("credits %d after the version, %d before: a version is free", got, balance)
 	}
 }
 
@@ -226,7 +217,7 @@ func TestVersionThatDoesNotStartIsUndoneByARestore(t *testing.T) {
 	if !strings.Contains(text, "broken on purpose in version 2") {
 		t.Fatalf("the failure %q does not show what the server printed", text)
 	}
-	if pv := readEveryWay(t, v.svc, u.ID, p.ID, sb.ID); pv.FailedVersion != 2 || pv.RestoreTo != 1 {
+	if pv := readEveryWay(t, v.testBundle, u.ID, p.ID, sb.ID); pv.FailedVersion != 2 || pv.RestoreTo != 1 {
 		t.Fatalf("the project offers to restore %d after version %d failed, want 1 after 2", pv.RestoreTo, pv.FailedVersion)
 	}
 	if now := v.get(t, sb.ID); now.Status != sandbox.Running {
@@ -260,7 +251,7 @@ func TestRebuildBuildsTheCurrentVersion(t *testing.T) {
 	}
 	nsb := v.waitStatus(t, res.Sandbox.ID, sandbox.Running, time.Minute)
 	serves(t, v.host, nsb.PreviewURL, "/", "<h1>Rebuilt on version two</h1>\n")
-	if pv := readEveryWay(t, v.svc, u.ID, p.ID, sb.ID); pv.Sandbox.ID != nsb.ID {
+	if pv := readEveryWay(t, v.testBundle, u.ID, p.ID, sb.ID); pv.Sandbox.ID != nsb.ID {
 		t.Fatalf("the project of the old sandbox shows sandbox %v, want the rebuild's %v", pv.Sandbox.ID, nsb.ID)
 	}
 }
@@ -269,15 +260,16 @@ func TestRebuildBuildsTheCurrentVersion(t *testing.T) {
 // sandboxes' (ProjectOfSandbox, one query: the live feed's) and in the founder's list (Projects,
 // the dashboard's and the API's list), and that sandbox's status (SandboxStatus, the JSON status
 // read's); it fails t unless all read the same, and returns the state.
-func readEveryWay(t *testing.T, svc *lifecycle.Service, owner, projectID, sandboxID uuid.UUID) lifecycle.ProjectView {
+func readEveryWay(t *testing.T, b *testBundle, owner, projectID, sandboxID uuid.UUID) lifecycle.ProjectView {
 	t.Helper()
+	svc := b.svc
 	ctx := context.Background()
 	// A write between two reads (the reconcile marks the row verified every second in these
 	// tests) makes them differ rightly: they are all read again, a few times, until they agree.
 	var byID lifecycle.ProjectView
 	var disagree error
 	for try := 0; try < 5; try++ {
-		if byID, disagree = readAllWays(ctx, svc, owner, projectID, sandboxID); disagree == nil {
+		if byID, disagree = readAllWays(ctx, b, owner, projectID, sandboxID); disagree == nil {
 			break
 		}
 	}
@@ -411,7 +403,8 @@ func TestAnAppSeenUpNeverWaitsForTheProjectsLock(t *testing.T) {
 }
 
 // readAllWays is readEveryWay's reads, once: an error says which two disagree.
-func readAllWays(ctx context.Context, svc *lifecycle.Service, owner, projectID, sandboxID uuid.UUID) (lifecycle.ProjectView, error) {
+func readAllWays(ctx context.Context, b *testBundle, owner, projectID, sandboxID uuid.UUID) (lifecycle.ProjectView, error) {
+	svc := b.svc
 	byID, err := svc.Project(ctx, owner, projectID)
 	if err != nil {
 		return byID, err
@@ -428,7 +421,7 @@ func readAllWays(ctx context.Context, svc *lifecycle.Service, owner, projectID, 
 	if err != nil {
 		return byID, err
 	}
-	if want, err := svc.Credits(ctx, owner); err != nil || credits != want {
+	if want, err := db.New(b.pool).GetUserCredits(ctx, owner); err != nil || credits != want {
 		return byID, fmt.Errorf("the founder's list says %d credits, want %d (%v)", credits, want, err)
 	}
 	i := slices.IndexFunc(list, func(v lifecycle.ProjectView) bool { return v.Project.ID == projectID })

@@ -100,7 +100,7 @@ func (s *Service) Projects(ctx context.Context, owner uuid.UUID) ([]ProjectView,
 	var credits int32
 	if len(states) > 0 {
 		credits = states[0].Credits
-	} else if credits, err = s.Credits(ctx, owner); err != nil {
+	} else if credits, err = s.ledger.Balance(ctx, owner); err != nil {
 		return nil, 0, err
 	}
 	projects, err := s.q.ListProjectsByOwner(ctx, owner)
@@ -267,12 +267,6 @@ func (s *Service) SandboxStatus(ctx context.Context, owner, sandboxID uuid.UUID)
 	}
 	return SandboxStatus{Sandbox: r.Sandbox, Current: r.IsCurrent, DeployedVersion: r.DeployedNumber,
 		Waiting: waiting(r.CurrentVersion, r.DeployedNumber), App: AppOf(r.Sandbox, r.LastGoodVersion)}, nil
-}
-
-// Credits returns the founder's current credits.
-func (s *Service) Credits(ctx context.Context, owner uuid.UUID) (int32, error) {
-	u, err := s.q.GetUserByID(ctx, owner)
-	return u.Credits, db.MapError(err)
 }
 
 // IdleTimeout is how long a sandbox may go without activity before it is paused.

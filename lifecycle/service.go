@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"sandman/apperr"
+	"sandman/credits"
 	"sandman/db"
 	"sandman/e2b"
 	"sandman/ops"
@@ -59,6 +61,7 @@ type Config struct {
 type Service struct {
 	pool     *pgxpool.Pool
 	q        *db.Queries
+	ledger   *credits.Ledger
 	provider *e2b.Client
 	river    *river.Client[pgx.Tx]
 	cfg      Config
@@ -114,13 +117,12 @@ func (s *Service) StartBuild(ctx context.Context, by Actor, projectID uuid.UUID,
 			}
 			return err
 		}
-		ledgerKey := owner.String() + ":" + key
-		ledgerID, err := tx.InsertCreditDebit(ctx, db.InsertCreditDebitParams{UserID: owner, Reason: buildReason(rebuild), IdempotencyKey: &ledgerKey})
+		debit, earlier, err := credits.Claim(ctx, tx, owner, key, buildReason(rebuild))
 		if err != nil {
-			if !db.IsNotFound(err) {
-				return err
-			}
-			return s.replay(ctx, tx, ledgerKey, project.ID, rebuild, &res)
+			return err
+		}
+		if earlier != nil {
+			return s.replay(ctx, tx, *earlier, project.ID, rebuild, &res)
 		}
 		_, err = tx.GetLatestBuild(ctx, project.ID)
 		hasBuild := err == nil
@@ -133,13 +135,11 @@ func (s *Service) StartBuild(ctx context.Context, by Actor, projectID uuid.UUID,
 		case !rebuild && hasBuild:
 			return apperr.New(apperr.KindConflict, "already_built", "This project already has a build: use Rebuild to start a fresh one.")
 		}
-		n, err := tx.DebitUserCredit(ctx, owner)
-		if err != nil {
-			return err
-		}
-		if n == 0 {
+		if err := debit.Take(ctx, tx); errors.Is(err, credits.ErrNoCredit) {
 			return &apperr.Error{Kind: apperr.KindNoCredits, Code: "no_credits",
 				Message: "You have no build credits left, so nothing was charged and the preview was not rebuilt."}
+		} else if err != nil {
+			return err
 		}
 		kind := sandbox.BuildInitial
 		if rebuild {
@@ -159,7 +159,7 @@ func (s *Service) StartBuild(ctx context.Context, by Actor, projectID uuid.UUID,
 				return err
 			}
 		}
-		if err := tx.SetCreditLedgerBuild(ctx, db.SetCreditLedgerBuildParams{ID: ledgerID, BuildID: &build.ID}); err != nil {
+		if err := debit.PaysFor(ctx, tx, build.ID); err != nil {
 			return err
 		}
 		sb, err := s.createSandboxRow(ctx, tx, by, project.ID, build.ID, rebuild)
@@ -191,11 +191,7 @@ func buildReason(rebuild bool) db.LedgerReason {
 // replay answers a repeated idempotency key with what the first request started. A key belongs
 // to one project and one kind of request (build or rebuild): used for anything else, it is a
 // conflict, and nothing is charged.
-func (s *Service) replay(ctx context.Context, tx db.Tx, ledgerKey string, projectID uuid.UUID, rebuild bool, res *BuildResult) error {
-	ledger, err := tx.GetCreditLedgerByKey(ctx, &ledgerKey)
-	if err != nil {
-		return err
-	}
+func (s *Service) replay(ctx context.Context, tx db.Tx, ledger db.CreditLedger, projectID uuid.UUID, rebuild bool, res *BuildResult) error {
 	if ledger.BuildID == nil {
 		return errKeyUsed
 	}

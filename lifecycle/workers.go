@@ -13,6 +13,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"sandman/credits"
 	"sandman/db"
 	"sandman/e2b"
 	"sandman/ops"
@@ -82,7 +83,7 @@ func New(opts Options) (*Service, error) {
 	if opts.Sink == nil {
 		opts.Sink = watch.Discard
 	}
-	s := &Service{pool: opts.Pool, q: db.New(opts.Pool), provider: opts.Provider, cfg: opts.Config, log: opts.Logger,
+	s := &Service{pool: opts.Pool, q: db.New(opts.Pool), ledger: credits.New(opts.Pool), provider: opts.Provider, cfg: opts.Config, log: opts.Logger,
 		metrics: newMetrics(opts.Registerer), work: opts.Work, sink: opts.Sink}
 	if opts.Config.PreviewProxy != "" {
 		s.proxy = &proxyBinary{path: opts.Config.PreviewProxy}

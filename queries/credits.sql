@@ -29,3 +29,7 @@ UPDATE users SET credits = credits + 1 WHERE id = @id;
 -- name: ListCreditLedger :many
 -- A founder's ledger, oldest first.
 SELECT * FROM credit_ledger WHERE user_id = @user_id ORDER BY id;
+
+-- name: GetUserCredits :one
+-- A founder's balance.
+SELECT credits FROM users WHERE id = @id;
