@@ -51,7 +51,7 @@ type versionFileJSON struct {
 }
 
 func toVersionJSON(v db.Version) versionJSON {
-	return versionJSON{Number: v.Number, Parent: v.ParentNumber, Source: v.Source, RestoredFrom: v.RestoredFrom, Message: v.Message,
+	return versionJSON{Number: v.Number, Parent: v.ParentNumber, Source: string(v.Source), RestoredFrom: v.RestoredFrom, Message: v.Message,
 		Added: v.Added, Changed: v.Changed, Removed: v.Removed, FileCount: v.FileCount, TotalBytes: v.TotalBytes, CreatedAt: v.CreatedAt}
 }
 

@@ -22,12 +22,15 @@ import (
 	"sandman/db"
 )
 
+// Source is where a version came from: the database's enum, so no other value can be stored.
+type Source = db.VersionSource
+
 // Sources of a version, as stored.
 const (
-	SourceCreated = "created" // the project's first files: a starter or the new-project upload
-	SourceUpload  = "upload"  // the build page's "Upload a new version"
-	SourceAPI     = "api"     // POST /api/projects/{id}/versions
-	SourceRestore = "restore" // restored from another version (RestoredFrom)
+	SourceCreated = db.VersionSourceCreated // the project's first files: a starter or the new-project upload
+	SourceUpload  = db.VersionSourceUpload  // the build page's "Upload a new version"
+	SourceAPI     = db.VersionSourceAPI     // POST /api/projects/{id}/versions
+	SourceRestore = db.VersionSourceRestore // restored from another version (RestoredFrom)
 )
 
 // MaxVersions is how many versions a project keeps; beyond it the oldest are pruned, except
@@ -83,7 +86,7 @@ type Change struct {
 	// Delete removes paths of the base.
 	Delete  []string
 	Message string
-	Source  string
+	Source  Source
 	// ReadErrs are problems found while reading the files (a zip's links, say), reported with
 	// the rules' own.
 	ReadErrs []FileError
