@@ -105,8 +105,6 @@ func (h *Handlers) apiUnshare(c echo.Context) error {
 
 // The visitor's side.
 
-const ctxVisitKey = "sandman.visit"
-
 // shareLinkPrefix starts the path of every visitor's route.
 const shareLinkPrefix = "/s/"
 
@@ -123,14 +121,13 @@ func (h *Handlers) visitorLink(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		c.Set(ctxVisitKey, v)
+		stateOf(c).visit = v
 		return next(c)
 	}
 }
 
 func visitOf(c echo.Context) shares.Visit {
-	v, _ := c.Get(ctxVisitKey).(shares.Visit)
-	return v
+	return stateOf(c).visit
 }
 
 // sharePath is the link's own path, /s/{token}.
