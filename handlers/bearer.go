@@ -40,7 +40,7 @@ func (h *Handlers) sessionOrToken(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // errSessionOnly refuses an API token on the routes a browser session alone may call.
-var errSessionOnly = apperr.New(apperr.KindForbidden, "session_only",
+var errSessionOnly = apperr.New(apperr.KindForbidden, codeSessionOnly,
 	"API tokens cannot be used here: tokens are made and revoked, and sessions opened and closed, by a founder logged in with a browser.")
 
 // sessionOnly refuses a request with a Bearer Authorization header (an API token) before its

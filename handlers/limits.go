@@ -197,7 +197,7 @@ func (g *gatedBody) Read(p []byte) (int, error) {
 func (g *gatedBody) Close() error { return g.body.Close() }
 
 // errLargeBodiesBusy answers a large body that found no room within largeBodies' wait.
-var errLargeBodiesBusy = &apperr.Error{Kind: apperr.KindUnavailable, Code: "busy", RetryAfter: 5 * time.Second,
+var errLargeBodiesBusy = &apperr.Error{Kind: apperr.KindUnavailable, Code: codeBusy, RetryAfter: 5 * time.Second,
 	Message: "Sandman is receiving as many large uploads as it takes at once. Nothing was stored: send it again in a few seconds."}
 
 // DefaultLargeBodies is how many large bodies an instance reads at once unless configured
@@ -292,7 +292,7 @@ func wellFormed(r *http.Request, body []byte) error {
 }
 
 func tooLarge(rule bodyRule) error {
-	return &apperr.Error{Kind: apperr.KindTooLarge, Code: "too_large", Message: rule.tooLarge}
+	return &apperr.Error{Kind: apperr.KindTooLarge, Code: codeTooLarge, Message: rule.tooLarge}
 }
 
 // bodyReadError is the answer to a body that could not be read: too large (413), too slow (408)

@@ -134,7 +134,7 @@ func (h *Handlers) csrf(next echo.HandlerFunc) echo.HandlerFunc {
 			}
 		}
 		if want == "" || subtle.ConstantTimeCompare([]byte(want), []byte(got)) != 1 {
-			return &apperr.Error{Kind: apperr.KindForbidden, Code: "csrf",
+			return &apperr.Error{Kind: apperr.KindForbidden, Code: codeCSRF,
 				Message: "This form has expired or did not come from Sandman. Reload the page and try again."}
 		}
 		return next(c)
@@ -243,7 +243,7 @@ func requireUser(next echo.HandlerFunc) echo.HandlerFunc {
 func requirePrincipal(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if principal(c) == nil {
-			return &apperr.Error{Kind: apperr.KindUnauthorized, Code: "unauthorized", Message: "Log in first, or send an API token."}
+			return &apperr.Error{Kind: apperr.KindUnauthorized, Code: codeUnauthorized, Message: "Log in first, or send an API token."}
 		}
 		return next(c)
 	}

@@ -169,7 +169,7 @@ func (h *Handlers) apiCreateVersion(c echo.Context) error {
 func (h *Handlers) versionAnswer(c echo.Context, res versions.Result, err error) error {
 	var conflict *versions.ConflictError
 	if errors.As(err, &conflict) {
-		return c.JSON(http.StatusConflict, map[string]any{"error": conflict.Error(), "code": "version_conflict",
+		return c.JSON(http.StatusConflict, map[string]any{"error": conflict.Error(), "code": versions.CodeVersionConflict,
 			"current": toVersionJSON(conflict.Current)})
 	}
 	if err != nil {

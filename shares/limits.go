@@ -76,7 +76,7 @@ func limited(kind Kind, wait time.Duration, who string) error {
 	if kind == Activity {
 		what = "This preview received too many activity reports " + who + " in the last minute."
 	}
-	return &apperr.Error{Kind: apperr.KindRateLimited, Code: "rate_limited", RetryAfter: wait,
+	return &apperr.Error{Kind: apperr.KindRateLimited, Code: apperr.CodeRateLimited, RetryAfter: wait,
 		Message: fmt.Sprintf("%s Try again in %s.", what, secondsText(wait))}
 }
 

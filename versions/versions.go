@@ -109,7 +109,7 @@ type ConflictError struct {
 func (e *ConflictError) Error() string { return e.apperr().Message }
 
 func (e *ConflictError) apperr() *apperr.Error {
-	return apperr.New(apperr.KindConflict, "version_conflict", fmt.Sprintf(
+	return apperr.New(apperr.KindConflict, CodeVersionConflict, fmt.Sprintf(
 		"Version %d is not the current version any more (version %d is): make your change on version %d and send it again.",
 		e.Base, e.Current.Number, e.Current.Number))
 }
@@ -327,9 +327,6 @@ func prune(ctx context.Context, tx db.Tx, owner, projectID uuid.UUID) error {
 // DefaultQuota is the bytes of unique content a founder may store when the operator sets none:
 // 1 GiB (README, "Limits").
 const DefaultQuota int64 = 1 << 30
-
-// CodeStorageQuota is the code of a version or project refused for the storage quota (413).
-const CodeStorageQuota = "storage_quota"
 
 // LockStorage takes the founder's storage lock and returns the bytes they store now. Every
 // transaction that stores or collects a founder's content takes it, after the project's lock
