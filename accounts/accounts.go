@@ -147,7 +147,7 @@ func (s *Service) takeSignUpSlot(ctx context.Context, from string) (int64, error
 		}
 		if n.N >= int64(s.signUpsPerHour) {
 			wait := max(n.Oldest.Add(SignUpWindow).Sub(now), time.Second)
-			return &apperr.Error{Kind: apperr.KindRateLimited, Code: "rate_limited", RetryAfter: wait,
+			return &apperr.Error{Kind: apperr.KindRateLimited, Code: apperr.CodeRateLimited, RetryAfter: wait,
 				Message: fmt.Sprintf("Too many accounts were created from your network in the last hour. Try again in %s, or log in to the account you already have.",
 					humanWait(wait))}
 		}
@@ -185,7 +185,7 @@ func humanWait(d time.Duration) string {
 
 // ErrBadCredentials is the one answer for an unknown email or a wrong password, so the form
 // does not reveal which emails have accounts.
-var ErrBadCredentials = &apperr.Error{Kind: apperr.KindUnauthorized, Code: "bad_credentials", Message: "Email or password is incorrect."}
+var ErrBadCredentials = &apperr.Error{Kind: apperr.KindUnauthorized, Code: codeBadCredentials, Message: "Email or password is incorrect."}
 
 // LogIn checks a founder's password, counting attempts per email and per address. An attempt
 // is recorded before its password is checked, under the email's and the address's locks (on
@@ -206,7 +206,7 @@ func (s *Service) LogIn(ctx context.Context, c Credentials, ip string) (db.User,
 			return err
 		}
 		if counts.ByEmail >= MaxFailuresEmail || counts.ByIP >= MaxFailuresIP {
-			return &apperr.Error{Kind: apperr.KindRateLimited, Code: "rate_limited",
+			return &apperr.Error{Kind: apperr.KindRateLimited, Code: apperr.CodeRateLimited,
 				Message:    "Too many failed logins. Wait 15 minutes and try again.",
 				RetryAfter: Window}
 		}

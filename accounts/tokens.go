@@ -180,7 +180,7 @@ func (r TokenRequest) Validate() map[string]string {
 }
 
 // errTooManyTokens refuses a token past MaxLiveTokens.
-var errTooManyTokens = apperr.New(apperr.KindConflict, "too_many_tokens",
+var errTooManyTokens = apperr.New(apperr.KindConflict, codeTooManyTokens,
 	fmt.Sprintf("You already have %d API tokens that work. Revoke one you no longer use, then make a new one.", MaxLiveTokens))
 
 // CreateToken makes a token for the founder and returns it with its secret, which is kept
@@ -251,7 +251,7 @@ func (s *Service) RevokeToken(ctx context.Context, owner, id uuid.UUID) error {
 
 // ErrInvalidToken is the one answer to a token that is wrong, revoked or expired: the caller
 // learns nothing of which.
-var ErrInvalidToken = apperr.New(apperr.KindUnauthorized, "invalid_token",
+var ErrInvalidToken = apperr.New(apperr.KindUnauthorized, codeInvalidToken,
 	"This API token is not valid: it is mistyped, revoked or expired. Make a new one on Sandman's API tokens page.")
 
 // TokenRefusal is why a token was refused, for the metrics and logs; its client sees only
@@ -305,7 +305,7 @@ func (s *Service) Authenticate(ctx context.Context, secret, ip string) (Principa
 		if err != nil {
 			return Principal{}, err
 		}
-		return Principal{}, refused("token_limited", t.ID, &apperr.Error{Kind: apperr.KindRateLimited, Code: "rate_limited", RetryAfter: waitOf(wait),
+		return Principal{}, refused("token_limited", t.ID, &apperr.Error{Kind: apperr.KindRateLimited, Code: apperr.CodeRateLimited, RetryAfter: waitOf(wait),
 			Message: fmt.Sprintf("This API token made more than %d requests in %s. Try again in %s.", tl.N, humanWindow(tl.Window), secondsText(waitOf(wait)))})
 	}
 	return Principal{Founder: founderOf(row.User), TokenID: t.ID, TokenName: t.Name}, nil
@@ -330,7 +330,7 @@ func (s *Service) fail(ctx context.Context, ip, reason string, id uuid.UUID) err
 }
 
 func tooManyFailures(wait float64) error {
-	return &apperr.Error{Kind: apperr.KindRateLimited, Code: "rate_limited", RetryAfter: waitOf(wait),
+	return &apperr.Error{Kind: apperr.KindRateLimited, Code: apperr.CodeRateLimited, RetryAfter: waitOf(wait),
 		Message: fmt.Sprintf("Too many requests with API tokens that are not valid came from your network. Try again in %s.", secondsText(waitOf(wait)))}
 }
 

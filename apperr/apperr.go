@@ -35,10 +35,25 @@ func Kinds() []Kind {
 	return out
 }
 
+// Code is an error's stable, machine-readable name in the JSON API's answers ("code"). Each is
+// declared once, as a constant of this type, by the package that returns it, and listed in
+// docs/api.md ("Error codes"); a code used by several packages is declared here.
+type Code string
+
+// The codes of more than one package.
+const (
+	// CodeInvalid: the input breaks a rule; the error's fields say which (422).
+	CodeInvalid Code = "invalid"
+	// CodeNotFound: missing, or another founder's (404).
+	CodeNotFound Code = "not_found"
+	// CodeRateLimited: too many attempts; Retry-After says when to try again (429).
+	CodeRateLimited Code = "rate_limited"
+)
+
 // Error is an error a person can act on: Message is safe to show, Err is for the logs.
 type Error struct {
 	Kind       Kind
-	Code       string            // stable machine-readable code for the JSON API
+	Code       Code              // stable machine-readable code for the JSON API
 	Message    string            // shown to the founder
 	Fields     map[string]string // per-field messages for KindInvalid
 	RetryAfter time.Duration
@@ -63,15 +78,15 @@ func As(err error) (*Error, bool) {
 
 // Invalid reports input that breaks rules, one message per field.
 func Invalid(fields map[string]string) *Error {
-	return &Error{Kind: KindInvalid, Code: "invalid", Message: "Please correct the highlighted fields.", Fields: fields}
+	return &Error{Kind: KindInvalid, Code: CodeInvalid, Message: "Please correct the highlighted fields.", Fields: fields}
 }
 
 // NotFound reports a missing (or someone else's) thing.
 func NotFound(what string) *Error {
-	return &Error{Kind: KindNotFound, Code: "not_found", Message: what + " not found."}
+	return &Error{Kind: KindNotFound, Code: CodeNotFound, Message: what + " not found."}
 }
 
 // New builds an error of any kind.
-func New(kind Kind, code, message string) *Error {
+func New(kind Kind, code Code, message string) *Error {
 	return &Error{Kind: kind, Code: code, Message: message}
 }

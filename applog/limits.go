@@ -77,7 +77,7 @@ func (l *limiter) allow(preview uuid.UUID, viewer string) error {
 	okP, waitP := l.take(pk, l.cfg.PreviewPerMinute, l.cfg.PreviewBurst, now, false)
 	okV, waitV := l.take(vk, l.cfg.ViewerPerMinute, l.cfg.ViewerBurst, now, false)
 	if !okP || !okV {
-		return &apperr.Error{Kind: apperr.KindRateLimited, Code: "rate_limited", RetryAfter: max(waitP, waitV, time.Second),
+		return &apperr.Error{Kind: apperr.KindRateLimited, Code: apperr.CodeRateLimited, RetryAfter: max(waitP, waitV, time.Second),
 			Message: "Too many error reports from this preview: the ones already sent are kept, and counted again when they repeat."}
 	}
 	l.take(pk, l.cfg.PreviewPerMinute, l.cfg.PreviewBurst, now, true)

@@ -393,3 +393,54 @@ func TestChangedByProviderMigrationFollowsEachSandboxsLastChange(t *testing.T) {
 		}
 	}
 }
+
+// A version's source and a share hit's kind keep their stored words across migration 00020 and
+// back down, and either way the database refuses a word outside the list.
+func TestTypedSourcesMigrationKeepsStoredWordsBothWays(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := migratedUpTo(t, 19)
+	if _, err := pool.Exec(ctx, `
+		WITH u AS (INSERT INTO users (email, password_hash, credits) VALUES ('t@example.com', 'x', 1) RETURNING id),
+		     p AS (INSERT INTO projects (owner_id, name, start_command, port) SELECT id, 'p', 'node server.js', 3000 FROM u RETURNING id),
+		     v AS (INSERT INTO versions (project_id, number, source, file_count, total_bytes)
+		           SELECT id, n, s, 0, 0 FROM p, unnest(ARRAY['created', 'upload', 'api', 'restore']) WITH ORDINALITY AS x(s, n))
+		INSERT INTO share_hits (link_id, ip, kind) SELECT gen_random_uuid(), '192.0.2.1', k FROM unnest(ARRAY['wake', 'activity']) AS k`); err != nil {
+		t.Fatal(err)
+	}
+	const stored = `SELECT (SELECT string_agg(source::text, ',' ORDER BY number) FROM versions) || ';' ||
+		(SELECT string_agg(kind::text, ',' ORDER BY id) FROM share_hits)`
+	const want = "created,upload,api,restore;wake,activity"
+	sqlDB := stdlib.OpenDBFromPool(pool)
+	defer sqlDB.Close()
+	p, err := goose.NewProvider(goose.DialectPostgres, sqlDB, db.Migrations())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		name string
+		run  func() error
+	}{
+		{"up", func() error { _, err := p.UpTo(ctx, 20); return err }},
+		{"down", func() error { _, err := p.DownTo(ctx, 19); return err }},
+	} {
+		if err := step.run(); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		var got string
+		if err := pool.QueryRow(ctx, stored).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("after %s: stored %q, want %q", step.name, got, want)
+		}
+		for _, q := range []string{
+			`UPDATE versions SET source = 'email' WHERE number = 1`,
+			`UPDATE share_hits SET kind = 'visit' WHERE kind = 'wake'`,
+		} {
+			if _, err := pool.Exec(ctx, q); err == nil {
+				t.Errorf("after %s: %s was accepted, want it refused", step.name, q)
+			}
+		}
+	}
+}

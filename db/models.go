@@ -141,6 +141,64 @@ func AllOperatorActionValues() []OperatorAction {
 	}
 }
 
+type ShareHitKind string
+
+const (
+	ShareHitKindWake     ShareHitKind = "wake"
+	ShareHitKindActivity ShareHitKind = "activity"
+)
+
+func (e *ShareHitKind) Scan(src interface{}) error {
+	switch s := src.(type) {
+	case []byte:
+		*e = ShareHitKind(s)
+	case string:
+		*e = ShareHitKind(s)
+	default:
+		return fmt.Errorf("unsupported scan type for ShareHitKind: %T", src)
+	}
+	return nil
+}
+
+type NullShareHitKind struct {
+	ShareHitKind ShareHitKind
+	Valid        bool // Valid is true if ShareHitKind is not NULL
+}
+
+// Scan implements the Scanner interface.
+func (ns *NullShareHitKind) Scan(value interface{}) error {
+	if value == nil {
+		ns.ShareHitKind, ns.Valid = "", false
+		return nil
+	}
+	ns.Valid = true
+	return ns.ShareHitKind.Scan(value)
+}
+
+// Value implements the driver Valuer interface.
+func (ns NullShareHitKind) Value() (driver.Value, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	return string(ns.ShareHitKind), nil
+}
+
+func (e ShareHitKind) Valid() bool {
+	switch e {
+	case ShareHitKindWake,
+		ShareHitKindActivity:
+		return true
+	}
+	return false
+}
+
+func AllShareHitKindValues() []ShareHitKind {
+	return []ShareHitKind{
+		ShareHitKindWake,
+		ShareHitKindActivity,
+	}
+}
+
 type UsageKind string
 
 const (
@@ -196,6 +254,70 @@ func AllUsageKindValues() []UsageKind {
 	return []UsageKind{
 		UsageKindAwake,
 		UsageKindAsleep,
+	}
+}
+
+type VersionSource string
+
+const (
+	VersionSourceCreated VersionSource = "created"
+	VersionSourceUpload  VersionSource = "upload"
+	VersionSourceAPI     VersionSource = "api"
+	VersionSourceRestore VersionSource = "restore"
+)
+
+func (e *VersionSource) Scan(src interface{}) error {
+	switch s := src.(type) {
+	case []byte:
+		*e = VersionSource(s)
+	case string:
+		*e = VersionSource(s)
+	default:
+		return fmt.Errorf("unsupported scan type for VersionSource: %T", src)
+	}
+	return nil
+}
+
+type NullVersionSource struct {
+	VersionSource VersionSource
+	Valid         bool // Valid is true if VersionSource is not NULL
+}
+
+// Scan implements the Scanner interface.
+func (ns *NullVersionSource) Scan(value interface{}) error {
+	if value == nil {
+		ns.VersionSource, ns.Valid = "", false
+		return nil
+	}
+	ns.Valid = true
+	return ns.VersionSource.Scan(value)
+}
+
+// Value implements the driver Valuer interface.
+func (ns NullVersionSource) Value() (driver.Value, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	return string(ns.VersionSource), nil
+}
+
+func (e VersionSource) Valid() bool {
+	switch e {
+	case VersionSourceCreated,
+		VersionSourceUpload,
+		VersionSourceAPI,
+		VersionSourceRestore:
+		return true
+	}
+	return false
+}
+
+func AllVersionSourceValues() []VersionSource {
+	return []VersionSource{
+		VersionSourceCreated,
+		VersionSourceUpload,
+		VersionSourceAPI,
+		VersionSourceRestore,
 	}
 }
 
@@ -449,7 +571,7 @@ type Version struct {
 	ProjectID    uuid.UUID
 	Number       int32
 	ParentNumber *int32
-	Source       string
+	Source       VersionSource
 	RestoredFrom *int32
 	Message      string
 	Added        int32

@@ -25,7 +25,7 @@ WHERE kind = $3 AND created_at > $4::timestamptz AND (link_id = $1 OR ip = $2)
 type CountShareHitsParams struct {
 	LinkID uuid.UUID
 	IP     string
-	Kind   string
+	Kind   ShareHitKind
 	Since  time.Time
 }
 
@@ -121,7 +121,7 @@ INSERT INTO share_hits (link_id, ip, kind) VALUES ($1, $2, $3)
 type InsertShareHitParams struct {
 	LinkID uuid.UUID
 	IP     string
-	Kind   string
+	Kind   ShareHitKind
 }
 
 func (q *Queries) InsertShareHit(ctx context.Context, arg InsertShareHitParams) error {

@@ -275,7 +275,7 @@ RETURNING id, project_id, number, parent_number, source, restored_from, message,
 type InsertVersionParams struct {
 	ProjectID    uuid.UUID
 	ParentNumber *int32
-	Source       string
+	Source       VersionSource
 	RestoredFrom *int32
 	Message      string
 	Added        int32

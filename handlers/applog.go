@@ -138,7 +138,7 @@ func (h *Handlers) apiLogStream(c echo.Context) error {
 		return err
 	}
 	if !h.logStreams.take(founder) {
-		return &apperr.Error{Kind: apperr.KindRateLimited, Code: "too_many_streams", RetryAfter: time.Minute,
+		return &apperr.Error{Kind: apperr.KindRateLimited, Code: codeTooManyStreams, RetryAfter: time.Minute,
 			Message: fmt.Sprintf("At most %d log streams may be open at once: close one you no longer read.", maxLogStreams)}
 	}
 	defer h.logStreams.give(founder)
@@ -247,7 +247,7 @@ func (h *Handlers) apiProblems(c echo.Context) error {
 func reportError(err error) error {
 	switch {
 	case errors.Is(err, applog.ErrReportTooLarge):
-		return &apperr.Error{Kind: apperr.KindTooLarge, Code: "too_large", Message: reportTooLarge}
+		return &apperr.Error{Kind: apperr.KindTooLarge, Code: codeTooLarge, Message: reportTooLarge}
 	case errors.Is(err, applog.ErrNotAReport):
 		return echo.NewHTTPError(http.StatusBadRequest, "This is not a report: send "+err.Error()+".")
 	}

@@ -40,7 +40,7 @@ func (h *Handlers) sessionOrToken(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // errSessionOnly refuses an API token on the routes a browser session alone may call.
-var errSessionOnly = apperr.New(apperr.KindForbidden, "session_only",
+var errSessionOnly = apperr.New(apperr.KindForbidden, codeSessionOnly,
 	"API tokens cannot be used here: tokens are made and revoked, and sessions opened and closed, by a founder logged in with a browser.")
 
 // sessionOnly refuses a request with a Bearer Authorization header (an API token) before its
@@ -106,7 +106,7 @@ func (h *Handlers) bearer(next echo.HandlerFunc) echo.HandlerFunc {
 		var refusal *accounts.TokenRefusal
 		if errors.As(err, &refusal) {
 			h.tokenFailures.WithLabelValues(refusal.Reason).Inc()
-			c.Set(ctxRefusedTokenKey, refusal.TokenID)
+			stateOf(c).refusedToken = refusal.TokenID
 			if errors.Is(err, accounts.ErrInvalidToken) {
 				c.Response().Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
 			}
@@ -114,12 +114,10 @@ func (h *Handlers) bearer(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		c.Set(ctxPrincipalKey, &p)
+		stateOf(c).principal = &p
 		return next(c)
 	}
 }
-
-const ctxRefusedTokenKey = "sandman.refused_token"
 
 // loggedToken is the id of the API token the request came with, for the request log: its
 // principal's, or the one refused when it was found (revoked, expired, over its limit); "" for
@@ -128,7 +126,7 @@ func loggedToken(c echo.Context) string {
 	if p := principal(c); p != nil && p.ViaToken() {
 		return p.TokenID.String()
 	}
-	if id, ok := c.Get(ctxRefusedTokenKey).(uuid.UUID); ok && id != uuid.Nil {
+	if id := stateOf(c).refusedToken; id != uuid.Nil {
 		return id.String()
 	}
 	return ""

@@ -43,7 +43,7 @@ func (h *Handlers) errorHandler(err error, c echo.Context) {
 	if c.Response().Committed || errors.Is(err, context.Canceled) {
 		return
 	}
-	status, code, msg := http.StatusInternalServerError, "internal", "Something went wrong on our side. Try again in a moment."
+	status, code, msg := http.StatusInternalServerError, codeInternal, "Something went wrong on our side. Try again in a moment."
 	var fields map[string]string
 	var he *echo.HTTPError
 	if ae, ok := apperr.As(err); ok {
@@ -52,7 +52,7 @@ func (h *Handlers) errorHandler(err error, c echo.Context) {
 			c.Response().Header().Set("Retry-After", strconv.Itoa(int(ae.RetryAfter.Seconds())))
 		}
 	} else if db.IsNotFound(err) {
-		status, code, msg = http.StatusNotFound, "not_found", "Not found."
+		status, code, msg = http.StatusNotFound, apperr.CodeNotFound, "Not found."
 	} else if errors.As(err, &he) {
 		status = he.Code
 		code = statusCode(status)
@@ -100,23 +100,23 @@ func (h *Handlers) errorHandler(err error, c echo.Context) {
 	}
 }
 
-func statusCode(status int) string {
+func statusCode(status int) apperr.Code {
 	switch status {
 	case http.StatusNotFound:
-		return "not_found"
+		return apperr.CodeNotFound
 	case http.StatusMethodNotAllowed:
-		return "method_not_allowed"
+		return codeMethodNotAllowed
 	case http.StatusRequestEntityTooLarge:
-		return "too_large"
+		return codeTooLarge
 	case http.StatusBadRequest:
-		return "bad_request"
+		return codeBadRequest
 	case http.StatusForbidden:
-		return "forbidden"
+		return codeForbidden
 	case http.StatusUnauthorized:
-		return "unauthorized"
+		return codeUnauthorized
 	}
 	if status >= 500 {
-		return "internal"
+		return codeInternal
 	}
-	return "error"
+	return codeOther
 }

@@ -107,8 +107,6 @@ func smallRule(r *http.Request) bodyRule {
 	return bodyRule{max: maxFormBody, tooLarge: "The form is larger than 64 KiB, the limit for a form. Shorten what you typed and try again."}
 }
 
-const ctxStreamedKey = "sandman.streamed"
-
 // limitBody bounds every request's body by its route's rule before anything reads it. A body
 // that is not streamed is read here, whole and within its limit, so no handler or middleware can
 // read past it and a multipart form can never spill to disk: it fits in memory by construction.
@@ -126,12 +124,12 @@ func (h *Handlers) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 			if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "multipart/form-data" {
 				return echo.NewHTTPError(http.StatusUnsupportedMediaType, "Send the upload as multipart/form-data, as the page's form does.")
 			}
-			c.Set(ctxStreamedKey, true)
+			stateOf(c).streamed = true
 		}
 		if rule.large {
 			gate := &gatedBody{body: r.Body, limit: smallRule(r).max}
 			r.Body = http.MaxBytesReader(c.Response(), gate, rule.max)
-			c.Set(ctxLargeBodyKey, &largeBodyState{rule: rule, gate: gate})
+			stateOf(c).largeBody = &largeBodyState{rule: rule, gate: gate}
 			return next(c)
 		}
 		if err := setReadTime(c, rule); err != nil {
@@ -168,8 +166,6 @@ func setReadTime(c echo.Context, rule bodyRule) error {
 	return http.NewResponseController(c.Response()).SetReadDeadline(time.Now().Add(rule.readTime))
 }
 
-const ctxLargeBodyKey = "sandman.large-body"
-
 // largeBodyState is a large body held back by limitBody until largeBody lifts it.
 type largeBodyState struct {
 	rule bodyRule
@@ -201,7 +197,7 @@ func (g *gatedBody) Read(p []byte) (int, error) {
 func (g *gatedBody) Close() error { return g.body.Close() }
 
 // errLargeBodiesBusy answers a large body that found no room within largeBodies' wait.
-var errLargeBodiesBusy = &apperr.Error{Kind: apperr.KindUnavailable, Code: "busy", RetryAfter: 5 * time.Second,
+var errLargeBodiesBusy = &apperr.Error{Kind: apperr.KindUnavailable, Code: codeBusy, RetryAfter: 5 * time.Second,
 	Message: "Sandman is receiving as many large uploads as it takes at once. Nothing was stored: send it again in a few seconds."}
 
 // DefaultLargeBodies is how many large bodies an instance reads at once unless configured
@@ -219,8 +215,8 @@ const (
 // 503 with Retry-After, its body unread.
 func (h *Handlers) largeBody(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		st, ok := c.Get(ctxLargeBodyKey).(*largeBodyState)
-		if !ok {
+		st := stateOf(c).largeBody
+		if st == nil {
 			return next(c)
 		}
 		r := c.Request()
@@ -296,7 +292,7 @@ func wellFormed(r *http.Request, body []byte) error {
 }
 
 func tooLarge(rule bodyRule) error {
-	return &apperr.Error{Kind: apperr.KindTooLarge, Code: "too_large", Message: rule.tooLarge}
+	return &apperr.Error{Kind: apperr.KindTooLarge, Code: codeTooLarge, Message: rule.tooLarge}
 }
 
 // bodyReadError is the answer to a body that could not be read: too large (413), too slow (408)

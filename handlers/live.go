@@ -44,10 +44,10 @@ func (h *Handlers) events(c echo.Context) error {
 	err = h.Live.Serve(c.Response(), c.Request(), s)
 	switch {
 	case errors.Is(err, live.ErrTooManyStreams):
-		return &apperr.Error{Kind: apperr.KindRateLimited, Code: "too_many_streams", RetryAfter: time.Minute,
+		return &apperr.Error{Kind: apperr.KindRateLimited, Code: codeTooManyStreams, RetryAfter: time.Minute,
 			Message: "Too many browsers are showing live updates for this account at once. Close Sandman in a browser you no longer use and reload this page."}
 	case errors.Is(err, live.ErrClosed):
-		return &apperr.Error{Kind: apperr.KindUnavailable, Code: "shutting_down", Message: "Sandman is restarting; live updates resume in a moment."}
+		return &apperr.Error{Kind: apperr.KindUnavailable, Code: codeShuttingDown, Message: "Sandman is restarting; live updates resume in a moment."}
 	}
 	return err
 }

@@ -25,7 +25,7 @@ func (h *Handlers) dashboard(c echo.Context) error {
 	}
 	// Opening a page is what asks the provider for the truth of stale rows, in the background.
 	h.Lifecycle.VerifyStale(ctx, rows...)
-	c.Set(ctxCreditsKey, credits) // the header's balance, read with the projects (routes.go)
+	setPageCredits(c, credits) // the header's balance, read with the projects (routes.go)
 	usage, err := h.Versions.Usage(ctx, principal(c).Founder.ID)
 	if err != nil {
 		return err

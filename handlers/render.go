@@ -6,6 +6,8 @@ import (
 
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
+
+	"sandman/apperr"
 )
 
 // render writes a component only after it rendered completely, so a failed render becomes a
@@ -22,11 +24,11 @@ func render(c echo.Context, status int, cmp templ.Component) error {
 // apiError is the JSON API's error body.
 type apiError struct {
 	Error  string            `json:"error"`
-	Code   string            `json:"code"`
+	Code   apperr.Code       `json:"code"`
 	Fields map[string]string `json:"fields,omitempty"`
 }
 
-func jsonError(c echo.Context, status int, code, msg string, fields map[string]string) error {
+func jsonError(c echo.Context, status int, code apperr.Code, msg string, fields map[string]string) error {
 	return c.JSON(status, apiError{Error: msg, Code: code, Fields: fields})
 }
 

@@ -16,6 +16,7 @@ import (
 // answered as its route answers: a form's or a JSON body's default, or the rule a route declares
 // with withBody, which reads a large body only once its group has authenticated the request.
 func (h *Handlers) routes(e *echo.Echo) {
+	e.Pre(withRequestState)
 	e.Use(middleware.Recover())
 	e.Use(h.requestLog)
 	e.Use(middleware.SecureWithConfig(middleware.SecureConfig{
@@ -160,13 +161,11 @@ const (
 	answerShare                // a share link visitor's page
 )
 
-const ctxAnswersKey = "sandman.answers"
-
 // answerAs declares how the routes it guards answer.
 func answerAs(a answers) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			c.Set(ctxAnswersKey, a)
+			stateOf(c).answers = a
 			return next(c)
 		}
 	}
@@ -175,8 +174,7 @@ func answerAs(a answers) echo.MiddlewareFunc {
 // answersOf is how the request's route answers: a page for a request no group took. (Each
 // group also answers its unknown paths and methods: echo routes them to the group's catch-all.)
 func answersOf(c echo.Context) answers {
-	a, _ := c.Get(ctxAnswersKey).(answers)
-	return a
+	return stateOf(c).answers
 }
 
 // hsts tells browsers to reach Sandman over HTTPS only, on every answer (echo's Secure

@@ -22,11 +22,8 @@ import (
 )
 
 const (
-	sessionUserKey  = "user_id"
-	sessionCSRFKey  = "csrf"
-	ctxPrincipalKey = "sandman.principal"
-	ctxSessionKey   = "sandman.session"
-	ctxPreLoginKey  = "sandman.prelogin"
+	sessionUserKey = "user_id"
+	sessionCSRFKey = "csrf"
 )
 
 // csrfToken returns the token the request's forms carry. A founder's session holds its own,
@@ -81,8 +78,9 @@ func (h *Handlers) preLoginCookieValue(c echo.Context) string {
 // front of every route (routes.go) refuses such posts first. It guards only the log-in and
 // sign-up forms: logging in replaces it with the session's own token (logIn).
 func (h *Handlers) preLoginToken(c echo.Context) string {
-	if tok, ok := c.Get(ctxPreLoginKey).(string); ok {
-		return tok
+	st := stateOf(c)
+	if st.preLogin != "" {
+		return st.preLogin
 	}
 	tok := h.preLoginCookieValue(c)
 	if tok == "" {
@@ -90,7 +88,7 @@ func (h *Handlers) preLoginToken(c echo.Context) string {
 		c.SetCookie(&http.Cookie{Name: h.preLoginCookie(), Value: tok, Path: "/", HttpOnly: true,
 			Secure: h.Sessions.Cookie.Secure, SameSite: http.SameSiteLaxMode})
 	}
-	c.Set(ctxPreLoginKey, tok)
+	st.preLogin = tok
 	return tok
 }
 
@@ -129,21 +127,19 @@ func (h *Handlers) csrf(next echo.HandlerFunc) echo.HandlerFunc {
 		want := h.wantCSRF(c)
 		got := c.Request().Header.Get("X-CSRF-Token")
 		if got == "" {
-			if c.Get(ctxStreamedKey) == true {
+			if stateOf(c).streamed {
 				got = firstFormField(c, "_csrf")
 			} else {
 				got = c.FormValue("_csrf")
 			}
 		}
 		if want == "" || subtle.ConstantTimeCompare([]byte(want), []byte(got)) != 1 {
-			return &apperr.Error{Kind: apperr.KindForbidden, Code: "csrf",
+			return &apperr.Error{Kind: apperr.KindForbidden, Code: codeCSRF,
 				Message: "This form has expired or did not come from Sandman. Reload the page and try again."}
 		}
 		return next(c)
 	}
 }
-
-const ctxFormKey = "sandman.form"
 
 // firstFormField reads a streamed multipart form's first part and returns its value if it is the
 // field name (else ""). The rest of the form is left to the handler (streamedForm).
@@ -152,7 +148,7 @@ func firstFormField(c echo.Context, name string) string {
 	if err != nil {
 		return ""
 	}
-	c.Set(ctxFormKey, mr)
+	stateOf(c).form = mr
 	part, err := mr.NextPart()
 	if err != nil || part.FormName() != name {
 		return ""
@@ -163,7 +159,7 @@ func firstFormField(c echo.Context, name string) string {
 
 // streamedForm is the multipart reader of a streamed form, after the parts the middleware read.
 func streamedForm(c echo.Context) (*multipart.Reader, error) {
-	if mr, ok := c.Get(ctxFormKey).(*multipart.Reader); ok {
+	if mr := stateOf(c).form; mr != nil {
 		return mr, nil
 	}
 	return c.Request().MultipartReader()
@@ -182,7 +178,8 @@ func (h *Handlers) session(next echo.HandlerFunc) echo.HandlerFunc {
 // reads them with its own read (ownBalance: the dashboard), there.
 func (h *Handlers) loadUser(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		c.Set(ctxSessionKey, true)
+		st := stateOf(c)
+		st.session = true
 		ctx := c.Request().Context()
 		raw := h.Sessions.GetString(ctx, sessionUserKey)
 		if raw == "" {
@@ -194,10 +191,10 @@ func (h *Handlers) loadUser(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		f, err := h.Accounts.Founder(ctx, id)
-		if err == nil && answersOf(c) == answerPage && c.Get(ctxOwnBalanceKey) == nil {
+		if err == nil && st.answers == answerPage && !st.ownBalance {
 			var credits int32
 			if credits, err = h.Credits.Balance(ctx, id); err == nil {
-				c.Set(ctxCreditsKey, credits)
+				setPageCredits(c, credits)
 			}
 		}
 		if err != nil {
@@ -208,30 +205,28 @@ func (h *Handlers) loadUser(next echo.HandlerFunc) echo.HandlerFunc {
 			}
 			return err
 		}
-		c.Set(ctxPrincipalKey, &accounts.Principal{Founder: f})
+		st.principal = &accounts.Principal{Founder: f}
 		return next(c)
 	}
 }
-
-const (
-	ctxCreditsKey    = "sandman.credits"
-	ctxOwnBalanceKey = "sandman.own-balance"
-)
 
 // ownBalance marks a page that reads the founder's credits with its own read (the dashboard,
 // routes.go), which the session then does not read first.
 func ownBalance(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		c.Set(ctxOwnBalanceKey, true)
+		stateOf(c).ownBalance = true
 		return next(c)
 	}
 }
 
 // pageCredits are the logged-in founder's credits, read for this page's request (loadUser, or
 // the page itself: ownBalance).
-func pageCredits(c echo.Context) int32 {
-	n, _ := c.Get(ctxCreditsKey).(int32)
-	return n
+func pageCredits(c echo.Context) int32 { return stateOf(c).credits }
+
+// setPageCredits keeps the founder's credits read for this page's request.
+func setPageCredits(c echo.Context, credits int32) {
+	st := stateOf(c)
+	st.credits, st.creditsRead = credits, true
 }
 
 // requireUser sends anonymous visitors of pages to the log-in page.
@@ -248,7 +243,7 @@ func requireUser(next echo.HandlerFunc) echo.HandlerFunc {
 func requirePrincipal(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if principal(c) == nil {
-			return &apperr.Error{Kind: apperr.KindUnauthorized, Code: "unauthorized", Message: "Log in first, or send an API token."}
+			return &apperr.Error{Kind: apperr.KindUnauthorized, Code: codeUnauthorized, Message: "Log in first, or send an API token."}
 		}
 		return next(c)
 	}
@@ -257,8 +252,7 @@ func requirePrincipal(next echo.HandlerFunc) echo.HandlerFunc {
 // principal is who the request acts for (its founder, and whether they came with their session
 // or an API token), or nil for an anonymous request. Handlers read the founder only here.
 func principal(c echo.Context) *accounts.Principal {
-	p, _ := c.Get(ctxPrincipalKey).(*accounts.Principal)
-	return p
+	return stateOf(c).principal
 }
 
 // actor is the request's principal as the lifecycle records it.
@@ -297,7 +291,7 @@ func (h *Handlers) sessionKey(ctx context.Context) string {
 
 // hasSession reports whether the request's session was loaded: not for a request refused
 // before its route's session middleware ran (an unknown route, a body over its limit).
-func hasSession(c echo.Context) bool { return c.Get(ctxSessionKey) == true }
+func hasSession(c echo.Context) bool { return stateOf(c).session }
 
 // layout is the view model every full page starts from. An error page for a request that has no
 // session shows no founder and no forms.
@@ -307,8 +301,9 @@ func (h *Handlers) layout(c echo.Context, title string) views.Layout {
 	}
 	l := views.Layout{Title: title, CSRF: h.csrfToken(c), Now: time.Now()}
 	if p := principal(c); p != nil {
-		credits, read := c.Get(ctxCreditsKey).(int32)
-		if !read && c.Get(ctxOwnBalanceKey) != nil {
+		st := stateOf(c)
+		credits := st.credits
+		if !st.creditsRead && st.ownBalance {
 			// A page that reads its own balance failed before it did (this is its error page):
 			// read it now, and if that fails too show no founder, as when the session's read
 			// fails (loadUser).

@@ -68,7 +68,7 @@ func (h *Handlers) renewShare(ctx context.Context, owner, projectID uuid.UUID) e
 }
 
 // errLinkUnshowable answers a request for a link this Sandman's key did not make.
-var errLinkUnshowable = apperr.New(apperr.KindConflict, "link_unshowable",
+var errLinkUnshowable = apperr.New(apperr.KindConflict, codeLinkUnshowable,
 	"This project's share link was made with another SANDMAN_SHARE_KEY, so it can't be shown again; it still works for whoever has it. "+
 		"Turn it off (DELETE) and share again for a new link.")
 
@@ -106,8 +106,6 @@ func (h *Handlers) apiUnshare(c echo.Context) error {
 
 // The visitor's side.
 
-const ctxVisitKey = "sandman.visit"
-
 // shareLinkPrefix starts the path of every visitor's route.
 const shareLinkPrefix = "/s/"
 
@@ -124,14 +122,13 @@ func (h *Handlers) visitorLink(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		c.Set(ctxVisitKey, v)
+		stateOf(c).visit = v
 		return next(c)
 	}
 }
 
 func visitOf(c echo.Context) shares.Visit {
-	v, _ := c.Get(ctxVisitKey).(shares.Visit)
-	return v
+	return stateOf(c).visit
 }
 
 // sharePath is the link's own path, /s/{token}.
@@ -195,10 +192,10 @@ func (h *Handlers) shareEvents(c echo.Context) error {
 		Caps:     []live.Cap{{Key: feed.Link(v.LinkID), Max: maxStreamsPerLink}, {Key: "addr:" + c.RealIP(), Max: maxStreamsPerAddress}}})
 	switch {
 	case errors.Is(err, live.ErrTooManyStreams):
-		return &apperr.Error{Kind: apperr.KindRateLimited, Code: "too_many_streams", RetryAfter: time.Minute,
+		return &apperr.Error{Kind: apperr.KindRateLimited, Code: codeTooManyStreams, RetryAfter: time.Minute,
 			Message: "Too many pages are following this preview at once. Close it in a tab you no longer use and reload this page."}
 	case errors.Is(err, live.ErrClosed):
-		return &apperr.Error{Kind: apperr.KindUnavailable, Code: "shutting_down", Message: "The server is restarting; reload this page in a moment."}
+		return &apperr.Error{Kind: apperr.KindUnavailable, Code: codeShuttingDown, Message: "The server is restarting; reload this page in a moment."}
 	}
 	return err
 }

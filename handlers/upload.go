@@ -70,7 +70,7 @@ func readUpload(c echo.Context) (*upload, error) {
 				return nil, uploadReadError(err)
 			}
 			if len(v) > maxUploadFieldSize {
-				return nil, &apperr.Error{Kind: apperr.KindTooLarge, Code: "too_large",
+				return nil, &apperr.Error{Kind: apperr.KindTooLarge, Code: codeTooLarge,
 					Message: "A field of the form is longer than 4 KiB, the limit for a name or a command. Shorten it and try again."}
 			}
 			up.fields[name] = string(v)

@@ -51,7 +51,7 @@ type versionFileJSON struct {
 }
 
 func toVersionJSON(v db.Version) versionJSON {
-	return versionJSON{Number: v.Number, Parent: v.ParentNumber, Source: v.Source, RestoredFrom: v.RestoredFrom, Message: v.Message,
+	return versionJSON{Number: v.Number, Parent: v.ParentNumber, Source: string(v.Source), RestoredFrom: v.RestoredFrom, Message: v.Message,
 		Added: v.Added, Changed: v.Changed, Removed: v.Removed, FileCount: v.FileCount, TotalBytes: v.TotalBytes, CreatedAt: v.CreatedAt}
 }
 
@@ -169,7 +169,7 @@ func (h *Handlers) apiCreateVersion(c echo.Context) error {
 func (h *Handlers) versionAnswer(c echo.Context, res versions.Result, err error) error {
 	var conflict *versions.ConflictError
 	if errors.As(err, &conflict) {
-		return c.JSON(http.StatusConflict, map[string]any{"error": conflict.Error(), "code": "version_conflict",
+		return c.JSON(http.StatusConflict, map[string]any{"error": conflict.Error(), "code": versions.CodeVersionConflict,
 			"current": toVersionJSON(conflict.Current)})
 	}
 	if err != nil {

@@ -31,7 +31,7 @@ func (s *Service) OperatorPause(ctx context.Context, by Operator, sandboxID uuid
 			return false, nil
 		case sandbox.Running, sandbox.Unknown:
 		default:
-			return false, apperr.New(apperr.KindConflict, "not_running", "Only a running preview can be paused.")
+			return false, apperr.New(apperr.KindConflict, codeNotRunning, "Only a running preview can be paused.")
 		}
 		_, err := s.river.InsertTx(ctx, tx.Pgx(), PauseArgs{SandboxID: sb.ID, Version: sb.Version, Operator: true}, nil)
 		return true, err

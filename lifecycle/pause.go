@@ -129,7 +129,7 @@ func (s *Service) RequestPause(ctx context.Context, owner, sandboxID uuid.UUID) 
 		_, err := s.river.Insert(ctx, PauseArgs{SandboxID: sb.ID, Version: sb.Version}, nil)
 		return sb, err
 	}
-	return sb, apperr.New(apperr.KindConflict, "not_running", "Only a running preview can be paused.")
+	return sb, apperr.New(apperr.KindConflict, codeNotRunning, "Only a running preview can be paused.")
 }
 
 // transition reads the sandbox under a row lock, lets decide pick the change (nil: none) and

@@ -34,7 +34,7 @@ func (s *Service) Resume(ctx context.Context, owner, sandboxID uuid.UUID) (db.Sa
 			return nil // a double click, or another tab was first
 		case sandbox.Paused, sandbox.Unknown:
 		default:
-			return apperr.New(apperr.KindConflict, "not_paused", "This preview cannot be resumed; rebuild it instead.")
+			return apperr.New(apperr.KindConflict, codeNotPaused, "This preview cannot be resumed; rebuild it instead.")
 		}
 		out, err = s.startResume(ctx, tx, sb, ResumeArgs{SandboxID: sb.ID})
 		return err

@@ -131,12 +131,12 @@ func (s *Service) StartBuild(ctx context.Context, by Actor, projectID uuid.UUID,
 		}
 		switch {
 		case rebuild && !hasBuild:
-			return apperr.New(apperr.KindConflict, "not_built", "This project has not been built yet: build it first.")
+			return apperr.New(apperr.KindConflict, codeNotBuilt, "This project has not been built yet: build it first.")
 		case !rebuild && hasBuild:
-			return apperr.New(apperr.KindConflict, "already_built", "This project already has a build: use Rebuild to start a fresh one.")
+			return apperr.New(apperr.KindConflict, codeAlreadyBuilt, "This project already has a build: use Rebuild to start a fresh one.")
 		}
 		if err := debit.Take(ctx, tx); errors.Is(err, credits.ErrNoCredit) {
-			return &apperr.Error{Kind: apperr.KindNoCredits, Code: "no_credits",
+			return &apperr.Error{Kind: apperr.KindNoCredits, Code: codeNoCredits,
 				Message: "You have no build credits left, so nothing was charged and the preview was not rebuilt."}
 		} else if err != nil {
 			return err
@@ -177,7 +177,7 @@ func (s *Service) StartBuild(ctx context.Context, by Actor, projectID uuid.UUID,
 
 // errKeyUsed refuses an idempotency key already spent on another project's build, or on the
 // other kind of request.
-var errKeyUsed = apperr.New(apperr.KindConflict, "key_used",
+var errKeyUsed = apperr.New(apperr.KindConflict, codeKeyUsed,
 	"This idempotency key was already used for another build (of another project, or a build instead of a rebuild). "+
 		"Nothing was charged: send a new key for this request.")
 

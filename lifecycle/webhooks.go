@@ -55,17 +55,17 @@ func (s *Service) ReceiveWebhook(ctx context.Context, header http.Header, body [
 		if err := s.q.CountWebhookRejection(ctx); err != nil {
 			s.log.Warn("count a refused webhook", "err", err)
 		}
-		return WebhookResult{}, &apperr.Error{Kind: apperr.KindUnauthorized, Code: "bad_signature",
+		return WebhookResult{}, &apperr.Error{Kind: apperr.KindUnauthorized, Code: codeBadSignature,
 			Message: "The webhook signature is missing or does not match."}
 	}
 	ev, err := e2b.ParseWebhook(body)
 	if err != nil {
-		return WebhookResult{}, apperr.New(apperr.KindInvalid, "bad_payload", "The webhook body is not a lifecycle event: "+err.Error())
+		return WebhookResult{}, apperr.New(apperr.KindInvalid, codeBadPayload, "The webhook body is not a lifecycle event: "+err.Error())
 	}
 	// PostgreSQL text cannot hold NUL, which JSON can escape: such ids could never be stored
 	// or looked up, so the event is refused rather than failing in the database.
 	if strings.ContainsRune(ev.ID+ev.Type+ev.SandboxID, 0) {
-		return WebhookResult{}, apperr.New(apperr.KindInvalid, "bad_payload", "The webhook event has a NUL character in its id, type or sandbox id.")
+		return WebhookResult{}, apperr.New(apperr.KindInvalid, codeBadPayload, "The webhook event has a NUL character in its id, type or sandbox id.")
 	}
 	headers, _ := json.Marshal(map[string]string{
 		"e2b-webhook-id":        storableHeader(header.Get("e2b-webhook-id")),

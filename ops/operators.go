@@ -44,7 +44,7 @@ func (o *Operators) change(ctx context.Context, email, actor string, action db.O
 	err := db.InTx(ctx, o.pool, func(tx db.Tx) error {
 		u, err := tx.GetUserByEmail(ctx, email)
 		if db.IsNotFound(err) {
-			return apperr.New(apperr.KindNotFound, "no_account", fmt.Sprintf("No account has the email %q: the founder must sign up first.", email))
+			return apperr.New(apperr.KindNotFound, codeNoAccount, fmt.Sprintf("No account has the email %q: the founder must sign up first.", email))
 		}
 		if err != nil {
 			return err

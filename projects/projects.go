@@ -130,7 +130,7 @@ func (s *Service) create(ctx context.Context, owner uuid.UUID, starter *string, 
 			return err
 		}
 		if int(n) >= s.limit {
-			return apperr.New(apperr.KindConflict, "project_limit", fmt.Sprintf(
+			return apperr.New(apperr.KindConflict, codeProjectLimit, fmt.Sprintf(
 				"You have %d projects, the most one account may have: nothing was created. Make a new version of a project you have instead.", n))
 		}
 		p, err = tx.InsertProject(ctx, db.InsertProjectParams{

@@ -14,7 +14,7 @@ import (
 
 // ErrTooManyEntries refuses an archive whose directory alone lists more entries (folders
 // included) than any upload may hold, before the directory is read into memory.
-var ErrTooManyEntries = &apperr.Error{Kind: apperr.KindTooLarge, Code: "upload_too_many_files",
+var ErrTooManyEntries = &apperr.Error{Kind: apperr.KindTooLarge, Code: versions.CodeTooManyFiles,
 	Message: fmt.Sprintf("The zip archive lists more than %d entries (files and folders together); the limit is %d entries, "+
 		"and %d files. Remove folders such as node_modules and try again.", maxZipEntries, maxZipEntries, versions.MaxFiles)}
 

@@ -9,13 +9,14 @@ import (
 	"sandman/db"
 )
 
-// Kind is what a visitor asks of a link, each with its own limits.
-type Kind string
+// Kind is what a visitor asks of a link, each with its own limits: the database's enum of share
+// hits, so no other value can be stored.
+type Kind = db.ShareHitKind
 
 // The kinds of visitors' requests that are counted.
 const (
-	Wake     Kind = "wake"     // wake the preview (a resume, when it sleeps)
-	Activity Kind = "activity" // someone is looking: the preview's idle deadline moves
+	Wake     = db.ShareHitKindWake     // wake the preview (a resume, when it sleeps)
+	Activity = db.ShareHitKindActivity // someone is looking: the preview's idle deadline moves
 )
 
 // LimitWindow is the window every visitors' limit counts in.
@@ -55,7 +56,7 @@ func (s *Service) Allow(ctx context.Context, v Visit, ip string, kind Kind) erro
 			return err
 		}
 		now := s.now()
-		n, err := tx.CountShareHits(ctx, db.CountShareHitsParams{LinkID: v.LinkID, IP: ip, Kind: string(kind), Since: now.Add(-LimitWindow)})
+		n, err := tx.CountShareHits(ctx, db.CountShareHitsParams{LinkID: v.LinkID, IP: ip, Kind: kind, Since: now.Add(-LimitWindow)})
 		if err != nil {
 			return err
 		}
@@ -65,7 +66,7 @@ func (s *Service) Allow(ctx context.Context, v Visit, ip string, kind Kind) erro
 		case n.ByLink >= int64(lim.PerLink):
 			return limited(kind, max(n.OldestByLink.Add(LimitWindow).Sub(now), time.Second), "by its visitors")
 		}
-		return tx.InsertShareHit(ctx, db.InsertShareHitParams{LinkID: v.LinkID, IP: ip, Kind: string(kind)})
+		return tx.InsertShareHit(ctx, db.InsertShareHitParams{LinkID: v.LinkID, IP: ip, Kind: kind})
 	})
 }
 
@@ -75,7 +76,7 @@ func limited(kind Kind, wait time.Duration, who string) error {
 	if kind == Activity {
 		what = "This preview received too many activity reports " + who + " in the last minute."
 	}
-	return &apperr.Error{Kind: apperr.KindRateLimited, Code: "rate_limited", RetryAfter: wait,
+	return &apperr.Error{Kind: apperr.KindRateLimited, Code: apperr.CodeRateLimited, RetryAfter: wait,
 		Message: fmt.Sprintf("%s Try again in %s.", what, secondsText(wait))}
 }
 

@@ -70,7 +70,7 @@ type Link struct {
 }
 
 // ErrSharingOff refuses to make a link on a Sandman without SANDMAN_SHARE_KEY.
-var ErrSharingOff = apperr.New(apperr.KindUnavailable, "sharing_off",
+var ErrSharingOff = apperr.New(apperr.KindUnavailable, codeSharingOff,
 	"Sharing is off on this Sandman: its operator turns it on by setting SANDMAN_SHARE_KEY.")
 
 // Current returns the founder's project's link; ok is false when it has none.
@@ -169,7 +169,7 @@ type Visit struct {
 }
 
 // ErrLinkGone is every bad token's answer: turned off, replaced, or never made.
-var ErrLinkGone = apperr.New(apperr.KindNotFound, "link_gone", "This link doesn't work anymore.")
+var ErrLinkGone = apperr.New(apperr.KindNotFound, codeLinkGone, "This link doesn't work anymore.")
 
 // Open finds the link a visitor's token belongs to, by the token's hash.
 func (s *Service) Open(ctx context.Context, token string) (Visit, error) {

@@ -122,10 +122,10 @@ func NewBudget() *Budget { return &Budget{bytesLeft: MaxTotalBytes, filesLeft: M
 // ErrTooManyBytes and ErrTooManyFiles are the budget's overruns: the whole upload is refused
 // (413), nothing is stored.
 var (
-	ErrTooManyBytes = &apperr.Error{Kind: apperr.KindTooLarge, Code: "upload_too_large",
+	ErrTooManyBytes = &apperr.Error{Kind: apperr.KindTooLarge, Code: codeTooManyBytes,
 		Message: fmt.Sprintf("The upload holds more than %s once unpacked (a zip counts by the size of what is inside); the limit is %s. "+
 			"Remove large files such as build output or node_modules and try again.", size(MaxTotalBytes), size(MaxTotalBytes))}
-	ErrTooManyFiles = &apperr.Error{Kind: apperr.KindTooLarge, Code: "upload_too_many_files",
+	ErrTooManyFiles = &apperr.Error{Kind: apperr.KindTooLarge, Code: CodeTooManyFiles,
 		Message: fmt.Sprintf("The upload holds more than %d files (a zip counts every file inside); the limit is %d. "+
 			"Remove folders such as node_modules and try again.", MaxFiles, MaxFiles)}
 )

@@ -50,9 +50,9 @@ func (s *Service) CreateOnce(ctx context.Context, owner, projectID uuid.UUID, ke
 }
 
 var (
-	errKeyReused = apperr.New(apperr.KindInvalid, "key_reused",
+	errKeyReused = apperr.New(apperr.KindInvalid, codeKeyReused,
 		"This Idempotency-Key was used for another request (another body or project). Nothing was stored: send a new key for this one.")
-	errKeyInFlight = apperr.New(apperr.KindConflict, "key_in_flight",
+	errKeyInFlight = apperr.New(apperr.KindConflict, codeKeyInFlight,
 		"A request with this Idempotency-Key is still running. Wait for its answer, then retry with the same key to read it.")
 )
 

@@ -22,12 +22,15 @@ import (
 	"sandman/db"
 )
 
+// Source is where a version came from: the database's enum, so no other value can be stored.
+type Source = db.VersionSource
+
 // Sources of a version, as stored.
 const (
-	SourceCreated = "created" // the project's first files: a starter or the new-project upload
-	SourceUpload  = "upload"  // the build page's "Upload a new version"
-	SourceAPI     = "api"     // POST /api/projects/{id}/versions
-	SourceRestore = "restore" // restored from another version (RestoredFrom)
+	SourceCreated = db.VersionSourceCreated // the project's first files: a starter or the new-project upload
+	SourceUpload  = db.VersionSourceUpload  // the build page's "Upload a new version"
+	SourceAPI     = db.VersionSourceAPI     // POST /api/projects/{id}/versions
+	SourceRestore = db.VersionSourceRestore // restored from another version (RestoredFrom)
 )
 
 // MaxVersions is how many versions a project keeps; beyond it the oldest are pruned, except
@@ -83,7 +86,7 @@ type Change struct {
 	// Delete removes paths of the base.
 	Delete  []string
 	Message string
-	Source  string
+	Source  Source
 	// ReadErrs are problems found while reading the files (a zip's links, say), reported with
 	// the rules' own.
 	ReadErrs []FileError
@@ -106,7 +109,7 @@ type ConflictError struct {
 func (e *ConflictError) Error() string { return e.apperr().Message }
 
 func (e *ConflictError) apperr() *apperr.Error {
-	return apperr.New(apperr.KindConflict, "version_conflict", fmt.Sprintf(
+	return apperr.New(apperr.KindConflict, CodeVersionConflict, fmt.Sprintf(
 		"Version %d is not the current version any more (version %d is): make your change on version %d and send it again.",
 		e.Base, e.Current.Number, e.Current.Number))
 }
@@ -324,9 +327,6 @@ func prune(ctx context.Context, tx db.Tx, owner, projectID uuid.UUID) error {
 // DefaultQuota is the bytes of unique content a founder may store when the operator sets none:
 // 1 GiB (README, "Limits").
 const DefaultQuota int64 = 1 << 30
-
-// CodeStorageQuota is the code of a version or project refused for the storage quota (413).
-const CodeStorageQuota = "storage_quota"
 
 // LockStorage takes the founder's storage lock and returns the bytes they store now. Every
 // transaction that stores or collects a founder's content takes it, after the project's lock
