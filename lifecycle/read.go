@@ -60,12 +60,19 @@ func waiting(current, deployed int32) int32 {
 	return current
 }
 
+// viewOf is project p in state st (project_states), before its current sandbox's rows.
+func viewOf(p db.Project, st db.ProjectState) ProjectView {
+	return ProjectView{Project: p, FileCount: int(st.FileCount), Shared: st.Shared, CurrentVersion: st.CurrentVersion,
+		LastGoodVersion: st.LastGoodVersion}
+}
+
 // withSandbox completes the view with its current sandbox, build, newest change (why it is in
-// its state) and newest event's id (a visitor's note can be newer than the change). The view
-// keeps sb and b (a read's own rows).
-func (s *Service) withSandbox(v *ProjectView, sb *db.Sandbox, b *db.Build, last db.SandboxEvent, eventID int64) {
+// its state), newest event's id (a visitor's note can be newer than the change) and versions,
+// all read with st. The view keeps sb and b (a read's own rows).
+func (s *Service) withSandbox(v *ProjectView, st db.ProjectState, sb *db.Sandbox, b *db.Build, last db.SandboxEvent) {
 	v.Sandbox, v.Build = sb, b
-	v.EventID, v.LastChange = max(eventID, last.ID), s.entry(last, b.Kind)
+	v.EventID, v.LastChange = max(st.LatestEventID, last.ID), s.entry(last, b.Kind)
+	v.DeployedVersion, v.DeployingVersion = st.DeployedNumber, st.DeployingNumber
 	if sb.Status == sandbox.Running {
 		v.SleepsAt = s.cfg.idleDeadline(*sb)
 	}
@@ -84,10 +91,8 @@ func (s *Service) Projects(ctx context.Context, owner uuid.UUID) ([]ProjectView,
 	out := make([]ProjectView, len(states))
 	for i := range states {
 		p := &states[i]
-		out[i] = ProjectView{Project: p.Project, FileCount: int(p.FileCount), Shared: p.Shared, CurrentVersion: p.CurrentVersion,
-			LastGoodVersion: p.LastGoodVersion}
-		s.withSandbox(&out[i], &p.Sandbox, &p.Build, p.SandboxEvent, p.LatestEventID)
-		out[i].DeployedVersion, out[i].DeployingVersion = p.DeployedNumber, p.DeployingNumber
+		out[i] = viewOf(p.Project, p.ProjectState)
+		s.withSandbox(&out[i], p.ProjectState, &p.Sandbox, &p.Build, p.SandboxEvent)
 	}
 	if err := s.withProblemCounts(ctx, owner, out); err != nil {
 		return nil, 0, err
@@ -117,7 +122,7 @@ func (s *Service) Projects(ctx context.Context, owner uuid.UUID) ([]ProjectView,
 			all[i] = *v
 			continue
 		}
-		all[i] = ProjectView{Project: p.Project, FileCount: int(p.FileCount), Shared: p.Shared, CurrentVersion: p.CurrentVersion}
+		all[i] = viewOf(p.Project, p.ProjectState)
 	}
 	return all, credits, nil
 }
@@ -149,8 +154,12 @@ func (s *Service) Project(ctx context.Context, owner, projectID uuid.UUID) (Proj
 		}
 		return ProjectView{}, err
 	}
-	v := ProjectView{Project: p.Project, FileCount: int(p.FileCount), Shared: p.Shared, CurrentVersion: p.CurrentVersion,
-		LastGoodVersion: p.LastGoodVersion}
+	v := viewOf(p.Project, p.ProjectState)
+	if p.ProjectState.SandboxID == nil {
+		return v, nil
+	}
+	// The sandbox's rows with the state they were read with: a change between the two reads
+	// shows whole (GetCurrentSandboxState).
 	c, err := s.q.GetCurrentSandboxState(ctx, p.Project.ID)
 	if db.IsNotFound(err) {
 		return v, nil
@@ -158,16 +167,16 @@ func (s *Service) Project(ctx context.Context, owner, projectID uuid.UUID) (Proj
 	if err != nil {
 		return v, err
 	}
-	return v, s.withCurrent(ctx, &v, &c.Sandbox, &c.Build, c.SandboxEvent, c.LatestEventID, c.DeployedNumber, c.DeployingNumber)
+	v = viewOf(p.Project, c.ProjectState)
+	return v, s.withCurrent(ctx, &v, c.ProjectState, &c.Sandbox, &c.Build, c.SandboxEvent)
 }
 
 // withCurrent completes the view with its current sandbox (withSandbox) and versions, the
 // version that failed and the one to restore (withFailedVersion), the count of open problems,
 // and the failed version's problem (one more read, only while a version fails).
-func (s *Service) withCurrent(ctx context.Context, v *ProjectView, sb *db.Sandbox, b *db.Build, last db.SandboxEvent,
-	eventID int64, deployed, deploying int32) error {
-	s.withSandbox(v, sb, b, last, eventID)
-	v.DeployedVersion, v.DeployingVersion = deployed, deploying
+func (s *Service) withCurrent(ctx context.Context, v *ProjectView, st db.ProjectState, sb *db.Sandbox, b *db.Build,
+	last db.SandboxEvent) error {
+	s.withSandbox(v, st, sb, b, last)
 	if err := s.withFailedVersion(ctx, v, sb, last); err != nil {
 		return err
 	}
@@ -237,9 +246,8 @@ func (s *Service) ProjectOfSandboxAndCredits(ctx context.Context, owner, sandbox
 	if err != nil {
 		return ProjectView{}, 0, err
 	}
-	v := ProjectView{Project: p.Project, FileCount: int(p.FileCount), Shared: p.Shared, CurrentVersion: p.CurrentVersion,
-		LastGoodVersion: p.LastGoodVersion}
-	return v, p.OwnerCredits, s.withCurrent(ctx, &v, &p.Sandbox, &p.Build, p.SandboxEvent, p.LatestEventID, p.DeployedNumber, p.DeployingNumber)
+	v := viewOf(p.Project, p.ProjectState)
+	return v, p.OwnerCredits, s.withCurrent(ctx, &v, p.ProjectState, &p.Sandbox, &p.Build, p.SandboxEvent)
 }
 
 // SandboxStatus is one of a founder's sandboxes as the JSON status read answers it.
