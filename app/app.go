@@ -31,6 +31,7 @@ import (
 	"sandman/feed"
 	"sandman/handlers"
 	"sandman/lifecycle"
+	"sandman/overview"
 	"sandman/live"
 	"sandman/ops"
 	"sandman/projects"
@@ -153,6 +154,7 @@ type App struct {
 	registry  *prometheus.Registry
 	provider  *e2b.Client
 	lifecycle *lifecycle.Service
+	overview  *overview.Reader
 	ops       *ops.Service
 	operators *ops.Operators
 	accounts  *accounts.Service
@@ -210,9 +212,11 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 	lc := cfg.Lifecycle
 	lc.Size = cfg.Ops.Size
 	a.applog = applog.New(pool, applog.NewWriter(pool, cfg.AppLog, logger, a.registry), applog.NewFeed(logger), cfg.Reports)
+	// The reads apply the lifecycle's idle rule to a running sandbox (its SleepsAt).
+	a.overview = overview.New(db.New(pool), lc.IdleDeadline)
 	a.lifecycle, err = lifecycle.New(lifecycle.Options{Pool: pool, Provider: a.provider, Config: lc,
 		Logger: logger, Registerer: a.registry, Work: cfg.Role.works(), Name: "sandman-watch-" + uuid.NewString()[:8],
-		Sink: appLogSink{l: a.applog}})
+		Sink: appLogSink{l: a.applog}, Overview: a.overview})
 	if err != nil {
 		return nil, err
 	}
@@ -252,8 +256,8 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 
 	a.hub = live.New(live.Options{Logger: logger, Registerer: a.registry})
 	a.feed = feed.New(feed.Options{Hub: a.hub, Sessions: a.sessions, Logs: a.applog.Feed, Logger: logger, Registerer: a.registry,
-		Render: feed.Renderers{Sandbox: handlers.RenderSandbox(a.lifecycle), Founder: handlers.RenderSnapshot(a.lifecycle),
-			ShareOfSandbox: handlers.RenderShare(a.lifecycle), Share: handlers.RenderShareSnapshot(a.lifecycle),
+		Render: feed.Renderers{Sandbox: handlers.RenderSandbox(a.lifecycle, a.overview), Founder: handlers.RenderSnapshot(a.lifecycle, a.overview),
+			ShareOfSandbox: handlers.RenderShare(a.lifecycle, a.overview), Share: handlers.RenderShareSnapshot(a.overview),
 			ShareEnded: handlers.ShareEnded(), Ops: handlers.RenderOps(a.ops)}})
 	var metricsOnMain http.Handler
 	if cfg.MetricsAddr == "" && cfg.MetricsToken != "" {
@@ -261,7 +265,7 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 	}
 	a.handler = handlers.New(handlers.Deps{
 		Pool: pool, Sessions: sessions, Accounts: a.accounts, Projects: projects.New(pool).WithLimits(cfg.ProjectLimit, cfg.StorageQuota), Shares: a.shares,
-		Versions: versions.New(pool, a.lifecycle.VersionMade).WithQuota(cfg.StorageQuota), Lifecycle: a.lifecycle, AppLog: a.applog,
+		Versions: versions.New(pool, a.lifecycle.VersionMade).WithQuota(cfg.StorageQuota), Lifecycle: a.lifecycle, Overview: a.overview, AppLog: a.applog,
 		Live: a.hub, Feed: a.feed, Ops: a.ops, Operators: a.operators, Logger: logger, Registry: a.registry, Metrics: metricsOnMain, TrustProxy: cfg.TrustProxy, HSTS: cfg.CookieSecure,
 		FrameOrigins: []string{frameOrigin(a.provider)}, LargeBodies: cfg.LargeBodies, LargeBodyWait: cfg.LargeBodyWait,
 	})
@@ -473,6 +477,9 @@ func (a *App) Pool() *pgxpool.Pool { return a.pool }
 
 // Lifecycle is the instance's lifecycle service.
 func (a *App) Lifecycle() *lifecycle.Service { return a.lifecycle }
+
+// Overview is the instance's reader of projects' states.
+func (a *App) Overview() *overview.Reader { return a.overview }
 
 // Provider is the instance's provider client (one per process: it holds the circuit breaker).
 func (a *App) Provider() *e2b.Client { return a.provider }

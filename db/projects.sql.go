@@ -342,7 +342,7 @@ type ListProjectStatesByOwnerRow struct {
 // The dashboard's read in one round trip: each of the founder's projects that has a sandbox,
 // with its state and its current sandbox's rows (as GetProjectStateOfSandbox reads them), in
 // ListProjectsByOwner's order; how many projects the founder has in all (fewer rows than that
-// means some were never built: lifecycle.Projects then reads the list); and the founder's
+// means some were never built: overview.Projects then reads the list); and the founder's
 // credits, the page header's balance.
 func (q *Queries) ListProjectStatesByOwner(ctx context.Context, ownerID uuid.UUID) ([]ListProjectStatesByOwnerRow, error) {
 	rows, err := q.db.Query(ctx, listProjectStatesByOwner, ownerID)

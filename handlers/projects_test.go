@@ -327,10 +327,10 @@ func TestOnlyOpeningAPageQueuesAVerification(t *testing.T) {
 		return s.count(t, "SELECT count(*) FROM river_job WHERE kind = 'verify' AND args->>'sandbox_id' = $1", built.Sandbox.ID)
 	}
 
-	if _, err := handlers.RenderSandbox(s.Lifecycle())(ctx, owner, uuid.MustParse(built.Sandbox.ID)); err != nil {
+	if _, err := handlers.RenderSandbox(s.Lifecycle(), s.Overview())(ctx, owner, uuid.MustParse(built.Sandbox.ID)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := handlers.RenderSnapshot(s.Lifecycle())(ctx, owner); err != nil {
+	if _, err := handlers.RenderSnapshot(s.Lifecycle(), s.Overview())(ctx, owner); err != nil {
 		t.Fatal(err)
 	}
 	if n := verifies(); n != 0 {

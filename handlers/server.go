@@ -19,6 +19,7 @@ import (
 	"sandman/lifecycle"
 	"sandman/live"
 	"sandman/ops"
+	"sandman/overview"
 	"sandman/projects"
 	"sandman/shares"
 	"sandman/versions"
@@ -35,7 +36,9 @@ type Deps struct {
 	// AppLog is the apps' output and problems (and the log streams' feed).
 	AppLog    *applog.Service
 	Lifecycle *lifecycle.Service
-	Live      *live.Hub
+	// Overview reads what projects, sandboxes and share pages look like now.
+	Overview *overview.Reader
+	Live     *live.Hub
 	// Feed publishes to Live and answers its streams' snapshots.
 	Feed *feed.Feed
 	// Ops is the operator's console; Operators says who may open it.

@@ -15,6 +15,7 @@ import (
 	"sandman/feed"
 	"sandman/lifecycle"
 	"sandman/live"
+	"sandman/overview"
 	"sandman/sandbox"
 	"sandman/shares"
 	"sandman/views"
@@ -138,7 +139,7 @@ func visitOf(c echo.Context) shares.Visit {
 func sharePath(c echo.Context) string { return shareLinkPrefix + c.Param("token") }
 
 // shareStateVM is what the visitor's page shows of the shared preview.
-func shareStateVM(sp lifecycle.SharedPreview) views.ShareState {
+func shareStateVM(sp overview.SharedPreview) views.ShareState {
 	return views.ShareState{ProjectName: sp.ProjectName, State: sp.State, PreviewURL: sp.PreviewURL,
 		ColdStart: sp.ColdStart, EventID: sp.EventID}
 }
@@ -245,20 +246,20 @@ func newShareViewsMetric(reg prometheus.Registerer) *prometheus.CounterVec {
 
 // RenderShare renders the visitor's page of the project a sandbox belongs to, for the visitors'
 // streams of its link.
-func RenderShare(l *lifecycle.Service) func(context.Context, uuid.UUID, uuid.UUID) (live.Message, error) {
+func RenderShare(l *lifecycle.Service, o *overview.Reader) func(context.Context, uuid.UUID, uuid.UUID) (live.Message, error) {
 	return func(ctx context.Context, owner, sandboxID uuid.UUID) (live.Message, error) {
 		sb, err := l.OwnedSandbox(ctx, owner, sandboxID)
 		if err != nil {
 			return live.Message{}, err
 		}
-		return RenderShareSnapshot(l)(ctx, sb.ProjectID)
+		return RenderShareSnapshot(o)(ctx, sb.ProjectID)
 	}
 }
 
 // RenderShareSnapshot renders the visitor's page of a project: a visitor's stream starts with it.
-func RenderShareSnapshot(l *lifecycle.Service) func(context.Context, uuid.UUID) (live.Message, error) {
+func RenderShareSnapshot(o *overview.Reader) func(context.Context, uuid.UUID) (live.Message, error) {
 	return func(ctx context.Context, projectID uuid.UUID) (live.Message, error) {
-		sp, err := l.SharedPreview(ctx, projectID)
+		sp, err := o.SharedPreview(ctx, projectID)
 		if err != nil {
 			return live.Message{}, err
 		}

@@ -14,6 +14,7 @@ import (
 	"sandman/e2b"
 	"sandman/internal/testkit"
 	"sandman/lifecycle"
+	"sandman/overview"
 	"sandman/projects"
 	"sandman/sandbox"
 	"sandman/sandboxd/sandboxdtest"
@@ -48,12 +49,12 @@ func appVersions(t testing.TB, host *sandboxdtest.Host) versioned {
 }
 
 // waitApp waits until the sandbox's app is in status (its API state, SandboxStatus).
-func (b *testBundle) waitApp(t testing.TB, owner, id uuid.UUID, status sandbox.AppStatus, within time.Duration) lifecycle.SandboxStatus {
+func (b *testBundle) waitApp(t testing.TB, owner, id uuid.UUID, status sandbox.AppStatus, within time.Duration) overview.SandboxStatus {
 	t.Helper()
-	var st lifecycle.SandboxStatus
+	var st overview.SandboxStatus
 	testkit.Eventually(t, within, "the app to be "+string(status), func() error {
 		var err error
-		if st, err = b.svc.SandboxStatus(context.Background(), owner, id); err != nil {
+		if st, err = b.ov.SandboxStatus(context.Background(), owner, id); err != nil {
 			return err
 		}
 		if st.App.Status != status {
@@ -100,7 +101,7 @@ func TestAVersionWhoseServerExitsIsExitedAtOnceAndTheSandboxRuns(t *testing.T) {
 		!strings.Contains(text, "run output before the crash") {
 		t.Fatalf("the history says %q: not that the server exited, with what it printed", text)
 	}
-	pv := readEveryWay(t, v.svc, u.ID, p.ID, sb.ID)
+	pv := readEveryWay(t, v.testBundle, u.ID, p.ID, sb.ID)
 	if !reflect.DeepEqual(pv.App(), st.App) || !pv.App().DoesNotStart() || pv.FailedVersion != 2 || pv.RestoreTo != 1 {
 		t.Fatalf("the project's view: app %+v (status read %+v), failed %d, restore %d", pv.App(), st.App, pv.FailedVersion, pv.RestoreTo)
 	}
@@ -156,7 +157,7 @@ func TestWakingWithAVersionThatDoesNotStartWorks(t *testing.T) {
 	if text := v.waitHistory(t, u.ID, p.ID, "Woke with version 2, which doesn't start: "); !strings.Contains(text, "broken on purpose") {
 		t.Fatalf("the history says %q, without what the server printed", text)
 	}
-	if pv := readEveryWay(t, v.svc, u.ID, p.ID, sb.ID); pv.FailedVersion != 2 || pv.RestoreTo != 1 {
+	if pv := readEveryWay(t, v.testBundle, u.ID, p.ID, sb.ID); pv.FailedVersion != 2 || pv.RestoreTo != 1 {
 		t.Fatalf("after the wake the project offers to restore %d for version %d, want 1 for 2", pv.RestoreTo, pv.FailedVersion)
 	}
 }

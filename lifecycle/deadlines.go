@@ -11,9 +11,9 @@ import (
 // worker, the sweep that stands behind it and the page that shows it can never disagree
 // (docs/states.md, "Deadlines").
 
-// idleDeadline is when a running sandbox is paused if nobody looks at it meanwhile. The idle
+// IdleDeadline is when a running sandbox is paused if nobody looks at it meanwhile. The idle
 // queue's queries (queries/idle.sql) compute the same from the same two values.
-func (c Config) idleDeadline(sb db.Sandbox) time.Time { return sb.LastActiveAt.Add(c.IdleTimeout) }
+func (c Config) IdleDeadline(sb db.Sandbox) time.Time { return sb.LastActiveAt.Add(c.IdleTimeout) }
 
 // activityEvery is how often a visitor's page of a share link reports activity while visible:
 // once a minute, as the build page does, or a third of the idle timeout when that is shorter,

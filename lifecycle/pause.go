@@ -24,7 +24,7 @@ func (s *Service) schedulePause(ctx context.Context, tx db.Tx, sb db.Sandbox, bu
 		_, err := s.river.InsertTx(ctx, tx.Pgx(), PauseArgs{SandboxID: sb.ID, Version: sb.Version, Ready: true}, nil)
 		return err
 	}
-	if s.cfg.idleDeadline(sb).After(time.Now().Add(2 * idleMaxSleep)) {
+	if s.cfg.IdleDeadline(sb).After(time.Now().Add(2 * idleMaxSleep)) {
 		return nil
 	}
 	return idleWake(ctx, tx)

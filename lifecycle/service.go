@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sandman/overview"
 	"time"
 
 	"github.com/google/uuid"
@@ -73,6 +74,8 @@ type Service struct {
 	// and sink is where their output and the installs' goes.
 	watch *watch.Watcher
 	sink  watch.Sink
+	// overview reads the states the actions answer with (a visit's).
+	overview *overview.Reader
 	// proxy is the preview proxy's binary (nil: no proxy, lifecycle/proxy.go).
 	proxy *proxyBinary
 	// stopIdle ends the idle queue's loop (lifecycle/idle.go), and idleDone is closed once it

@@ -42,7 +42,7 @@ WHERE x.id = @sandbox_id AND x.owner_id = @owner_id;
 -- The dashboard's read in one round trip: each of the founder's projects that has a sandbox,
 -- with its state and its current sandbox's rows (as GetProjectStateOfSandbox reads them), in
 -- ListProjectsByOwner's order; how many projects the founder has in all (fewer rows than that
--- means some were never built: lifecycle.Projects then reads the list); and the founder's
+-- means some were never built: overview.Projects then reads the list); and the founder's
 -- credits, the page header's balance.
 SELECT sqlc.embed(projects), sqlc.embed(st), sqlc.embed(s), sqlc.embed(b), sqlc.embed(e),
        (SELECT count(*) FROM projects o WHERE o.owner_id = @owner_id)::integer AS project_count,
