@@ -7,8 +7,8 @@ import (
 	"sandman/accounts"
 	"sandman/db"
 	"sandman/lifecycle"
-	"sandman/overview"
 	"sandman/ops"
+	"sandman/overview"
 	"sandman/projects"
 )
 

@@ -31,9 +31,9 @@ import (
 	"sandman/feed"
 	"sandman/handlers"
 	"sandman/lifecycle"
-	"sandman/overview"
 	"sandman/live"
 	"sandman/ops"
+	"sandman/overview"
 	"sandman/projects"
 	"sandman/shares"
 	"sandman/versions"
@@ -220,7 +220,10 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 	if err != nil {
 		return nil, err
 	}
-	a.ops = ops.New(ops.Options{Pool: pool, Config: cfg.Ops, Describe: a.lifecycle.Sentence, StuckAfter: a.lifecycle.StuckAfter,
+	a.ops = ops.New(ops.Options{Pool: pool, Config: cfg.Ops, Describe: a.lifecycle.Sentence, StuckAfter: func() (starting, resuming time.Duration) {
+		d := a.lifecycle.Deadlines()
+		return d.StuckStarting, d.StuckResuming
+	},
 		Provider: func() ops.ProviderClient {
 			return ops.ProviderClient{Circuit: a.provider.CircuitState(), Errors: a.provider.CallErrors()}
 		}})
@@ -257,7 +260,7 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 	a.hub = live.New(live.Options{Logger: logger, Registerer: a.registry})
 	a.feed = feed.New(feed.Options{Hub: a.hub, Sessions: a.sessions, Logs: a.applog.Feed, Logger: logger, Registerer: a.registry,
 		Render: feed.Renderers{Sandbox: handlers.RenderSandbox(a.lifecycle, a.overview), Founder: handlers.RenderSnapshot(a.lifecycle, a.overview),
-			ShareOfSandbox: handlers.RenderShare(a.lifecycle, a.overview), Share: handlers.RenderShareSnapshot(a.overview),
+			ShareOfSandbox: handlers.RenderShare(a.overview), Share: handlers.RenderShareSnapshot(a.overview),
 			ShareEnded: handlers.ShareEnded(), Ops: handlers.RenderOps(a.ops)}})
 	var metricsOnMain http.Handler
 	if cfg.MetricsAddr == "" && cfg.MetricsToken != "" {

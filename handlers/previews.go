@@ -24,7 +24,7 @@ import (
 // of a founder, leaves it empty (htmx sends the header).
 func previewVM(l *lifecycle.Service, v overview.ProjectView, now time.Time, csrf string) views.Preview {
 	p := views.Preview{ProjectID: v.Project.ID.String(), ProjectName: v.Project.Name, Source: sourceText(v.Project),
-		FileCount: v.FileCount, EventID: v.EventID, IdleFor: l.IdleTimeoutText(), Now: now, CSRF: csrf, Shared: v.Shared}
+		FileCount: v.FileCount, EventID: v.EventID, IdleFor: lifecycle.DurationText(l.Deadlines().IdleTimeout), Now: now, CSRF: csrf, Shared: v.Shared}
 	if v.Sandbox != nil {
 		sb := v.Sandbox
 		p.SandboxID, p.Status, p.PreviewURL = sb.ID.String(), sb.Status, sb.PreviewURL
@@ -288,8 +288,8 @@ func toAppJSON(a overview.AppState) *appJSON {
 
 func (h *Handlers) toSandboxJSON(sb db.Sandbox) sandboxJSON {
 	out := sandboxJSON{ID: sb.ID.String(), ProviderID: sb.ProviderID, Status: sb.Status, PreviewURL: sb.PreviewURL,
-		LastActiveAt: sb.LastActiveAt, LastVerifiedAt: sb.LastVerifiedAt, IdleTimeoutMs: h.Lifecycle.IdleTimeout(),
-		LifecycleTimeoutMs: h.Lifecycle.SandboxTimeout(), Recreated: sb.Recreated, FailureCause: lifecycle.CauseText(sb.FailureCause, sb.FailureDetail),
+		LastActiveAt: sb.LastActiveAt, LastVerifiedAt: sb.LastVerifiedAt, IdleTimeoutMs: h.Lifecycle.Deadlines().IdleTimeout.Milliseconds(),
+		LifecycleTimeoutMs: h.Lifecycle.Deadlines().SandboxTimeout.Milliseconds(), Recreated: sb.Recreated, FailureCause: lifecycle.CauseText(sb.FailureCause, sb.FailureDetail),
 		FailureCode: sb.FailureCause}
 	out.SnapshotKind = sb.SnapshotKind
 	out.ExpiresAt = lifecycle.ExpiresAt(sb)
@@ -379,7 +379,7 @@ func (h *Handlers) apiSandboxAction(status int, act func(echo.Context, uuid.UUID
 		if err := act(c, u.ID, id); err != nil {
 			return err
 		}
-		sb, err := h.Lifecycle.OwnedSandbox(c.Request().Context(), u.ID, id)
+		sb, err := h.Overview.OwnedSandbox(c.Request().Context(), u.ID, id)
 		if err != nil {
 			return err
 		}

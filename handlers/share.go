@@ -13,7 +13,6 @@ import (
 
 	"sandman/apperr"
 	"sandman/feed"
-	"sandman/lifecycle"
 	"sandman/live"
 	"sandman/overview"
 	"sandman/sandbox"
@@ -153,7 +152,7 @@ func (h *Handlers) sharePage(c echo.Context) error {
 	}
 	h.shareViews.WithLabelValues(string(sp.State)).Inc()
 	return render(c, http.StatusOK, views.ShareView(views.SharePage{State: shareStateVM(sp), Path: sharePath(c),
-		ActivityEvery: h.Lifecycle.ActivityEvery(), Now: time.Now()}))
+		ActivityEvery: h.Lifecycle.Deadlines().ActivityEvery, Now: time.Now()}))
 }
 
 // shareWake wakes the shared preview, within the visitors' limits: htmx gets the page's state
@@ -246,9 +245,9 @@ func newShareViewsMetric(reg prometheus.Registerer) *prometheus.CounterVec {
 
 // RenderShare renders the visitor's page of the project a sandbox belongs to, for the visitors'
 // streams of its link.
-func RenderShare(l *lifecycle.Service, o *overview.Reader) func(context.Context, uuid.UUID, uuid.UUID) (live.Message, error) {
+func RenderShare(o *overview.Reader) func(context.Context, uuid.UUID, uuid.UUID) (live.Message, error) {
 	return func(ctx context.Context, owner, sandboxID uuid.UUID) (live.Message, error) {
-		sb, err := l.OwnedSandbox(ctx, owner, sandboxID)
+		sb, err := o.OwnedSandbox(ctx, owner, sandboxID)
 		if err != nil {
 			return live.Message{}, err
 		}

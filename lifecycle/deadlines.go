@@ -20,9 +20,6 @@ func (c Config) IdleDeadline(sb db.Sandbox) time.Time { return sb.LastActiveAt.A
 // so a preview someone watches is never paused under them.
 func (c Config) activityEvery() time.Duration { return min(time.Minute, c.IdleTimeout/3) }
 
-// ActivityEvery is how often a visitor's page reports activity while visible (activityEvery).
-func (s *Service) ActivityEvery() time.Duration { return s.cfg.activityEvery() }
-
 // pauseJobTimeout is the longest a pause job may run; an idle pause asked for longer ago than
 // this, on a sandbox still running, is claimed again (its worker went away).
 const pauseJobTimeout = 2 * time.Minute

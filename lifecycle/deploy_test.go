@@ -447,7 +447,7 @@ func readAllWays(ctx context.Context, v *testBundle, owner, projectID, sandboxID
 	if err != nil {
 		return byID, err
 	}
-	row, err := v.svc.OwnedSandbox(ctx, owner, sandboxID)
+	row, err := v.ov.OwnedSandbox(ctx, owner, sandboxID)
 	if err != nil {
 		return byID, err
 	}

@@ -148,7 +148,7 @@ func (s *Service) markUnknown(ctx context.Context, id uuid.UUID, cause error) er
 
 // Verify queues a verification of the founder's sandbox now.
 func (s *Service) Verify(ctx context.Context, owner, sandboxID uuid.UUID) error {
-	if _, err := s.OwnedSandbox(ctx, owner, sandboxID); err != nil {
+	if _, err := s.overview.OwnedSandbox(ctx, owner, sandboxID); err != nil {
 		return err
 	}
 	_, err := s.river.Insert(ctx, VerifyArgs{SandboxID: sandboxID}, nil)

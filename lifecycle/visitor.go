@@ -10,66 +10,6 @@ import (
 	"sandman/sandbox"
 )
 
-// SharedPreview is all a visitor of a share link may know of the project: its name and its
-// preview's state, and the preview's URL while it runs. Nothing of the founder.
-type SharedPreview struct {
-	ProjectID   uuid.UUID
-	ProjectName string
-	State       sandbox.VisitorState
-	PreviewURL  string // set when State is VisitorLive
-	// ColdStart: the preview sleeps on a files-only snapshot, so waking starts the app again
-	// and takes longer.
-	ColdStart bool
-	// EventID is the newest event of the sandbox shown: the version of this state.
-	EventID int64
-
-	sandbox *db.Sandbox
-}
-
-// visitorState is what a visitor sees of sandbox sb (nil: never built) whose build is b, when
-// failedResumes resumes in a row have failed since it last ran.
-func visitorState(sb *db.Sandbox, b db.Build, failedResumes int32) sandbox.VisitorState {
-	if sb == nil || b.Status == sandbox.BuildFailed {
-		return sandbox.VisitorGone
-	}
-	switch sb.Status {
-	case sandbox.Running:
-		return appVisitorState(sb)
-	case sandbox.Paused:
-		return sandbox.VisitorSleeping
-	case sandbox.Resuming:
-		return sandbox.VisitorWaking
-	case sandbox.Starting:
-		return sandbox.VisitorStarting
-	case sandbox.ResumeFailed:
-		switch {
-		case (sb.FailureCause != nil && sb.FailureCause.OnlyRebuildFixes()):
-			return sandbox.VisitorGone
-		case failedResumes >= 2:
-			return sandbox.VisitorTrouble
-		}
-		return sandbox.VisitorSleeping
-	case sandbox.Unknown:
-		return sandbox.VisitorTrouble
-	}
-	return sandbox.VisitorGone
-}
-
-// appVisitorState is what a visitor sees of a running sandbox: its app's state decides whether
-// the frame would show the app or the provider's error page.
-func appVisitorState(sb *db.Sandbox) sandbox.VisitorState {
-	if sb.AppStatus == nil {
-		return sandbox.VisitorLive // a sandbox from before the app's state was kept
-	}
-	switch *sb.AppStatus {
-	case sandbox.AppExited, sandbox.AppNotAnswering:
-		return sandbox.VisitorBroken
-	case sandbox.AppStarting:
-		return sandbox.VisitorUpdating
-	}
-	return sandbox.VisitorLive
-}
-
 // wakeable reports whether a visitor's wake resumes the sandbox: it sleeps, a resume failed
 // for a reason that may pass, or the provider could not be reached (a resume asks it again).
 func wakeable(sb db.Sandbox) bool {

@@ -30,6 +30,15 @@ func New(q *db.Queries, sleepsAt func(db.Sandbox) time.Time) *Reader {
 	return &Reader{q: q, sleepsAt: sleepsAt}
 }
 
+// OwnedSandbox returns the founder's sandbox, or a not-found error for anyone else's.
+func (r *Reader) OwnedSandbox(ctx context.Context, owner, id uuid.UUID) (db.Sandbox, error) {
+	sb, err := r.q.GetSandboxByOwner(ctx, db.GetSandboxByOwnerParams{ID: id, OwnerID: owner})
+	if db.IsNotFound(err) {
+		return sb, apperr.NotFound("Sandbox")
+	}
+	return sb, err
+}
+
 // credits returns the founder's current credits (a dashboard whose list read none).
 func (r *Reader) credits(ctx context.Context, owner uuid.UUID) (int32, error) {
 	u, err := r.q.GetUserByID(ctx, owner)
