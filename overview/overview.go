@@ -117,7 +117,7 @@ func (r *Reader) withSandbox(v *ProjectView, st db.ProjectState, sb *db.Sandbox,
 // (a page's header shows them), in one round trip when every project has a sandbox
 // (ListProjectStatesByOwner). Like every read here it only reads the database: rendering a card
 // for the live feed must not queue work. Pages opened by the founder ask for verification
-// themselves (VerifyStale).
+// themselves (lifecycle's VerifyStale).
 func (r *Reader) Projects(ctx context.Context, owner uuid.UUID) ([]ProjectView, int32, error) {
 	states, err := r.q.ListProjectStatesByOwner(ctx, owner)
 	if err != nil {
