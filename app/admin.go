@@ -8,6 +8,7 @@ import (
 	"sandman/db"
 	"sandman/lifecycle"
 	"sandman/ops"
+	"sandman/overview"
 	"sandman/projects"
 )
 
@@ -46,7 +47,7 @@ func DemoFounder(ctx context.Context, cfg Config, email, password string) error 
 	if err != nil {
 		return err
 	}
-	shown, _, err := life.Projects(ctx, u.ID)
+	shown, _, err := overview.New(db.New(pool), cfg.Lifecycle.IdleDeadline).Projects(ctx, u.ID)
 	if err != nil {
 		return err
 	}

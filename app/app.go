@@ -34,6 +34,7 @@ import (
 	"sandman/lifecycle"
 	"sandman/live"
 	"sandman/ops"
+	"sandman/overview"
 	"sandman/projects"
 	"sandman/shares"
 	"sandman/versions"
@@ -154,6 +155,7 @@ type App struct {
 	registry  *prometheus.Registry
 	provider  *e2b.Client
 	lifecycle *lifecycle.Service
+	overview  *overview.Reader
 	ops       *ops.Service
 	operators *ops.Operators
 	accounts  *accounts.Service
@@ -211,13 +213,18 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 	lc := cfg.Lifecycle
 	lc.Size = cfg.Ops.Size
 	a.applog = applog.New(pool, applog.NewWriter(pool, cfg.AppLog, logger, a.registry), applog.NewFeed(logger), cfg.Reports)
+	// The reads apply the lifecycle's idle rule to a running sandbox (its SleepsAt).
+	a.overview = overview.New(db.New(pool), lc.IdleDeadline)
 	a.lifecycle, err = lifecycle.New(lifecycle.Options{Pool: pool, Provider: a.provider, Config: lc,
 		Logger: logger, Registerer: a.registry, Work: cfg.Role.works(), Name: "sandman-watch-" + uuid.NewString()[:8],
-		Sink: appLogSink{l: a.applog}})
+		Sink: appLogSink{l: a.applog}, Overview: a.overview})
 	if err != nil {
 		return nil, err
 	}
-	a.ops = ops.New(ops.Options{Pool: pool, Config: cfg.Ops, Describe: a.lifecycle.Sentence, StuckAfter: a.lifecycle.StuckAfter,
+	a.ops = ops.New(ops.Options{Pool: pool, Config: cfg.Ops, Describe: a.lifecycle.Sentence, StuckAfter: func() (starting, resuming time.Duration) {
+		d := a.lifecycle.Deadlines()
+		return d.StuckStarting, d.StuckResuming
+	},
 		Provider: func() ops.ProviderClient {
 			return ops.ProviderClient{Circuit: a.provider.CircuitState(), Errors: a.provider.CallErrors()}
 		}})
@@ -253,8 +260,8 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 
 	a.hub = live.New(live.Options{Logger: logger, Registerer: a.registry})
 	a.feed = feed.New(feed.Options{Hub: a.hub, Sessions: a.sessions, Logs: a.applog.Feed, Logger: logger, Registerer: a.registry,
-		Render: feed.Renderers{Sandbox: handlers.RenderSandbox(a.lifecycle), Founder: handlers.RenderSnapshot(a.lifecycle),
-			ShareOfSandbox: handlers.RenderShare(a.lifecycle), Share: handlers.RenderShareSnapshot(a.lifecycle),
+		Render: feed.Renderers{Sandbox: handlers.RenderSandbox(a.lifecycle, a.overview), Founder: handlers.RenderSnapshot(a.lifecycle, a.overview),
+			ShareOfSandbox: handlers.RenderShare(a.overview), Share: handlers.RenderShareSnapshot(a.overview),
 			ShareEnded: handlers.ShareEnded(), Ops: handlers.RenderOps(a.ops)}})
 	var metricsOnMain http.Handler
 	if cfg.MetricsAddr == "" && cfg.MetricsToken != "" {
@@ -262,7 +269,7 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 	}
 	a.handler = handlers.New(handlers.Deps{
 		Pool: pool, Sessions: sessions, Accounts: a.accounts, Projects: projects.New(pool).WithLimits(cfg.ProjectLimit, cfg.StorageQuota), Shares: a.shares,
-		Versions: versions.New(pool, a.lifecycle.VersionMade).WithQuota(cfg.StorageQuota), Lifecycle: a.lifecycle, Credits: credits.New(pool), AppLog: a.applog,
+		Versions: versions.New(pool, a.lifecycle.VersionMade).WithQuota(cfg.StorageQuota), Lifecycle: a.lifecycle, Credits: credits.New(pool), Overview: a.overview, AppLog: a.applog,
 		Live: a.hub, Feed: a.feed, Ops: a.ops, Operators: a.operators, Logger: logger, Registry: a.registry, Metrics: metricsOnMain, TrustProxy: cfg.TrustProxy, HSTS: cfg.CookieSecure,
 		FrameOrigins: []string{frameOrigin(a.provider)}, LargeBodies: cfg.LargeBodies, LargeBodyWait: cfg.LargeBodyWait,
 	})
@@ -474,6 +481,9 @@ func (a *App) Pool() *pgxpool.Pool { return a.pool }
 
 // Lifecycle is the instance's lifecycle service.
 func (a *App) Lifecycle() *lifecycle.Service { return a.lifecycle }
+
+// Overview is the instance's reader of projects' states.
+func (a *App) Overview() *overview.Reader { return a.overview }
 
 // Provider is the instance's provider client (one per process: it holds the circuit breaker).
 func (a *App) Provider() *e2b.Client { return a.provider }

@@ -36,7 +36,7 @@ type CountOpenProblemsByOwnerRow struct {
 	Open      int64
 }
 
-// The founder's pages' reads of the app's problems (lifecycle's ProjectView, the build page's
+// The founder's pages' reads of the app's problems (overview's ProjectView, the build page's
 // Logs panel); applog writes them (queries/app_logs.sql).
 // Each of the founder's projects with open problems, and how many: the cards' counts.
 func (q *Queries) CountOpenProblemsByOwner(ctx context.Context, ownerID uuid.UUID) ([]CountOpenProblemsByOwnerRow, error) {

@@ -474,6 +474,20 @@ type Project struct {
 	PreviewReporter bool
 }
 
+type ProjectState struct {
+	ProjectID       uuid.UUID
+	OwnerID         uuid.UUID
+	FileCount       int32
+	CurrentVersion  int32
+	LastGoodVersion int32
+	Shared          bool
+	SandboxID       *uuid.UUID
+	ChangeEventID   int64
+	LatestEventID   int64
+	DeployedNumber  int32
+	DeployingNumber int32
+}
+
 type Sandbox struct {
 	ID                   uuid.UUID
 	ProviderID           *string

@@ -93,14 +93,9 @@ func (q *Queries) GetProjectByOwner(ctx context.Context, arg GetProjectByOwnerPa
 }
 
 const getProjectState = `-- name: GetProjectState :one
-SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself, projects.preview_reporter,
-       coalesce(cur.file_count, 0)::integer AS file_count, coalesce(cur.number, 0)::integer AS current_version,
-       coalesce((SELECT max(n.app_good_version) FROM sandboxes n WHERE n.project_id = projects.id), 0)::integer AS last_good_version,
-       EXISTS (SELECT 1 FROM share_links l WHERE l.project_id = projects.id)::boolean AS shared
-FROM projects
-LEFT JOIN LATERAL (SELECT v.number, v.file_count FROM versions v WHERE v.project_id = projects.id
-    ORDER BY v.number DESC LIMIT 1) cur ON true
-WHERE projects.owner_id = $1 AND projects.id = $2
+SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself, projects.preview_reporter, st.project_id, st.owner_id, st.file_count, st.current_version, st.last_good_version, st.shared, st.sandbox_id, st.change_event_id, st.latest_event_id, st.deployed_number, st.deploying_number
+FROM project_states st JOIN projects ON projects.id = st.project_id
+WHERE st.owner_id = $1 AND st.project_id = $2
 `
 
 type GetProjectStateParams struct {
@@ -109,11 +104,8 @@ type GetProjectStateParams struct {
 }
 
 type GetProjectStateRow struct {
-	Project         Project
-	FileCount       int32
-	CurrentVersion  int32
-	LastGoodVersion int32
-	Shared          bool
+	Project      Project
+	ProjectState ProjectState
 }
 
 // One founder's project as ListProjectsByOwner reads each (a page's and an answer's read,
@@ -133,33 +125,31 @@ func (q *Queries) GetProjectState(ctx context.Context, arg GetProjectStateParams
 		&i.Project.CreatedAt,
 		&i.Project.ReloadsItself,
 		&i.Project.PreviewReporter,
-		&i.FileCount,
-		&i.CurrentVersion,
-		&i.LastGoodVersion,
-		&i.Shared,
+		&i.ProjectState.ProjectID,
+		&i.ProjectState.OwnerID,
+		&i.ProjectState.FileCount,
+		&i.ProjectState.CurrentVersion,
+		&i.ProjectState.LastGoodVersion,
+		&i.ProjectState.Shared,
+		&i.ProjectState.SandboxID,
+		&i.ProjectState.ChangeEventID,
+		&i.ProjectState.LatestEventID,
+		&i.ProjectState.DeployedNumber,
+		&i.ProjectState.DeployingNumber,
 	)
 	return i, err
 }
 
 const getProjectStateOfSandbox = `-- name: GetProjectStateOfSandbox :one
-SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself, projects.preview_reporter, u.credits AS owner_credits,
-       coalesce(cur.file_count, 0)::integer AS file_count, coalesce(cur.number, 0)::integer AS current_version,
-       coalesce((SELECT max(n.app_good_version) FROM sandboxes n WHERE n.project_id = projects.id), 0)::integer AS last_good_version,
-       EXISTS (SELECT 1 FROM share_links l WHERE l.project_id = projects.id)::boolean AS shared,
-       s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, s.app_status, s.app_version, s.app_since, s.app_exit_code, s.app_run_id, s.app_pid, s.app_good_version, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail,
-       (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id,
-       (SELECT v.number FROM versions v WHERE v.id = s.deployed_version_id)::integer AS deployed_number,
-       coalesce((SELECT v.number FROM versions v WHERE v.id = s.deploying_version_id), 0)::integer AS deploying_number
+SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself, projects.preview_reporter, u.credits AS owner_credits, st.project_id, st.owner_id, st.file_count, st.current_version, st.last_good_version, st.shared, st.sandbox_id, st.change_event_id, st.latest_event_id, st.deployed_number, st.deploying_number,
+       s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, s.app_status, s.app_version, s.app_since, s.app_exit_code, s.app_run_id, s.app_pid, s.app_good_version, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail
 FROM sandboxes x
-JOIN projects ON projects.id = x.project_id AND projects.owner_id = $1
+JOIN project_states st ON st.project_id = x.project_id AND st.owner_id = $1
+JOIN projects ON projects.id = st.project_id
 JOIN users u ON u.id = projects.owner_id
-LEFT JOIN LATERAL (SELECT v.number, v.file_count FROM versions v WHERE v.project_id = projects.id
-    ORDER BY v.number DESC LIMIT 1) cur ON true
-JOIN sandboxes s ON s.id = (SELECT n.id FROM sandboxes n WHERE n.project_id = projects.id
-    ORDER BY n.created_at DESC LIMIT 1)
+JOIN sandboxes s ON s.id = st.sandbox_id
 JOIN builds b ON b.id = s.build_id
-JOIN sandbox_events e ON e.id = (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id
-    AND NOT (ev.source = 'visitor' AND ev.from_status = ev.to_status))
+JOIN sandbox_events e ON e.id = st.change_event_id
 WHERE x.id = $2 AND x.owner_id = $1
 `
 
@@ -169,25 +159,19 @@ type GetProjectStateOfSandboxParams struct {
 }
 
 type GetProjectStateOfSandboxRow struct {
-	Project         Project
-	OwnerCredits    int32
-	FileCount       int32
-	CurrentVersion  int32
-	LastGoodVersion int32
-	Shared          bool
-	Sandbox         Sandbox
-	Build           Build
-	SandboxEvent    SandboxEvent
-	LatestEventID   int64
-	DeployedNumber  int32
-	DeployingNumber int32
+	Project      Project
+	OwnerCredits int32
+	ProjectState ProjectState
+	Sandbox      Sandbox
+	Build        Build
+	SandboxEvent SandboxEvent
 }
 
-// What GetProjectState and GetCurrentSandboxState read together, in one round trip, for the
-// project one of the founder's sandboxes (x) belongs to: the JSON status read's, an action's
-// answer's and the live feed's. The current sandbox is the project's newest (x, or a later one);
-// every sandbox has its build and its first event from its creation, so the joins always hold.
-// With the founder's balance: the live feed draws the header's from the same read.
+// The state of the project one of the founder's sandboxes (x) belongs to, with its current
+// sandbox's rows (x, or a later one; every sandbox has its build and its first event from its
+// creation, so the joins always hold), in one round trip: the JSON status read's, an action's
+// answer's and the live feed's. With the founder's balance: the live feed draws the header's
+// from the same read.
 func (q *Queries) GetProjectStateOfSandbox(ctx context.Context, arg GetProjectStateOfSandboxParams) (GetProjectStateOfSandboxRow, error) {
 	row := q.db.QueryRow(ctx, getProjectStateOfSandbox, arg.OwnerID, arg.SandboxID)
 	var i GetProjectStateOfSandboxRow
@@ -204,10 +188,17 @@ func (q *Queries) GetProjectStateOfSandbox(ctx context.Context, arg GetProjectSt
 		&i.Project.ReloadsItself,
 		&i.Project.PreviewReporter,
 		&i.OwnerCredits,
-		&i.FileCount,
-		&i.CurrentVersion,
-		&i.LastGoodVersion,
-		&i.Shared,
+		&i.ProjectState.ProjectID,
+		&i.ProjectState.OwnerID,
+		&i.ProjectState.FileCount,
+		&i.ProjectState.CurrentVersion,
+		&i.ProjectState.LastGoodVersion,
+		&i.ProjectState.Shared,
+		&i.ProjectState.SandboxID,
+		&i.ProjectState.ChangeEventID,
+		&i.ProjectState.LatestEventID,
+		&i.ProjectState.DeployedNumber,
+		&i.ProjectState.DeployingNumber,
 		&i.Sandbox.ID,
 		&i.Sandbox.ProviderID,
 		&i.Sandbox.OwnerID,
@@ -277,9 +268,6 @@ func (q *Queries) GetProjectStateOfSandbox(ctx context.Context, arg GetProjectSt
 		&i.SandboxEvent.Output,
 		&i.SandboxEvent.ViaToken,
 		&i.SandboxEvent.Detail,
-		&i.LatestEventID,
-		&i.DeployedNumber,
-		&i.DeployingNumber,
 	)
 	return i, err
 }
@@ -330,48 +318,32 @@ func (q *Queries) InsertProject(ctx context.Context, arg InsertProjectParams) (P
 }
 
 const listProjectStatesByOwner = `-- name: ListProjectStatesByOwner :many
-SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself, projects.preview_reporter,
-       coalesce(cur.file_count, 0)::integer AS file_count, coalesce(cur.number, 0)::integer AS current_version,
-       coalesce((SELECT max(n.app_good_version) FROM sandboxes n WHERE n.project_id = projects.id), 0)::integer AS last_good_version,
-       EXISTS (SELECT 1 FROM share_links l WHERE l.project_id = projects.id)::boolean AS shared,
-       s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, s.app_status, s.app_version, s.app_since, s.app_exit_code, s.app_run_id, s.app_pid, s.app_good_version, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail,
-       (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id,
-       (SELECT v.number FROM versions v WHERE v.id = s.deployed_version_id)::integer AS deployed_number,
-       coalesce((SELECT v.number FROM versions v WHERE v.id = s.deploying_version_id), 0)::integer AS deploying_number,
+SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself, projects.preview_reporter, st.project_id, st.owner_id, st.file_count, st.current_version, st.last_good_version, st.shared, st.sandbox_id, st.change_event_id, st.latest_event_id, st.deployed_number, st.deploying_number, s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, s.app_status, s.app_version, s.app_since, s.app_exit_code, s.app_run_id, s.app_pid, s.app_good_version, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail,
        (SELECT count(*) FROM projects o WHERE o.owner_id = $1)::integer AS project_count,
        (SELECT u.credits FROM users u WHERE u.id = $1)::integer AS credits
-FROM projects
-LEFT JOIN LATERAL (SELECT v.number, v.file_count FROM versions v WHERE v.project_id = projects.id
-    ORDER BY v.number DESC LIMIT 1) cur ON true
-JOIN sandboxes s ON s.id = (SELECT n.id FROM sandboxes n WHERE n.project_id = projects.id
-    ORDER BY n.created_at DESC LIMIT 1)
+FROM project_states st
+JOIN projects ON projects.id = st.project_id
+JOIN sandboxes s ON s.id = st.sandbox_id
 JOIN builds b ON b.id = s.build_id
-JOIN sandbox_events e ON e.id = (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id
-    AND NOT (ev.source = 'visitor' AND ev.from_status = ev.to_status))
-WHERE projects.owner_id = $1 ORDER BY projects.created_at DESC, projects.id
+JOIN sandbox_events e ON e.id = st.change_event_id
+WHERE st.owner_id = $1 ORDER BY projects.created_at DESC, projects.id
 `
 
 type ListProjectStatesByOwnerRow struct {
-	Project         Project
-	FileCount       int32
-	CurrentVersion  int32
-	LastGoodVersion int32
-	Shared          bool
-	Sandbox         Sandbox
-	Build           Build
-	SandboxEvent    SandboxEvent
-	LatestEventID   int64
-	DeployedNumber  int32
-	DeployingNumber int32
-	ProjectCount    int32
-	Credits         int32
+	Project      Project
+	ProjectState ProjectState
+	Sandbox      Sandbox
+	Build        Build
+	SandboxEvent SandboxEvent
+	ProjectCount int32
+	Credits      int32
 }
 
 // The dashboard's read in one round trip: each of the founder's projects that has a sandbox,
-// as GetProjectStateOfSandbox reads it (its newest sandbox with its build, newest change and
-// versions), in ListProjectsByOwner's order; how many projects the founder has in all (fewer
-// rows than that means some were never built: lifecycle.Projects then reads the list); and the
-// founder's credits, the page header's balance.
+// with its state and its current sandbox's rows (as GetProjectStateOfSandbox reads them), in
+// ListProjectsByOwner's order; how many projects the founder has in all (fewer rows than that
+// means some were never built: overview.Projects then reads the list); and the founder's
+// credits, the page header's balance.
 func (q *Queries) ListProjectStatesByOwner(ctx context.Context, ownerID uuid.UUID) ([]ListProjectStatesByOwnerRow, error) {
 	rows, err := q.db.Query(ctx, listProjectStatesByOwner, ownerID)
 	if err != nil {
@@ -393,10 +365,17 @@ func (q *Queries) ListProjectStatesByOwner(ctx context.Context, ownerID uuid.UUI
 			&i.Project.CreatedAt,
 			&i.Project.ReloadsItself,
 			&i.Project.PreviewReporter,
-			&i.FileCount,
-			&i.CurrentVersion,
-			&i.LastGoodVersion,
-			&i.Shared,
+			&i.ProjectState.ProjectID,
+			&i.ProjectState.OwnerID,
+			&i.ProjectState.FileCount,
+			&i.ProjectState.CurrentVersion,
+			&i.ProjectState.LastGoodVersion,
+			&i.ProjectState.Shared,
+			&i.ProjectState.SandboxID,
+			&i.ProjectState.ChangeEventID,
+			&i.ProjectState.LatestEventID,
+			&i.ProjectState.DeployedNumber,
+			&i.ProjectState.DeployingNumber,
 			&i.Sandbox.ID,
 			&i.Sandbox.ProviderID,
 			&i.Sandbox.OwnerID,
@@ -466,9 +445,6 @@ func (q *Queries) ListProjectStatesByOwner(ctx context.Context, ownerID uuid.UUI
 			&i.SandboxEvent.Output,
 			&i.SandboxEvent.ViaToken,
 			&i.SandboxEvent.Detail,
-			&i.LatestEventID,
-			&i.DeployedNumber,
-			&i.DeployingNumber,
 			&i.ProjectCount,
 			&i.Credits,
 		); err != nil {
@@ -483,22 +459,18 @@ func (q *Queries) ListProjectStatesByOwner(ctx context.Context, ownerID uuid.UUI
 }
 
 const listProjectsByOwner = `-- name: ListProjectsByOwner :many
-SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself, projects.preview_reporter,
-       coalesce(cur.file_count, 0)::integer AS file_count, coalesce(cur.number, 0)::integer AS current_version,
-       EXISTS (SELECT 1 FROM share_links l WHERE l.project_id = projects.id)::boolean AS shared
-FROM projects
-LEFT JOIN LATERAL (SELECT v.number, v.file_count FROM versions v WHERE v.project_id = projects.id
-    ORDER BY v.number DESC LIMIT 1) cur ON true
-WHERE owner_id = $1 ORDER BY created_at DESC, id
+SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself, projects.preview_reporter, st.project_id, st.owner_id, st.file_count, st.current_version, st.last_good_version, st.shared, st.sandbox_id, st.change_event_id, st.latest_event_id, st.deployed_number, st.deploying_number
+FROM project_states st JOIN projects ON projects.id = st.project_id
+WHERE st.owner_id = $1 ORDER BY projects.created_at DESC, projects.id
 `
 
 type ListProjectsByOwnerRow struct {
-	Project        Project
-	FileCount      int32
-	CurrentVersion int32
-	Shared         bool
+	Project      Project
+	ProjectState ProjectState
 }
 
+// The founder's projects, newest first, each with its state (project_states; the current
+// sandbox's ids are NULL for a project never built).
 func (q *Queries) ListProjectsByOwner(ctx context.Context, ownerID uuid.UUID) ([]ListProjectsByOwnerRow, error) {
 	rows, err := q.db.Query(ctx, listProjectsByOwner, ownerID)
 	if err != nil {
@@ -520,9 +492,17 @@ func (q *Queries) ListProjectsByOwner(ctx context.Context, ownerID uuid.UUID) ([
 			&i.Project.CreatedAt,
 			&i.Project.ReloadsItself,
 			&i.Project.PreviewReporter,
-			&i.FileCount,
-			&i.CurrentVersion,
-			&i.Shared,
+			&i.ProjectState.ProjectID,
+			&i.ProjectState.OwnerID,
+			&i.ProjectState.FileCount,
+			&i.ProjectState.CurrentVersion,
+			&i.ProjectState.LastGoodVersion,
+			&i.ProjectState.Shared,
+			&i.ProjectState.SandboxID,
+			&i.ProjectState.ChangeEventID,
+			&i.ProjectState.LatestEventID,
+			&i.ProjectState.DeployedNumber,
+			&i.ProjectState.DeployingNumber,
 		); err != nil {
 			return nil, err
 		}

@@ -219,34 +219,40 @@ func (q *Queries) GetCurrentSandboxByProjectForUpdate(ctx context.Context, proje
 }
 
 const getCurrentSandboxState = `-- name: GetCurrentSandboxState :one
-SELECT s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, s.app_status, s.app_version, s.app_since, s.app_exit_code, s.app_run_id, s.app_pid, s.app_good_version, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail,
-    (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id,
-    (SELECT v.number FROM versions v WHERE v.id = s.deployed_version_id)::integer AS deployed_number,
-    coalesce((SELECT v.number FROM versions v WHERE v.id = s.deploying_version_id), 0)::integer AS deploying_number
-FROM sandboxes s JOIN builds b ON b.id = s.build_id
-JOIN sandbox_events e ON e.id = (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id
-    AND NOT (ev.source = 'visitor' AND ev.from_status = ev.to_status))
-WHERE s.project_id = $1
-ORDER BY s.created_at DESC LIMIT 1
+SELECT st.project_id, st.owner_id, st.file_count, st.current_version, st.last_good_version, st.shared, st.sandbox_id, st.change_event_id, st.latest_event_id, st.deployed_number, st.deploying_number, s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, s.app_status, s.app_version, s.app_since, s.app_exit_code, s.app_run_id, s.app_pid, s.app_good_version, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail
+FROM project_states st
+JOIN sandboxes s ON s.id = st.sandbox_id
+JOIN builds b ON b.id = s.build_id
+JOIN sandbox_events e ON e.id = st.change_event_id
+WHERE st.project_id = $1
 `
 
 type GetCurrentSandboxStateRow struct {
-	Sandbox         Sandbox
-	Build           Build
-	SandboxEvent    SandboxEvent
-	LatestEventID   int64
-	DeployedNumber  int32
-	DeployingNumber int32
+	ProjectState ProjectState
+	Sandbox      Sandbox
+	Build        Build
+	SandboxEvent SandboxEvent
 }
 
-// One project's newest sandbox with its build, its newest change (every sandbox has one from
-// its creation: why it is in its state) and its newest event's id (the version of its state for
-// live updates: a visitor's note that it found the preview gone is newer than the change), in
-// one round trip (ListProjectStatesByOwner reads each of the founder's the same way).
+// One project's state (project_states) with its newest sandbox, that sandbox's build and its
+// newest change (every sandbox has one from its creation: why it is in its state), in one
+// round trip (ListProjectStatesByOwner reads each of the founder's the same way). No row: the
+// project was never built.
 func (q *Queries) GetCurrentSandboxState(ctx context.Context, projectID uuid.UUID) (GetCurrentSandboxStateRow, error) {
 	row := q.db.QueryRow(ctx, getCurrentSandboxState, projectID)
 	var i GetCurrentSandboxStateRow
 	err := row.Scan(
+		&i.ProjectState.ProjectID,
+		&i.ProjectState.OwnerID,
+		&i.ProjectState.FileCount,
+		&i.ProjectState.CurrentVersion,
+		&i.ProjectState.LastGoodVersion,
+		&i.ProjectState.Shared,
+		&i.ProjectState.SandboxID,
+		&i.ProjectState.ChangeEventID,
+		&i.ProjectState.LatestEventID,
+		&i.ProjectState.DeployedNumber,
+		&i.ProjectState.DeployingNumber,
 		&i.Sandbox.ID,
 		&i.Sandbox.ProviderID,
 		&i.Sandbox.OwnerID,
@@ -316,9 +322,6 @@ func (q *Queries) GetCurrentSandboxState(ctx context.Context, projectID uuid.UUI
 		&i.SandboxEvent.Output,
 		&i.SandboxEvent.ViaToken,
 		&i.SandboxEvent.Detail,
-		&i.LatestEventID,
-		&i.DeployedNumber,
-		&i.DeployingNumber,
 	)
 	return i, err
 }

@@ -12,6 +12,7 @@ import (
 	"sandman/feed"
 	"sandman/lifecycle"
 	"sandman/live"
+	"sandman/overview"
 	"sandman/views"
 )
 
@@ -53,9 +54,9 @@ func (h *Handlers) events(c echo.Context) error {
 }
 
 // RenderSandbox renders one sandbox's card and pane for the live feed.
-func RenderSandbox(l *lifecycle.Service) func(context.Context, uuid.UUID, uuid.UUID) (live.Message, error) {
+func RenderSandbox(l *lifecycle.Service, o *overview.Reader) func(context.Context, uuid.UUID, uuid.UUID) (live.Message, error) {
 	return func(ctx context.Context, owner, sandboxID uuid.UUID) (live.Message, error) {
-		v, credits, err := l.ProjectOfSandboxAndCredits(ctx, owner, sandboxID)
+		v, credits, err := o.ProjectOfSandboxAndCredits(ctx, owner, sandboxID)
 		if err != nil {
 			return live.Message{}, err
 		}
@@ -64,9 +65,9 @@ func RenderSandbox(l *lifecycle.Service) func(context.Context, uuid.UUID, uuid.U
 }
 
 // RenderSnapshot renders every current card and pane of a founder for a (re)connection.
-func RenderSnapshot(l *lifecycle.Service) func(context.Context, uuid.UUID) ([]live.Message, error) {
+func RenderSnapshot(l *lifecycle.Service, o *overview.Reader) func(context.Context, uuid.UUID) ([]live.Message, error) {
 	return func(ctx context.Context, owner uuid.UUID) ([]live.Message, error) {
-		views, credits, err := l.Projects(ctx, owner)
+		views, credits, err := o.Projects(ctx, owner)
 		if err != nil {
 			return nil, err
 		}
@@ -89,7 +90,7 @@ func RenderSnapshot(l *lifecycle.Service) func(context.Context, uuid.UUID) ([]li
 // header takes from the stream: a change the founder did not make on that page (a failed
 // build's refund, a build started in another tab) reaches the header of every open page, with a
 // card or pane or without.
-func founderMessage(ctx context.Context, l *lifecycle.Service, owner uuid.UUID, v lifecycle.ProjectView, credits int32) (live.Message, error) {
+func founderMessage(ctx context.Context, l *lifecycle.Service, owner uuid.UUID, v overview.ProjectView, credits int32) (live.Message, error) {
 	now := time.Now()
 	hist, err := paneReads(ctx, l, v) // every read before the drawing
 	if err != nil {

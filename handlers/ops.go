@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"sandman/db"
 	"sandman/lifecycle"
 	"sandman/live"
 	"sandman/ops"
@@ -76,14 +76,14 @@ func (h *Handlers) opsSandbox(confirmKill bool) echo.HandlerFunc {
 }
 
 // opsAction runs an operator's pause or kill and goes back to the preview's page.
-func (h *Handlers) opsAction(act func(*lifecycle.Service, context.Context, lifecycle.Operator, uuid.UUID) error) echo.HandlerFunc {
+func (h *Handlers) opsAction(action db.OperatorAction) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		id, err := h.sandboxID(c)
 		if err != nil {
 			return err
 		}
 		u := principal(c).Founder
-		if err := act(h.Lifecycle, c.Request().Context(), lifecycle.Operator{ID: u.ID, Email: u.Email}, id); err != nil {
+		if err := h.Lifecycle.Operate(c.Request().Context(), lifecycle.Operator{ID: u.ID, Email: u.Email}, action, id); err != nil {
 			return err
 		}
 		return redirect(c, opsPrefix+"/sandboxes/"+id.String())

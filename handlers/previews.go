@@ -13,6 +13,7 @@ import (
 
 	"sandman/db"
 	"sandman/lifecycle"
+	"sandman/overview"
 	"sandman/projects"
 	"sandman/sandbox"
 	"sandman/views"
@@ -21,9 +22,9 @@ import (
 // previewVM turns a project's state into the card and pane view model. csrf is the session's
 // token for the forms of pages and htmx answers; the live feed, rendered once for every browser
 // of a founder, leaves it empty (htmx sends the header).
-func previewVM(l *lifecycle.Service, v lifecycle.ProjectView, now time.Time, csrf string) views.Preview {
+func previewVM(l *lifecycle.Service, v overview.ProjectView, now time.Time, csrf string) views.Preview {
 	p := views.Preview{ProjectID: v.Project.ID.String(), ProjectName: v.Project.Name, Source: sourceText(v.Project),
-		FileCount: v.FileCount, EventID: v.EventID, IdleFor: l.IdleTimeoutText(), Now: now, CSRF: csrf, Shared: v.Shared}
+		FileCount: v.FileCount, EventID: v.EventID, IdleFor: lifecycle.DurationText(l.Deadlines().IdleTimeout), Now: now, CSRF: csrf, Shared: v.Shared}
 	if v.Sandbox != nil {
 		sb := v.Sandbox
 		p.SandboxID, p.Status, p.PreviewURL = sb.ID.String(), sb.Status, sb.PreviewURL
@@ -31,7 +32,7 @@ func previewVM(l *lifecycle.Service, v lifecycle.ProjectView, now time.Time, csr
 		if sb.SnapshotKind != nil {
 			p.SnapshotKind = *sb.SnapshotKind
 		}
-		p.Why, p.WhyAt, p.SleepsAt = v.LastChange.Text, v.LastChange.At, v.SleepsAt
+		p.Why, p.WhyAt, p.SleepsAt = l.Sentence(v.Change, v.Build.Kind), v.Change.CreatedAt, v.SleepsAt
 	}
 	p.Version, p.Waiting, p.Applying = v.DeployedVersion, v.Waiting(), v.DeployingVersion
 	p.FailedVersion, p.RestoreTo = v.FailedVersion, v.RestoreTo
@@ -76,7 +77,7 @@ func sourceText(p db.Project) string {
 
 // fragment is what one of a project's fragments delivers, whether it answers an htmx action or
 // goes out on the live feed: the card, or the pane with its history out of band.
-func fragment(ctx context.Context, l *lifecycle.Service, f views.Fragment, v lifecycle.ProjectView, now time.Time, csrf string) (templ.Component, error) {
+func fragment(ctx context.Context, l *lifecycle.Service, f views.Fragment, v overview.ProjectView, now time.Time, csrf string) (templ.Component, error) {
 	var hist []lifecycle.HistoryEntry
 	if f == views.Pane {
 		var err error
@@ -89,7 +90,7 @@ func fragment(ctx context.Context, l *lifecycle.Service, f views.Fragment, v lif
 
 // paneReads reads what a pane shows beyond the project's view: its history up to the view's
 // event. A render reads everything first, then draws (drawFragment reads nothing).
-func paneReads(ctx context.Context, l *lifecycle.Service, v lifecycle.ProjectView) ([]lifecycle.HistoryEntry, error) {
+func paneReads(ctx context.Context, l *lifecycle.Service, v overview.ProjectView) ([]lifecycle.HistoryEntry, error) {
 	return l.History(ctx, v.Project.OwnerID, v.Project.ID, v.EventID)
 }
 
@@ -104,7 +105,7 @@ func drawFragment(f views.Fragment, vm views.Preview, hist []lifecycle.HistoryEn
 // renderPreview answers an htmx action with the fragment it targets (the card on the
 // dashboard, the pane on the build page) and the header's balance out of band, since a build
 // or a rebuild changes it.
-func (h *Handlers) renderPreview(c echo.Context, status int, v lifecycle.ProjectView) error {
+func (h *Handlers) renderPreview(c echo.Context, status int, v overview.ProjectView) error {
 	ctx := c.Request().Context()
 	f := views.Pane
 	if c.Request().Header.Get("HX-Target") == views.DOMID(views.Card, v.Project.ID.String()) {
@@ -169,7 +170,7 @@ func (h *Handlers) buildAction(rebuild bool) echo.HandlerFunc {
 		if !isHTMX(c) {
 			return back(c, "/projects/"+id.String())
 		}
-		v, err := h.Lifecycle.Project(ctx, u.ID, id)
+		v, err := h.Overview.Project(ctx, u.ID, id)
 		if err != nil {
 			return err
 		}
@@ -185,7 +186,7 @@ func (h *Handlers) rebuildConfirm(c echo.Context) error {
 		return err
 	}
 	u := principal(c).Founder
-	v, err := h.Lifecycle.Project(c.Request().Context(), u.ID, id)
+	v, err := h.Overview.Project(c.Request().Context(), u.ID, id)
 	if err != nil {
 		return err
 	}
@@ -218,7 +219,7 @@ func (h *Handlers) sandboxAction(act func(echo.Context, uuid.UUID, uuid.UUID) er
 		if err := act(c, u.ID, id); err != nil {
 			return err
 		}
-		v, err := h.Lifecycle.ProjectOfSandbox(c.Request().Context(), u.ID, id)
+		v, err := h.Overview.ProjectOfSandbox(c.Request().Context(), u.ID, id)
 		if err != nil {
 			return err
 		}
@@ -276,7 +277,7 @@ type appJSON struct {
 	LastGoodVersion *int32            `json:"lastGoodVersion"`
 }
 
-func toAppJSON(a lifecycle.AppState) *appJSON {
+func toAppJSON(a overview.AppState) *appJSON {
 	out := &appJSON{Status: a.Status, Since: a.Since, ExitCode: a.ExitCode, LastGoodVersion: a.LastGoodVersion}
 	if a.Version > 0 {
 		v := a.Version
@@ -287,8 +288,8 @@ func toAppJSON(a lifecycle.AppState) *appJSON {
 
 func (h *Handlers) toSandboxJSON(sb db.Sandbox) sandboxJSON {
 	out := sandboxJSON{ID: sb.ID.String(), ProviderID: sb.ProviderID, Status: sb.Status, PreviewURL: sb.PreviewURL,
-		LastActiveAt: sb.LastActiveAt, LastVerifiedAt: sb.LastVerifiedAt, IdleTimeoutMs: h.Lifecycle.IdleTimeout(),
-		LifecycleTimeoutMs: h.Lifecycle.SandboxTimeout(), Recreated: sb.Recreated, FailureCause: lifecycle.CauseText(sb.FailureCause, sb.FailureDetail),
+		LastActiveAt: sb.LastActiveAt, LastVerifiedAt: sb.LastVerifiedAt, IdleTimeoutMs: h.Lifecycle.Deadlines().IdleTimeout.Milliseconds(),
+		LifecycleTimeoutMs: h.Lifecycle.Deadlines().SandboxTimeout.Milliseconds(), Recreated: sb.Recreated, FailureCause: lifecycle.CauseText(sb.FailureCause, sb.FailureDetail),
 		FailureCode: sb.FailureCause}
 	out.SnapshotKind = sb.SnapshotKind
 	out.ExpiresAt = lifecycle.ExpiresAt(sb)
@@ -334,7 +335,7 @@ func (h *Handlers) apiGetSandbox(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	st, err := h.Lifecycle.SandboxStatus(c.Request().Context(), principal(c).Founder.ID, id)
+	st, err := h.Overview.SandboxStatus(c.Request().Context(), principal(c).Founder.ID, id)
 	if err != nil {
 		return err
 	}
@@ -350,7 +351,7 @@ func (h *Handlers) apiGetSandbox(c echo.Context) error {
 
 // sandboxOfView is the project's current sandbox with the version it runs, the one waiting and
 // its app.
-func (h *Handlers) sandboxOfView(v lifecycle.ProjectView) sandboxJSON {
+func (h *Handlers) sandboxOfView(v overview.ProjectView) sandboxJSON {
 	out := h.currentSandboxJSON(*v.Sandbox, v.DeployedVersion, v.Waiting())
 	out.App = toAppJSON(v.App())
 	return out
@@ -378,7 +379,7 @@ func (h *Handlers) apiSandboxAction(status int, act func(echo.Context, uuid.UUID
 		if err := act(c, u.ID, id); err != nil {
 			return err
 		}
-		sb, err := h.Lifecycle.OwnedSandbox(c.Request().Context(), u.ID, id)
+		sb, err := h.Overview.OwnedSandbox(c.Request().Context(), u.ID, id)
 		if err != nil {
 			return err
 		}

@@ -19,7 +19,7 @@ import (
 
 func (h *Handlers) dashboard(c echo.Context) error {
 	ctx := c.Request().Context()
-	rows, credits, err := h.Lifecycle.Projects(ctx, principal(c).Founder.ID)
+	rows, credits, err := h.Overview.Projects(ctx, principal(c).Founder.ID)
 	if err != nil {
 		return err
 	}
@@ -45,7 +45,7 @@ func (h *Handlers) projectPage(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	v, err := h.Lifecycle.Project(ctx, u.ID, id)
+	v, err := h.Overview.Project(ctx, u.ID, id)
 	if err != nil {
 		return err
 	}
@@ -202,7 +202,7 @@ func (h *Handlers) apiPatchProject(c echo.Context) error {
 }
 
 func (h *Handlers) apiListProjects(c echo.Context) error {
-	rows, _, err := h.Lifecycle.Projects(c.Request().Context(), principal(c).Founder.ID)
+	rows, _, err := h.Overview.Projects(c.Request().Context(), principal(c).Founder.ID)
 	if err != nil {
 		return err
 	}

@@ -188,8 +188,9 @@ func TestFailedDashboardsErrorPageShowsTheBalance(t *testing.T) {
 	c := b.NewClient(t)
 	c.SignUp("failed-dashboard@example.com")
 	newCounter(t, c)
-	// The dashboard's statement reads share_links; the balance's does not. (The test's own database.)
-	if _, err := b.Pool().Exec(t.Context(), "ALTER TABLE share_links RENAME TO share_links_hidden"); err != nil {
+	// The dashboard's statement reads the view project_states; the balance's does not. (The
+	// test's own database. A table renamed would not do: the view follows it.)
+	if _, err := b.Pool().Exec(t.Context(), "ALTER VIEW project_states RENAME TO project_states_hidden"); err != nil {
 		t.Fatal(err)
 	}
 	r := c.Get("/")
@@ -327,10 +328,10 @@ func TestOnlyOpeningAPageQueuesAVerification(t *testing.T) {
 		return s.count(t, "SELECT count(*) FROM river_job WHERE kind = 'verify' AND args->>'sandbox_id' = $1", built.Sandbox.ID)
 	}
 
-	if _, err := handlers.RenderSandbox(s.Lifecycle())(ctx, owner, uuid.MustParse(built.Sandbox.ID)); err != nil {
+	if _, err := handlers.RenderSandbox(s.Lifecycle(), s.Overview())(ctx, owner, uuid.MustParse(built.Sandbox.ID)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := handlers.RenderSnapshot(s.Lifecycle())(ctx, owner); err != nil {
+	if _, err := handlers.RenderSnapshot(s.Lifecycle(), s.Overview())(ctx, owner); err != nil {
 		t.Fatal(err)
 	}
 	if n := verifies(); n != 0 {

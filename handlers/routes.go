@@ -6,7 +6,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
-	"sandman/lifecycle"
+	"sandman/db"
 	"sandman/static"
 )
 
@@ -73,8 +73,8 @@ func (h *Handlers) routes(e *echo.Echo) {
 	o.GET("", h.opsPage)
 	o.GET("/sandboxes/:id", h.opsSandbox(false))
 	o.GET("/sandboxes/:id/kill", h.opsSandbox(true))
-	o.POST("/sandboxes/:id/pause", h.opsAction((*lifecycle.Service).OperatorPause))
-	o.POST("/sandboxes/:id/kill", h.opsAction((*lifecycle.Service).OperatorKill))
+	o.POST("/sandboxes/:id/pause", h.opsAction(db.OperatorActionPause))
+	o.POST("/sandboxes/:id/kill", h.opsAction(db.OperatorActionKill))
 
 	// The dashboard reads the founder's balance with its projects, in one round trip
 	// (lifecycle.Projects): the pages' chain, with ownBalance telling the session not to read

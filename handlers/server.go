@@ -20,6 +20,7 @@ import (
 	"sandman/lifecycle"
 	"sandman/live"
 	"sandman/ops"
+	"sandman/overview"
 	"sandman/projects"
 	"sandman/shares"
 	"sandman/versions"
@@ -38,7 +39,9 @@ type Deps struct {
 	Lifecycle *lifecycle.Service
 	// Credits reads the founders' balances.
 	Credits *credits.Ledger
-	Live    *live.Hub
+	// Overview reads what projects, sandboxes and share pages look like now.
+	Overview *overview.Reader
+	Live     *live.Hub
 	// Feed publishes to Live and answers its streams' snapshots.
 	Feed *feed.Feed
 	// Ops is the operator's console; Operators says who may open it.

@@ -13,8 +13,8 @@ import (
 
 	"sandman/apperr"
 	"sandman/feed"
-	"sandman/lifecycle"
 	"sandman/live"
+	"sandman/overview"
 	"sandman/sandbox"
 	"sandman/shares"
 	"sandman/views"
@@ -135,7 +135,7 @@ func visitOf(c echo.Context) shares.Visit {
 func sharePath(c echo.Context) string { return shareLinkPrefix + c.Param("token") }
 
 // shareStateVM is what the visitor's page shows of the shared preview.
-func shareStateVM(sp lifecycle.SharedPreview) views.ShareState {
+func shareStateVM(sp overview.SharedPreview) views.ShareState {
 	return views.ShareState{ProjectName: sp.ProjectName, State: sp.State, PreviewURL: sp.PreviewURL,
 		ColdStart: sp.ColdStart, EventID: sp.EventID}
 }
@@ -149,7 +149,7 @@ func (h *Handlers) sharePage(c echo.Context) error {
 	}
 	h.shareViews.WithLabelValues(string(sp.State)).Inc()
 	return render(c, http.StatusOK, views.ShareView(views.SharePage{State: shareStateVM(sp), Path: sharePath(c),
-		ActivityEvery: h.Lifecycle.ActivityEvery(), Now: time.Now()}))
+		ActivityEvery: h.Lifecycle.Deadlines().ActivityEvery, Now: time.Now()}))
 }
 
 // shareWake wakes the shared preview, within the visitors' limits: htmx gets the page's state
@@ -242,20 +242,20 @@ func newShareViewsMetric(reg prometheus.Registerer) *prometheus.CounterVec {
 
 // RenderShare renders the visitor's page of the project a sandbox belongs to, for the visitors'
 // streams of its link.
-func RenderShare(l *lifecycle.Service) func(context.Context, uuid.UUID, uuid.UUID) (live.Message, error) {
+func RenderShare(o *overview.Reader) func(context.Context, uuid.UUID, uuid.UUID) (live.Message, error) {
 	return func(ctx context.Context, owner, sandboxID uuid.UUID) (live.Message, error) {
-		sb, err := l.OwnedSandbox(ctx, owner, sandboxID)
+		sb, err := o.OwnedSandbox(ctx, owner, sandboxID)
 		if err != nil {
 			return live.Message{}, err
 		}
-		return RenderShareSnapshot(l)(ctx, sb.ProjectID)
+		return RenderShareSnapshot(o)(ctx, sb.ProjectID)
 	}
 }
 
 // RenderShareSnapshot renders the visitor's page of a project: a visitor's stream starts with it.
-func RenderShareSnapshot(l *lifecycle.Service) func(context.Context, uuid.UUID) (live.Message, error) {
+func RenderShareSnapshot(o *overview.Reader) func(context.Context, uuid.UUID) (live.Message, error) {
 	return func(ctx context.Context, projectID uuid.UUID) (live.Message, error) {
-		sp, err := l.SharedPreview(ctx, projectID)
+		sp, err := o.SharedPreview(ctx, projectID)
 		if err != nil {
 			return live.Message{}, err
 		}

@@ -20,7 +20,7 @@ import (
 
 	"sandman/apperr"
 	"sandman/db"
-	"sandman/lifecycle"
+	"sandman/overview"
 	"sandman/projects"
 	"sandman/versions"
 	"sandman/views"
@@ -328,7 +328,7 @@ func versionRow(v db.Version) views.VersionRow {
 const versionsShown = 20
 
 // versionsVM is the build page's Versions section.
-func (h *Handlers) versionsVM(c echo.Context, owner uuid.UUID, v lifecycle.ProjectView, now time.Time) (views.Versions, error) {
+func (h *Handlers) versionsVM(c echo.Context, owner uuid.UUID, v overview.ProjectView, now time.Time) (views.Versions, error) {
 	page, err := h.Versions.List(c.Request().Context(), owner, v.Project.ID, 0, versionsShown+1)
 	if err != nil {
 		return views.Versions{}, err

@@ -14,6 +14,7 @@ import (
 	"sandman/e2b"
 	"sandman/internal/testkit"
 	"sandman/lifecycle"
+	"sandman/overview"
 	"sandman/projects"
 	"sandman/sandbox"
 	"sandman/sandboxd/sandboxdtest"
@@ -48,12 +49,12 @@ func appVersions(t testing.TB, host *sandboxdtest.Host) versioned {
 }
 
 // waitApp waits until the sandbox's app is in status (its API state, SandboxStatus).
-func (b *testBundle) waitApp(t testing.TB, owner, id uuid.UUID, status sandbox.AppStatus, within time.Duration) lifecycle.SandboxStatus {
+func (b *testBundle) waitApp(t testing.TB, owner, id uuid.UUID, status sandbox.AppStatus, within time.Duration) overview.SandboxStatus {
 	t.Helper()
-	var st lifecycle.SandboxStatus
+	var st overview.SandboxStatus
 	testkit.Eventually(t, within, "the app to be "+string(status), func() error {
 		var err error
-		if st, err = b.svc.SandboxStatus(context.Background(), owner, id); err != nil {
+		if st, err = b.ov.SandboxStatus(context.Background(), owner, id); err != nil {
 			return err
 		}
 		if st.App.Status != status {

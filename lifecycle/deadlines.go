@@ -11,17 +11,14 @@ import (
 // worker, the sweep that stands behind it and the page that shows it can never disagree
 // (docs/states.md, "Deadlines").
 
-// idleDeadline is when a running sandbox is paused if nobody looks at it meanwhile. The idle
+// IdleDeadline is when a running sandbox is paused if nobody looks at it meanwhile. The idle
 // queue's queries (queries/idle.sql) compute the same from the same two values.
-func (c Config) idleDeadline(sb db.Sandbox) time.Time { return sb.LastActiveAt.Add(c.IdleTimeout) }
+func (c Config) IdleDeadline(sb db.Sandbox) time.Time { return sb.LastActiveAt.Add(c.IdleTimeout) }
 
 // activityEvery is how often a visitor's page of a share link reports activity while visible:
 // once a minute, as the build page does, or a third of the idle timeout when that is shorter,
 // so a preview someone watches is never paused under them.
 func (c Config) activityEvery() time.Duration { return min(time.Minute, c.IdleTimeout/3) }
-
-// ActivityEvery is how often a visitor's page reports activity while visible (activityEvery).
-func (s *Service) ActivityEvery() time.Duration { return s.cfg.activityEvery() }
 
 // pauseJobTimeout is the longest a pause job may run; an idle pause asked for longer ago than
 // this, on a sandbox still running, is claimed again (its worker went away).

@@ -18,6 +18,7 @@ import (
 	"sandman/db"
 	"sandman/internal/testkit"
 	"sandman/lifecycle"
+	"sandman/overview"
 	"sandman/projects"
 	"sandman/sandbox"
 	"sandman/sandboxd"
@@ -143,7 +144,7 @@ func TestPausedPreviewWakesWithTheNewestVersion(t *testing.T) {
 	if now := v.get(t, sb.ID); now.Status != sandbox.Paused || len(v.eventsOf(t, sb.ID)) != eventsBefore {
 		t.Fatalf("a version woke the paused preview: %s, %s", now.Status, history(v.eventsOf(t, sb.ID)[eventsBefore:]))
 	}
-	pv, err := v.svc.Project(ctx, u.ID, p.ID)
+	pv, err := v.ov.Project(ctx, u.ID, p.ID)
 	if err != nil || pv.Waiting() != 3 || pv.DeployedVersion != 1 {
 		t.Fatalf("the page's view: waiting %d, runs %d (%v); want version 3 waiting on version 1", pv.Waiting(), pv.DeployedVersion, err)
 	}
@@ -260,16 +261,15 @@ func TestRebuildBuildsTheCurrentVersion(t *testing.T) {
 // sandboxes' (ProjectOfSandbox, one query: the live feed's) and in the founder's list (Projects,
 // the dashboard's and the API's list), and that sandbox's status (SandboxStatus, the JSON status
 // read's); it fails t unless all read the same, and returns the state.
-func readEveryWay(t *testing.T, b *testBundle, owner, projectID, sandboxID uuid.UUID) lifecycle.ProjectView {
+func readEveryWay(t *testing.T, v *testBundle, owner, projectID, sandboxID uuid.UUID) overview.ProjectView {
 	t.Helper()
-	svc := b.svc
 	ctx := context.Background()
 	// A write between two reads (the reconcile marks the row verified every second in these
 	// tests) makes them differ rightly: they are all read again, a few times, until they agree.
-	var byID lifecycle.ProjectView
+	var byID overview.ProjectView
 	var disagree error
 	for try := 0; try < 5; try++ {
-		if byID, disagree = readAllWays(ctx, b, owner, projectID, sandboxID); disagree == nil {
+		if byID, disagree = readAllWays(ctx, v, owner, projectID, sandboxID); disagree == nil {
 			break
 		}
 	}
@@ -277,10 +277,10 @@ func readEveryWay(t *testing.T, b *testBundle, owner, projectID, sandboxID uuid.
 		t.Fatal(disagree)
 	}
 	var ae *apperr.Error
-	if _, err := svc.ProjectOfSandbox(ctx, uuid.New(), sandboxID); !errors.As(err, &ae) || ae.Kind != apperr.KindNotFound {
+	if _, err := v.ov.ProjectOfSandbox(ctx, uuid.New(), sandboxID); !errors.As(err, &ae) || ae.Kind != apperr.KindNotFound {
 		t.Fatalf("another founder's read of the sandbox's project: %v, want not found", err)
 	}
-	if _, err := svc.SandboxStatus(ctx, uuid.New(), sandboxID); !errors.As(err, &ae) || ae.Kind != apperr.KindNotFound {
+	if _, err := v.ov.SandboxStatus(ctx, uuid.New(), sandboxID); !errors.As(err, &ae) || ae.Kind != apperr.KindNotFound {
 		t.Fatalf("another founder's status read of the sandbox: %v, want not found", err)
 	}
 	return byID
@@ -403,13 +403,12 @@ func TestAnAppSeenUpNeverWaitsForTheProjectsLock(t *testing.T) {
 }
 
 // readAllWays is readEveryWay's reads, once: an error says which two disagree.
-func readAllWays(ctx context.Context, b *testBundle, owner, projectID, sandboxID uuid.UUID) (lifecycle.ProjectView, error) {
-	svc := b.svc
-	byID, err := svc.Project(ctx, owner, projectID)
+func readAllWays(ctx context.Context, v *testBundle, owner, projectID, sandboxID uuid.UUID) (overview.ProjectView, error) {
+	byID, err := v.ov.Project(ctx, owner, projectID)
 	if err != nil {
 		return byID, err
 	}
-	bySandbox, err := svc.ProjectOfSandbox(ctx, owner, sandboxID)
+	bySandbox, err := v.ov.ProjectOfSandbox(ctx, owner, sandboxID)
 	if err != nil {
 		return byID, err
 	}
@@ -417,14 +416,14 @@ func readAllWays(ctx context.Context, b *testBundle, owner, projectID, sandboxID
 		return byID, fmt.Errorf("the project's state read by its sandbox differs from the one read by its id:\n%+v\n%+v\nsandboxes:\n%+v\n%+v",
 			bySandbox, byID, deref(bySandbox.Sandbox), deref(byID.Sandbox))
 	}
-	list, credits, err := svc.Projects(ctx, owner)
+	list, credits, err := v.ov.Projects(ctx, owner)
 	if err != nil {
 		return byID, err
 	}
-	if want, err := db.New(b.pool).GetUserCredits(ctx, owner); err != nil || credits != want {
+	if want, err := db.New(v.pool).GetUserCredits(ctx, owner); err != nil || credits != want {
 		return byID, fmt.Errorf("the founder's list says %d credits, want %d (%v)", credits, want, err)
 	}
-	i := slices.IndexFunc(list, func(v lifecycle.ProjectView) bool { return v.Project.ID == projectID })
+	i := slices.IndexFunc(list, func(pv overview.ProjectView) bool { return pv.Project.ID == projectID })
 	if i < 0 {
 		return byID, fmt.Errorf("the founder's list has no project %v", projectID)
 	}
@@ -435,11 +434,11 @@ func readAllWays(ctx context.Context, b *testBundle, owner, projectID, sandboxID
 	if !reflect.DeepEqual(list[i], want) {
 		return byID, fmt.Errorf("the project's state in the founder's list differs from the one read by its id:\n%+v\n%+v", list[i], want)
 	}
-	st, err := svc.SandboxStatus(ctx, owner, sandboxID)
+	st, err := v.ov.SandboxStatus(ctx, owner, sandboxID)
 	if err != nil {
 		return byID, err
 	}
-	row, err := svc.OwnedSandbox(ctx, owner, sandboxID)
+	row, err := v.ov.OwnedSandbox(ctx, owner, sandboxID)
 	if err != nil {
 		return byID, err
 	}

@@ -175,9 +175,9 @@ func (s *Service) appEnded(ctx context.Context, e watch.Exit) error {
 	return err
 }
 
-// Watches reports whether this instance holds the watch of the sandbox's dev server and follows
+// watches reports whether this instance holds the watch of the sandbox's dev server and follows
 // its stream.
-func (s *Service) Watches(sandboxID uuid.UUID) bool { return s.watch.Holds(sandboxID) }
+func (s *Service) watches(sandboxID uuid.UUID) bool { return s.watch.Holds(sandboxID) }
 
 // stillRunning reports whether the provider still runs the sandbox: the row's provider id asked
 // once, or twice 2 s apart when signalled.

@@ -29,11 +29,11 @@ type ProviderEvent struct {
 	SetTimeout *time.Time
 }
 
-// ApplyProviderEvent applies one provider event to its sandbox row, in provider-timestamp
+// applyEvent applies one provider event to its sandbox row, in provider-timestamp
 // order: an event older than the newest one seen (or than Sandman's own last change) is
 // ignored, so a late or replayed event never overwrites newer state. Unknown sandboxes and event types
 // are ignored. It reports whether the row changed.
-func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent, source sandbox.Source) (changed bool, err error) {
+func (s *Service) applyEvent(ctx context.Context, ev ProviderEvent, source sandbox.Source) (changed bool, err error) {
 	err = db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		changed, err = s.applyProviderEvent(ctx, tx, ev, source)
 		return err
@@ -41,7 +41,7 @@ func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent, sour
 	return changed, err
 }
 
-// applyProviderEvent is ApplyProviderEvent inside the caller's transaction.
+// applyProviderEvent is applyEvent inside the caller's transaction.
 func (s *Service) applyProviderEvent(ctx context.Context, tx db.Tx, ev ProviderEvent, source sandbox.Source) (bool, error) {
 	row, err := tx.GetSandboxByProviderIDForUpdate(ctx, &ev.SandboxID)
 	if db.IsNotFound(err) {
@@ -129,7 +129,7 @@ type eventsWorker struct {
 func (w *eventsWorker) Timeout(*river.Job[EventsArgs]) time.Duration { return time.Minute }
 
 func (w *eventsWorker) Work(ctx context.Context, _ *river.Job[EventsArgs]) error {
-	return w.s.CatchUpEvents(ctx)
+	return w.s.catchUpEvents(ctx)
 }
 
 const (
@@ -137,11 +137,11 @@ const (
 	eventsMargin     = 5 * time.Second
 )
 
-// CatchUpEvents reads the provider's events API from the stored cursor (the timestamp of the
+// catchUpEvents reads the provider's events API from the stored cursor (the timestamp of the
 // newest event already read, less a margin for events that become visible out of order) and
 // applies what it finds oldest first. Webhooks normally deliver the same events sooner;
-// applying twice is harmless because ApplyProviderEvent ignores what is not newer.
-func (s *Service) CatchUpEvents(ctx context.Context) error {
+// applying twice is harmless because applyEvent ignores what is not newer.
+func (s *Service) catchUpEvents(ctx context.Context) error {
 	var since time.Time
 	if raw, err := s.q.GetProviderCursor(ctx, eventsCursorName); err == nil {
 		since, _ = time.Parse(time.RFC3339Nano, raw)
@@ -158,7 +158,7 @@ func (s *Service) CatchUpEvents(ctx context.Context) error {
 	}
 	newest := since
 	for _, ev := range events {
-		if _, err := s.ApplyProviderEvent(ctx, ev, sandbox.SourceEventsAPI); err != nil {
+		if _, err := s.applyEvent(ctx, ev, sandbox.SourceEventsAPI); err != nil {
 			return err
 		}
 		if ev.Timestamp.After(newest) {

@@ -34,3 +34,12 @@ func (s *Service) SetAppStatus(ctx context.Context, sandboxID, run uuid.UUID, to
 	_, err := s.changeApp(ctx, sandboxID, appChange{run: run, to: to})
 	return err
 }
+
+// What lifecycle's tests call of the jobs and the watch that nothing outside the package does.
+
+func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent, source sandbox.Source) (bool, error) {
+	return s.applyEvent(ctx, ev, source)
+}
+func (s *Service) CatchUpEvents(ctx context.Context) error { return s.catchUpEvents(ctx) }
+func (s *Service) Reconcile(ctx context.Context) error     { return s.reconcile(ctx) }
+func (s *Service) Watches(sandboxID uuid.UUID) bool        { return s.watches(sandboxID) }

@@ -15,6 +15,7 @@ import (
 	"sandman/db/dbtest"
 	"sandman/e2b"
 	"sandman/lifecycle"
+	"sandman/overview"
 	"sandman/sandboxd/sandboxdtest"
 )
 
@@ -26,6 +27,7 @@ type testBundle struct {
 	*apptest.Instance
 	pool *pgxpool.Pool
 	svc  *lifecycle.Service
+	ov   *overview.Reader
 }
 
 // instanceOptions say which instance setupWith and instance start.
@@ -54,7 +56,7 @@ func instance(t testing.TB, o instanceOptions) *testBundle {
 				edit(&c.Provider)
 			}
 		}})
-	return &testBundle{Instance: inst, pool: inst.Pool(), svc: inst.Lifecycle()}
+	return &testBundle{Instance: inst, pool: inst.Pool(), svc: inst.Lifecycle(), ov: inst.Overview()}
 }
 
 // setup gives a test its own instance on its own database; work runs the jobs.

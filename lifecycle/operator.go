@@ -2,7 +2,7 @@ package lifecycle
 
 import (
 	"context"
-	"time"
+	"fmt"
 
 	"github.com/google/uuid"
 
@@ -22,9 +22,21 @@ type Operator struct {
 var operatorStopped = &buildFailure{refund: true, cause: "stopped by an operator",
 	msg: "An operator stopped this build before it finished. Your credit was refunded. Rebuild to try again."}
 
-// OperatorPause pauses any founder's running sandbox in the background, as the founder's Pause
+// Operate is an operator's action on any founder's sandbox (operatorPause, operatorKill),
+// logged with who asked for it.
+func (s *Service) Operate(ctx context.Context, by Operator, action db.OperatorAction, sandboxID uuid.UUID) error {
+	switch action {
+	case db.OperatorActionPause:
+		return s.operatorPause(ctx, by, sandboxID)
+	case db.OperatorActionKill:
+		return s.operatorKill(ctx, by, sandboxID)
+	}
+	return fmt.Errorf("operator action %q: no such action", action)
+}
+
+// operatorPause pauses any founder's running sandbox in the background, as the founder's Pause
 // does; the history says "Paused by an operator". The request is logged with who made it.
-func (s *Service) OperatorPause(ctx context.Context, by Operator, sandboxID uuid.UUID) error {
+func (s *Service) operatorPause(ctx context.Context, by Operator, sandboxID uuid.UUID) error {
 	return s.asOperator(ctx, by, db.OperatorActionPause, sandboxID, func(tx db.Tx, sb db.Sandbox) (bool, error) {
 		switch sb.Status {
 		case sandbox.Paused:
@@ -38,10 +50,10 @@ func (s *Service) OperatorPause(ctx context.Context, by Operator, sandboxID uuid
 	})
 }
 
-// OperatorKill ends any founder's sandbox at once, as a rebuild ends the one it replaces: the
+// operatorKill ends any founder's sandbox at once, as a rebuild ends the one it replaces: the
 // row is terminated ("Stopped by an operator") in this transaction, and the provider's sandbox
 // is killed by a job queued with it. A build under way fails and its credit is given back.
-func (s *Service) OperatorKill(ctx context.Context, by Operator, sandboxID uuid.UUID) error {
+func (s *Service) operatorKill(ctx context.Context, by Operator, sandboxID uuid.UUID) error {
 	return s.asOperator(ctx, by, db.OperatorActionKill, sandboxID, func(tx db.Tx, sb db.Sandbox) (bool, error) {
 		if sb.Status.Gone() {
 			return false, nil
@@ -84,12 +96,6 @@ func (s *Service) asOperator(ctx context.Context, by Operator, action db.Operato
 		}
 		return tx.InsertOperatorLog(ctx, db.InsertOperatorLogParams{Action: action, ActorID: &by.ID, Actor: by.Email, SandboxID: &sb.ID})
 	})
-}
-
-// StuckAfter is how long a sandbox may stay starting, and resuming, before the sweep ends it:
-// the console lists those past it.
-func (s *Service) StuckAfter() (starting, resuming time.Duration) {
-	return s.cfg.buildStuckAfter(), s.cfg.resumeStuckAfter()
 }
 
 // Sentence is the history's sentence of one event (docs/states.md, "History"), for the console.

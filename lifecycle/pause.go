@@ -24,7 +24,7 @@ func (s *Service) schedulePause(ctx context.Context, tx db.Tx, sb db.Sandbox, bu
 		_, err := s.river.InsertTx(ctx, tx.Pgx(), PauseArgs{SandboxID: sb.ID, Version: sb.Version, Ready: true}, nil)
 		return err
 	}
-	if s.cfg.idleDeadline(sb).After(time.Now().Add(2 * idleMaxSleep)) {
+	if s.cfg.IdleDeadline(sb).After(time.Now().Add(2 * idleMaxSleep)) {
 		return nil
 	}
 	return idleWake(ctx, tx)
@@ -118,7 +118,7 @@ func (s *Service) pauseNow(ctx context.Context, sb db.Sandbox, cause pauseCause)
 
 // RequestPause pauses a founder's running sandbox in the background (idempotent).
 func (s *Service) RequestPause(ctx context.Context, owner, sandboxID uuid.UUID) (db.Sandbox, error) {
-	sb, err := s.OwnedSandbox(ctx, owner, sandboxID)
+	sb, err := s.overview.OwnedSandbox(ctx, owner, sandboxID)
 	if err != nil {
 		return sb, err
 	}
@@ -163,13 +163,4 @@ func (s *Service) transitionLocked(ctx context.Context, tx db.Tx, sb db.Sandbox,
 		return out, s.nowRunning(ctx, tx, out, false)
 	}
 	return out, nil
-}
-
-// OwnedSandbox returns the founder's sandbox, or a not-found error for anyone else's.
-func (s *Service) OwnedSandbox(ctx context.Context, owner, id uuid.UUID) (db.Sandbox, error) {
-	sb, err := s.q.GetSandboxByOwner(ctx, db.GetSandboxByOwnerParams{ID: id, OwnerID: owner})
-	if db.IsNotFound(err) {
-		return sb, apperr.NotFound("Sandbox")
-	}
-	return sb, err
 }

@@ -299,13 +299,13 @@ func (s *Service) providerEventsSince(ctx context.Context, since time.Time) ([]P
 	}
 	out := make([]ProviderEvent, len(evs))
 	for i, ev := range evs {
-		out[i] = ToProviderEvent(ev)
+		out[i] = toProviderEvent(ev)
 	}
 	return out, nil
 }
 
-// ToProviderEvent converts a parsed provider event (webhook or events API).
-func ToProviderEvent(ev e2b.Event) ProviderEvent {
+// toProviderEvent converts a parsed provider event (webhook or events API).
+func toProviderEvent(ev e2b.Event) ProviderEvent {
 	pe := ProviderEvent{ID: ev.ID, Type: ev.Type, SandboxID: ev.SandboxID, Timestamp: ev.Timestamp}
 	if ev.Type == EventKilled {
 		reason := ev.KillReason

@@ -19,7 +19,7 @@ import (
 
 // Resume moves a founder's paused sandbox to resuming at once and resumes it in the background.
 func (s *Service) Resume(ctx context.Context, owner, sandboxID uuid.UUID) (db.Sandbox, error) {
-	if _, err := s.OwnedSandbox(ctx, owner, sandboxID); err != nil {
+	if _, err := s.overview.OwnedSandbox(ctx, owner, sandboxID); err != nil {
 		return db.Sandbox{}, err
 	}
 	var out db.Sandbox
@@ -401,7 +401,7 @@ func firstNonEmpty(a, b string) string {
 // or Keep awake), moving its idle deadline. A running sandbox's pages are told, so every
 // countdown to its sleep stays true.
 func (s *Service) Activity(ctx context.Context, owner, sandboxID uuid.UUID) error {
-	if _, err := s.OwnedSandbox(ctx, owner, sandboxID); err != nil {
+	if _, err := s.overview.OwnedSandbox(ctx, owner, sandboxID); err != nil {
 		return err
 	}
 	sb, err := s.q.TouchSandboxActivity(ctx, db.TouchSandboxActivityParams{ID: sandboxID, OwnerID: owner})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"sandman/overview"
 	"time"
 
 	"github.com/google/uuid"
@@ -76,6 +77,8 @@ type Service struct {
 	// and sink is where their output and the installs' goes.
 	watch *watch.Watcher
 	sink  watch.Sink
+	// overview reads the states the actions answer with (a visit's).
+	overview *overview.Reader
 	// proxy is the preview proxy's binary (nil: no proxy, lifecycle/proxy.go).
 	proxy *proxyBinary
 	// stopIdle ends the idle queue's loop (lifecycle/idle.go), and idleDone is closed once it

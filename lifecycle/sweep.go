@@ -18,13 +18,13 @@ type sweepWorker struct {
 func (w *sweepWorker) Timeout(*river.Job[SweepArgs]) time.Duration { return time.Minute }
 
 func (w *sweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {
-	return w.s.Sweep(ctx)
+	return w.s.sweep(ctx)
 }
 
-// Sweep is the safety net behind the build and resume jobs: it ends every sandbox stuck in
+// sweep is the safety net behind the build and resume jobs: it ends every sandbox stuck in
 // starting or resuming past the longest its worker may take. (The idle pause needs none: its
 // queue is the running rows themselves, lifecycle/idle.go.)
-func (s *Service) Sweep(ctx context.Context) error {
+func (s *Service) sweep(ctx context.Context) error {
 	now := time.Now()
 	stuck, err := s.q.ListStuckSandboxes(ctx, db.ListStuckSandboxesParams{
 		StartingBefore: now.Add(-s.cfg.buildStuckAfter()),

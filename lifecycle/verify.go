@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"sandman/overview"
 	"slices"
 	"sync"
 	"time"
@@ -147,7 +148,7 @@ func (s *Service) markUnknown(ctx context.Context, id uuid.UUID, cause error) er
 
 // Verify queues a verification of the founder's sandbox now.
 func (s *Service) Verify(ctx context.Context, owner, sandboxID uuid.UUID) error {
-	if _, err := s.OwnedSandbox(ctx, owner, sandboxID); err != nil {
+	if _, err := s.overview.OwnedSandbox(ctx, owner, sandboxID); err != nil {
 		return err
 	}
 	_, err := s.river.Insert(ctx, VerifyArgs{SandboxID: sandboxID}, nil)
@@ -158,7 +159,7 @@ func (s *Service) Verify(ctx context.Context, owner, sandboxID uuid.UUID) error 
 // Pages call it when they are opened (never when a card is rendered for the live feed), and
 // nobody waits for the provider: the page shows the database's state, and the verification's
 // outcome arrives like any other change. A failure to queue is logged, not the page's failure.
-func (s *Service) VerifyStale(ctx context.Context, shown ...ProjectView) {
+func (s *Service) VerifyStale(ctx context.Context, shown ...overview.ProjectView) {
 	now := time.Now()
 	for _, v := range shown {
 		if v.Sandbox == nil || !s.cfg.verifyDue(*v.Sandbox, now) {
@@ -209,16 +210,16 @@ type reconcileWorker struct {
 func (w *reconcileWorker) Timeout(*river.Job[ReconcileArgs]) time.Duration { return 2 * time.Minute }
 
 func (w *reconcileWorker) Work(ctx context.Context, _ *river.Job[ReconcileArgs]) error {
-	return w.s.Reconcile(ctx)
+	return w.s.reconcile(ctx)
 }
 
-// Reconcile lists the provider's sandboxes (a few paginated calls, not one per sandbox) and
+// reconcile lists the provider's sandboxes (a few paginated calls, not one per sandbox) and
 // corrects every row in running, paused or unknown that disagrees. A row missing from the list
 // is confirmed with one GET before it is declared gone, so a sandbox that changed state while
 // the list was paged is not misread. The rows that agree, nearly all of them, only need their
 // verification time, written a batch at a time while the next pages are fetched: a pass costs
 // about its list walk (docs/architecture.md, "Reconcile").
-func (s *Service) Reconcile(ctx context.Context) error {
+func (s *Service) reconcile(ctx context.Context) error {
 	rows, err := s.q.ListReconcileRows(ctx)
 	if err != nil {
 		return err

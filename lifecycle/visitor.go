@@ -2,72 +2,13 @@ package lifecycle
 
 import (
 	"context"
+	"sandman/overview"
 
 	"github.com/google/uuid"
 
 	"sandman/db"
 	"sandman/sandbox"
 )
-
-// SharedPreview is all a visitor of a share link may know of the project: its name and its
-// preview's state, and the preview's URL while it runs. Nothing of the founder.
-type SharedPreview struct {
-	ProjectID   uuid.UUID
-	ProjectName string
-	State       sandbox.VisitorState
-	PreviewURL  string // set when State is VisitorLive
-	// ColdStart: the preview sleeps on a files-only snapshot, so waking starts the app again
-	// and takes longer.
-	ColdStart bool
-	// EventID is the newest event of the sandbox shown: the version of this state.
-	EventID int64
-
-	sandbox *db.Sandbox
-}
-
-// visitorState is what a visitor sees of sandbox sb (nil: never built) whose build is b, when
-// failedResumes resumes in a row have failed since it last ran.
-func visitorState(sb *db.Sandbox, b db.Build, failedResumes int32) sandbox.VisitorState {
-	if sb == nil || b.Status == sandbox.BuildFailed {
-		return sandbox.VisitorGone
-	}
-	switch sb.Status {
-	case sandbox.Running:
-		return appVisitorState(sb)
-	case sandbox.Paused:
-		return sandbox.VisitorSleeping
-	case sandbox.Resuming:
-		return sandbox.VisitorWaking
-	case sandbox.Starting:
-		return sandbox.VisitorStarting
-	case sandbox.ResumeFailed:
-		switch {
-		case (sb.FailureCause != nil && sb.FailureCause.OnlyRebuildFixes()):
-			return sandbox.VisitorGone
-		case failedResumes >= 2:
-			return sandbox.VisitorTrouble
-		}
-		return sandbox.VisitorSleeping
-	case sandbox.Unknown:
-		return sandbox.VisitorTrouble
-	}
-	return sandbox.VisitorGone
-}
-
-// appVisitorState is what a visitor sees of a running sandbox: its app's state decides whether
-// the frame would show the app or the provider's error page.
-func appVisitorState(sb *db.Sandbox) sandbox.VisitorState {
-	if sb.AppStatus == nil {
-		return sandbox.VisitorLive // a sandbox from before the app's state was kept
-	}
-	switch *sb.AppStatus {
-	case sandbox.AppExited, sandbox.AppNotAnswering:
-		return sandbox.VisitorBroken
-	case sandbox.AppStarting:
-		return sandbox.VisitorUpdating
-	}
-	return sandbox.VisitorLive
-}
 
 // wakeable reports whether a visitor's wake resumes the sandbox: it sleeps, a resume failed
 // for a reason that may pass, or the provider could not be reached (a resume asks it again).
@@ -81,52 +22,16 @@ func wakeable(sb db.Sandbox) bool {
 	return false
 }
 
-// SharedPreview reads what a visitor of the project's share link sees. Like every read, it
-// only reads the database. The state and its version (EventID) come from one statement: read
-// apart, a change committed between them labelled the older state with the newer version, which
-// a visitor's stream then took for a state it had already sent, and the page stayed on it.
-func (s *Service) SharedPreview(ctx context.Context, projectID uuid.UUID) (SharedPreview, error) {
-	p, err := s.q.GetProject(ctx, projectID)
-	if err != nil {
-		return SharedPreview{}, db.MapError(err)
-	}
-	out := SharedPreview{ProjectID: p.ID, ProjectName: p.Name}
-	// The state and its version in one read: a visitor's stream never sends a version twice.
-	cur, err := s.q.GetSharedSandboxByProject(ctx, p.ID)
-	if db.IsNotFound(err) {
-		out.State = sandbox.VisitorGone
-		return out, nil
-	}
-	if err != nil {
-		return out, err
-	}
-	sb := cur.Sandbox
-	var failed int32
-	if sb.Status == sandbox.ResumeFailed {
-		if failed, err = s.q.CountFailedResumesSinceRunning(ctx, sb.ID); err != nil {
-			return out, err
-		}
-	}
-	out.sandbox, out.EventID, out.State = &sb, cur.LatestEventID, visitorState(&sb, cur.Build, failed)
-	switch out.State {
-	case sandbox.VisitorLive:
-		out.PreviewURL = sb.PreviewURL
-	case sandbox.VisitorSleeping, sandbox.VisitorWaking:
-		out.ColdStart = sb.SnapshotKind != nil && *sb.SnapshotKind == sandbox.PauseFilesystem
-	}
-	return out, nil
-}
-
 // Visit is a visitor opening the share link's page (a plain GET, which a link unfurler or a
 // crawler sends too): it wakes nothing. It asks the provider for the truth of a stale row in the
 // background, as the founder's pages do, and tells the founder when a visitor found the preview
 // gone (once per sandbox).
-func (s *Service) Visit(ctx context.Context, projectID uuid.UUID) (SharedPreview, error) {
-	sp, err := s.SharedPreview(ctx, projectID)
-	if err != nil || sp.sandbox == nil {
+func (s *Service) Visit(ctx context.Context, projectID uuid.UUID) (overview.SharedPreview, error) {
+	sp, err := s.overview.SharedPreview(ctx, projectID)
+	if err != nil || sp.Sandbox == nil {
 		return sp, err
 	}
-	s.VerifyStale(ctx, ProjectView{Sandbox: sp.sandbox})
+	s.VerifyStale(ctx, overview.ProjectView{Sandbox: sp.Sandbox})
 	if sp.State == sandbox.VisitorGone {
 		return s.noteFoundGone(ctx, sp)
 	}
@@ -138,7 +43,7 @@ func (s *Service) Visit(ctx context.Context, projectID uuid.UUID) (SharedPreview
 // credit. The decision is made under the sandbox's row lock, so of any number of visitors at once
 // one resumes it and the others find it resuming; a preview that does not sleep is left as it
 // is. woke reports whether this call started the resume.
-func (s *Service) VisitorWake(ctx context.Context, projectID uuid.UUID) (sp SharedPreview, woke bool, err error) {
+func (s *Service) VisitorWake(ctx context.Context, projectID uuid.UUID) (sp overview.SharedPreview, woke bool, err error) {
 	err = db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		sb, err := tx.GetCurrentSandboxByProjectForUpdate(ctx, projectID)
 		if db.IsNotFound(err) {
@@ -152,12 +57,12 @@ func (s *Service) VisitorWake(ctx context.Context, projectID uuid.UUID) (sp Shar
 		return err
 	})
 	if err != nil {
-		return SharedPreview{}, false, err
+		return overview.SharedPreview{}, false, err
 	}
 	if woke {
 		s.metrics.visitorWakes.Inc()
 	}
-	if sp, err = s.SharedPreview(ctx, projectID); err != nil || sp.State != sandbox.VisitorGone || sp.sandbox == nil {
+	if sp, err = s.overview.SharedPreview(ctx, projectID); err != nil || sp.State != sandbox.VisitorGone || sp.Sandbox == nil {
 		return sp, woke, err
 	}
 	sp, err = s.noteFoundGone(ctx, sp)
@@ -181,13 +86,13 @@ func (s *Service) VisitorActivity(ctx context.Context, projectID uuid.UUID) erro
 // noteFoundGone records, once per sandbox, that a visitor found the preview gone: a note in the
 // history ("A visitor found it gone"), not a change of state, announced like one so the founder's
 // pages show it. It returns the preview with the note's event as its version.
-func (s *Service) noteFoundGone(ctx context.Context, sp SharedPreview) (SharedPreview, error) {
+func (s *Service) noteFoundGone(ctx context.Context, sp overview.SharedPreview) (overview.SharedPreview, error) {
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
-		sb, err := tx.GetSandboxForUpdate(ctx, sp.sandbox.ID)
+		sb, err := tx.GetSandboxForUpdate(ctx, sp.Sandbox.ID)
 		if err != nil {
 			return db.MapError(err)
 		}
-		if sb.Status != sp.sandbox.Status {
+		if sb.Status != sp.Sandbox.Status {
 			return nil // it moved on since it was read; the next visit tells
 		}
 		noted, err := tx.HasVisitorNote(ctx, db.HasVisitorNoteParams{SandboxID: sb.ID, Reason: reasonVisitorFoundGone})

@@ -127,7 +127,7 @@ func TestANotAnsweringAppIsUpOnceItAnswers(t *testing.T) {
 	v.change(t, u.ID, p.ID, map[string]string{"server.js": `const http = require("http");
 setTimeout(() => http.createServer((req, res) => res.end("late")).listen(process.env.PORT || 3000, "0.0.0.0"), 8000);`})
 	testkit.Eventually(t, time.Minute, "version 2 not answering", func() error {
-		st, err := v.svc.SandboxStatus(context.Background(), u.ID, sb.ID)
+		st, err := v.ov.SandboxStatus(context.Background(), u.ID, sb.ID)
 		if err != nil {
 			return err
 		}
@@ -253,7 +253,7 @@ http.createServer((req, res) => {
   if (!once) { once = true; setTimeout(() => process.exit(3), 100); }
 }).listen(process.env.PORT || 3000, "0.0.0.0");`, round)})
 		testkit.Eventually(t, time.Minute, fmt.Sprintf("version %d exited", flaky.Number), func() error {
-			st, err := v.svc.SandboxStatus(context.Background(), u.ID, sb.ID)
+			st, err := v.ov.SandboxStatus(context.Background(), u.ID, sb.ID)
 			if err != nil {
 				return err
 			}

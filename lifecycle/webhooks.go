@@ -45,7 +45,7 @@ type WebhookResult struct {
 // stores the deliveries that arrive together in one transaction (groupCommit): one commit for
 // them, their changes, event rows and NOTIFYs, and no job to fetch, which is what webhook →
 // screen and webhooks applied per second are made of (BENCHMARKS.md). Order needs no queue: an
-// event applies only when its provider timestamp is newer than the row's (ApplyProviderEvent),
+// event applies only when its provider timestamp is newer than the row's (applyEvent),
 // so whichever of two deliveries commits first, the row ends at the newer. A delivery whose
 // group fails is stored and applied alone, and if that fails too, stored with a job, which a
 // worker applies as it does a web-only instance's deliveries (RoleWeb changes nothing itself).
@@ -197,7 +197,7 @@ func (g *groupCommit) flushOnce(s *Service) bool {
 // storeGroup stores a group's deliveries in one statement, each event once, and applies for
 // each sandbox the newest of their events, in tx. The older events of a sandbox in the same
 // group are ignored, as they would be had the newest arrived first: an event applies only when
-// it is newer than the newest seen (ApplyProviderEvent). Each delivery is stored with the
+// it is newer than the newest seen (applyEvent). Each delivery is stored with the
 // outcome expected of it (the newest of its sandbox applied, an older one ignored, an unknown
 // type so), and only the ones that had another are corrected, so a group costs one statement
 // for its deliveries and a change per sandbox, however many arrived together, and one more
@@ -287,7 +287,7 @@ func (s *Service) applyWebhookEvent(ctx context.Context, tx db.Tx, ev e2b.Event)
 	if !isLifecycleEvent(ev.Type) {
 		return db.WebhookOutcomeUnknownType, nil
 	}
-	changed, err := s.applyProviderEvent(ctx, tx, ToProviderEvent(ev), sandbox.SourceWebhook)
+	changed, err := s.applyProviderEvent(ctx, tx, toProviderEvent(ev), sandbox.SourceWebhook)
 	if err != nil || !changed {
 		return db.WebhookOutcomeIgnored, err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sandman/overview"
 	"sync"
 	"time"
 
@@ -57,6 +58,9 @@ type Options struct {
 	// Sink receives the output of the installs and dev servers, and how their runs failed (the
 	// log store's writer); nil: nowhere.
 	Sink watch.Sink
+	// Overview reads what a visitor sees (a visit's and a wake's answer); nil: one of its own
+	// with Config's IdleDeadline.
+	Overview *overview.Reader
 	// Name tells the instance's watch connection in pg_stat_activity.
 	Name string
 }
@@ -84,7 +88,10 @@ func New(opts Options) (*Service, error) {
 		opts.Sink = watch.Discard
 	}
 	s := &Service{pool: opts.Pool, q: db.New(opts.Pool), ledger: credits.New(opts.Pool), provider: opts.Provider, cfg: opts.Config, log: opts.Logger,
-		metrics: newMetrics(opts.Registerer), work: opts.Work, sink: opts.Sink}
+		metrics: newMetrics(opts.Registerer), work: opts.Work, sink: opts.Sink, overview: opts.Overview}
+	if s.overview == nil {
+		s.overview = overview.New(s.q, opts.Config.IdleDeadline)
+	}
 	if opts.Config.PreviewProxy != "" {
 		s.proxy = &proxyBinary{path: opts.Config.PreviewProxy}
 	}

@@ -1,4 +1,4 @@
--- The founder's pages' reads of the app's problems (lifecycle's ProjectView, the build page's
+-- The founder's pages' reads of the app's problems (overview's ProjectView, the build page's
 -- Logs panel); applog writes them (queries/app_logs.sql).
 
 -- name: CountOpenProblemsByOwner :many

@@ -8,77 +8,51 @@ RETURNING *;
 SELECT * FROM projects WHERE id = @id AND owner_id = @owner_id;
 
 -- name: ListProjectsByOwner :many
-SELECT sqlc.embed(projects),
-       coalesce(cur.file_count, 0)::integer AS file_count, coalesce(cur.number, 0)::integer AS current_version,
-       EXISTS (SELECT 1 FROM share_links l WHERE l.project_id = projects.id)::boolean AS shared
-FROM projects
-LEFT JOIN LATERAL (SELECT v.number, v.file_count FROM versions v WHERE v.project_id = projects.id
-    ORDER BY v.number DESC LIMIT 1) cur ON true
-WHERE owner_id = @owner_id ORDER BY created_at DESC, id;
+-- The founder's projects, newest first, each with its state (project_states; the current
+-- sandbox's ids are NULL for a project never built).
+SELECT sqlc.embed(projects), sqlc.embed(st)
+FROM project_states st JOIN projects ON projects.id = st.project_id
+WHERE st.owner_id = @owner_id ORDER BY projects.created_at DESC, projects.id;
 
 -- name: GetProjectState :one
 -- One founder's project as ListProjectsByOwner reads each (a page's and an answer's read,
 -- docs/architecture.md "Reads and verification"; another founder's is not found).
-SELECT sqlc.embed(projects),
-       coalesce(cur.file_count, 0)::integer AS file_count, coalesce(cur.number, 0)::integer AS current_version,
-       coalesce((SELECT max(n.app_good_version) FROM sandboxes n WHERE n.project_id = projects.id), 0)::integer AS last_good_version,
-       EXISTS (SELECT 1 FROM share_links l WHERE l.project_id = projects.id)::boolean AS shared
-FROM projects
-LEFT JOIN LATERAL (SELECT v.number, v.file_count FROM versions v WHERE v.project_id = projects.id
-    ORDER BY v.number DESC LIMIT 1) cur ON true
-WHERE projects.owner_id = @owner_id AND projects.id = @id;
+SELECT sqlc.embed(projects), sqlc.embed(st)
+FROM project_states st JOIN projects ON projects.id = st.project_id
+WHERE st.owner_id = @owner_id AND st.project_id = @id;
 
 -- name: GetProjectStateOfSandbox :one
--- What GetProjectState and GetCurrentSandboxState read together, in one round trip, for the
--- project one of the founder's sandboxes (x) belongs to: the JSON status read's, an action's
--- answer's and the live feed's. The current sandbox is the project's newest (x, or a later one);
--- every sandbox has its build and its first event from its creation, so the joins always hold.
--- With the founder's balance: the live feed draws the header's from the same read.
-SELECT sqlc.embed(projects), u.credits AS owner_credits,
-       coalesce(cur.file_count, 0)::integer AS file_count, coalesce(cur.number, 0)::integer AS current_version,
-       coalesce((SELECT max(n.app_good_version) FROM sandboxes n WHERE n.project_id = projects.id), 0)::integer AS last_good_version,
-       EXISTS (SELECT 1 FROM share_links l WHERE l.project_id = projects.id)::boolean AS shared,
-       sqlc.embed(s), sqlc.embed(b), sqlc.embed(e),
-       (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id,
-       (SELECT v.number FROM versions v WHERE v.id = s.deployed_version_id)::integer AS deployed_number,
-       coalesce((SELECT v.number FROM versions v WHERE v.id = s.deploying_version_id), 0)::integer AS deploying_number
+-- The state of the project one of the founder's sandboxes (x) belongs to, with its current
+-- sandbox's rows (x, or a later one; every sandbox has its build and its first event from its
+-- creation, so the joins always hold), in one round trip: the JSON status read's, an action's
+-- answer's and the live feed's. With the founder's balance: the live feed draws the header's
+-- from the same read.
+SELECT sqlc.embed(projects), u.credits AS owner_credits, sqlc.embed(st),
+       sqlc.embed(s), sqlc.embed(b), sqlc.embed(e)
 FROM sandboxes x
-JOIN projects ON projects.id = x.project_id AND projects.owner_id = @owner_id
+JOIN project_states st ON st.project_id = x.project_id AND st.owner_id = @owner_id
+JOIN projects ON projects.id = st.project_id
 JOIN users u ON u.id = projects.owner_id
-LEFT JOIN LATERAL (SELECT v.number, v.file_count FROM versions v WHERE v.project_id = projects.id
-    ORDER BY v.number DESC LIMIT 1) cur ON true
-JOIN sandboxes s ON s.id = (SELECT n.id FROM sandboxes n WHERE n.project_id = projects.id
-    ORDER BY n.created_at DESC LIMIT 1)
+JOIN sandboxes s ON s.id = st.sandbox_id
 JOIN builds b ON b.id = s.build_id
-JOIN sandbox_events e ON e.id = (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id
-    AND NOT (ev.source = 'visitor' AND ev.from_status = ev.to_status))
+JOIN sandbox_events e ON e.id = st.change_event_id
 WHERE x.id = @sandbox_id AND x.owner_id = @owner_id;
 
 -- name: ListProjectStatesByOwner :many
 -- The dashboard's read in one round trip: each of the founder's projects that has a sandbox,
--- as GetProjectStateOfSandbox reads it (its newest sandbox with its build, newest change and
--- versions), in ListProjectsByOwner's order; how many projects the founder has in all (fewer
--- rows than that means some were never built: lifecycle.Projects then reads the list); and the
--- founder's credits, the page header's balance.
-SELECT sqlc.embed(projects),
-       coalesce(cur.file_count, 0)::integer AS file_count, coalesce(cur.number, 0)::integer AS current_version,
-       coalesce((SELECT max(n.app_good_version) FROM sandboxes n WHERE n.project_id = projects.id), 0)::integer AS last_good_version,
-       EXISTS (SELECT 1 FROM share_links l WHERE l.project_id = projects.id)::boolean AS shared,
-       sqlc.embed(s), sqlc.embed(b), sqlc.embed(e),
-       (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id,
-       (SELECT v.number FROM versions v WHERE v.id = s.deployed_version_id)::integer AS deployed_number,
-       coalesce((SELECT v.number FROM versions v WHERE v.id = s.deploying_version_id), 0)::integer AS deploying_number,
+-- with its state and its current sandbox's rows (as GetProjectStateOfSandbox reads them), in
+-- ListProjectsByOwner's order; how many projects the founder has in all (fewer rows than that
+-- means some were never built: overview.Projects then reads the list); and the founder's
+-- credits, the page header's balance.
+SELECT sqlc.embed(projects), sqlc.embed(st), sqlc.embed(s), sqlc.embed(b), sqlc.embed(e),
        (SELECT count(*) FROM projects o WHERE o.owner_id = @owner_id)::integer AS project_count,
        (SELECT u.credits FROM users u WHERE u.id = @owner_id)::integer AS credits
-FROM projects
-LEFT JOIN LATERAL (SELECT v.number, v.file_count FROM versions v WHERE v.project_id = projects.id
-    ORDER BY v.number DESC LIMIT 1) cur ON true
-JOIN sandboxes s ON s.id = (SELECT n.id FROM sandboxes n WHERE n.project_id = projects.id
-    ORDER BY n.created_at DESC LIMIT 1)
+FROM project_states st
+JOIN projects ON projects.id = st.project_id
+JOIN sandboxes s ON s.id = st.sandbox_id
 JOIN builds b ON b.id = s.build_id
-JOIN sandbox_events e ON e.id = (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id
-    AND NOT (ev.source = 'visitor' AND ev.from_status = ev.to_status))
-WHERE projects.owner_id = @owner_id ORDER BY projects.created_at DESC, projects.id;
+JOIN sandbox_events e ON e.id = st.change_event_id
+WHERE st.owner_id = @owner_id ORDER BY projects.created_at DESC, projects.id;
 
 -- name: GetProject :one
 -- A project by id alone: for a visitor of its share link, whose link names the project.

@@ -58,19 +58,16 @@ JOIN projects p ON p.id = x.project_id AND p.owner_id = @owner_id
 WHERE x.id = @sandbox_id AND x.owner_id = @owner_id;
 
 -- name: GetCurrentSandboxState :one
--- One project's newest sandbox with its build, its newest change (every sandbox has one from
--- its creation: why it is in its state) and its newest event's id (the version of its state for
--- live updates: a visitor's note that it found the preview gone is newer than the change), in
--- one round trip (ListProjectStatesByOwner reads each of the founder's the same way).
-SELECT sqlc.embed(s), sqlc.embed(b), sqlc.embed(e),
-    (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id,
-    (SELECT v.number FROM versions v WHERE v.id = s.deployed_version_id)::integer AS deployed_number,
-    coalesce((SELECT v.number FROM versions v WHERE v.id = s.deploying_version_id), 0)::integer AS deploying_number
-FROM sandboxes s JOIN builds b ON b.id = s.build_id
-JOIN sandbox_events e ON e.id = (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id
-    AND NOT (ev.source = 'visitor' AND ev.from_status = ev.to_status))
-WHERE s.project_id = @project_id
-ORDER BY s.created_at DESC LIMIT 1;
+-- One project's state (project_states) with its newest sandbox, that sandbox's build and its
+-- newest change (every sandbox has one from its creation: why it is in its state), in one
+-- round trip (ListProjectStatesByOwner reads each of the founder's the same way). No row: the
+-- project was never built.
+SELECT sqlc.embed(st), sqlc.embed(s), sqlc.embed(b), sqlc.embed(e)
+FROM project_states st
+JOIN sandboxes s ON s.id = st.sandbox_id
+JOIN builds b ON b.id = s.build_id
+JOIN sandbox_events e ON e.id = st.change_event_id
+WHERE st.project_id = @project_id;
 
 -- name: UpdateSandboxStatus :one
 -- The only statement that writes status: lifecycle's apply calls it inside a transaction. The
