@@ -34,8 +34,10 @@ import (
 	"sandman/live"
 	"sandman/ops"
 	"sandman/projects"
+	"sandman/sandbox"
 	"sandman/shares"
 	"sandman/versions"
+	"sandman/views"
 )
 
 // Role says which parts of Sandman an instance runs (`sandman serve --role`).
@@ -216,7 +218,10 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 	if err != nil {
 		return nil, err
 	}
-	a.ops = ops.New(ops.Options{Pool: pool, Config: cfg.Ops, Describe: a.lifecycle.Sentence, StuckAfter: a.lifecycle.StuckAfter,
+	describe := func(ev db.SandboxEvent, kind sandbox.BuildKind) string {
+		return views.EventText(ev, kind, lc.IdleTimeout)
+	}
+	a.ops = ops.New(ops.Options{Pool: pool, Config: cfg.Ops, Describe: describe, StuckAfter: a.lifecycle.StuckAfter,
 		Provider: func() ops.ProviderClient {
 			return ops.ProviderClient{Circuit: a.provider.CircuitState(), Errors: a.provider.CallErrors()}
 		}})

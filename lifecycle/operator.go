@@ -19,8 +19,8 @@ type Operator struct {
 
 // operatorStopped is a build an operator's kill ended before it finished: not the founder's
 // doing, so its credit is given back.
-var operatorStopped = &buildFailure{refund: true, cause: "stopped by an operator",
-	msg: "An operator stopped this build before it finished. Your credit was refunded. Rebuild to try again."}
+var operatorStopped = &buildFailure{fact: sandbox.Failure{Code: sandbox.FailOperatorStopped}, refund: true,
+	cause: "stopped by an operator"}
 
 // OperatorPause pauses any founder's running sandbox in the background, as the founder's Pause
 // does; the history says "Paused by an operator". The request is logged with who made it.
@@ -90,9 +90,4 @@ func (s *Service) asOperator(ctx context.Context, by Operator, action db.Operato
 // the console lists those past it.
 func (s *Service) StuckAfter() (starting, resuming time.Duration) {
 	return s.cfg.buildStuckAfter(), s.cfg.resumeStuckAfter()
-}
-
-// Sentence is the history's sentence of one event (docs/states.md, "History"), for the console.
-func (s *Service) Sentence(ev db.SandboxEvent, kind sandbox.BuildKind) string {
-	return s.entry(ev, kind).Text
 }

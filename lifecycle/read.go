@@ -19,7 +19,7 @@ type ProjectView struct {
 	Sandbox   *db.Sandbox
 	// EventID is the sandbox's newest event: the version of this state for live updates.
 	EventID int64
-	// LastChange is that event as the founder reads it: why the preview is in its state.
+	// LastChange is that event: why the preview is in its state.
 	LastChange HistoryEntry
 	// SleepsAt is when a running sandbox is paused unless someone looks at it; zero otherwise.
 	SleepsAt time.Time
@@ -65,7 +65,7 @@ func waiting(current, deployed int32) int32 {
 // keeps sb and b (a read's own rows).
 func (s *Service) withSandbox(v *ProjectView, sb *db.Sandbox, b *db.Build, last db.SandboxEvent, eventID int64) {
 	v.Sandbox, v.Build = sb, b
-	v.EventID, v.LastChange = max(eventID, last.ID), s.entry(last, b.Kind)
+	v.EventID, v.LastChange = max(eventID, last.ID), HistoryEntry{SandboxEvent: last, Kind: b.Kind}
 	if sb.Status == sandbox.Running {
 		v.SleepsAt = s.cfg.idleDeadline(*sb)
 	}
@@ -277,9 +277,6 @@ func (s *Service) Credits(ctx context.Context, owner uuid.UUID) (int32, error) {
 
 // IdleTimeout is how long a sandbox may go without activity before it is paused.
 func (s *Service) IdleTimeout() int64 { return s.cfg.IdleTimeout.Milliseconds() }
-
-// IdleTimeoutText is the idle timeout as pages write it ("3 min").
-func (s *Service) IdleTimeoutText() string { return DurationText(s.cfg.IdleTimeout) }
 
 // SandboxTimeout is the lifetime each create or connect gives a sandbox.
 func (s *Service) SandboxTimeout() int64 { return s.cfg.SandboxTimeout.Milliseconds() }

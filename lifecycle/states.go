@@ -1,7 +1,7 @@
 // Package lifecycle owns the preview's life: the sandbox state machine and every rule about
 // builds, pauses, resumes, rebuilds, credits and verification, and the River workers that run
 // them. apply is the only code that changes a sandbox's status. docs/states.md has the
-// states, their copy and every rule, with where each one lives here.
+// states and every rule, with where each one lives here; views writes what the founder reads.
 package lifecycle
 
 import "sandman/sandbox"
@@ -16,24 +16,4 @@ func keepsRecreated(to sandbox.Status) bool {
 		return true
 	}
 	return false
-}
-
-// CauseText is the sentence shown under "Resume failed" for a cause (docs/states.md, exact
-// copy), "" for none. A cause recorded before the codes existed (other) keeps its old sentence,
-// stored as its detail.
-func CauseText(cause *sandbox.Cause, detail string) string {
-	if cause == nil {
-		return ""
-	}
-	switch *cause {
-	case sandbox.CauseNotFound:
-		return "This preview was cleaned up and can't be recovered. Rebuild it from your saved files."
-	case sandbox.CauseFilesLost:
-		return "The preview's files were lost by the provider and couldn't be restored. Rebuild it from your saved files."
-	case sandbox.CauseOther:
-		if detail != "" {
-			return detail
-		}
-	}
-	return "The sandbox couldn't be reached. It may be corrupted."
 }

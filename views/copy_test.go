@@ -1,4 +1,4 @@
-package lifecycle
+package views
 
 import (
 	"testing"
@@ -7,6 +7,28 @@ import (
 	"sandman/db"
 	"sandman/sandbox"
 )
+
+// eventFacts are what an event's sentence is chosen from: the move, who made it and why, whether
+// its sandbox runs a rebuild, and the API token the founder came through.
+type eventFacts struct {
+	from, to sandbox.Status
+	source   sandbox.Source
+	reason   sandbox.Reason
+	rebuild  bool
+	viaToken string
+}
+
+func (f eventFacts) text(idle time.Duration) string {
+	ev := db.SandboxEvent{FromStatus: f.from, ToStatus: f.to, Source: f.source, Reason: f.reason}
+	if f.viaToken != "" {
+		ev.ViaToken = &f.viaToken
+	}
+	kind := sandbox.BuildInitial
+	if f.rebuild {
+		kind = sandbox.BuildRebuild
+	}
+	return EventText(ev, kind, idle)
+}
 
 // Every event the lifecycle records reads as one sentence naming its cause, written from the
 // move, its source and its reason as the writers record them (docs/states.md, "History").
@@ -32,11 +54,11 @@ func TestHistorySentences(t *testing.T) {
 		{"rebuild through the API", eventFacts{sandbox.Starting, sandbox.Starting, user, sandbox.ReasonCreated, true, "ci"}, `Rebuilt through the API (token "ci"), 1 credit`},
 		{"build ready", eventFacts{sandbox.Starting, sandbox.Running, build, sandbox.ReasonReady, false, ""}, "Preview ready"},
 		{"rebuild ready", eventFacts{sandbox.Starting, sandbox.Running, build, sandbox.ReasonReady, true, ""}, "Preview ready"},
-		{"idle pause", eventFacts{sandbox.Running, sandbox.Paused, scheduler, pauseIdle.reason, false, ""}, "Paused after 3 min without activity"},
-		{"pause after the build", eventFacts{sandbox.Running, sandbox.Paused, scheduler, pauseAfterBuild.reason, false, ""}, "Paused as soon as it was ready, to save resources"},
-		{"operator's pause", eventFacts{sandbox.Running, sandbox.Paused, sandbox.SourceOperator, pauseByOperator.reason, false, ""}, "Paused by an operator"},
+		{"idle pause", eventFacts{sandbox.Running, sandbox.Paused, scheduler, sandbox.ReasonIdle, false, ""}, "Paused after 3 min without activity"},
+		{"pause after the build", eventFacts{sandbox.Running, sandbox.Paused, scheduler, sandbox.ReasonAfterBuild, false, ""}, "Paused as soon as it was ready, to save resources"},
+		{"operator's pause", eventFacts{sandbox.Running, sandbox.Paused, sandbox.SourceOperator, sandbox.ReasonRequested, false, ""}, "Paused by an operator"},
 		{"operator's kill", eventFacts{sandbox.Paused, sandbox.Terminated, sandbox.SourceOperator, sandbox.ReasonRequested, false, ""}, "Stopped by an operator"},
-		{"founder's pause", eventFacts{sandbox.Running, sandbox.Paused, user, pauseRequested.reason, false, ""}, "Paused by you"},
+		{"founder's pause", eventFacts{sandbox.Running, sandbox.Paused, user, sandbox.ReasonRequested, false, ""}, "Paused by you"},
 		{"provider's pause (webhook)", eventFacts{sandbox.Running, sandbox.Paused, webhook, sandbox.ReasonProviderPaused, false, ""}, "Paused by the provider"},
 		{"provider's pause (events API)", eventFacts{sandbox.Running, sandbox.Paused, eventsAPI, sandbox.ReasonProviderPaused, false, ""}, "Paused by the provider"},
 		{"found paused", eventFacts{sandbox.Running, sandbox.Paused, reconciler, sandbox.ReasonSynced, false, ""}, "Paused by the provider"},
@@ -45,17 +67,17 @@ func TestHistorySentences(t *testing.T) {
 		{"resumed", eventFacts{sandbox.Resuming, sandbox.Running, user, sandbox.ReasonResumed, false, ""}, "Resumed by you"},
 		{"resumed by the provider", eventFacts{sandbox.Paused, sandbox.Running, webhook, sandbox.ReasonProviderResumed, false, ""}, "Resumed by the provider"},
 		{"found running", eventFacts{sandbox.Paused, sandbox.Running, reconciler, sandbox.ReasonSynced, false, ""}, "Resumed by the provider"},
-		{"resume failed, gone", eventFacts{sandbox.Resuming, sandbox.ResumeFailed, user, reasonResumeNotFound, false, ""}, "Resume failed: the provider no longer has this sandbox"},
-		{"resume failed, unreachable", eventFacts{sandbox.Resuming, sandbox.ResumeFailed, user, reasonResumeUnreachable, false, ""}, "Resume failed: the sandbox couldn't be reached"},
-		{"resume stuck", eventFacts{sandbox.Resuming, sandbox.ResumeFailed, scheduler, reasonResumeTimedOut, false, ""}, "Resume failed: it took too long"},
+		{"resume failed, gone", eventFacts{sandbox.Resuming, sandbox.ResumeFailed, user, sandbox.ReasonResumeNotFound, false, ""}, "Resume failed: the provider no longer has this sandbox"},
+		{"resume failed, unreachable", eventFacts{sandbox.Resuming, sandbox.ResumeFailed, user, sandbox.ReasonResumeUnreachable, false, ""}, "Resume failed: the sandbox couldn't be reached"},
+		{"resume stuck", eventFacts{sandbox.Resuming, sandbox.ResumeFailed, scheduler, sandbox.ReasonResumeTimedOut, false, ""}, "Resume failed: it took too long"},
 		{"resume failed, older row", eventFacts{sandbox.Resuming, sandbox.ResumeFailed, user, sandbox.ReasonOther, false, ""}, "Resume failed"},
 		{"killed in the provider's dashboard", eventFacts{sandbox.Running, sandbox.Killed, webhook, sandbox.ReasonProviderRequest, false, ""}, "Stopped by the provider"},
 		{"killed, read from the events API", eventFacts{sandbox.Paused, sandbox.Killed, eventsAPI, sandbox.ReasonProviderOther, false, ""}, "Stopped by the provider"},
-		{"resume failed, files lost", eventFacts{sandbox.Resuming, sandbox.ResumeFailed, user, reasonResumeFilesLost, false, ""}, "Resume failed: the provider lost its files and they couldn't be restored"},
+		{"resume failed, files lost", eventFacts{sandbox.Resuming, sandbox.ResumeFailed, user, sandbox.ReasonResumeFilesLost, false, ""}, "Resume failed: the provider lost its files and they couldn't be restored"},
 		{"found gone, its kill reason read from the events", eventFacts{sandbox.Running, sandbox.Killed, reconciler, sandbox.ReasonProviderRequest, false, ""}, "Found gone when checked with the provider"},
 		{"found missing (an older row)", eventFacts{sandbox.Running, sandbox.Killed, reconciler, sandbox.ReasonOther, false, ""}, "Found gone when checked with the provider"},
-		{"lost by the provider", eventFacts{sandbox.Running, sandbox.Killed, reconciler, reasonLost, false, ""}, "The provider lost this preview"},
-		{"lost by the provider, found by a pause", eventFacts{sandbox.Paused, sandbox.Killed, scheduler, reasonLost, false, ""}, "The provider lost this preview"},
+		{"lost by the provider", eventFacts{sandbox.Running, sandbox.Killed, reconciler, sandbox.ReasonLost, false, ""}, "The provider lost this preview"},
+		{"lost by the provider, found by a pause", eventFacts{sandbox.Paused, sandbox.Killed, scheduler, sandbox.ReasonLost, false, ""}, "The provider lost this preview"},
 		{"expired (webhook)", eventFacts{sandbox.Running, sandbox.Expired, webhook, sandbox.ReasonProviderTimeout, false, ""}, "Expired: its time ran out"},
 		{"expired (found missing)", eventFacts{sandbox.Running, sandbox.Expired, reconciler, sandbox.ReasonMissingPastEnd, false, ""}, "Expired: its time ran out"},
 		{"replaced", eventFacts{sandbox.Paused, sandbox.Terminated, user, sandbox.ReasonReplaced, false, ""}, "Replaced by a rebuild"},
@@ -65,19 +87,19 @@ func TestHistorySentences(t *testing.T) {
 		{"connection issue", eventFacts{sandbox.Running, sandbox.Unknown, reconciler, sandbox.ReasonCannotVerify, false, ""}, "Connection issue with the provider"},
 		{"back in touch, running", eventFacts{sandbox.Unknown, sandbox.Running, reconciler, sandbox.ReasonSynced, false, ""}, "Back in touch with the provider"},
 		{"back in touch, paused", eventFacts{sandbox.Unknown, sandbox.Paused, reconciler, sandbox.ReasonSynced, false, ""}, "Back in touch with the provider"},
-		{"woken from the share link", eventFacts{sandbox.Paused, sandbox.Resuming, visitor, reasonVisitorWake, false, ""}, "Wake-up started by a visitor of your share link"},
-		{"woken from the share link after a connection issue", eventFacts{sandbox.Unknown, sandbox.Resuming, visitor, reasonVisitorWake, false, ""}, "Wake-up started by a visitor of your share link"},
+		{"woken from the share link", eventFacts{sandbox.Paused, sandbox.Resuming, visitor, sandbox.ReasonVisitorWake, false, ""}, "Wake-up started by a visitor of your share link"},
+		{"woken from the share link after a connection issue", eventFacts{sandbox.Unknown, sandbox.Resuming, visitor, sandbox.ReasonVisitorWake, false, ""}, "Wake-up started by a visitor of your share link"},
 		{"woken by a visitor", eventFacts{sandbox.Resuming, sandbox.Running, visitor, sandbox.ReasonResumed, false, ""}, "Woken by a visitor of your share link"},
-		{"visitor's wake failed", eventFacts{sandbox.Resuming, sandbox.ResumeFailed, visitor, reasonResumeUnreachable, false, ""}, "Resume failed: the sandbox couldn't be reached"},
-		{"a visitor found it killed", eventFacts{sandbox.Killed, sandbox.Killed, visitor, reasonVisitorFoundGone, false, ""}, "A visitor found it gone"},
-		{"a visitor found it expired", eventFacts{sandbox.Expired, sandbox.Expired, visitor, reasonVisitorFoundGone, false, ""}, "A visitor found it gone"},
-		{"a visitor found it lost on resume", eventFacts{sandbox.ResumeFailed, sandbox.ResumeFailed, visitor, reasonVisitorFoundGone, false, ""}, "A visitor found it gone"},
+		{"visitor's wake failed", eventFacts{sandbox.Resuming, sandbox.ResumeFailed, visitor, sandbox.ReasonResumeUnreachable, false, ""}, "Resume failed: the sandbox couldn't be reached"},
+		{"a visitor found it killed", eventFacts{sandbox.Killed, sandbox.Killed, visitor, sandbox.ReasonVisitorFoundGone, false, ""}, "A visitor found it gone"},
+		{"a visitor found it expired", eventFacts{sandbox.Expired, sandbox.Expired, visitor, sandbox.ReasonVisitorFoundGone, false, ""}, "A visitor found it gone"},
+		{"a visitor found it lost on resume", eventFacts{sandbox.ResumeFailed, sandbox.ResumeFailed, visitor, sandbox.ReasonVisitorFoundGone, false, ""}, "A visitor found it gone"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if got := describe(tt.f, 3*time.Minute); got != tt.want {
-				t.Fatalf("describe(%+v) = %q, want %q", tt.f, got, tt.want)
+			if got := tt.f.text(3 * time.Minute); got != tt.want {
+				t.Fatalf("EventText(%+v) = %q, want %q", tt.f, got, tt.want)
 			}
 		})
 	}
@@ -86,7 +108,6 @@ func TestHistorySentences(t *testing.T) {
 // A heal's sentence counts the files its event names, in whichever state it happened.
 func TestRestoredSentence(t *testing.T) {
 	t.Parallel()
-	s := &Service{cfg: Config{IdleTimeout: 3 * time.Minute}}
 	for _, tt := range []struct {
 		status sandbox.Status
 		source sandbox.Source
@@ -97,9 +118,9 @@ func TestRestoredSentence(t *testing.T) {
 		{sandbox.Resuming, sandbox.SourceUser, []string{"index.html"}, "Restored 1 file the provider lost"},
 		{sandbox.Starting, sandbox.SourceBuild, []string{"a", "b"}, "Restored 2 files the provider lost"},
 	} {
-		e := s.entry(db.SandboxEvent{FromStatus: tt.status, ToStatus: tt.status, Source: tt.source, Reason: reasonRestored, Files: tt.files}, sandbox.BuildInitial)
-		if e.Text != tt.want || len(e.Files) != len(tt.files) {
-			t.Errorf("%s: %q naming %q, want %q naming %q", tt.status, e.Text, e.Files, tt.want, tt.files)
+		ev := db.SandboxEvent{FromStatus: tt.status, ToStatus: tt.status, Source: tt.source, Reason: sandbox.ReasonRestored, Files: tt.files}
+		if got := EventText(ev, sandbox.BuildInitial, 3*time.Minute); got != tt.want {
+			t.Errorf("%s: %q, want %q", tt.status, got, tt.want)
 		}
 	}
 }
@@ -120,7 +141,7 @@ func TestDurationText(t *testing.T) {
 		if got := DurationText(d); got != want {
 			t.Errorf("DurationText(%v) = %q, want %q", d, got, want)
 		}
-		if got := describe(eventFacts{sandbox.Running, sandbox.Paused, pauseIdle.source, pauseIdle.reason, false, ""}, d); got != "Paused after "+want+" without activity" {
+		if got := (eventFacts{sandbox.Running, sandbox.Paused, sandbox.SourceScheduler, sandbox.ReasonIdle, false, ""}).text(d); got != "Paused after "+want+" without activity" {
 			t.Errorf("idle pause after %v reads %q", d, got)
 		}
 	}
