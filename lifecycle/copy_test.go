@@ -12,7 +12,7 @@ import (
 )
 
 // sentence is a string that reads as words for a person: a capitalised word, then more words.
-var sentence = regexp.MustCompile(`^[A-Z][a-z']+[ ,:]+\S`)
+var sentence = regexp.MustCompile(`^[A-Z][a-z'-]+[ ,:]+\S`)
 
 // TestLifecycleHoldsNoSentenceOfTheUI: lifecycle records facts (codes, counts, times, output) and
 // views writes every sentence a founder reads from them (docs/architecture.md, "Codes, not

@@ -63,9 +63,9 @@ const (
 	reasonVersionFailed    = sandbox.ReasonVersionFailed
 	reasonWokeWithVersion  = sandbox.ReasonWokeWithVersion
 	reasonVisitorFoundGone = sandbox.ReasonVisitorFoundGone
-	// The watch saw a running preview's dev server exit (detail: its exit code; output: its
-	// last lines); a wake worked with a version whose dev server does not start (output: what
-	// it printed).
+	// The watch saw a running preview's dev server exit (failure_exit_code: its exit code;
+	// output: its last lines); a wake worked with a version whose dev server does not start
+	// (its failure's facts).
 	reasonAppExited       = sandbox.ReasonAppExited
 	reasonWokeNotStarting = sandbox.ReasonWokeNotStarting
 )

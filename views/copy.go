@@ -180,7 +180,10 @@ func versionText(ev db.SandboxEvent) string {
 	case sandbox.ReasonWokeNotStarting:
 		return fmt.Sprintf("Woke with version %d, which doesn't start: %s", n, failureOutput(ev))
 	case sandbox.ReasonAppExited:
-		if ev.Detail != "" {
+		if ev.FailureExitCode != nil {
+			return fmt.Sprintf("Version %d stopped (exit code %d): %s", n, *ev.FailureExitCode, ev.Output)
+		}
+		if ev.Detail != "" { // recorded before its exit code had a column: "exit code 1"
 			return fmt.Sprintf("Version %d stopped (%s): %s", n, ev.Detail, ev.Output)
 		}
 		return fmt.Sprintf("Version %d stopped: %s", n, ev.Output)

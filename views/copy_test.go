@@ -1,6 +1,7 @@
 package views
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -144,5 +145,87 @@ func TestDurationText(t *testing.T) {
 		if got := (eventFacts{sandbox.Running, sandbox.Paused, sandbox.SourceScheduler, sandbox.ReasonIdle, false, ""}).text(d); got != "Paused after "+want+" without activity" {
 			t.Errorf("idle pause after %v reads %q", d, got)
 		}
+	}
+}
+
+// Every build failure reads as the sentence the build page has always shown, written from its
+// code and facts; one recorded before the codes reads as its stored sentence.
+func TestEveryBuildFailureReadsAsItsSentence(t *testing.T) {
+	t.Parallel()
+	const out = "npm ERR! missing script"
+	tests := []struct {
+		f    sandbox.Failure
+		want string
+	}{
+		{sandbox.Failure{}, ""},
+		{sandbox.Failure{Code: sandbox.FailInstallFailed, Command: "npm ci", ExitCode: 1, Output: out},
+			"The install command \"npm ci\" failed with exit code 1. Its last output:\n" + out},
+		{sandbox.Failure{Code: sandbox.FailInstallTimedOut, Command: "npm ci", Limit: 5 * time.Minute, Output: out},
+			"The install command \"npm ci\" did not finish within 5m0s. Its last output:\n" + out},
+		{sandbox.Failure{Code: sandbox.FailStartExited, Command: "node server.js", ExitCode: 0, Port: 3000},
+			"The start command \"node server.js\" exited with code 0 before it answered on port 3000. Its last output:\n(nothing)"},
+		{sandbox.Failure{Code: sandbox.FailStartNotAnswering, Command: "node server.js", Port: 8080, Limit: 20 * time.Second, Output: out},
+			"The start command \"node server.js\" did not answer on port 8080 within 20s; check that the server listens on 0.0.0.0:8080. Its last output:\n" + out},
+		{sandbox.Failure{Code: sandbox.FailProvider}, "Build failed because of the sandbox provider. Your credit was refunded."},
+		{sandbox.Failure{Code: sandbox.FailWorkerLost},
+			"The build stopped before it finished (the worker running it went away). Your credit was refunded. Rebuild to try again."},
+		{sandbox.Failure{Code: sandbox.FailOperatorStopped},
+			"An operator stopped this build before it finished. Your credit was refunded. Rebuild to try again."},
+		{sandbox.Failure{Code: sandbox.FailReplaced}, "Replaced by a rebuild before it finished."},
+		{sandbox.Failure{Code: sandbox.FailOther, Output: "The install command \"yarn\" failed with exit code 2."},
+			"The install command \"yarn\" failed with exit code 2."},
+	}
+	for _, tt := range tests {
+		if got := FailureText(tt.f); got != tt.want {
+			t.Errorf("%q: %q, want %q", tt.f.Code, got, tt.want)
+		}
+		// The columns a failure is stored in give it back whole.
+		code, exit, port, limit := db.FailureColumns(tt.f)
+		b := db.Build{FailureCode: code, FailureCommand: tt.f.Command, FailureExitCode: exit, FailurePort: port, FailureLimitMs: limit, FailureDetail: tt.f.Output}
+		if got := BuildError(b); got != tt.want {
+			t.Errorf("%q stored and read back: %q, want %q", tt.f.Code, got, tt.want)
+		}
+	}
+}
+
+// A version's failure to start is told from its event's facts, and an event recorded before the
+// codes by the sentence it stored.
+func TestAVersionsFailureReadsFromItsFacts(t *testing.T) {
+	t.Parallel()
+	n := int32(8)
+	f := sandbox.Failure{Code: sandbox.FailStartExited, Command: "node server.js", ExitCode: 1, Port: 3000, Output: "boom"}
+	ev := db.SandboxEvent{FromStatus: sandbox.Running, ToStatus: sandbox.Running, Reason: sandbox.ReasonVersionFailed, VersionNumber: &n,
+		Output: f.Output, FailureCommand: f.Command}
+	ev.FailureCode, ev.FailureExitCode, ev.FailurePort, ev.FailureLimitMs = db.FailureColumns(f)
+	want := "Version 8 didn't start: The start command \"node server.js\" exited with code 1 before it answered on port 3000. Its last output:\nboom"
+	if got := EventText(ev, sandbox.BuildInitial, time.Minute); got != want {
+		t.Errorf("%q, want %q", got, want)
+	}
+	ev.Reason = sandbox.ReasonWokeNotStarting
+	if got, want := EventText(ev, sandbox.BuildInitial, time.Minute), "Woke with version 8, which doesn't start: The start command"; !strings.HasPrefix(got, want) {
+		t.Errorf("%q, want it to start %q", got, want)
+	}
+	old := db.SandboxEvent{ToStatus: sandbox.Running, Reason: sandbox.ReasonVersionFailed, VersionNumber: &n,
+		FailureCode: new(sandbox.FailOther), Output: "The start command \"x\" exited with code 1."}
+	if got, want := EventText(old, sandbox.BuildInitial, time.Minute), "Version 8 didn't start: The start command \"x\" exited with code 1."; got != want {
+		t.Errorf("an older event: %q, want %q", got, want)
+	}
+}
+
+// An app's exit names its exit code, from its event's column or, recorded before it, its detail.
+func TestAnAppsExitNamesItsExitCode(t *testing.T) {
+	t.Parallel()
+	n, code := int32(1), int32(3)
+	ev := db.SandboxEvent{ToStatus: sandbox.Running, Reason: sandbox.ReasonAppExited, VersionNumber: &n, Output: "boom", FailureExitCode: &code}
+	if got, want := EventText(ev, sandbox.BuildInitial, time.Minute), "Version 1 stopped (exit code 3): boom"; got != want {
+		t.Errorf("%q, want %q", got, want)
+	}
+	ev.FailureExitCode, ev.Detail = nil, "exit code 1"
+	if got, want := EventText(ev, sandbox.BuildInitial, time.Minute), "Version 1 stopped (exit code 1): boom"; got != want {
+		t.Errorf("an older event: %q, want %q", got, want)
+	}
+	ev.Detail = ""
+	if got, want := EventText(ev, sandbox.BuildInitial, time.Minute), "Version 1 stopped: boom"; got != want {
+		t.Errorf("no exit code: %q, want %q", got, want)
 	}
 }
