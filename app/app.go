@@ -36,8 +36,10 @@ import (
 	"sandman/ops"
 	"sandman/overview"
 	"sandman/projects"
+	"sandman/sandbox"
 	"sandman/shares"
 	"sandman/versions"
+	"sandman/views"
 )
 
 // Role says which parts of Sandman an instance runs (`sandman serve --role`).
@@ -221,7 +223,10 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 	if err != nil {
 		return nil, err
 	}
-	a.ops = ops.New(ops.Options{Pool: pool, Config: cfg.Ops, Describe: a.lifecycle.Sentence, StuckAfter: func() (starting, resuming time.Duration) {
+	describe := func(ev db.SandboxEvent, kind sandbox.BuildKind) string {
+		return views.EventText(ev, kind, lc.IdleTimeout)
+	}
+	a.ops = ops.New(ops.Options{Pool: pool, Config: cfg.Ops, Describe: describe, StuckAfter: func() (starting, resuming time.Duration) {
 		d := a.lifecycle.Deadlines()
 		return d.StuckStarting, d.StuckResuming
 	},

@@ -13,19 +13,35 @@ import (
 )
 
 const finishBuild = `-- name: FinishBuild :execrows
-UPDATE builds SET status = $1, stage = '', error = $2, finished_at = now()
-WHERE id = $3 AND status IN ('queued', 'building')
+UPDATE builds SET status = $1, stage = '', failure_code = $2, failure_detail = $3,
+    failure_command = $4, failure_exit_code = $5, failure_port = $6,
+    failure_limit_ms = $7, finished_at = now()
+WHERE id = $8 AND status IN ('queued', 'building')
 `
 
 type FinishBuildParams struct {
-	Status sandbox.BuildStatus
-	Error  string
-	ID     uuid.UUID
+	Status          sandbox.BuildStatus
+	FailureCode     *sandbox.BuildFailure
+	FailureDetail   string
+	FailureCommand  string
+	FailureExitCode *int32
+	FailurePort     *int32
+	FailureLimitMs  *int64
+	ID              uuid.UUID
 }
 
 // Zero rows: the build had finished already (it is finished once).
 func (q *Queries) FinishBuild(ctx context.Context, arg FinishBuildParams) (int64, error) {
-	result, err := q.db.Exec(ctx, finishBuild, arg.Status, arg.Error, arg.ID)
+	result, err := q.db.Exec(ctx, finishBuild,
+		arg.Status,
+		arg.FailureCode,
+		arg.FailureDetail,
+		arg.FailureCommand,
+		arg.FailureExitCode,
+		arg.FailurePort,
+		arg.FailureLimitMs,
+		arg.ID,
+	)
 	if err != nil {
 		return 0, err
 	}
@@ -33,7 +49,7 @@ func (q *Queries) FinishBuild(ctx context.Context, arg FinishBuildParams) (int64
 }
 
 const getBuild = `-- name: GetBuild :one
-SELECT id, project_id, version, status, stage, error, kind, created_at, finished_at, files_version_id FROM builds WHERE id = $1
+SELECT id, project_id, version, status, stage, failure_detail, kind, created_at, finished_at, files_version_id, failure_code, failure_command, failure_exit_code, failure_port, failure_limit_ms FROM builds WHERE id = $1
 `
 
 func (q *Queries) GetBuild(ctx context.Context, id uuid.UUID) (Build, error) {
@@ -45,17 +61,22 @@ func (q *Queries) GetBuild(ctx context.Context, id uuid.UUID) (Build, error) {
 		&i.Version,
 		&i.Status,
 		&i.Stage,
-		&i.Error,
+		&i.FailureDetail,
 		&i.Kind,
 		&i.CreatedAt,
 		&i.FinishedAt,
 		&i.FilesVersionID,
+		&i.FailureCode,
+		&i.FailureCommand,
+		&i.FailureExitCode,
+		&i.FailurePort,
+		&i.FailureLimitMs,
 	)
 	return i, err
 }
 
 const getLatestBuild = `-- name: GetLatestBuild :one
-SELECT id, project_id, version, status, stage, error, kind, created_at, finished_at, files_version_id FROM builds WHERE project_id = $1 ORDER BY version DESC LIMIT 1
+SELECT id, project_id, version, status, stage, failure_detail, kind, created_at, finished_at, files_version_id, failure_code, failure_command, failure_exit_code, failure_port, failure_limit_ms FROM builds WHERE project_id = $1 ORDER BY version DESC LIMIT 1
 `
 
 func (q *Queries) GetLatestBuild(ctx context.Context, projectID uuid.UUID) (Build, error) {
@@ -67,11 +88,16 @@ func (q *Queries) GetLatestBuild(ctx context.Context, projectID uuid.UUID) (Buil
 		&i.Version,
 		&i.Status,
 		&i.Stage,
-		&i.Error,
+		&i.FailureDetail,
 		&i.Kind,
 		&i.CreatedAt,
 		&i.FinishedAt,
 		&i.FilesVersionID,
+		&i.FailureCode,
+		&i.FailureCommand,
+		&i.FailureExitCode,
+		&i.FailurePort,
+		&i.FailureLimitMs,
 	)
 	return i, err
 }
@@ -79,7 +105,7 @@ func (q *Queries) GetLatestBuild(ctx context.Context, projectID uuid.UUID) (Buil
 const insertBuild = `-- name: InsertBuild :one
 INSERT INTO builds (project_id, version, kind, files_version_id)
 VALUES ($1, (SELECT coalesce(max(version), 0) + 1 FROM builds WHERE project_id = $1), $2, $3)
-RETURNING id, project_id, version, status, stage, error, kind, created_at, finished_at, files_version_id
+RETURNING id, project_id, version, status, stage, failure_detail, kind, created_at, finished_at, files_version_id, failure_code, failure_command, failure_exit_code, failure_port, failure_limit_ms
 `
 
 type InsertBuildParams struct {
@@ -98,11 +124,16 @@ func (q *Queries) InsertBuild(ctx context.Context, arg InsertBuildParams) (Build
 		&i.Version,
 		&i.Status,
 		&i.Stage,
-		&i.Error,
+		&i.FailureDetail,
 		&i.Kind,
 		&i.CreatedAt,
 		&i.FinishedAt,
 		&i.FilesVersionID,
+		&i.FailureCode,
+		&i.FailureCommand,
+		&i.FailureExitCode,
+		&i.FailurePort,
+		&i.FailureLimitMs,
 	)
 	return i, err
 }

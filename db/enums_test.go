@@ -26,6 +26,8 @@ func TestEveryEnumValueIsTyped(t *testing.T) {
 		{"pause_kind", strs(sandbox.PauseMemory, sandbox.PauseFilesystem)},
 		{"build_status", strs(sandbox.BuildQueued, sandbox.BuildBuilding, sandbox.BuildReady, sandbox.BuildFailed)},
 		{"build_kind", strs(sandbox.BuildInitial, sandbox.BuildRebuild)},
+		{"build_failure", strs(sandbox.FailInstallFailed, sandbox.FailInstallTimedOut, sandbox.FailStartExited, sandbox.FailStartNotAnswering,
+			sandbox.FailProvider, sandbox.FailWorkerLost, sandbox.FailOperatorStopped, sandbox.FailReplaced, sandbox.FailOther)},
 		{"event_reason", strs(sandbox.ReasonCreated, sandbox.ReasonReady, sandbox.ReasonBuildFailed, sandbox.ReasonBuildFailedRefunded,
 			sandbox.ReasonReplaced, sandbox.ReasonIdle, sandbox.ReasonAfterBuild, sandbox.ReasonRequested, sandbox.ReasonResume,
 			sandbox.ReasonResumed, sandbox.ReasonResumeNotFound, sandbox.ReasonResumeUnreachable, sandbox.ReasonResumeTimedOut,

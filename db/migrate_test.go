@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -15,6 +16,7 @@ import (
 
 	"sandman/db"
 	"sandman/db/dbtest"
+	"sandman/sandbox"
 )
 
 func TestMain(m *testing.M) { os.Exit(dbtest.Main(m)) }
@@ -442,5 +444,64 @@ func TestTypedSourcesMigrationKeepsStoredWordsBothWays(t *testing.T) {
 				t.Errorf("after %s: %s was accepted, want it refused", step.name, q)
 			}
 		}
+	}
+}
+
+// A build that failed before the failure codes, and a version's event that said why it did not
+// start, read as they did: code other, their sentence kept (a build's as its detail, an event's
+// as its output); a build that did not fail has no failure.
+func TestBuildFailureMigrationKeepsOldSentences(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := migratedUpTo(t, 19)
+	const buildSentence = "The install command \"npm ci\" failed with exit code 1. Its last output:\nnpm ERR!"
+	const eventSentence = "The start command \"node server.js\" exited with code 1 before it answered on port 3000. Its last output:\nboom"
+	var sandboxID string
+	if err := pool.QueryRow(ctx, `
+		WITH u AS (INSERT INTO users (email, password_hash, credits) VALUES ('f@example.com', 'x', 1) RETURNING id),
+		     p AS (INSERT INTO projects (owner_id, name, start_command, port) SELECT id, 'p', 'node server.js', 3000 FROM u RETURNING id, owner_id),
+		     v AS (INSERT INTO versions (project_id, number, source, file_count, total_bytes) SELECT id, 1, 'created', 0, 0 FROM p RETURNING id, project_id),
+		     b AS (INSERT INTO builds (project_id, version, kind, files_version_id, status, error)
+		           SELECT project_id, 1, 'initial'::build_kind, id, 'failed'::build_status, $1 FROM v UNION ALL
+		           SELECT project_id, 2, 'rebuild', id, 'ready', '' FROM v RETURNING id, version, project_id)
+		INSERT INTO sandboxes (owner_id, project_id, build_id, status, deployed_version_id)
+		SELECT p.owner_id, p.id, b.id, 'running', v.id FROM p, b, v WHERE b.version = 2 RETURNING id`, buildSentence).Scan(&sandboxID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason, version_number, output)
+		VALUES ($1, 'running', 'running', 'user', 'version_failed', 1, $2), ($1, 'running', 'running', 'user', 'version_live', 1, '')`,
+		sandboxID, eventSentence); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	q := db.New(pool)
+	rows, err := pool.Query(ctx, `SELECT id FROM builds ORDER BY version`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []sandbox.Failure{{Code: sandbox.FailOther, Output: buildSentence}, {}} {
+		b, err := q.GetBuild(ctx, ids[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := b.Failure(); got != want {
+			t.Errorf("build %d: failure %+v, want %+v", b.Version, got, want)
+		}
+	}
+	evs, err := q.ListSandboxEvents(ctx, uuid.MustParse(sandboxID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := evs[0].Failure(), (sandbox.Failure{Code: sandbox.FailOther, Output: eventSentence}); got != want {
+		t.Errorf("the failed version's event: %+v, want %+v", got, want)
+	}
+	if got := evs[1].Failure(); got.Failed() {
+		t.Errorf("the live version's event has a failure: %+v", got)
 	}
 }

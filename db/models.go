@@ -427,16 +427,21 @@ type AppProblem struct {
 }
 
 type Build struct {
-	ID             uuid.UUID
-	ProjectID      uuid.UUID
-	Version        int32
-	Status         sandbox.BuildStatus
-	Stage          string
-	Error          string
-	Kind           sandbox.BuildKind
-	CreatedAt      time.Time
-	FinishedAt     *time.Time
-	FilesVersionID uuid.UUID
+	ID              uuid.UUID
+	ProjectID       uuid.UUID
+	Version         int32
+	Status          sandbox.BuildStatus
+	Stage           string
+	FailureDetail   string
+	Kind            sandbox.BuildKind
+	CreatedAt       time.Time
+	FinishedAt      *time.Time
+	FilesVersionID  uuid.UUID
+	FailureCode     *sandbox.BuildFailure
+	FailureCommand  string
+	FailureExitCode *int32
+	FailurePort     *int32
+	FailureLimitMs  *int64
 }
 
 type CreditLedger struct {
@@ -551,6 +556,11 @@ type SandboxEvent struct {
 	Output            string
 	ViaToken          *string
 	Detail            string
+	FailureCode       *sandbox.BuildFailure
+	FailureCommand    string
+	FailureExitCode   *int32
+	FailurePort       *int32
+	FailureLimitMs    *int64
 }
 
 type ShareLink struct {

@@ -142,7 +142,7 @@ func (q *Queries) GetProjectState(ctx context.Context, arg GetProjectStateParams
 
 const getProjectStateOfSandbox = `-- name: GetProjectStateOfSandbox :one
 SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself, projects.preview_reporter, u.credits AS owner_credits, st.project_id, st.owner_id, st.file_count, st.current_version, st.last_good_version, st.shared, st.sandbox_id, st.change_event_id, st.latest_event_id, st.deployed_number, st.deploying_number,
-       s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, s.app_status, s.app_version, s.app_since, s.app_exit_code, s.app_run_id, s.app_pid, s.app_good_version, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail
+       s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, s.app_status, s.app_version, s.app_since, s.app_exit_code, s.app_run_id, s.app_pid, s.app_good_version, b.id, b.project_id, b.version, b.status, b.stage, b.failure_detail, b.kind, b.created_at, b.finished_at, b.files_version_id, b.failure_code, b.failure_command, b.failure_exit_code, b.failure_port, b.failure_limit_ms, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail, e.failure_code, e.failure_command, e.failure_exit_code, e.failure_port, e.failure_limit_ms
 FROM sandboxes x
 JOIN project_states st ON st.project_id = x.project_id AND st.owner_id = $1
 JOIN projects ON projects.id = st.project_id
@@ -248,11 +248,16 @@ func (q *Queries) GetProjectStateOfSandbox(ctx context.Context, arg GetProjectSt
 		&i.Build.Version,
 		&i.Build.Status,
 		&i.Build.Stage,
-		&i.Build.Error,
+		&i.Build.FailureDetail,
 		&i.Build.Kind,
 		&i.Build.CreatedAt,
 		&i.Build.FinishedAt,
 		&i.Build.FilesVersionID,
+		&i.Build.FailureCode,
+		&i.Build.FailureCommand,
+		&i.Build.FailureExitCode,
+		&i.Build.FailurePort,
+		&i.Build.FailureLimitMs,
 		&i.SandboxEvent.ID,
 		&i.SandboxEvent.SandboxID,
 		&i.SandboxEvent.FromStatus,
@@ -268,6 +273,11 @@ func (q *Queries) GetProjectStateOfSandbox(ctx context.Context, arg GetProjectSt
 		&i.SandboxEvent.Output,
 		&i.SandboxEvent.ViaToken,
 		&i.SandboxEvent.Detail,
+		&i.SandboxEvent.FailureCode,
+		&i.SandboxEvent.FailureCommand,
+		&i.SandboxEvent.FailureExitCode,
+		&i.SandboxEvent.FailurePort,
+		&i.SandboxEvent.FailureLimitMs,
 	)
 	return i, err
 }
@@ -318,7 +328,7 @@ func (q *Queries) InsertProject(ctx context.Context, arg InsertProjectParams) (P
 }
 
 const listProjectStatesByOwner = `-- name: ListProjectStatesByOwner :many
-SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself, projects.preview_reporter, st.project_id, st.owner_id, st.file_count, st.current_version, st.last_good_version, st.shared, st.sandbox_id, st.change_event_id, st.latest_event_id, st.deployed_number, st.deploying_number, s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, s.app_status, s.app_version, s.app_since, s.app_exit_code, s.app_run_id, s.app_pid, s.app_good_version, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail,
+SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself, projects.preview_reporter, st.project_id, st.owner_id, st.file_count, st.current_version, st.last_good_version, st.shared, st.sandbox_id, st.change_event_id, st.latest_event_id, st.deployed_number, st.deploying_number, s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, s.app_status, s.app_version, s.app_since, s.app_exit_code, s.app_run_id, s.app_pid, s.app_good_version, b.id, b.project_id, b.version, b.status, b.stage, b.failure_detail, b.kind, b.created_at, b.finished_at, b.files_version_id, b.failure_code, b.failure_command, b.failure_exit_code, b.failure_port, b.failure_limit_ms, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail, e.failure_code, e.failure_command, e.failure_exit_code, e.failure_port, e.failure_limit_ms,
        (SELECT count(*) FROM projects o WHERE o.owner_id = $1)::integer AS project_count,
        (SELECT u.credits FROM users u WHERE u.id = $1)::integer AS credits
 FROM project_states st
@@ -425,11 +435,16 @@ func (q *Queries) ListProjectStatesByOwner(ctx context.Context, ownerID uuid.UUI
 			&i.Build.Version,
 			&i.Build.Status,
 			&i.Build.Stage,
-			&i.Build.Error,
+			&i.Build.FailureDetail,
 			&i.Build.Kind,
 			&i.Build.CreatedAt,
 			&i.Build.FinishedAt,
 			&i.Build.FilesVersionID,
+			&i.Build.FailureCode,
+			&i.Build.FailureCommand,
+			&i.Build.FailureExitCode,
+			&i.Build.FailurePort,
+			&i.Build.FailureLimitMs,
 			&i.SandboxEvent.ID,
 			&i.SandboxEvent.SandboxID,
 			&i.SandboxEvent.FromStatus,
@@ -445,6 +460,11 @@ func (q *Queries) ListProjectStatesByOwner(ctx context.Context, ownerID uuid.UUI
 			&i.SandboxEvent.Output,
 			&i.SandboxEvent.ViaToken,
 			&i.SandboxEvent.Detail,
+			&i.SandboxEvent.FailureCode,
+			&i.SandboxEvent.FailureCommand,
+			&i.SandboxEvent.FailureExitCode,
+			&i.SandboxEvent.FailurePort,
+			&i.SandboxEvent.FailureLimitMs,
 			&i.ProjectCount,
 			&i.Credits,
 		); err != nil {

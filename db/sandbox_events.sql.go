@@ -29,7 +29,7 @@ func (q *Queries) CountFailedResumesSinceRunning(ctx context.Context, sandboxID 
 }
 
 const getLatestSandboxEvent = `-- name: GetLatestSandboxEvent :one
-SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, version_number, duration_ms, output, via_token, detail FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id DESC LIMIT 1
+SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, version_number, duration_ms, output, via_token, detail, failure_code, failure_command, failure_exit_code, failure_port, failure_limit_ms FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id DESC LIMIT 1
 `
 
 // The sandbox's newest event: its state's version for live updates.
@@ -52,6 +52,11 @@ func (q *Queries) GetLatestSandboxEvent(ctx context.Context, sandboxID uuid.UUID
 		&i.Output,
 		&i.ViaToken,
 		&i.Detail,
+		&i.FailureCode,
+		&i.FailureCommand,
+		&i.FailureExitCode,
+		&i.FailurePort,
+		&i.FailureLimitMs,
 	)
 	return i, err
 }
@@ -77,10 +82,11 @@ func (q *Queries) HasVisitorNote(ctx context.Context, arg HasVisitorNoteParams) 
 const insertSandboxEvent = `-- name: InsertSandboxEvent :one
 WITH e AS (
     INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason, detail, provider_event_id, provider_timestamp, files,
-        via_token, version_number, duration_ms, output)
+        via_token, version_number, duration_ms, output, failure_code, failure_command, failure_exit_code, failure_port, failure_limit_ms)
     VALUES ($3, $4, $5, $6, $7, $8, $9, $10,
         coalesce($11::text[], '{}'), $12, $13, $14,
-        coalesce($15::text, ''))
+        coalesce($15::text, ''), $16, coalesce($17::text, ''),
+        $18, $19, $20)
     RETURNING id, sandbox_id
 )
 SELECT e.id FROM e, pg_notify($1::text, $2::text)
@@ -102,6 +108,11 @@ type InsertSandboxEventParams struct {
 	VersionNumber     *int32
 	DurationMs        *int32
 	Output            *string
+	FailureCode       *sandbox.BuildFailure
+	FailureCommand    *string
+	FailureExitCode   *int32
+	FailurePort       *int32
+	FailureLimitMs    *int64
 }
 
 // An event row that is no move (a new sandbox's first, a note; a move's is UpdateSandboxStatus's)
@@ -124,6 +135,11 @@ func (q *Queries) InsertSandboxEvent(ctx context.Context, arg InsertSandboxEvent
 		arg.VersionNumber,
 		arg.DurationMs,
 		arg.Output,
+		arg.FailureCode,
+		arg.FailureCommand,
+		arg.FailureExitCode,
+		arg.FailurePort,
+		arg.FailureLimitMs,
 	)
 	var id int64
 	err := row.Scan(&id)
@@ -131,7 +147,7 @@ func (q *Queries) InsertSandboxEvent(ctx context.Context, arg InsertSandboxEvent
 }
 
 const listProjectHistory = `-- name: ListProjectHistory :many
-SELECT e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail, b.kind AS build_kind
+SELECT e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail, e.failure_code, e.failure_command, e.failure_exit_code, e.failure_port, e.failure_limit_ms, b.kind AS build_kind
 FROM sandbox_events e
 JOIN sandboxes s ON s.id = e.sandbox_id
 JOIN builds b ON b.id = s.build_id
@@ -184,6 +200,11 @@ func (q *Queries) ListProjectHistory(ctx context.Context, arg ListProjectHistory
 			&i.SandboxEvent.Output,
 			&i.SandboxEvent.ViaToken,
 			&i.SandboxEvent.Detail,
+			&i.SandboxEvent.FailureCode,
+			&i.SandboxEvent.FailureCommand,
+			&i.SandboxEvent.FailureExitCode,
+			&i.SandboxEvent.FailurePort,
+			&i.SandboxEvent.FailureLimitMs,
 			&i.BuildKind,
 		); err != nil {
 			return nil, err
@@ -197,7 +218,7 @@ func (q *Queries) ListProjectHistory(ctx context.Context, arg ListProjectHistory
 }
 
 const listSandboxEvents = `-- name: ListSandboxEvents :many
-SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, version_number, duration_ms, output, via_token, detail FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id
+SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, version_number, duration_ms, output, via_token, detail, failure_code, failure_command, failure_exit_code, failure_port, failure_limit_ms FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id
 `
 
 func (q *Queries) ListSandboxEvents(ctx context.Context, sandboxID uuid.UUID) ([]SandboxEvent, error) {
@@ -225,6 +246,11 @@ func (q *Queries) ListSandboxEvents(ctx context.Context, sandboxID uuid.UUID) ([
 			&i.Output,
 			&i.ViaToken,
 			&i.Detail,
+			&i.FailureCode,
+			&i.FailureCommand,
+			&i.FailureExitCode,
+			&i.FailurePort,
+			&i.FailureLimitMs,
 		); err != nil {
 			return nil, err
 		}

@@ -219,7 +219,7 @@ func (q *Queries) GetCurrentSandboxByProjectForUpdate(ctx context.Context, proje
 }
 
 const getCurrentSandboxState = `-- name: GetCurrentSandboxState :one
-SELECT st.project_id, st.owner_id, st.file_count, st.current_version, st.last_good_version, st.shared, st.sandbox_id, st.change_event_id, st.latest_event_id, st.deployed_number, st.deploying_number, s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, s.app_status, s.app_version, s.app_since, s.app_exit_code, s.app_run_id, s.app_pid, s.app_good_version, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail
+SELECT st.project_id, st.owner_id, st.file_count, st.current_version, st.last_good_version, st.shared, st.sandbox_id, st.change_event_id, st.latest_event_id, st.deployed_number, st.deploying_number, s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, s.app_status, s.app_version, s.app_since, s.app_exit_code, s.app_run_id, s.app_pid, s.app_good_version, b.id, b.project_id, b.version, b.status, b.stage, b.failure_detail, b.kind, b.created_at, b.finished_at, b.files_version_id, b.failure_code, b.failure_command, b.failure_exit_code, b.failure_port, b.failure_limit_ms, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail, e.failure_code, e.failure_command, e.failure_exit_code, e.failure_port, e.failure_limit_ms
 FROM project_states st
 JOIN sandboxes s ON s.id = st.sandbox_id
 JOIN builds b ON b.id = s.build_id
@@ -302,11 +302,16 @@ func (q *Queries) GetCurrentSandboxState(ctx context.Context, projectID uuid.UUI
 		&i.Build.Version,
 		&i.Build.Status,
 		&i.Build.Stage,
-		&i.Build.Error,
+		&i.Build.FailureDetail,
 		&i.Build.Kind,
 		&i.Build.CreatedAt,
 		&i.Build.FinishedAt,
 		&i.Build.FilesVersionID,
+		&i.Build.FailureCode,
+		&i.Build.FailureCommand,
+		&i.Build.FailureExitCode,
+		&i.Build.FailurePort,
+		&i.Build.FailureLimitMs,
 		&i.SandboxEvent.ID,
 		&i.SandboxEvent.SandboxID,
 		&i.SandboxEvent.FromStatus,
@@ -322,6 +327,11 @@ func (q *Queries) GetCurrentSandboxState(ctx context.Context, projectID uuid.UUI
 		&i.SandboxEvent.Output,
 		&i.SandboxEvent.ViaToken,
 		&i.SandboxEvent.Detail,
+		&i.SandboxEvent.FailureCode,
+		&i.SandboxEvent.FailureCommand,
+		&i.SandboxEvent.FailureExitCode,
+		&i.SandboxEvent.FailurePort,
+		&i.SandboxEvent.FailureLimitMs,
 	)
 	return i, err
 }
@@ -763,7 +773,7 @@ func (q *Queries) GetSandboxStatus(ctx context.Context, arg GetSandboxStatusPara
 }
 
 const getSharedSandboxByProject = `-- name: GetSharedSandboxByProject :one
-SELECT s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, s.app_status, s.app_version, s.app_since, s.app_exit_code, s.app_run_id, s.app_pid, s.app_good_version, b.id, b.project_id, b.version, b.status, b.stage, b.error, b.kind, b.created_at, b.finished_at, b.files_version_id,
+SELECT s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, s.app_status, s.app_version, s.app_since, s.app_exit_code, s.app_run_id, s.app_pid, s.app_good_version, b.id, b.project_id, b.version, b.status, b.stage, b.failure_detail, b.kind, b.created_at, b.finished_at, b.files_version_id, b.failure_code, b.failure_command, b.failure_exit_code, b.failure_port, b.failure_limit_ms,
     (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id
 FROM sandboxes s JOIN builds b ON b.id = s.build_id
 WHERE s.project_id = $1
@@ -832,11 +842,16 @@ func (q *Queries) GetSharedSandboxByProject(ctx context.Context, projectID uuid.
 		&i.Build.Version,
 		&i.Build.Status,
 		&i.Build.Stage,
-		&i.Build.Error,
+		&i.Build.FailureDetail,
 		&i.Build.Kind,
 		&i.Build.CreatedAt,
 		&i.Build.FinishedAt,
 		&i.Build.FilesVersionID,
+		&i.Build.FailureCode,
+		&i.Build.FailureCommand,
+		&i.Build.FailureExitCode,
+		&i.Build.FailurePort,
+		&i.Build.FailureLimitMs,
 		&i.LatestEventID,
 	)
 	return i, err

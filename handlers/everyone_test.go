@@ -69,7 +69,8 @@ func (s *stack) forceState(t *testing.T, c *apptest.Client, projectID string, f 
 		sql  string
 		args []any
 	}{
-		{"UPDATE builds SET status = $2, stage = $3, error = $4 WHERE id = (SELECT build_id FROM sandboxes WHERE id = $1)",
+		// A failure's sentence as a build stored it before the codes (views shows it as it is).
+		{"UPDATE builds SET status = $2, stage = $3, failure_detail = $4, failure_code = CASE WHEN $4 <> '' THEN 'other'::build_failure END WHERE id = (SELECT build_id FROM sandboxes WHERE id = $1)",
 			[]any{res.Sandbox.ID, f.build, f.stage, f.buildError}},
 		{"UPDATE sandboxes SET status = $2, snapshot_kind = $3, failure_cause = nullif($4, '')::failure_cause, preview_url = $5, last_active_at = now() WHERE id = $1",
 			[]any{res.Sandbox.ID, f.status, snapshot, f.cause, preview}},

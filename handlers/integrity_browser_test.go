@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"sandman/app/apptest"
-	"sandman/lifecycle"
 	"sandman/projects"
 	"sandman/sandbox"
 	"sandman/sandboxd"
@@ -78,7 +77,7 @@ func TestBrowserHealedResume(t *testing.T) {
 	page.WaitFor(t, "the pane paused again", statusIs(views.Pane, projectID, "paused"))
 	click(t, page, "#"+views.DOMID(views.Pane, projectID)+" [data-testid=resume]")
 	failed := c.WaitSandbox(sandboxID, "resume_failed", time.Minute)
-	filesLost := lifecycle.CauseText(new(sandbox.CauseFilesLost), "")
+	filesLost := views.CauseText(new(sandbox.CauseFilesLost), "")
 	if failed.FailureCause != filesLost || failed.FailureCode != string(sandbox.CauseFilesLost) {
 		t.Fatalf("failure cause %q, code %q", failed.FailureCause, failed.FailureCode)
 	}

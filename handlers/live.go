@@ -100,7 +100,7 @@ func founderMessage(ctx context.Context, l *lifecycle.Service, owner uuid.UUID, 
 	project := v.Project.ID.String()
 	out := live.Message{Topic: feed.Founder(owner), Key: project, ID: v.EventID}
 	for _, f := range []views.Fragment{views.Card, views.Pane} {
-		b, err := renderBytes(ctx, drawFragment(f, vm, hist, now))
+		b, err := renderBytes(ctx, drawFragment(f, vm, hist, l.Deadlines().IdleTimeout, now))
 		if err != nil {
 			return live.Message{}, err
 		}

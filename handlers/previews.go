@@ -24,15 +24,15 @@ import (
 // of a founder, leaves it empty (htmx sends the header).
 func previewVM(l *lifecycle.Service, v overview.ProjectView, now time.Time, csrf string) views.Preview {
 	p := views.Preview{ProjectID: v.Project.ID.String(), ProjectName: v.Project.Name, Source: sourceText(v.Project),
-		FileCount: v.FileCount, EventID: v.EventID, IdleFor: lifecycle.DurationText(l.Deadlines().IdleTimeout), Now: now, CSRF: csrf, Shared: v.Shared}
+		FileCount: v.FileCount, EventID: v.EventID, IdleFor: views.DurationText(l.Deadlines().IdleTimeout), Now: now, CSRF: csrf, Shared: v.Shared}
 	if v.Sandbox != nil {
 		sb := v.Sandbox
 		p.SandboxID, p.Status, p.PreviewURL = sb.ID.String(), sb.Status, sb.PreviewURL
-		p.FailureCause, p.Recreated = lifecycle.CauseText(sb.FailureCause, sb.FailureDetail), sb.Recreated
+		p.FailureCause, p.Recreated = views.CauseText(sb.FailureCause, sb.FailureDetail), sb.Recreated
 		if sb.SnapshotKind != nil {
 			p.SnapshotKind = *sb.SnapshotKind
 		}
-		p.Why, p.WhyAt, p.SleepsAt = l.Sentence(v.Change, v.Build.Kind), v.Change.CreatedAt, v.SleepsAt
+		p.Why, p.WhyAt, p.SleepsAt = views.EventText(v.Change, v.Build.Kind, l.Deadlines().IdleTimeout), v.Change.CreatedAt, v.SleepsAt
 	}
 	p.Version, p.Waiting, p.Applying = v.DeployedVersion, v.Waiting(), v.DeployingVersion
 	p.FailedVersion, p.RestoreTo = v.FailedVersion, v.RestoreTo
@@ -52,16 +52,17 @@ func previewVM(l *lifecycle.Service, v overview.ProjectView, now time.Time, csrf
 	}
 	if v.Build != nil {
 		p.BuildID = v.Build.ID.String()
-		p.BuildStatus, p.Stage, p.BuildError = v.Build.Status, v.Build.Stage, v.Build.Error
+		p.BuildStatus, p.Stage, p.BuildError = v.Build.Status, v.Build.Stage, views.BuildError(*v.Build)
 	}
 	return p
 }
 
-// historyVM is the project's history for its build page.
-func historyVM(projectID string, entries []lifecycle.HistoryEntry, now time.Time) views.History {
+// historyVM is the project's history for its build page; idle is the configured idle timeout,
+// which an idle pause's sentence names.
+func historyVM(projectID string, entries []lifecycle.HistoryEntry, idle time.Duration, now time.Time) views.History {
 	h := views.History{ProjectID: projectID, Now: now}
 	for _, e := range entries {
-		h.Entries = append(h.Entries, views.HistoryEntry{At: e.At, Text: e.Text, Files: e.Files})
+		h.Entries = append(h.Entries, views.HistoryEntry{At: e.CreatedAt, Text: views.EventText(e.SandboxEvent, e.Kind, idle), Files: e.Files})
 	}
 	return h
 }
@@ -85,7 +86,7 @@ func fragment(ctx context.Context, l *lifecycle.Service, f views.Fragment, v ove
 			return nil, err
 		}
 	}
-	return drawFragment(f, previewVM(l, v, now, csrf), hist, now), nil
+	return drawFragment(f, previewVM(l, v, now, csrf), hist, l.Deadlines().IdleTimeout, now), nil
 }
 
 // paneReads reads what a pane shows beyond the project's view: its history up to the view's
@@ -94,12 +95,13 @@ func paneReads(ctx context.Context, l *lifecycle.Service, v overview.ProjectView
 	return l.History(ctx, v.Project.OwnerID, v.Project.ID, v.EventID)
 }
 
-// drawFragment draws a card, or a pane with its history, from what was read.
-func drawFragment(f views.Fragment, vm views.Preview, hist []lifecycle.HistoryEntry, now time.Time) templ.Component {
+// drawFragment draws a card, or a pane with its history, from what was read (idle: the
+// configured idle timeout, which an idle pause's sentence names).
+func drawFragment(f views.Fragment, vm views.Preview, hist []lifecycle.HistoryEntry, idle time.Duration, now time.Time) templ.Component {
 	if f == views.Card {
 		return views.PreviewCard(vm)
 	}
-	return templ.Join(views.PreviewPane(vm), views.HistoryList(historyVM(vm.ProjectID, hist, now), true))
+	return templ.Join(views.PreviewPane(vm), views.HistoryList(historyVM(vm.ProjectID, hist, idle, now), true))
 }
 
 // renderPreview answers an htmx action with the fragment it targets (the card on the
@@ -289,25 +291,28 @@ func toAppJSON(a overview.AppState) *appJSON {
 func (h *Handlers) toSandboxJSON(sb db.Sandbox) sandboxJSON {
 	out := sandboxJSON{ID: sb.ID.String(), ProviderID: sb.ProviderID, Status: sb.Status, PreviewURL: sb.PreviewURL,
 		LastActiveAt: sb.LastActiveAt, LastVerifiedAt: sb.LastVerifiedAt, IdleTimeoutMs: h.Lifecycle.Deadlines().IdleTimeout.Milliseconds(),
-		LifecycleTimeoutMs: h.Lifecycle.Deadlines().SandboxTimeout.Milliseconds(), Recreated: sb.Recreated, FailureCause: lifecycle.CauseText(sb.FailureCause, sb.FailureDetail),
+		LifecycleTimeoutMs: h.Lifecycle.Deadlines().SandboxTimeout.Milliseconds(), Recreated: sb.Recreated, FailureCause: views.CauseText(sb.FailureCause, sb.FailureDetail),
 		FailureCode: sb.FailureCause}
 	out.SnapshotKind = sb.SnapshotKind
 	out.ExpiresAt = lifecycle.ExpiresAt(sb)
 	return out
 }
 
-// buildJSON is a build in the JSON API.
+// buildJSON is a build in the JSON API (docs/api.md).
 type buildJSON struct {
 	ID      string              `json:"id"`
 	Version int32               `json:"version"`
 	Status  sandbox.BuildStatus `json:"status"`
 	Stage   string              `json:"stage"`
 	Error   string              `json:"error,omitempty"`
-	Kind    sandbox.BuildKind   `json:"kind"`
+	// FailureCode is Error's code, for programs (docs/api.md, "Failure codes").
+	FailureCode *sandbox.BuildFailure `json:"failureCode,omitempty"`
+	Kind        sandbox.BuildKind     `json:"kind"`
 }
 
 func toBuildJSON(b db.Build) buildJSON {
-	return buildJSON{ID: b.ID.String(), Version: b.Version, Status: b.Status, Stage: b.Stage, Error: b.Error, Kind: b.Kind}
+	return buildJSON{ID: b.ID.String(), Version: b.Version, Status: b.Status, Stage: b.Stage, Error: views.BuildError(b),
+		FailureCode: b.FailureCode, Kind: b.Kind}
 }
 
 func (h *Handlers) apiBuild(rebuild bool) echo.HandlerFunc {

@@ -72,7 +72,7 @@ func (h *Handlers) projectPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	vm := views.ProjectPage{Layout: l, Preview: previewVM(h.Lifecycle, v, l.Now, l.CSRF), Share: box, History: historyVM(p.ID.String(), hist, l.Now),
+	vm := views.ProjectPage{Layout: l, Preview: previewVM(h.Lifecycle, v, l.Now, l.CSRF), Share: box, History: historyVM(p.ID.String(), hist, h.Lifecycle.Deadlines().IdleTimeout, l.Now),
 		InstallCommand: p.InstallCommand, StartCommand: p.StartCommand, Port: p.Port, PauseKind: p.PauseKind,
 		ReloadsItself: p.ReloadsItself, PreviewReporter: p.PreviewReporter, Versions: vs, Health: health}
 	for _, f := range files {

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"sandman/app/apptest"
-	"sandman/lifecycle"
 	"sandman/sandboxd"
 	"sandman/views"
 )
@@ -38,7 +37,7 @@ func TestBrowserRefundReachesTheOpenPage(t *testing.T) {
 	apptest.RequireStatus(t, c.API(http.MethodPost, "/api/projects/"+p.ID+"/builds", map[string]string{"idempotencyKey": "k"}, nil), http.StatusAccepted)
 	page.WaitFor(t, "the spent credit in the header", header("9 credits"))
 	page.WaitFor(t, "the failure on the pane", fmt.Sprintf(`document.getElementById(%q).innerText.includes(%q)`,
-		views.DOMID(views.Pane, p.ID), lifecycle.ProviderFailureText))
+		views.DOMID(views.Pane, p.ID), views.ProviderFailureText))
 	page.WaitFor(t, "the refunded balance in the header", header("10 credits"))
 	if c.Credits() != 10 {
 		t.Fatalf("credits %d after the refund", c.Credits())

@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"strconv"
 
 	"github.com/google/uuid"
 
@@ -78,10 +77,7 @@ func (s *Service) setApp(ctx context.Context, tx db.Tx, sandboxID uuid.UUID, c a
 		return sb, true, notifyInTx(ctx, tx, sb)
 	}
 	ev := db.InsertSandboxEventParams{SandboxID: sb.ID, FromStatus: sb.Status, ToStatus: sb.Status, Source: c.source,
-		Reason: c.event, VersionNumber: sb.AppVersion, Output: nonEmpty(c.output)}
-	if c.exitCode != nil {
-		ev.Detail = "exit code " + strconv.Itoa(int(*c.exitCode))
-	}
+		Reason: c.event, VersionNumber: sb.AppVersion, Output: nonEmpty(c.output), FailureExitCode: c.exitCode}
 	return sb, true, record(ctx, tx, ev, sb.OwnerID)
 }
 

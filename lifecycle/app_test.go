@@ -19,6 +19,7 @@ import (
 	"sandman/sandbox"
 	"sandman/sandboxd/sandboxdtest"
 	"sandman/versions"
+	"sandman/views"
 )
 
 // The app's own state (docs/states.md, "The app"). Every test here runs with a readiness
@@ -187,9 +188,9 @@ func TestABuildWhoseAppExitsFailsAtOnce(t *testing.T) {
 		}
 		return nil
 	})
-	if !strings.Contains(b.Error, `The start command "node server.js" exited with code 1 before it answered on port 3000`) ||
-		!strings.Contains(b.Error, "broken on purpose") {
-		t.Fatalf("the build failed with %q: not that the app exited, with what it printed", b.Error)
+	if !strings.Contains(views.BuildError(b), `The start command "node server.js" exited with code 1 before it answered on port 3000`) ||
+		!strings.Contains(views.BuildError(b), "broken on purpose") {
+		t.Fatalf("the build failed with %q: not that the app exited, with what it printed", views.BuildError(b))
 	}
 }
 

@@ -112,6 +112,13 @@ func record(ctx context.Context, tx db.Tx, ev db.InsertSandboxEventParams, owner
 	return err
 }
 
+// withFailure adds a version's failure to start to its event: its facts, its output the tail of
+// what the command printed.
+func withFailure(ev *db.InsertSandboxEventParams, f sandbox.Failure) {
+	ev.FailureCode, ev.FailureExitCode, ev.FailurePort, ev.FailureLimitMs = db.FailureColumns(f)
+	ev.FailureCommand, ev.Output = &f.Command, &f.Output
+}
+
 func nonEmpty(s string) *string {
 	if s == "" {
 		return nil

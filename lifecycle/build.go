@@ -28,38 +28,37 @@ const (
 // appDir is where a build's files live inside the sandbox.
 const appDir = "/home/user/app"
 
-// buildFailure is why a build failed: what the founder reads on the build page and, when the
-// failure was the platform's and not the founder's code, the credit refunded with its cause.
+// buildFailure is why a build failed, as facts (views writes what the founder reads on the build
+// page) and, when the failure was the platform's and not the founder's code, the credit refunded
+// with its cause.
 type buildFailure struct {
-	msg string
+	fact sandbox.Failure
 	// refund gives the build's credit back (a refund's ledger row with cause as its detail), in the
 	// transaction that marks the build failed.
 	refund bool
 	cause  string
 }
 
-func (e *buildFailure) Error() string { return e.msg }
+func (e *buildFailure) Error() string { return "build failed: " + string(e.fact.Code) }
 
-// failf is a failure of the founder's code (an install that exits non-zero, a dev server that
-// never answers): the credit stays spent, and the message says which command and what it printed.
-func failf(format string, args ...any) error { return &buildFailure{msg: fmt.Sprintf(format, args...)} }
+// codeFailure is a failure of the founder's code (an install that exits non-zero, a dev server
+// that never answers): the credit stays spent, and the facts say which command and what it
+// printed.
+func codeFailure(f sandbox.Failure) error { return &buildFailure{fact: f} }
 
-// ProviderFailureText is the build page's line for a build the platform failed (the provider's
-// errors after retries, its circuit breaker open, the sandbox lost mid-build).
-const ProviderFailureText = "Build failed because of the sandbox provider. Your credit was refunded."
-
-// providerFailure is a build the platform failed: the credit is refunded.
+// providerFailure is a build the platform failed (the provider's errors after retries, its
+// circuit breaker open, the sandbox lost mid-build): the credit is refunded.
 func providerFailure(cause string) *buildFailure {
-	return &buildFailure{msg: ProviderFailureText, refund: true, cause: cause}
+	return &buildFailure{fact: sandbox.Failure{Code: sandbox.FailProvider}, refund: true, cause: cause}
 }
 
 // replacedBuild is a build a rebuild replaced before it finished.
-var replacedBuild = &buildFailure{msg: "Replaced by a rebuild before it finished."}
+var replacedBuild = &buildFailure{fact: sandbox.Failure{Code: sandbox.FailReplaced}}
 
 // workerLost is a build whose worker went away (the sweep finds it stuck): Sandman's doing, so the
 // credit is refunded too.
-var workerLost = &buildFailure{refund: true, cause: "the worker running the build went away",
-	msg: "The build stopped before it finished (the worker running it went away). Your credit was refunded. Rebuild to try again."}
+var workerLost = &buildFailure{fact: sandbox.Failure{Code: sandbox.FailWorkerLost}, refund: true,
+	cause: "the worker running the build went away"}
 
 type buildWorker struct {
 	river.WorkerDefaults[BuildArgs]
@@ -187,15 +186,10 @@ func (s *Service) runBuild(ctx context.Context, sb db.Sandbox, build db.Build, p
 				return err
 			}
 		}
-		switch {
-		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-			return failf("The install command %q did not finish within %s. Its last output:\n%s", project.InstallCommand,
-				s.cfg.InstallTimeout, tail(output, outputTail))
-		case err != nil:
+		if f := s.installFailure(ctx, project, code, output, err); f.Failed() {
+			return codeFailure(f)
+		} else if err != nil {
 			return fmt.Errorf("run the install command: %w", err)
-		case code != 0:
-			return failf("The install command %q failed with exit code %d. Its last output:\n%s", project.InstallCommand, code,
-				tail(output, outputTail))
 		}
 	}
 
@@ -227,7 +221,7 @@ func (s *Service) runBuild(ctx context.Context, sb db.Sandbox, build db.Build, p
 		if err := s.stillThere(ctx, sb, st.code < 0); err != nil {
 			return err
 		}
-		return failf("%s", st.text(project, s.cfg.ReadyTimeout))
+		return codeFailure(st.failure(project, s.cfg.ReadyTimeout))
 	case err != nil:
 		d.abandon()
 		if ctx.Err() != nil {
@@ -236,7 +230,7 @@ func (s *Service) runBuild(ctx context.Context, sb db.Sandbox, build db.Build, p
 		if err := s.stillThere(ctx, sb, false); err != nil {
 			return err
 		}
-		return failf("%s", st.text(project, s.cfg.ReadyTimeout))
+		return codeFailure(st.failure(project, s.cfg.ReadyTimeout))
 	}
 	// What the install and start commands changed of the stored files is the app's from now on.
 	s.lookAtFiles(ctx, handle, sb)
@@ -293,7 +287,7 @@ func (s *Service) stillThere(ctx context.Context, sb db.Sandbox, signalled bool)
 	}
 }
 
-// outputTail is how much of a failed command's output the build page shows.
+// outputTail is how much of a failed command's output is kept, for the build page.
 const outputTail = 1500
 
 // finishBuild marks the build Ready and the sandbox running, and schedules its idle pause. A
@@ -326,7 +320,7 @@ func (s *Service) finishBuild(ctx context.Context, sandboxID uuid.UUID, app appC
 	})
 }
 
-// failBuild marks the build failed, with what the founder reads, and stops its sandbox, all in
+// failBuild marks the build failed, with why, and stops its sandbox, all in
 // one transaction; a platform failure refunds the build's credit in the same transaction.
 func (s *Service) failBuild(ctx context.Context, sandboxID uuid.UUID, f *buildFailure) error {
 	var providerID *string
@@ -358,14 +352,16 @@ func (s *Service) failBuild(ctx context.Context, sandboxID uuid.UUID, f *buildFa
 		}
 		return err
 	})
-	s.log.Warn("build failed", "sandbox_id", sandboxID.String(), "reason", f.msg, "refunded", f.refund, "cause", f.cause)
+	s.log.Warn("build failed", "sandbox_id", sandboxID.String(), "code", f.fact.Code, "refunded", f.refund, "cause", f.cause)
 	return err
 }
 
 // finishFailed marks the sandbox's build failed (once: a build already finished stays as it
 // is) and, for a platform failure, gives its credit back with a ledger row saying why.
 func (s *Service) finishFailed(ctx context.Context, tx db.Tx, sb db.Sandbox, f *buildFailure) error {
-	n, err := tx.FinishBuild(ctx, db.FinishBuildParams{ID: sb.BuildID, Status: sandbox.BuildFailed, Error: f.msg})
+	code, exit, port, limit := db.FailureColumns(f.fact)
+	n, err := tx.FinishBuild(ctx, db.FinishBuildParams{ID: sb.BuildID, Status: sandbox.BuildFailed, FailureCode: code,
+		FailureDetail: f.fact.Output, FailureCommand: f.fact.Command, FailureExitCode: exit, FailurePort: port, FailureLimitMs: limit})
 	if err != nil || n == 0 || !f.refund {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"sandman/sandbox"
 	"sandman/sandboxd"
 	"sandman/sandboxd/sandboxdtest"
+	"sandman/views"
 )
 
 // crashJob makes the sandbox's queued job look as a worker that took it and died leaves it:
@@ -101,13 +102,13 @@ func TestCrashedWorkerNeverStrandsASandbox(t *testing.T) {
 					visits(t, host, sb.PreviewURL)
 					return
 				}
-				if build.Status != sandbox.BuildFailed || !strings.Contains(build.Error, "stopped before it finished") ||
+				if build.Status != sandbox.BuildFailed || !strings.Contains(views.BuildError(build), "stopped before it finished") ||
 					killedReason(sb) != sandbox.ReasonBuildFailed {
-					t.Fatalf("build %s %q, killed_reason %q: want a failed build with a readable reason", build.Status, build.Error, killedReason(sb))
+					t.Fatalf("build %s %q, killed_reason %q: want a failed build with a readable reason", build.Status, views.BuildError(build), killedReason(sb))
 				}
 				// A worker that went away is Sandman's failure: the credit came back.
-				if got := credits(t, b.pool, sb.OwnerID); got != 5 || !strings.Contains(build.Error, "Your credit was refunded") {
-					t.Fatalf("credits = %d after a lost worker's build (%q), want all 5 back", got, build.Error)
+				if got := credits(t, b.pool, sb.OwnerID); got != 5 || !strings.Contains(views.BuildError(build), "Your credit was refunded") {
+					t.Fatalf("credits = %d after a lost worker's build (%q), want all 5 back", got, views.BuildError(build))
 				}
 				testkit.Until(t, 30*time.Second, "the failed build's provider sandbox to be killed", func() bool {
 					_, err := client.GetSandbox(context.Background(), *sb.ProviderID)

@@ -154,7 +154,7 @@ func (s *Service) letGo(ctx context.Context, sb db.Sandbox, err error) error {
 type applied struct {
 	conv   convergence
 	took   time.Duration
-	failed string // the install's or the dev server's last output when the version did not start
+	failed sandbox.Failure // the install's or the dev server's failure when the version did not start
 	// dev is the dev server run it started (none when the server reloads changed files itself),
 	// and st how its start went.
 	dev *devRun
@@ -179,7 +179,7 @@ func (s *Service) deployOnce(ctx context.Context, sb db.Sandbox, project db.Proj
 	}
 	deps := c.dependencies() && strings.TrimSpace(project.InstallCommand) != ""
 	if deps {
-		if a.failed, err = s.install(ctx, h, sb, to.version.Number, project); err != nil || a.failed != "" {
+		if a.failed, err = s.install(ctx, h, sb, to.version.Number, project); err != nil || a.failed.Failed() {
 			a.took = time.Since(start)
 			return a, err
 		}
@@ -208,29 +208,37 @@ func (s *Service) deployOnce(ctx context.Context, sb db.Sandbox, project db.Proj
 		return a, ctx.Err()
 	}
 	if !st.up {
-		a.failed = st.text(project, s.cfg.ReadyTimeout)
+		a.failed = st.failure(project, s.cfg.ReadyTimeout)
 	}
 	a.took = time.Since(start)
 	return a, nil
 }
 
 // install runs the project's install command; a non-zero exit or a timeout is the founder's code
-// (out says what it printed), any other error the provider's.
-func (s *Service) install(ctx context.Context, h sandboxHandle, sb db.Sandbox, version int32, project db.Project) (out string, err error) {
+// (the failure says what it printed), any other error the provider's.
+func (s *Service) install(ctx context.Context, h sandboxHandle, sb db.Sandbox, version int32, project db.Project) (sandbox.Failure, error) {
 	ictx, cancel := context.WithTimeout(ctx, s.cfg.InstallTimeout)
 	code, output, err := s.providerInstall(ictx, h, project.InstallCommand, s.runOf(sb, version, applog.SourceInstall))
 	cancel()
+	if f := s.installFailure(ctx, project, code, output, err); f.Failed() || err == nil {
+		return f, nil
+	}
+	return sandbox.Failure{}, fmt.Errorf("run the install command: %w", err)
+}
+
+// installFailure is how an install command's end (code, output, err) fails the founder's code:
+// it ran out of its time (ctx itself still on), or exited non-zero; none otherwise.
+func (s *Service) installFailure(ctx context.Context, project db.Project, code int, output string, err error) sandbox.Failure {
+	f := sandbox.Failure{Command: project.InstallCommand, Output: tail(output, outputTail)}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-		return fmt.Sprintf("The install command %q did not finish within %s. Its last output:\n%s", project.InstallCommand,
-			s.cfg.InstallTimeout, tail(output, outputTail)), nil
-	case err != nil:
-		return "", fmt.Errorf("run the install command: %w", err)
-	case code != 0:
-		return fmt.Sprintf("The install command %q failed with exit code %d. Its last output:\n%s", project.InstallCommand, code,
-			tail(output, outputTail)), nil
+		f.Code, f.Limit = sandbox.FailInstallTimedOut, s.cfg.InstallTimeout
+	case err == nil && code != 0:
+		f.Code, f.ExitCode = sandbox.FailInstallFailed, int32(code)
+	default:
+		return sandbox.Failure{}
 	}
-	return "", nil
+	return f
 }
 
 // deployed records an apply in one transaction: the sandbox's files are to's now, its history
@@ -252,7 +260,7 @@ func (s *Service) deployed(ctx context.Context, id uuid.UUID, to wanted, a appli
 			if _, _, err := s.setApp(ctx, tx, id, c); err != nil {
 				return err
 			}
-		} else if sb.AppRunID != nil && a.failed == "" && a.st.up {
+		} else if sb.AppRunID != nil && !a.failed.Failed() && a.st.up {
 			// A server that reloads changed files itself runs the version now.
 			if err := tx.SetSandboxAppVersion(ctx, db.SetSandboxAppVersionParams{ID: id, AppVersion: to.version.Number}); err != nil {
 				return err
@@ -261,8 +269,9 @@ func (s *Service) deployed(ctx context.Context, id uuid.UUID, to wanted, a appli
 		n, ms := to.version.Number, int32(a.took.Milliseconds())
 		ev := db.InsertSandboxEventParams{SandboxID: id, FromStatus: sb.Status, ToStatus: sb.Status, Source: sandbox.SourceUser,
 			Reason: reasonVersionLive, VersionNumber: &n, DurationMs: &ms, Files: nonNilStrings(a.conv.changes.Paths())}
-		if a.failed != "" {
-			ev.Reason, ev.Output = reasonVersionFailed, &a.failed
+		if a.failed.Failed() {
+			ev.Reason = reasonVersionFailed
+			withFailure(&ev, a.failed)
 		}
 		if err := record(ctx, tx, ev, sb.OwnerID); err != nil {
 			return err

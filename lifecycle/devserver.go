@@ -104,19 +104,15 @@ func (s *Service) waitUp(ctx context.Context, url string, d devRun) (startup, er
 	return startup{output: d.f.Tail()}, err
 }
 
-// text is a startup that failed as the founder reads it: what the start command did, and what
+// failure is a startup that failed, as facts: what the start command did, and the tail of what
 // it printed.
-func (st startup) text(project db.Project, ready time.Duration) string {
-	out := st.output
-	if out == "" {
-		out = "(nothing)"
-	}
+func (st startup) failure(project db.Project, ready time.Duration) sandbox.Failure {
+	f := sandbox.Failure{Code: sandbox.FailStartNotAnswering, Command: project.StartCommand, Port: project.Port,
+		Limit: ready, Output: tail(st.output, outputTail)}
 	if st.exited {
-		return fmt.Sprintf("The start command %q exited with code %d before it answered on port %d. Its last output:\n%s",
-			project.StartCommand, st.code, project.Port, tail(out, outputTail))
+		f.Code, f.ExitCode, f.Limit = sandbox.FailStartExited, st.code, 0
 	}
-	return fmt.Sprintf("The start command %q did not answer on port %d within %s; check that the server listens on 0.0.0.0:%d. Its last output:\n%s",
-		project.StartCommand, project.Port, ready, project.Port, tail(out, outputTail))
+	return f
 }
 
 // appOutcome is the app change a startup makes (inside the job's own transaction).

@@ -21,6 +21,7 @@ import (
 	"sandman/sandbox"
 	"sandman/sandboxd/sandboxdtest"
 	"sandman/versions"
+	"sandman/views"
 )
 
 // fastConfig is the tests' lifecycle configuration with an idle pause within seconds and
@@ -57,7 +58,7 @@ func (b *testBundle) waitStatus(t testing.TB, id uuid.UUID, want sandbox.Status,
 			return nil
 		}
 		build, _ := db.New(b.pool).GetBuild(context.Background(), sb.BuildID)
-		return fmt.Errorf("it is %s (build %s %q: %s)", sb.Status, build.Status, build.Stage, build.Error)
+		return fmt.Errorf("it is %s (build %s %q: %s)", sb.Status, build.Status, build.Stage, views.BuildError(build))
 	})
 	return sb
 }
@@ -167,27 +168,32 @@ func TestPreviewLifecycleEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	requireHistory(t, hist, "Build started (1 credit)", "Preview ready", "Paused after 4 s without activity",
+	requireHistory(t, b.svc, hist, "Build started (1 credit)", "Preview ready", "Paused after 4 s without activity",
 		"Resume started by you", "Resumed by you", "Found gone when checked with the provider",
 		"Rebuilt from your saved files (1 credit)", "Preview ready", "Resume started by you", "Resumed by you")
 	// Drawn with an older state, the history stops at that state's event.
-	if upTo, err := b.svc.History(ctx, u.ID, p.ID, hist[2].EventID); err != nil || len(upTo) == 0 || upTo[0].EventID != hist[2].EventID || upTo[0].Text != hist[2].Text {
-		t.Fatalf("history up to %d starts with %+v (%v)", hist[2].EventID, upTo, err)
+	if upTo, err := b.svc.History(ctx, u.ID, p.ID, hist[2].ID); err != nil || len(upTo) == 0 || upTo[0].ID != hist[2].ID || historyText(b.svc, upTo[0]) != historyText(b.svc, hist[2]) {
+		t.Fatalf("history up to %d starts with %+v (%v)", hist[2].ID, upTo, err)
 	}
 	if other, err := b.svc.History(ctx, uuid.New(), p.ID, math.MaxInt64); err != nil || len(other) != 0 {
 		t.Fatalf("another founder reads this project's history: %v %v", other, err)
 	}
 }
 
+// historyText is a history entry's sentence, as the build page writes it.
+func historyText(svc *lifecycle.Service, e lifecycle.HistoryEntry) string {
+	return views.EventText(e.SandboxEvent, e.Kind, svc.Deadlines().IdleTimeout)
+}
+
 // requireHistory fails unless the history, read oldest first, holds want in that order, and
 // nothing in it but the sentences a founder is meant to read (a fallback means a move no rule
 // names).
-func requireHistory(t *testing.T, hist []lifecycle.HistoryEntry, want ...string) {
+func requireHistory(t *testing.T, svc *lifecycle.Service, hist []lifecycle.HistoryEntry, want ...string) {
 	t.Helper()
 	var texts []string
 	for i := len(hist) - 1; i >= 0; i-- {
-		texts = append(texts, hist[i].Text)
-		if i > 0 && hist[i].EventID >= hist[i-1].EventID {
+		texts = append(texts, historyText(svc, hist[i]))
+		if i > 0 && hist[i].ID >= hist[i-1].ID {
 			t.Fatalf("history not newest first: %+v", hist)
 		}
 	}

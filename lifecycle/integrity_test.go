@@ -24,6 +24,7 @@ import (
 	"sandman/sandboxd"
 	"sandman/sandboxd/sandboxdtest"
 	"sandman/versions"
+	"sandman/views"
 )
 
 // healApp is a small app whose pages are its stored files, read from disk at every request, so
@@ -114,9 +115,9 @@ func historyTexts(t testing.TB, b *testBundle, owner, project uuid.UUID) ([]stri
 	var texts []string
 	files := map[string][]string{}
 	for i := len(hist) - 1; i >= 0; i-- {
-		texts = append(texts, hist[i].Text)
+		texts = append(texts, historyText(b.svc, hist[i]))
 		if len(hist[i].Files) > 0 {
-			files[hist[i].Text] = hist[i].Files
+			files[historyText(b.svc, hist[i])] = hist[i].Files
 		}
 	}
 	return texts, files
@@ -267,12 +268,12 @@ func TestResumeFailsWhenFilesCannotBeRestored(t *testing.T) {
 		{id: "resume-app-dir-gone", name: "the app directory is gone",
 			damage:   []string{"app"},
 			injected: "the app's whole directory deleted while it slept (sandboxd's files fault at resume)",
-			result:   "resume_failed after one attempt, with the cause \"" + lifecycle.CauseText(new(sandbox.CauseFilesLost), "") + "\""},
+			result:   "resume_failed after one attempt, with the cause \"" + views.CauseText(new(sandbox.CauseFilesLost), "") + "\""},
 		{id: "resume-server-not-back", name: "the dev server does not come back on the restored files",
 			start:    "sh -c 'test ! -e ../started && touch ../started && exec node server.js'",
 			damage:   []string{"app/page.html"},
 			injected: "a stored file deleted while it slept, and a dev server that cannot start a second time",
-			result:   "the file restored, the server stopped and not answering again: resume_failed after one attempt, with the cause \"" + lifecycle.CauseText(new(sandbox.CauseFilesLost), "") + "\""},
+			result:   "the file restored, the server stopped and not answering again: resume_failed after one attempt, with the cause \"" + views.CauseText(new(sandbox.CauseFilesLost), "") + "\""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -360,7 +361,7 @@ func TestSandboxLostWithoutAnEvent(t *testing.T) {
 		}
 	}
 	hist, err := b.svc.History(ctx, uid, running.ProjectID, math.MaxInt64)
-	if err != nil || hist[0].Text != "The provider lost this preview" {
+	if err != nil || historyText(b.svc, hist[0]) != "The provider lost this preview" {
 		t.Fatalf("history %+v (%v)", hist, err)
 	}
 	audit := apptest.AuditDB(t, b.pool)

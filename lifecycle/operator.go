@@ -19,8 +19,8 @@ type Operator struct {
 
 // operatorStopped is a build an operator's kill ended before it finished: not the founder's
 // doing, so its credit is given back.
-var operatorStopped = &buildFailure{refund: true, cause: "stopped by an operator",
-	msg: "An operator stopped this build before it finished. Your credit was refunded. Rebuild to try again."}
+var operatorStopped = &buildFailure{fact: sandbox.Failure{Code: sandbox.FailOperatorStopped}, refund: true,
+	cause: "stopped by an operator"}
 
 // Operate is an operator's action on any founder's sandbox (operatorPause, operatorKill),
 // logged with who asked for it.
@@ -96,9 +96,4 @@ func (s *Service) asOperator(ctx context.Context, by Operator, action db.Operato
 		}
 		return tx.InsertOperatorLog(ctx, db.InsertOperatorLogParams{Action: action, ActorID: &by.ID, Actor: by.Email, SandboxID: &sb.ID})
 	})
-}
-
-// Sentence is the history's sentence of one event (docs/states.md, "History"), for the console.
-func (s *Service) Sentence(ev db.SandboxEvent, kind sandbox.BuildKind) string {
-	return s.entry(ev, kind).Text
 }

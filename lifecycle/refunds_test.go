@@ -22,6 +22,7 @@ import (
 	"sandman/sandboxd"
 	"sandman/sandboxd/sandboxdtest"
 	"sandman/versions"
+	"sandman/views"
 )
 
 // An idempotency key belongs to one project and one kind of request: reused on another project,
@@ -118,7 +119,7 @@ func TestBuildFailuresRefundOnlyThePlatformsFaults(t *testing.T) {
 		{
 			id: "build-provider-create-500", name: "the provider fails every create", start: "node index.js",
 			fault:  &sandboxd.Fault{Route: "POST /sandboxes", Status: 500, Count: 1000},
-			refund: true, wantText: []string{lifecycle.ProviderFailureText},
+			refund: true, wantText: []string{views.ProviderFailureText},
 		},
 		{
 			id: "build-sandbox-lost", name: "the sandbox is killed mid-build", install: "sleep 60", start: "node index.js",
@@ -126,7 +127,7 @@ func TestBuildFailuresRefundOnlyThePlatformsFaults(t *testing.T) {
 				b.waitBuildStage(t, sb, lifecycle.StageInstalling)
 				host.KillFromDashboard(t, *b.get(t, sb.ID).ProviderID)
 			},
-			refund: true, wantText: []string{lifecycle.ProviderFailureText},
+			refund: true, wantText: []string{views.ProviderFailureText},
 		},
 		{
 			id: "build-sandbox-lost-webhook", name: "the kill arrives by webhook mid-build", install: "sleep 60", start: "node index.js", webhooks: true,
@@ -134,7 +135,7 @@ func TestBuildFailuresRefundOnlyThePlatformsFaults(t *testing.T) {
 				b.waitBuildStage(t, sb, lifecycle.StageInstalling)
 				host.KillFromDashboard(t, *b.get(t, sb.ID).ProviderID)
 			},
-			refund: true, wantText: []string{lifecycle.ProviderFailureText},
+			refund: true, wantText: []string{views.ProviderFailureText},
 		},
 		{
 			id: "build-install-fails", name: "the install command exits non-zero", install: "echo 'npm ERR! missing: left-pad'; exit 3", start: "node index.js",
@@ -178,12 +179,12 @@ func TestBuildFailuresRefundOnlyThePlatformsFaults(t *testing.T) {
 				return nil
 			})
 			for _, want := range tt.wantText {
-				if !strings.Contains(build.Error, want) {
-					t.Fatalf("the build page says %q, want it to say %q", build.Error, want)
+				if !strings.Contains(views.BuildError(build), want) {
+					t.Fatalf("the build page says %q, want it to say %q", views.BuildError(build), want)
 				}
 			}
-			if tt.refund && build.Error != lifecycle.ProviderFailureText {
-				t.Fatalf("the build page says %q, want exactly %q", build.Error, lifecycle.ProviderFailureText)
+			if tt.refund && views.BuildError(build) != views.ProviderFailureText {
+				t.Fatalf("the build page says %q, want exactly %q", views.BuildError(build), views.ProviderFailureText)
 			}
 			ledger, err := db.New(b.pool).ListCreditLedger(ctx, u.ID)
 			if err != nil {
@@ -212,7 +213,7 @@ func TestBuildFailuresRefundOnlyThePlatformsFaults(t *testing.T) {
 				audit := apptest.AuditDB(t, b.pool)
 				result := "build failed, the credit kept; the page names the command and shows its output"
 				if tt.refund {
-					result = "build failed in one transaction with its refund (one ledger row with the reason); the page says \"" + lifecycle.ProviderFailureText + "\""
+					result = "build failed in one transaction with its refund (one ledger row with the reason); the page says \"" + views.ProviderFailureText + "\""
 				}
 				testkit.Record(t, testkit.Scenario{ID: tt.id, Times: 1, Counts: audit,
 					Injected: tt.name, Result: result + "; its sandbox gone at the provider"})
@@ -233,7 +234,7 @@ func TestBuildFailuresRefundOnlyThePlatformsFaults(t *testing.T) {
 				if tt.refund {
 					want = "Build failed because of the sandbox provider (credit refunded)"
 				}
-				if len(hist) == 0 || hist[0].Text != want {
+				if len(hist) == 0 || historyText(b.svc, hist[0]) != want {
 					t.Fatalf("history %+v: want its newest entry to say %q", hist, want)
 				}
 			}

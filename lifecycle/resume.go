@@ -173,9 +173,9 @@ type resumed struct {
 	checked   bool // the sandbox had slept, so its files were checked
 	unchecked bool // … but the check itself could not be made
 	// failed is, when the version the preview woke with changed its files and its dev server
-	// did not start on them, or its dev server exited, what the server printed: the founder's
-	// code, not lost files.
-	failed string
+	// did not start on them, or its dev server exited, why (with what the server printed): the
+	// founder's code, not lost files.
+	failed sandbox.Failure
 	// dev is the dev server run the wake started (none when the server ran on through the
 	// sleep), and st how its start went.
 	dev devRun
@@ -204,8 +204,10 @@ func (s *Service) recordWoke(ctx context.Context, tx db.Tx, sb db.Sandbox, sourc
 		if r.st.exited && (c.to.version.ID == uuid.Nil || c.to.version.ID == sb.DeployedVersionID) {
 			// "Woke with version 2, which doesn't start": the version it slept with.
 			n := r.dev.run.Version
-			if err := record(ctx, tx, db.InsertSandboxEventParams{SandboxID: sb.ID, FromStatus: sb.Status, ToStatus: sb.Status,
-				Source: source, Reason: reasonWokeNotStarting, VersionNumber: &n, Output: &r.failed}, sb.OwnerID); err != nil {
+			ev := db.InsertSandboxEventParams{SandboxID: sb.ID, FromStatus: sb.Status, ToStatus: sb.Status,
+				Source: source, Reason: reasonWokeNotStarting, VersionNumber: &n}
+			withFailure(&ev, r.failed)
+			if err := record(ctx, tx, ev, sb.OwnerID); err != nil {
 				return err
 			}
 		}
@@ -229,11 +231,13 @@ func (s *Service) recordWoke(ctx context.Context, tx db.Tx, sb db.Sandbox, sourc
 		Source: source, Reason: reasonWokeWithVersion, Files: nonNilStrings(c.changes.Paths()), VersionNumber: &n}, sb.OwnerID); err != nil {
 		return err
 	}
-	if r.failed == "" {
+	if !r.failed.Failed() {
 		return nil
 	}
-	return record(ctx, tx, db.InsertSandboxEventParams{SandboxID: sb.ID, FromStatus: sb.Status, ToStatus: sb.Status,
-		Source: source, Reason: reasonVersionFailed, VersionNumber: &n, Output: &r.failed}, sb.OwnerID)
+	ev := db.InsertSandboxEventParams{SandboxID: sb.ID, FromStatus: sb.Status, ToStatus: sb.Status,
+		Source: source, Reason: reasonVersionFailed, VersionNumber: &n}
+	withFailure(&ev, r.failed)
+	return record(ctx, tx, ev, sb.OwnerID)
 }
 
 // countIntegrity counts a resume that reached running by what its integrity check found.
@@ -299,10 +303,10 @@ func (s *Service) resumeOnce(ctx context.Context, sb db.Sandbox, project db.Proj
 	coldBoot := sb.SnapshotKind != nil && *sb.SnapshotKind == sandbox.PauseFilesystem
 	newVersion := !c.changes.Empty()
 	if newVersion && c.dependencies() && strings.TrimSpace(project.InstallCommand) != "" {
-		if out, err := s.install(ctx, h, sb, c.to.version.Number, project); err != nil {
+		if f, err := s.install(ctx, h, sb, c.to.version.Number, project); err != nil {
 			return fail(err)
-		} else if out != "" {
-			r.failed = out
+		} else if f.Failed() {
+			r.failed = f
 		}
 	}
 	if restart && !coldBoot {
@@ -359,14 +363,14 @@ func (s *Service) resumeOnce(ctx context.Context, sb db.Sandbox, project db.Proj
 			// A server that exits is the version's own code, not the sandbox: the wake worked,
 			// and the founder is told which version does not start (docs/states.md, "The app").
 			// Not so on files the check restored: then the restore did not bring it back.
-			if r.failed == "" {
-				r.failed = r.st.text(project, s.cfg.ReadyTimeout)
+			if !r.failed.Failed() {
+				r.failed = r.st.failure(project, s.cfg.ReadyTimeout)
 			}
-		case newVersion || r.failed != "":
+		case newVersion || r.failed.Failed():
 			// The version's own code did not start: the sandbox is up and running it, and the
 			// founder is told why, with the previous version one click away.
-			if r.failed == "" {
-				r.failed = r.st.text(project, s.cfg.ReadyTimeout)
+			if !r.failed.Failed() {
+				r.failed = r.st.failure(project, s.cfg.ReadyTimeout)
 			}
 		case restart:
 			return fail(&filesLost{why: fmt.Sprintf("the dev server did not answer on the %d restored files: %v", len(c.restored), err)})

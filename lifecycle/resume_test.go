@@ -13,6 +13,7 @@ import (
 	"sandman/sandbox"
 	"sandman/sandboxd"
 	"sandman/sandboxd/sandboxdtest"
+	"sandman/views"
 )
 
 const connectRoute = "POST /sandboxes/{sandboxID}/connect"
@@ -123,7 +124,7 @@ func TestResumeFailsAfterTwoAttempts(t *testing.T) {
 				visits(t, host, sb.PreviewURL)
 			}
 			audit := apptest.AuditDB(t, b.pool)
-			injected, times, result := "the sandbox killed at the provider, then resumed", 1, "resume_failed at once (no second attempt), cause: "+lifecycle.CauseText(&tt.cause, "")
+			injected, times, result := "the sandbox killed at the provider, then resumed", 1, "resume_failed at once (no second attempt), cause: "+views.CauseText(&tt.cause, "")
 			if tt.fault != nil {
 				// Every call of the two attempts, retries included, meets the fault (the test
 				// checks how many reached the provider).
@@ -132,7 +133,7 @@ func TestResumeFailsAfterTwoAttempts(t *testing.T) {
 				if tt.fault.Status == 0 {
 					injected = fmt.Sprintf("the provider's connect hanging %d s on every call, past the attempt timeout (1 s)", tt.fault.LatencyMs/1000)
 				}
-				result = "two attempts, then resume_failed, cause: " + lifecycle.CauseText(&tt.cause, "")
+				result = "two attempts, then resume_failed, cause: " + views.CauseText(&tt.cause, "")
 				if tt.want == sandbox.Running {
 					injected = fmt.Sprintf("the provider's connect answering %d for one whole attempt (%d calls, retries included)", tt.fault.Status, tt.fault.Count)
 					result = "the second attempt resumes it: running, no failure recorded"

@@ -15,5 +15,7 @@ UPDATE builds SET status = 'building', stage = @stage WHERE id = @id AND status 
 
 -- name: FinishBuild :execrows
 -- Zero rows: the build had finished already (it is finished once).
-UPDATE builds SET status = @status, stage = '', error = @error, finished_at = now()
+UPDATE builds SET status = @status, stage = '', failure_code = sqlc.narg('failure_code'), failure_detail = @failure_detail,
+    failure_command = @failure_command, failure_exit_code = sqlc.narg('failure_exit_code'), failure_port = sqlc.narg('failure_port'),
+    failure_limit_ms = sqlc.narg('failure_limit_ms'), finished_at = now()
 WHERE id = @id AND status IN ('queued', 'building');

@@ -37,7 +37,7 @@ const (
 	ReasonVersionFailed       Reason = "version_failed"        // a version's dev server did not start on it (detail: its output)
 	ReasonWokeWithVersion     Reason = "woke_with_version"     // a resume applied the version made while the preview slept
 	ReasonOther               Reason = "other"                 // a row written before these codes, its text in detail
-	ReasonAppExited           Reason = "app_exited"            // a running preview's dev server ended (detail: its exit code; output: its last lines)
+	ReasonAppExited           Reason = "app_exited"            // a running preview's dev server ended (failure_exit_code: its exit code; output: its last lines)
 	ReasonWokeNotStarting     Reason = "woke_not_starting"     // a wake that worked, with a version whose dev server does not start
 )
 
