@@ -60,7 +60,7 @@ func RenderSandbox(l *lifecycle.Service, o *overview.Reader) func(context.Contex
 		if err != nil {
 			return live.Message{}, err
 		}
-		return founderMessage(ctx, l, owner, v, credits)
+		return founderMessage(ctx, l, o, owner, v, credits)
 	}
 }
 
@@ -76,7 +76,7 @@ func RenderSnapshot(l *lifecycle.Service, o *overview.Reader) func(context.Conte
 			if v.Sandbox == nil {
 				continue
 			}
-			m, err := founderMessage(ctx, l, owner, v, credits)
+			m, err := founderMessage(ctx, l, o, owner, v, credits)
 			if err != nil {
 				return nil, err
 			}
@@ -90,9 +90,9 @@ func RenderSnapshot(l *lifecycle.Service, o *overview.Reader) func(context.Conte
 // header takes from the stream: a change the founder did not make on that page (a failed
 // build's refund, a build started in another tab) reaches the header of every open page, with a
 // card or pane or without.
-func founderMessage(ctx context.Context, l *lifecycle.Service, owner uuid.UUID, v overview.ProjectView, credits int32) (live.Message, error) {
+func founderMessage(ctx context.Context, l *lifecycle.Service, o *overview.Reader, owner uuid.UUID, v overview.ProjectView, credits int32) (live.Message, error) {
 	now := time.Now()
-	hist, err := paneReads(ctx, l, v) // every read before the drawing
+	hist, err := paneReads(ctx, o, v) // every read before the drawing
 	if err != nil {
 		return live.Message{}, err
 	}

@@ -59,7 +59,7 @@ func previewVM(l *lifecycle.Service, v overview.ProjectView, now time.Time, csrf
 
 // historyVM is the project's history for its build page; idle is the configured idle timeout,
 // which an idle pause's sentence names.
-func historyVM(projectID string, entries []lifecycle.HistoryEntry, idle time.Duration, now time.Time) views.History {
+func historyVM(projectID string, entries []overview.HistoryEntry, idle time.Duration, now time.Time) views.History {
 	h := views.History{ProjectID: projectID, Now: now}
 	for _, e := range entries {
 		h.Entries = append(h.Entries, views.HistoryEntry{At: e.CreatedAt, Text: views.EventText(e.SandboxEvent, e.Kind, idle), Files: e.Files})
@@ -78,11 +78,11 @@ func sourceText(p db.Project) string {
 
 // fragment is what one of a project's fragments delivers, whether it answers an htmx action or
 // goes out on the live feed: the card, or the pane with its history out of band.
-func fragment(ctx context.Context, l *lifecycle.Service, f views.Fragment, v overview.ProjectView, now time.Time, csrf string) (templ.Component, error) {
-	var hist []lifecycle.HistoryEntry
+func fragment(ctx context.Context, l *lifecycle.Service, o *overview.Reader, f views.Fragment, v overview.ProjectView, now time.Time, csrf string) (templ.Component, error) {
+	var hist []overview.HistoryEntry
 	if f == views.Pane {
 		var err error
-		if hist, err = paneReads(ctx, l, v); err != nil {
+		if hist, err = paneReads(ctx, o, v); err != nil {
 			return nil, err
 		}
 	}
@@ -91,13 +91,13 @@ func fragment(ctx context.Context, l *lifecycle.Service, f views.Fragment, v ove
 
 // paneReads reads what a pane shows beyond the project's view: its history up to the view's
 // event. A render reads everything first, then draws (drawFragment reads nothing).
-func paneReads(ctx context.Context, l *lifecycle.Service, v overview.ProjectView) ([]lifecycle.HistoryEntry, error) {
-	return l.History(ctx, v.Project.OwnerID, v.Project.ID, v.EventID)
+func paneReads(ctx context.Context, o *overview.Reader, v overview.ProjectView) ([]overview.HistoryEntry, error) {
+	return o.History(ctx, v.Project.OwnerID, v.Project.ID, v.EventID)
 }
 
 // drawFragment draws a card, or a pane with its history, from what was read (idle: the
 // configured idle timeout, which an idle pause's sentence names).
-func drawFragment(f views.Fragment, vm views.Preview, hist []lifecycle.HistoryEntry, idle time.Duration, now time.Time) templ.Component {
+func drawFragment(f views.Fragment, vm views.Preview, hist []overview.HistoryEntry, idle time.Duration, now time.Time) templ.Component {
 	if f == views.Card {
 		return views.PreviewCard(vm)
 	}
@@ -117,7 +117,7 @@ func (h *Handlers) renderPreview(c echo.Context, status int, v overview.ProjectV
 	if err != nil {
 		return err
 	}
-	cmp, err := fragment(ctx, h.Lifecycle, f, v, time.Now(), h.csrfToken(c))
+	cmp, err := fragment(ctx, h.Lifecycle, h.Overview, f, v, time.Now(), h.csrfToken(c))
 	if err != nil {
 		return err
 	}
@@ -294,7 +294,7 @@ func (h *Handlers) toSandboxJSON(sb db.Sandbox) sandboxJSON {
 		LifecycleTimeoutMs: h.Lifecycle.Deadlines().SandboxTimeout.Milliseconds(), Recreated: sb.Recreated, FailureCause: views.CauseText(sb.FailureCause, sb.FailureDetail),
 		FailureCode: sb.FailureCause}
 	out.SnapshotKind = sb.SnapshotKind
-	out.ExpiresAt = lifecycle.ExpiresAt(sb)
+	out.ExpiresAt = overview.ExpiresAt(sb)
 	return out
 }
 

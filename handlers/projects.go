@@ -54,7 +54,7 @@ func (h *Handlers) projectPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	hist, err := h.Lifecycle.History(ctx, u.ID, id, v.EventID)
+	hist, err := h.Overview.History(ctx, u.ID, id, v.EventID)
 	if err != nil {
 		return err
 	}

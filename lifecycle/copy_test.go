@@ -77,3 +77,46 @@ func notCopy(e ast.Expr) bool {
 	}
 	return false
 }
+
+// lifecycle keeps the state machine's writers, the jobs, the provider adapter, deploy and the
+// webhooks; reads are overview's, sentences views', credits the ledger's (docs/architecture.md,
+// "Where things go"). Its exported functions and methods stay few enough to read at once: at
+// most 20, not counting the Kind and InsertOpts that River asks of each job's arguments.
+func TestLifecycleExportsAtMostTwentyFunctions(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exported []string
+	for _, path := range files {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || !fn.Name.IsExported() || fn.Recv != nil && (!receiverExported(fn.Recv) || fn.Name.Name == "Kind" || fn.Name.Name == "InsertOpts") {
+				continue
+			}
+			exported = append(exported, path+": "+fn.Name.Name)
+		}
+	}
+	if len(exported) > 20 {
+		t.Fatalf("lifecycle exports %d functions and methods, want at most 20: %s", len(exported), strings.Join(exported, ", "))
+	}
+}
+
+// receiverExported reports whether a method's receiver is an exported type: methods of the
+// package's own unexported types (a worker's Work, an error's Error) are not its API.
+func receiverExported(recv *ast.FieldList) bool {
+	t := recv.List[0].Type
+	if star, ok := t.(*ast.StarExpr); ok {
+		t = star.X
+	}
+	id, ok := t.(*ast.Ident)
+	return ok && id.IsExported()
+}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"sandman/db"
+	"sandman/overview"
 	"sandman/sandbox"
 )
 
@@ -57,18 +58,9 @@ func (c Config) verifyDue(sb db.Sandbox, now time.Time) bool {
 // of the provider's end time when its answer carries none.
 func (c Config) lifetimeEnd(now time.Time) time.Time { return now.Add(c.SandboxTimeout) }
 
-// ExpiresAt is when the sandbox's lifetime ends, while it has one: a running or starting
-// sandbox. A paused sandbox's end time is when it was paused, never an expiry.
-func ExpiresAt(sb db.Sandbox) *time.Time {
-	if sb.Status == sandbox.Running || sb.Status == sandbox.Starting {
-		return sb.EndAt
-	}
-	return nil
-}
-
 // pastExpiry reports whether the sandbox's lifetime had ended at now.
 func pastExpiry(sb db.Sandbox, now time.Time) bool {
-	end := ExpiresAt(sb)
+	end := overview.ExpiresAt(sb)
 	return end != nil && !now.Before(*end)
 }
 

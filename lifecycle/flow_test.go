@@ -17,6 +17,7 @@ import (
 	"sandman/e2b"
 	"sandman/internal/testkit"
 	"sandman/lifecycle"
+	"sandman/overview"
 	"sandman/projects"
 	"sandman/sandbox"
 	"sandman/sandboxd/sandboxdtest"
@@ -164,7 +165,7 @@ func TestPreviewLifecycleEndToEnd(t *testing.T) {
 
 	// The project's history names every cause, across both sandboxes, newest first. (The
 	// idle timeout is short here, so an idle pause may slip in after any running state.)
-	hist, err := b.svc.History(ctx, u.ID, p.ID, math.MaxInt64)
+	hist, err := b.ov.History(ctx, u.ID, p.ID, math.MaxInt64)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,23 +173,23 @@ func TestPreviewLifecycleEndToEnd(t *testing.T) {
 		"Resume started by you", "Resumed by you", "Found gone when checked with the provider",
 		"Rebuilt from your saved files (1 credit)", "Preview ready", "Resume started by you", "Resumed by you")
 	// Drawn with an older state, the history stops at that state's event.
-	if upTo, err := b.svc.History(ctx, u.ID, p.ID, hist[2].ID); err != nil || len(upTo) == 0 || upTo[0].ID != hist[2].ID || historyText(b.svc, upTo[0]) != historyText(b.svc, hist[2]) {
+	if upTo, err := b.ov.History(ctx, u.ID, p.ID, hist[2].ID); err != nil || len(upTo) == 0 || upTo[0].ID != hist[2].ID || historyText(b.svc, upTo[0]) != historyText(b.svc, hist[2]) {
 		t.Fatalf("history up to %d starts with %+v (%v)", hist[2].ID, upTo, err)
 	}
-	if other, err := b.svc.History(ctx, uuid.New(), p.ID, math.MaxInt64); err != nil || len(other) != 0 {
+	if other, err := b.ov.History(ctx, uuid.New(), p.ID, math.MaxInt64); err != nil || len(other) != 0 {
 		t.Fatalf("another founder reads this project's history: %v %v", other, err)
 	}
 }
 
 // historyText is a history entry's sentence, as the build page writes it.
-func historyText(svc *lifecycle.Service, e lifecycle.HistoryEntry) string {
+func historyText(svc *lifecycle.Service, e overview.HistoryEntry) string {
 	return views.EventText(e.SandboxEvent, e.Kind, svc.Deadlines().IdleTimeout)
 }
 
 // requireHistory fails unless the history, read oldest first, holds want in that order, and
 // nothing in it but the sentences a founder is meant to read (a fallback means a move no rule
 // names).
-func requireHistory(t *testing.T, svc *lifecycle.Service, hist []lifecycle.HistoryEntry, want ...string) {
+func requireHistory(t *testing.T, svc *lifecycle.Service, hist []overview.HistoryEntry, want ...string) {
 	t.Helper()
 	var texts []string
 	for i := len(hist) - 1; i >= 0; i-- {

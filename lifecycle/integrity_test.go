@@ -108,7 +108,7 @@ func filesRestored(t testing.TB, b *testBundle, after string) float64 {
 // historyTexts is the project's history, oldest first, with the files each entry names.
 func historyTexts(t testing.TB, b *testBundle, owner, project uuid.UUID) ([]string, map[string][]string) {
 	t.Helper()
-	hist, err := b.svc.History(context.Background(), owner, project, math.MaxInt64)
+	hist, err := b.ov.History(context.Background(), owner, project, math.MaxInt64)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +360,7 @@ func TestSandboxLostWithoutAnEvent(t *testing.T) {
 			t.Fatalf("history %s", history(evs))
 		}
 	}
-	hist, err := b.svc.History(ctx, uid, running.ProjectID, math.MaxInt64)
+	hist, err := b.ov.History(ctx, uid, running.ProjectID, math.MaxInt64)
 	if err != nil || historyText(b.svc, hist[0]) != "The provider lost this preview" {
 		t.Fatalf("history %+v (%v)", hist, err)
 	}

@@ -226,7 +226,7 @@ func TestBuildFailuresRefundOnlyThePlatformsFaults(t *testing.T) {
 			// The history says whether the failure cost the credit (a sandbox the provider killed
 			// reads as the provider's stop instead).
 			if sb.Status == sandbox.Terminated {
-				hist, err := b.svc.History(ctx, u.ID, p.ID, math.MaxInt64)
+				hist, err := b.ov.History(ctx, u.ID, p.ID, math.MaxInt64)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -311,3 +311,12 @@ func (r *Reader) SandboxStatus(ctx context.Context, owner, sandboxID uuid.UUID) 
 	return SandboxStatus{Sandbox: row.Sandbox, Current: row.IsCurrent, DeployedVersion: row.DeployedNumber,
 		Waiting: waiting(row.CurrentVersion, row.DeployedNumber), App: AppOf(row.Sandbox, row.LastGoodVersion)}, nil
 }
+
+// ExpiresAt is when the sandbox's lifetime ends, while it has one: a running or starting
+// sandbox. A paused sandbox's end time is when it was paused, never an expiry.
+func ExpiresAt(sb db.Sandbox) *time.Time {
+	if sb.Status == sandbox.Running || sb.Status == sandbox.Starting {
+		return sb.EndAt
+	}
+	return nil
+}
