@@ -688,14 +688,11 @@ func (q *Queries) GetSandboxForUpdate(ctx context.Context, id uuid.UUID) (Sandbo
 
 const getSandboxStatus = `-- name: GetSandboxStatus :one
 SELECT x.id, x.provider_id, x.owner_id, x.project_id, x.build_id, x.status, x.snapshot_kind, x.preview_url, x.envd_token, x.provider_domain, x.last_active_at, x.last_verified_at, x.verification_failures, x.state_changed_at, x.last_event_at, x.end_at, x.killed_at, x.killed_reason, x.failure_cause, x.recreated, x.kill_requested, x.version, x.created_at, x.pause_requested_at, x.app_changed_files, x.files_seen_at, x.missing_since, x.deployed_version_id, x.deploying_version_id, x.deploying_since, x.deploying_job, x.killed_detail, x.failure_detail, x.vcpus, x.memory_mib, x.lifetime_seconds, x.changed_by_provider, x.app_status, x.app_version, x.app_since, x.app_exit_code, x.app_run_id, x.app_pid, x.app_good_version,
-       (x.id = (SELECT n.id FROM sandboxes n WHERE n.project_id = x.project_id
-           ORDER BY n.created_at DESC LIMIT 1))::boolean AS is_current,
+       (x.id = st.sandbox_id)::boolean AS is_current,
        (SELECT v.number FROM versions v WHERE v.id = x.deployed_version_id)::integer AS deployed_number,
-       coalesce((SELECT v.number FROM versions v WHERE v.project_id = x.project_id
-           ORDER BY v.number DESC LIMIT 1), 0)::integer AS current_version,
-       coalesce((SELECT max(n.app_good_version) FROM sandboxes n WHERE n.project_id = x.project_id), 0)::integer AS last_good_version
+       st.current_version, st.last_good_version
 FROM sandboxes x
-JOIN projects p ON p.id = x.project_id AND p.owner_id = $1
+JOIN project_states st ON st.project_id = x.project_id AND st.owner_id = $1
 WHERE x.id = $2 AND x.owner_id = $1
 `
 
@@ -713,9 +710,9 @@ type GetSandboxStatusRow struct {
 }
 
 // One of the founder's sandboxes for the JSON status read (docs/api.md), in one round trip:
-// its row, whether it is its project's current (newest) sandbox, the version its files are
-// and its project's newest version and last good one (as GetProjectStateOfSandbox reads them). No build, change
-// or history: the answer shows none.
+// its row, whether it is its project's current (newest) sandbox, the version its files are,
+// and its project's newest version and last good one (project_states). No build, change or
+// history: the answer shows none.
 func (q *Queries) GetSandboxStatus(ctx context.Context, arg GetSandboxStatusParams) (GetSandboxStatusRow, error) {
 	row := q.db.QueryRow(ctx, getSandboxStatus, arg.OwnerID, arg.SandboxID)
 	var i GetSandboxStatusRow
@@ -773,11 +770,11 @@ func (q *Queries) GetSandboxStatus(ctx context.Context, arg GetSandboxStatusPara
 }
 
 const getSharedSandboxByProject = `-- name: GetSharedSandboxByProject :one
-SELECT s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, s.app_status, s.app_version, s.app_since, s.app_exit_code, s.app_run_id, s.app_pid, s.app_good_version, b.id, b.project_id, b.version, b.status, b.stage, b.failure_detail, b.kind, b.created_at, b.finished_at, b.files_version_id, b.failure_code, b.failure_command, b.failure_exit_code, b.failure_port, b.failure_limit_ms,
-    (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id
-FROM sandboxes s JOIN builds b ON b.id = s.build_id
-WHERE s.project_id = $1
-ORDER BY s.created_at DESC LIMIT 1
+SELECT s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, s.app_status, s.app_version, s.app_since, s.app_exit_code, s.app_run_id, s.app_pid, s.app_good_version, b.id, b.project_id, b.version, b.status, b.stage, b.failure_detail, b.kind, b.created_at, b.finished_at, b.files_version_id, b.failure_code, b.failure_command, b.failure_exit_code, b.failure_port, b.failure_limit_ms, st.latest_event_id
+FROM project_states st
+JOIN sandboxes s ON s.id = st.sandbox_id
+JOIN builds b ON b.id = s.build_id
+WHERE st.project_id = $1
 `
 
 type GetSharedSandboxByProjectRow struct {
@@ -786,9 +783,10 @@ type GetSharedSandboxByProjectRow struct {
 	LatestEventID int64
 }
 
-// The project's current sandbox with its build and its newest event's id, read in one statement
-// so the state and its version agree: a visitor's stream skips a version it already sent, so a
-// state read before a change and labelled with that change's id would never be corrected.
+// The project's current sandbox with its build and its newest event's id (project_states), read
+// in one statement so the state and its version agree: a visitor's stream skips a version it
+// already sent, so a state read before a change and labelled with that change's id would never
+// be corrected.
 func (q *Queries) GetSharedSandboxByProject(ctx context.Context, projectID uuid.UUID) (GetSharedSandboxByProjectRow, error) {
 	row := q.db.QueryRow(ctx, getSharedSandboxByProject, projectID)
 	var i GetSharedSandboxByProjectRow

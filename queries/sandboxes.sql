@@ -32,29 +32,27 @@ SELECT * FROM sandboxes WHERE project_id = @project_id ORDER BY created_at DESC 
 SELECT * FROM sandboxes WHERE project_id = @project_id ORDER BY created_at DESC LIMIT 1;
 
 -- name: GetSharedSandboxByProject :one
--- The project's current sandbox with its build and its newest event's id, read in one statement
--- so the state and its version agree: a visitor's stream skips a version it already sent, so a
--- state read before a change and labelled with that change's id would never be corrected.
-SELECT sqlc.embed(s), sqlc.embed(b),
-    (SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id)::bigint AS latest_event_id
-FROM sandboxes s JOIN builds b ON b.id = s.build_id
-WHERE s.project_id = @project_id
-ORDER BY s.created_at DESC LIMIT 1;
+-- The project's current sandbox with its build and its newest event's id (project_states), read
+-- in one statement so the state and its version agree: a visitor's stream skips a version it
+-- already sent, so a state read before a change and labelled with that change's id would never
+-- be corrected.
+SELECT sqlc.embed(s), sqlc.embed(b), st.latest_event_id
+FROM project_states st
+JOIN sandboxes s ON s.id = st.sandbox_id
+JOIN builds b ON b.id = s.build_id
+WHERE st.project_id = @project_id;
 
 -- name: GetSandboxStatus :one
 -- One of the founder's sandboxes for the JSON status read (docs/api.md), in one round trip:
--- its row, whether it is its project's current (newest) sandbox, the version its files are
--- and its project's newest version and last good one (as GetProjectStateOfSandbox reads them). No build, change
--- or history: the answer shows none.
+-- its row, whether it is its project's current (newest) sandbox, the version its files are,
+-- and its project's newest version and last good one (project_states). No build, change or
+-- history: the answer shows none.
 SELECT sqlc.embed(x),
-       (x.id = (SELECT n.id FROM sandboxes n WHERE n.project_id = x.project_id
-           ORDER BY n.created_at DESC LIMIT 1))::boolean AS is_current,
+       (x.id = st.sandbox_id)::boolean AS is_current,
        (SELECT v.number FROM versions v WHERE v.id = x.deployed_version_id)::integer AS deployed_number,
-       coalesce((SELECT v.number FROM versions v WHERE v.project_id = x.project_id
-           ORDER BY v.number DESC LIMIT 1), 0)::integer AS current_version,
-       coalesce((SELECT max(n.app_good_version) FROM sandboxes n WHERE n.project_id = x.project_id), 0)::integer AS last_good_version
+       st.current_version, st.last_good_version
 FROM sandboxes x
-JOIN projects p ON p.id = x.project_id AND p.owner_id = @owner_id
+JOIN project_states st ON st.project_id = x.project_id AND st.owner_id = @owner_id
 WHERE x.id = @sandbox_id AND x.owner_id = @owner_id;
 
 -- name: GetCurrentSandboxState :one
