@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"sandman/apperr"
 	"sandman/db"
@@ -335,17 +336,10 @@ func TestProjectLockLetsAnApplyRecordItsOutcome(t *testing.T) {
 	v := setupVersions(t)
 	ctx := context.Background()
 	u, p, sb := v.runningPreview(t)
-	writer, err := v.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer writer.Rollback(ctx) //nolint:errcheck // the test ends it either way
-	if _, err := db.New(writer).LockProjectByOwner(ctx, db.LockProjectByOwnerParams{ID: p.ID, OwnerID: u.ID}); err != nil {
-		t.Fatal(err)
-	}
+	writer := holdProjectLock(t, v, u.ID, p.ID)
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	err = db.InTx(rctx, v.pool, func(tx db.Tx) error {
+	err := db.InTx(rctx, v.pool, func(tx db.Tx) error {
 		if _, err := tx.GetSandboxForUpdate(rctx, sb.ID); err != nil {
 			return err
 		}
@@ -376,14 +370,7 @@ func TestAnAppSeenUpNeverWaitsForTheProjectsLock(t *testing.T) {
 	if run == nil {
 		t.Fatal("the running preview's row holds no run")
 	}
-	writer, err := v.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer writer.Rollback(ctx) //nolint:errcheck // the test ends it either way
-	if _, err := db.New(writer).LockProjectByOwner(ctx, db.LockProjectByOwnerParams{ID: p.ID, OwnerID: u.ID}); err != nil {
-		t.Fatal(err)
-	}
+	writer := holdProjectLock(t, v, u.ID, p.ID)
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	for _, to := range []sandbox.AppStatus{sandbox.AppNotAnswering, sandbox.AppUp} {
@@ -400,6 +387,22 @@ func TestAnAppSeenUpNeverWaitsForTheProjectsLock(t *testing.T) {
 	if st := v.waitApp(t, u.ID, sb.ID, sandbox.AppUp, time.Minute); st.App.LastGoodVersion == nil || *st.App.LastGoodVersion != 1 {
 		t.Fatalf("the last good version is %v, want 1", st.App.LastGoodVersion)
 	}
+}
+
+// holdProjectLock takes the project's lock as a version's writer does, in a transaction the
+// test ends (rolled back at its end if the test does not end it first).
+func holdProjectLock(t *testing.T, v versioned, owner, projectID uuid.UUID) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	writer, err := v.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = writer.Rollback(ctx) })
+	if _, err := db.New(writer).LockProjectByOwner(ctx, db.LockProjectByOwnerParams{ID: projectID, OwnerID: owner}); err != nil {
+		t.Fatal(err)
+	}
+	return writer
 }
 
 // readAllWays is readEveryWay's reads, once: an error says which two disagree.
