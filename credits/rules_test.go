@@ -1,14 +1,10 @@
 package credits_test
 
 import (
-	"go/ast"
-	"go/parser"
-	"go/token"
-	"io/fs"
 	"path/filepath"
-	"slices"
-	"strings"
 	"testing"
+
+	"sandman/internal/testkit"
 )
 
 // TestOnlyCreditsWritesTheLedger: the statements that move a balance or claim a key are called
@@ -20,32 +16,16 @@ func TestOnlyCreditsWritesTheLedger(t *testing.T) {
 	writers := []string{"InsertCreditDebit", "GetCreditLedgerByKey", "SetCreditLedgerBuild", "DebitUserCredit",
 		"InsertCreditRefund", "CreditUser"}
 	var found int
-	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") {
-			return err
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
-		if err != nil {
-			return err
-		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			sel, ok := n.(*ast.SelectorExpr)
-			if !ok || !slices.Contains(writers, sel.Sel.Name) {
-				return true
+	for path, names := range testkit.SelectorUses(t, "..", writers...) {
+		switch filepath.Dir(path) {
+		case "../credits":
+			found += len(names)
+		case "../db":
+		default:
+			for _, n := range names {
+				t.Errorf("%s uses %s: the ledger is written through package credits", path, n)
 			}
-			switch dir := filepath.ToSlash(filepath.Dir(path)); dir {
-			case "../credits":
-				found++
-			case "../db":
-			default:
-				t.Errorf("%s uses %s: the ledger is written through package credits", filepath.ToSlash(path), sel.Sel.Name)
-			}
-			return true
-		})
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
+		}
 	}
 	if found < len(writers) {
 		t.Fatalf("package credits calls %d of the ledger's %d writers: the check reads nothing", found, len(writers))
