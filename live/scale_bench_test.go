@@ -210,13 +210,15 @@ func newLoopServer(b *testing.B) *loopServer {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
+		// The first event and the listing under one lock: a client that has its first event may
+		// be written to at once, and write waits for the lock, so it never misses this one.
+		l.mu.Lock()
+		defer l.mu.Unlock()
 		_, _ = nc.Write([]byte("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n" +
 			"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"))
 		_, _ = nc.Write(sseChunk("id: 1\nevent: ready\ndata: ready\n\n"))
-		l.mu.Lock()
 		owner := r.URL.Query().Get("owner")
 		l.conns[owner] = append(l.conns[owner], nc)
-		l.mu.Unlock()
 	}))
 	b.Cleanup(l.close)
 	return l
