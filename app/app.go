@@ -31,6 +31,7 @@ import (
 	"sandman/e2b"
 	"sandman/feed"
 	"sandman/handlers"
+	"sandman/keyring"
 	"sandman/lifecycle"
 	"sandman/live"
 	"sandman/ops"
@@ -95,6 +96,9 @@ type Config struct {
 	// ShareKey makes share links' tokens (SANDMAN_SHARE_KEY, at least shares.MinKeyLength
 	// characters). Empty: founders cannot share; links made before still open.
 	ShareKey string
+	// Secrets seals what is kept secret at rest (SANDMAN_SECRETS_KEY, and during a rotation
+	// SANDMAN_SECRETS_KEY_PREVIOUS). Nil: secrets are refused; everything else works.
+	Secrets *keyring.Keyring
 	// ReadTimeout bounds the reading of a whole request, body included, except where a route
 	// sets its own (an upload's longer one; the event stream, which has none).
 	ReadTimeout time.Duration
@@ -353,6 +357,9 @@ func (a *App) Start(ctx context.Context) error {
 	}
 	if !a.shares.Enabled() {
 		a.log.Warn("share links are off: set SANDMAN_SHARE_KEY (at least 32 characters) to let founders share their previews")
+	}
+	if !a.cfg.Secrets.Enabled() {
+		a.log.Warn("secrets are off: set SANDMAN_SECRETS_KEY (openssl rand -hex 32) to let founders keep secret values")
 	}
 	return nil
 }

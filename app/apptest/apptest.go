@@ -24,6 +24,7 @@ import (
 	"sandman/db/dbtest"
 	"sandman/e2b"
 	"sandman/internal/testkit"
+	"sandman/keyring"
 	"sandman/lifecycle"
 	"sandman/sandboxd/sandboxdtest"
 )
@@ -31,6 +32,15 @@ import (
 // WebhookSecret signs the webhooks sandboxd sends to instances started with Options.Webhooks,
 // and is the secret every instance checks.
 const WebhookSecret = "test-webhook-secret"
+
+// Secrets is the SANDMAN_SECRETS_KEY every instance gets (one deployment, one key).
+var Secrets = func() *keyring.Keyring {
+	k, err := keyring.Parse("5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e", "")
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()
 
 // ShareKey is the SANDMAN_SHARE_KEY every instance gets, so instances of one deployment make the
 // same links.
@@ -76,6 +86,7 @@ func Config(host *sandboxdtest.Host, databaseURL string) app.Config {
 	c.Addr = "127.0.0.1:0"
 	c.BcryptCost = bcrypt.MinCost
 	c.ShareKey = ShareKey
+	c.Secrets = Secrets
 	// A job still running when a test ends gets this long, then it is cancelled.
 	c.ShutdownWait = 2 * time.Second
 	c.Provider = e2b.Config{APIURL: host.APIURL, APIKey: host.APIKey, Domain: host.Domain,

@@ -99,6 +99,11 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Secrets at rest are sealed with it: kept between runs, or they would not open again.
+	secretsKey, err := secretFile(filepath.Join(data, "secrets-key"), "")
+	if err != nil {
+		return err
+	}
 	_, sandboxPort, _ := net.SplitHostPort(sandboxAddr)
 
 	isolation := getenv("SANDBOXD_ISOLATION", "auto")
@@ -141,6 +146,7 @@ func run(ctx context.Context) error {
 		"E2B_WEBHOOK_URL=http://"+addr+"/webhooks/e2b",
 		"E2B_WEBHOOK_SECRET="+webhookSecret,
 		"SANDMAN_SHARE_KEY="+getenv("SANDMAN_SHARE_KEY", shareKey),
+		"SANDMAN_SECRETS_KEY="+getenv("SANDMAN_SECRETS_KEY", secretsKey),
 	)
 	seed := exec.CommandContext(ctx, filepath.Join(bin, "sandman"), "demo-founder", demoEmail, demoPassword)
 	seed.Env, seed.Stdout, seed.Stderr = env, os.Stdout, os.Stderr
@@ -218,7 +224,7 @@ func secretFile(path, prefix string) (string, error) {
 	if !errors.Is(err, os.ErrNotExist) {
 		return "", err
 	}
-	raw := make([]byte, 20)
+	raw := make([]byte, 32) // a secrets key's size (keyring.KeySize)
 	if _, err := rand.Read(raw); err != nil {
 		return "", err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"sandman/app"
 	"sandman/e2b"
+	"sandman/keyring"
 	"sandman/ops"
 	"sandman/shares"
 )
@@ -56,6 +57,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 	c.ShareKey = getenv("SANDMAN_SHARE_KEY")
 	if c.ShareKey != "" && len(c.ShareKey) < shares.MinKeyLength {
 		errs = append(errs, fmt.Sprintf("SANDMAN_SHARE_KEY must be at least %d characters (a random string, e.g. openssl rand -hex 32)", shares.MinKeyLength))
+	}
+	if c.Secrets, err = keyring.Parse(getenv("SANDMAN_SECRETS_KEY"), getenv("SANDMAN_SECRETS_KEY_PREVIOUS")); err != nil {
+		errs = append(errs, err.Error())
 	}
 	c.MetricsAddr = getenv("SANDMAN_METRICS_ADDR")
 	c.MetricsToken = getenv("SANDMAN_METRICS_TOKEN")
