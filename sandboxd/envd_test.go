@@ -322,8 +322,8 @@ func TestEnvdFilesystem(t *testing.T) {
 	for _, e := range listed.Entries {
 		got[e.Path] = e
 	}
-	if got["/home/user/a/b/f.txt"].Size != "5" || got["/home/user/link"].Type != "FILE_TYPE_SYMLINK" ||
-		got["/home/user/link"].SymlinkTarget != "a/b/f.txt" || got["/home/user/a"].Type != "FILE_TYPE_DIRECTORY" {
+	if got["/home/user/a/b/f.txt"].Size != "5" || got["/home/user/link"].Type != "FILE_TYPE_FILE" ||
+		got["/home/user/link"].SymlinkTarget != "/home/user/a/b/f.txt" || got["/home/user/a"].Type != "FILE_TYPE_DIRECTORY" {
 		t.Fatalf("list: %s", mustJSON(t, listed))
 	}
 	c.rpc(sb, "filesystem.Filesystem/ListDir", map[string]any{"path": "/home/user", "depth": 1}, &listed)

@@ -1,9 +1,14 @@
 package sandboxd_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -30,5 +35,125 @@ func TestTrafficToAPausedSandboxAnswersTheProvidersNotFound(t *testing.T) {
 	if res.StatusCode != http.StatusBadGateway || json.Unmarshal(b, &body) != nil ||
 		body.Code != 502 || body.SandboxID != sb.SandboxID || body.Message != "The sandbox was not found" {
 		t.Fatalf("envd of a paused sandbox answered %d %s; want the provider's 502 not-found body", res.StatusCode, b)
+	}
+}
+
+// uploadWith writes path through envd's upload (multipart, or octet-stream when raw) with
+// extra headers, returning the status and body.
+func (c *client) uploadWith(sb sandboxBody, path, content string, raw bool, hdr map[string]string) (int, []byte) {
+	c.t.Helper()
+	var req *http.Request
+	if raw {
+		req = c.envdRequest(sb, "POST", "/files?path="+path, strings.NewReader(content))
+		req.Header.Set("Content-Type", "application/octet-stream")
+	} else {
+		var buf bytes.Buffer
+		ct := newMultipart(&buf, "file", path, content)
+		req = c.envdRequest(sb, "POST", "/files?path="+path, &buf)
+		req.Header.Set("Content-Type", ct)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	return c.envdDo(req)
+}
+
+type metaEntry struct {
+	Name          string            `json:"name"`
+	Path          string            `json:"path"`
+	Type          string            `json:"type"`
+	SymlinkTarget string            `json:"symlinkTarget"`
+	Metadata      map[string]string `json:"metadata"`
+}
+
+func TestFileMetadataIsKeptOnTheFileAndReturnedAsEnvdDoes(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	sb := c.create(nil)
+	stat := func(p string) map[string]string {
+		var out struct{ Entry metaEntry }
+		if status, body := c.rpc(sb, "filesystem.Filesystem/Stat", map[string]any{"path": p}, &out); status != 200 {
+			t.Fatalf("stat %s: %d %s", p, status, body)
+		}
+		return out.Entry.Metadata
+	}
+	want := map[string]string{"author": "mish", "purpose": "upload"}
+	for _, raw := range []bool{false, true} {
+		p := fmt.Sprintf("meta-%v.txt", raw)
+		status, body := c.uploadWith(sb, p, "x", raw, map[string]string{"X-Metadata-Author": "mish", "x-metadata-purpose": "upload"})
+		var written []metaEntry
+		if status != 200 || json.Unmarshal(body, &written) != nil || len(written) != 1 || !maps.Equal(written[0].Metadata, want) {
+			t.Fatalf("upload (octet-stream %v) with metadata: %d %s; want its metadata %v back", raw, status, body, want)
+		}
+		if got := stat(p); !maps.Equal(got, want) {
+			t.Fatalf("stat after upload (octet-stream %v): metadata %v, want %v", raw, got, want)
+		}
+	}
+	// It lives on the file: a rename keeps it, a listing shows it, programs inside see it.
+	var moved struct{ Entry metaEntry }
+	c.rpc(sb, "filesystem.Filesystem/Move", map[string]any{"source": "meta-false.txt", "destination": "d/moved.txt"}, &moved)
+	if !maps.Equal(moved.Entry.Metadata, want) {
+		t.Fatalf("renamed: metadata %v, want %v", moved.Entry.Metadata, want)
+	}
+	var listed struct{ Entries []metaEntry }
+	c.rpc(sb, "filesystem.Filesystem/ListDir", map[string]any{"path": "d"}, &listed)
+	if len(listed.Entries) != 1 || !maps.Equal(listed.Entries[0].Metadata, want) {
+		t.Fatalf("listed: %s, want the metadata", mustJSON(t, listed))
+	}
+	if res := c.run(sb, "getfattr --only-values -n user.e2b.author d/moved.txt 2>/dev/null || python3 -c \"import os; print(os.getxattr('d/moved.txt', 'user.e2b.author').decode(), end='')\""); res.stdout != "mish" {
+		t.Fatalf("inside the sandbox, user.e2b.author = %+v, want mish", res)
+	}
+	// Set from inside, it shows; an overwrite without metadata clears it all.
+	c.run(sb, "python3 -c \"import os; os.setxattr('meta-true.txt', 'user.e2b.stage', b'inside')\"")
+	if got := stat("meta-true.txt"); got["stage"] != "inside" {
+		t.Fatalf("metadata set inside: %v, want stage=inside", got)
+	}
+	if status, body := c.uploadWith(sb, "meta-true.txt", "y", true, nil); status != 200 || strings.Contains(string(body), "metadata") {
+		t.Fatalf("overwrite without metadata: %d %s", status, body)
+	}
+	if got := stat("meta-true.txt"); got != nil {
+		t.Fatalf("after an overwrite without metadata: %v, want none", got)
+	}
+	// Bad metadata is refused before anything is written.
+	for _, hdr := range []map[string]string{
+		{"X-Metadata-Good": "caf\u00e9"},
+		{"X-Metadata-" + strings.Repeat("k", 247): "v"},
+		{"X-Metadata-Big": strings.Repeat("v", 4096)},
+	} {
+		status, body := c.uploadWith(sb, "refused.txt", "z", true, hdr)
+		if status != 400 || !strings.Contains(string(body), "invalid metadata") {
+			t.Fatalf("bad metadata: %d %s, want 400 invalid metadata", status, body)
+		}
+	}
+	if status, _ := c.rpc(sb, "filesystem.Filesystem/Stat", map[string]any{"path": "refused.txt"}, nil); status != 404 {
+		t.Fatalf("a refused upload left its file: stat %d", status)
+	}
+}
+
+func TestEnvdListsByNameResolvesSymlinksAndRemovesWhatIsGone(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	sb := c.create(nil)
+	c.run(sb, "mkdir -p l/b l/a/z l/a/y && touch l/c l/a/x && ln -s a/x l/link && ln -s nowhere l/dangling")
+	var listed struct{ Entries []metaEntry }
+	c.rpc(sb, "filesystem.Filesystem/ListDir", map[string]any{"path": "l", "depth": 2}, &listed)
+	var paths []string
+	for _, e := range listed.Entries {
+		paths = append(paths, strings.TrimPrefix(e.Path, "/home/user/l/"))
+	}
+	if want := []string{"a", "a/x", "a/y", "a/z", "b", "c", "dangling", "link"}; !slices.Equal(paths, want) {
+		t.Fatalf("list order %v, want by name, parents first: %v", paths, want)
+	}
+	var stat struct{ Entry metaEntry }
+	c.rpc(sb, "filesystem.Filesystem/Stat", map[string]any{"path": "l/link"}, &stat)
+	if stat.Entry.Name != "link" || stat.Entry.SymlinkTarget != "/home/user/l/a/x" || stat.Entry.Type != "FILE_TYPE_FILE" {
+		t.Fatalf("a symlink's entry: %+v, want its target resolved (/home/user/l/a/x) and its type", stat.Entry)
+	}
+	for _, p := range []string{"l/never-was", "l/c"} {
+		for range 2 {
+			if status, body := c.rpc(sb, "filesystem.Filesystem/Remove", map[string]any{"path": p}, nil); status != 200 {
+				t.Fatalf("remove %s: %d %s, want 200 (removing what is gone is done)", p, status, body)
+			}
+		}
 	}
 }

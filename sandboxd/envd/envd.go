@@ -238,9 +238,28 @@ func (s *Server) handleFileRead(w http.ResponseWriter, r *http.Request, er *envd
 }
 
 type writtenFile struct {
-	Path string `json:"path"`
-	Name string `json:"name"`
-	Type string `json:"type"`
+	Path     string            `json:"path"`
+	Name     string            `json:"name"`
+	Type     string            `json:"type"`
+	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+// metadataHeaderPrefix marks the request headers that carry a file's metadata, as envd reads
+// them: the rest of the name, lowercased, is the key; the first value counts.
+const metadataHeaderPrefix = "X-Metadata-"
+
+func uploadMetadata(h http.Header) map[string]string {
+	var md map[string]string
+	for name, values := range h {
+		if len(values) == 0 || len(name) < len(metadataHeaderPrefix) || !strings.EqualFold(name[:len(metadataHeaderPrefix)], metadataHeaderPrefix) {
+			continue
+		}
+		if md == nil {
+			md = map[string]string{}
+		}
+		md[strings.ToLower(name[len(metadataHeaderPrefix):])] = values[0]
+	}
+	return md
 }
 
 func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request, er *envdRequest) {
@@ -250,13 +269,24 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request, er *env
 	}
 	queryPath := r.URL.Query().Get("path")
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	md := uploadMetadata(r.Header)
+	if err := machine.ValidateMetadata(md); err != nil {
+		wire.WriteError(w, http.StatusBadRequest, "invalid metadata: "+err.Error())
+		return
+	}
 	var out []writtenFile
 	// write answers the request itself when it fails.
 	write := func(raw string, body io.Reader) bool {
 		p := machine.CleanSandboxPath(raw)
 		f, err := files.Create(p)
+		var stored map[string]string
 		if err == nil {
 			_, err = io.Copy(f, body)
+			if err == nil {
+				// Every upload replaces the file's metadata, none included.
+				err = machine.WriteMetadata(f, md)
+			}
+			stored = machine.FileMetadata(f)
 			if cerr := f.Close(); err == nil {
 				err = cerr
 			}
@@ -265,7 +295,7 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request, er *env
 			fileError(w, p, err)
 			return false
 		}
-		out = append(out, writtenFile{Path: p, Name: path.Base(p), Type: "file"})
+		out = append(out, writtenFile{Path: p, Name: path.Base(p), Type: "file", Metadata: stored})
 		return true
 	}
 	switch ct {

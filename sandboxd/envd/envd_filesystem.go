@@ -154,7 +154,8 @@ func (s *Server) rpcRemove(w http.ResponseWriter, r *http.Request, er *envdReque
 		writeRPCError(w, rpcErr("permission_denied", "cannot remove %s", p))
 		return
 	}
-	if err := files.Remove(p); err != nil {
+	// As envd's: removing what is not there is done already.
+	if err := files.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		writeRPCError(w, fsRPCError(p, err))
 		return
 	}

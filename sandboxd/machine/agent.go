@@ -459,7 +459,16 @@ func (a *agent) entry(p string) (EntryInfo, error) {
 	if err != nil {
 		return EntryInfo{}, err
 	}
-	return newEntry(p, fi, func() (string, error) { return os.Readlink(p) }, a.names), nil
+	e := newEntry(p, fi, func() (string, fs.FileInfo, error) {
+		t, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			return "", nil, err
+		}
+		tfi, err := os.Stat(t)
+		return t, tfi, err
+	}, a.names)
+	e.Metadata = pathMetadata(p)
+	return e, nil
 }
 
 // names names a file's owner and group as the sandbox's own /etc/passwd and
