@@ -157,3 +157,64 @@ func TestEnvdListsByNameResolvesSymlinksAndRemovesWhatIsGone(t *testing.T) {
 		}
 	}
 }
+
+type watchMessage struct {
+	Start      *struct{} `json:"start"`
+	Filesystem *struct {
+		Name  string     `json:"name"`
+		Type  string     `json:"type"`
+		Entry *metaEntry `json:"entry"`
+	} `json:"filesystem"`
+}
+
+// watchUntil reads a WatchDir stream until an event of typ for name arrives, and returns it.
+func watchUntil(t *testing.T, s *stream, name, typ string) watchMessage {
+	t.Helper()
+	for {
+		msg := s.message()
+		if msg == nil {
+			t.Fatalf("the watch ended before %s %s: %s", typ, name, s.trailer)
+		}
+		var m watchMessage
+		if err := json.Unmarshal(msg, &m); err != nil {
+			t.Fatalf("watch message %s: %v", msg, err)
+		}
+		if m.Filesystem != nil && m.Filesystem.Name == name && m.Filesystem.Type == typ {
+			return m
+		}
+	}
+}
+
+func TestWatchDirStreamsChangesAsEnvdDoes(t *testing.T) {
+	t.Parallel()
+	forEachIsolation(t, func(t *testing.T, c *client) {
+		sb := c.create(nil)
+		c.run(sb, "mkdir -p w/old && echo a > w/f.txt && echo x > plain.txt")
+		s := c.openStream(sb, "filesystem.Filesystem/WatchDir", map[string]any{"path": "w", "recursive": true, "includeEntry": true}, nil)
+		var first watchMessage
+		if msg := s.message(); msg == nil || json.Unmarshal(msg, &first) != nil || first.Start == nil {
+			t.Fatalf("first message %s, want the start event", msg)
+		}
+		c.upload(sb, "w/f.txt", "changed")
+		if m := watchUntil(t, s, "f.txt", "EVENT_TYPE_WRITE"); m.Filesystem.Entry == nil || m.Filesystem.Entry.Path != "/home/user/w/f.txt" {
+			t.Fatalf("write event %+v, want the file's entry", m.Filesystem)
+		}
+		// A directory made after the watch began is watched too.
+		c.rpc(sb, "filesystem.Filesystem/MakeDir", map[string]any{"path": "w/new"}, nil)
+		watchUntil(t, s, "new", "EVENT_TYPE_CREATE")
+		c.upload(sb, "w/new/g.txt", "deep")
+		watchUntil(t, s, "new/g.txt", "EVENT_TYPE_WRITE")
+		c.run(sb, "echo deeper > w/old/h.txt && rm w/f.txt")
+		watchUntil(t, s, "old/h.txt", "EVENT_TYPE_CREATE")
+		if m := watchUntil(t, s, "f.txt", "EVENT_TYPE_REMOVE"); m.Filesystem.Entry != nil {
+			t.Fatalf("a removed file's event carries an entry: %+v", m.Filesystem.Entry)
+		}
+		s.close()
+		for _, tt := range []struct{ path, code string }{{"nowhere", `"not_found"`}, {"plain.txt", `"invalid_argument"`}} {
+			s := c.openStream(sb, "filesystem.Filesystem/WatchDir", map[string]any{"path": tt.path}, nil)
+			if msg := s.message(); msg != nil || !strings.Contains(string(s.trailer), tt.code) {
+				t.Fatalf("watch %s: %s then %s, want the stream to end with %s", tt.path, msg, s.trailer, tt.code)
+			}
+		}
+	})
+}

@@ -181,10 +181,7 @@ func (s *Server) rpcStart(w http.ResponseWriter, r *http.Request, er *envdReques
 // process keeps running when the client leaves, as with envd.
 func (s *Server) pump(r *http.Request, sw *streamWriter, p *machine.Process, sub *machine.Subscriber) {
 	defer p.Unsubscribe(sub)
-	interval := s.cfg.KeepaliveMax
-	if v, err := strconv.Atoi(r.Header.Get("Keepalive-Ping-Interval")); err == nil && v > 0 {
-		interval = min(time.Duration(v)*time.Second, interval)
-	}
+	interval := s.keepalive(r)
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	ctx := r.Context()
@@ -207,6 +204,16 @@ func (s *Server) pump(r *http.Request, sw *streamWriter, p *machine.Process, sub
 			}
 		}
 	}
+}
+
+// keepalive is the interval between keepalives of a stream: the client's
+// Keepalive-Ping-Interval, capped.
+func (s *Server) keepalive(r *http.Request) time.Duration {
+	interval := s.cfg.KeepaliveMax
+	if v, err := strconv.Atoi(r.Header.Get("Keepalive-Ping-Interval")); err == nil && v > 0 {
+		interval = min(time.Duration(v)*time.Second, interval)
+	}
+	return interval
 }
 
 func (s *Server) rpcConnect(w http.ResponseWriter, r *http.Request, er *envdRequest) {

@@ -242,6 +242,9 @@ func (a *agent) serve(f *os.File) {
 	case opSpawn:
 		a.spawn(c, req, fds)
 		return
+	case opWatch:
+		watchFor(c, req)
+		return
 	case opSignal:
 		err = signalTree(req.Pid, syscall.Signal(req.Signal), req.Tree)
 	case opSignalAll:
@@ -345,6 +348,34 @@ func (a *agent) spawn(c *net.UnixConn, req agentRequest, fds []*os.File) {
 	ws := <-done
 	exit := exitFromWaitStatus(ws)
 	_ = writeFrame(c, agentResponse{Exit: &exit})
+}
+
+// watchFor watches req.Path inside the sandbox and sends sandboxd its changes on c until
+// sandboxd closes c (its read here then ends) or the directory goes.
+func watchFor(c *net.UnixConn, req agentRequest) {
+	t, err := newInotifyTree(req.Path, req.Tree)
+	if err != nil {
+		_ = writeFrame(c, agentResponse{Err: toAgentError(err)})
+		return
+	}
+	defer t.close()
+	if err := writeFrame(c, agentResponse{}); err != nil {
+		return
+	}
+	go func() {
+		var b [1]byte
+		_, _ = c.Read(b[:])
+		t.close()
+	}()
+	for {
+		evs, err := t.next()
+		if len(evs) > 0 && writeFrame(c, agentResponse{Events: evs}) != nil {
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // lookPath finds cmd the way execvp would with the command's own PATH.

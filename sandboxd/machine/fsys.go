@@ -66,6 +66,9 @@ type FileOps interface {
 	List(p string, depth int) ([]EntryInfo, error)
 	// Remove deletes p and everything below it.
 	Remove(p string) error
+	// Watch reports changes in directory p (with recursive, in every directory below it)
+	// until closed; a missing p is fs.ErrNotExist, a file ENOTDIR.
+	Watch(p string, recursive bool) (*Watch, error)
 }
 
 // IsProtectedPath reports the paths no client may remove: the roots of the

@@ -707,6 +707,31 @@ func (a agentFiles) List(p string, depth int) ([]EntryInfo, error) {
 	return resp.Entries, err
 }
 
+func (a agentFiles) Watch(p string, recursive bool) (*Watch, error) {
+	ctx, cancel := a.ctx()
+	defer cancel()
+	_, fds, c, err := a.b.call(ctx, agentRequest{Op: opWatch, Path: p, Tree: recursive})
+	if err != nil {
+		return nil, err
+	}
+	closeAll(fds)
+	// Closing c ends the agent's watch, and the read below.
+	w, ch := newWatch(func() { c.Close() })
+	go func() {
+		defer close(ch)
+		defer c.Close()
+		for {
+			var resp agentResponse
+			fds, err := readFrame(c, &resp)
+			closeAll(fds)
+			if err != nil || !w.deliver(ch, resp.Events) {
+				return
+			}
+		}
+	}()
+	return w, nil
+}
+
 func (a agentFiles) Remove(p string) error {
 	ctx, cancel := a.ctx()
 	defer cancel()
