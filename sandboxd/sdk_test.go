@@ -7,9 +7,12 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The guarantees E2B's own SDK test suite checks (docs/sandboxd.md, "Running E2B's SDK suite"),
@@ -217,4 +220,35 @@ func TestWatchDirStreamsChangesAsEnvdDoes(t *testing.T) {
 			}
 		}
 	})
+}
+
+func TestASignedFileURLIsRefusedInEnvdsWords(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	sb := c.create(map[string]any{"secure": true})
+	c.upload(sb, "/home/user/s.txt", "S")
+	past := time.Now().Add(-time.Minute).Unix()
+	for _, tt := range []struct{ name, sig, exp, want string }{
+		{"expired", fileSignature("/home/user/s.txt", "read", "", sb.EnvdAccessToken, past), strconv.FormatInt(past, 10), "signature is already expired"},
+		{"another path's", fileSignature("/home/user/t.txt", "read", "", sb.EnvdAccessToken, 0), "", "invalid signature"},
+		{"missing", "", "", "missing signature query parameter"},
+	} {
+		q := url.Values{"path": {"/home/user/s.txt"}}
+		if tt.sig != "" {
+			q.Set("signature", tt.sig)
+		}
+		if tt.exp != "" {
+			q.Set("signature_expiration", tt.exp)
+		}
+		req := c.envdRequest(sb, "GET", "/files?"+q.Encode(), nil)
+		req.Header.Del("X-Access-Token")
+		status, body := c.envdDo(req)
+		var got struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		}
+		if status != 401 || json.Unmarshal(body, &got) != nil || got.Code != 401 || got.Message != tt.want {
+			t.Fatalf("%s signature: %d %s, want 401 %q", tt.name, status, body, tt.want)
+		}
+	}
 }

@@ -143,9 +143,19 @@ func (s *Server) envdAuth(w http.ResponseWriter, r *http.Request, signable bool)
 	if rec.AccessToken != "" {
 		token := r.Header.Get("X-Access-Token")
 		okToken := subtle.ConstantTimeCompare([]byte(token), []byte(rec.AccessToken)) == 1
-		if !okToken && !(signable && validFileSignature(r, rec.AccessToken)) {
+		switch {
+		case okToken:
+		case !signable:
 			wire.WriteError(w, http.StatusUnauthorized, envdUnauthorized)
 			return nil, false
+		case token != "":
+			wire.WriteError(w, http.StatusUnauthorized, "access token present in header but does not match")
+			return nil, false
+		default:
+			if msg := fileSignatureError(r, rec.AccessToken); msg != "" {
+				wire.WriteError(w, http.StatusUnauthorized, msg)
+				return nil, false
+			}
 		}
 	}
 	return &envdRequest{rec: rec, user: user}, true
@@ -163,17 +173,19 @@ func fileSignature(p, operation, user, token string, expiration int64) string {
 	return "v1_" + base64.RawStdEncoding.EncodeToString(sum[:])
 }
 
-func validFileSignature(r *http.Request, token string) bool {
+// fileSignatureError checks a file transfer's signature as envd does, in envd's order and
+// words ("" when it is good): its absence, its match, then its expiry.
+func fileSignatureError(r *http.Request, token string) string {
 	q := r.URL.Query()
 	sig := q.Get("signature")
 	if sig == "" {
-		return false
+		return "missing signature query parameter"
 	}
 	var exp int64
 	if v := q.Get("signature_expiration"); v != "" {
 		var err error
-		if exp, err = strconv.ParseInt(v, 10, 64); err != nil || time.Now().Unix() > exp {
-			return false
+		if exp, err = strconv.ParseInt(v, 10, 64); err != nil {
+			return "invalid signature"
 		}
 	}
 	op := "read"
@@ -181,7 +193,13 @@ func validFileSignature(r *http.Request, token string) bool {
 		op = "write"
 	}
 	want := fileSignature(q.Get("path"), op, q.Get("username"), token, exp)
-	return subtle.ConstantTimeCompare([]byte(sig), []byte(want)) == 1
+	if subtle.ConstantTimeCompare([]byte(sig), []byte(want)) != 1 {
+		return "invalid signature"
+	}
+	if exp != 0 && exp < time.Now().Unix() {
+		return "signature is already expired"
+	}
+	return ""
 }
 
 // fileError answers a file operation's error with envd's statuses.
