@@ -252,3 +252,21 @@ func TestASignedFileURLIsRefusedInEnvdsWords(t *testing.T) {
 		}
 	}
 }
+
+func TestAKilledSandboxBreaksItsCommandsStreams(t *testing.T) {
+	t.Parallel()
+	forEachIsolation(t, func(t *testing.T, c *client) {
+		sb := c.create(nil)
+		s := c.openStream(sb, "process.Process/Start", startRequest("sleep 60", nil), nil)
+		if ev := s.next(); ev == nil || ev.Start == nil {
+			t.Fatalf("first event %+v, want start", ev)
+		}
+		c.must(204, "DELETE", "/sandboxes/"+sb.SandboxID, nil, nil)
+		// The stream must break, not end: an end (or an end-stream message) reads as the
+		// command's own exit, and the SDKs would not see that the sandbox went.
+		rest, err := io.ReadAll(s.r)
+		if err == nil {
+			t.Fatalf("the command's stream ended cleanly after the kill (%q); want it broken", rest)
+		}
+	})
+}

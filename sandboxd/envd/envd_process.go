@@ -194,6 +194,11 @@ func (s *Server) pump(r *http.Request, sw *streamWriter, p *machine.Process, sub
 				sw.end(nil)
 				return
 			}
+			if ev.Lost {
+				// Break the stream, with no end message: the client sees its connection
+				// cut as when a sandbox of the provider goes.
+				panic(http.ErrAbortHandler)
+			}
 			if err := sw.send(processEventMsg{Event: ev}); err != nil {
 				return
 			}

@@ -23,6 +23,10 @@ type ProcEvent struct {
 	Data      *procData  `json:"data,omitempty"`
 	End       *procEnd   `json:"end,omitempty"`
 	Keepalive *struct{}  `json:"keepalive,omitempty"`
+	// Lost ends the stream in place of End when the sandbox itself ended under the command
+	// (killed, paused): the provider's stream breaks then, and the SDKs tell the sandbox's
+	// end from a command's by that.
+	Lost bool `json:"-"`
 }
 
 type ProcStart struct {
@@ -188,6 +192,10 @@ func (p *Process) run(outR, errR *os.File, wait func() exitInfo, timeout time.Du
 		if !exit.Exited || exit.Code != 0 {
 			end.Error = &exit.Status
 		}
+		last := ProcEvent{End: end}
+		if !p.m.Alive() {
+			last = ProcEvent{Lost: true}
+		}
 		p.m.forget(p)
 		p.mu.Lock()
 		p.end = end
@@ -196,7 +204,7 @@ func (p *Process) run(outR, errR *os.File, wait func() exitInfo, timeout time.Du
 		p.mu.Unlock()
 		for s := range subs {
 			select {
-			case s.C <- ProcEvent{End: end}:
+			case s.C <- last:
 			case <-s.gone:
 			}
 			close(s.C)
