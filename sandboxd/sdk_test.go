@@ -270,3 +270,78 @@ func TestAKilledSandboxBreaksItsCommandsStreams(t *testing.T) {
 		}
 	})
 }
+
+func TestATerminalRunsAnInteractiveShell(t *testing.T) {
+	t.Parallel()
+	forEachIsolation(t, func(t *testing.T, c *client) {
+		sb := c.create(nil)
+		start := map[string]any{
+			"process": map[string]any{"cmd": "/bin/bash", "args": []string{"-i", "-l"}, "envs": map[string]string{"ABC": "123", "TERM": "xterm"}},
+			"pty":     map[string]any{"size": map[string]any{"cols": 80, "rows": 24}},
+		}
+		s := c.openStream(sb, "process.Process/Start", start, nil)
+		msg := s.message()
+		var first struct {
+			Event procEvent `json:"event"`
+		}
+		if msg == nil || json.Unmarshal(msg, &first) != nil || first.Event.Start == nil {
+			t.Fatalf("first message %s, want start", msg)
+		}
+		pid := first.Event.Start.Pid
+		input := func(text string) {
+			t.Helper()
+			sel := map[string]any{"pid": pid}
+			if status, body := c.rpc(sb, "process.Process/SendInput", map[string]any{"process": sel, "input": map[string]any{"pty": []byte(text)}}, nil); status != 200 {
+				t.Fatalf("input %q: %d %s", text, status, body)
+			}
+		}
+		var out string
+		ended := false
+		// read collects the terminal's output until it holds want (or, with want "", to the end).
+		read := func(want string) {
+			t.Helper()
+			for !strings.Contains(strings.ReplaceAll(out, "\r", ""), want) || want == "" {
+				msg := s.message()
+				if msg == nil {
+					if want != "" {
+						t.Fatalf("the terminal ended without %q: %q", want, out)
+					}
+					return
+				}
+				var m struct {
+					Event struct {
+						Data *struct {
+							Pty []byte `json:"pty"`
+						} `json:"data"`
+						End *struct {
+							ExitCode int32 `json:"exitCode"`
+						} `json:"end"`
+					} `json:"event"`
+				}
+				if err := json.Unmarshal(msg, &m); err != nil {
+					t.Fatalf("message %s: %v", msg, err)
+				}
+				if m.Event.Data != nil {
+					out += string(m.Event.Data.Pty)
+				}
+				if m.Event.End != nil {
+					ended = true
+					if m.Event.End.ExitCode != 0 {
+						t.Fatalf("the shell exited %d; output %q", m.Event.End.ExitCode, out)
+					}
+				}
+			}
+		}
+		input("echo A$ABC; tput cols; tty\n")
+		read("A123\n80\n/dev/pts/")
+		if status, body := c.rpc(sb, "process.Process/Update", map[string]any{"process": map[string]any{"pid": pid}, "pty": map[string]any{"size": map[string]any{"cols": 100, "rows": 30}}}, nil); status != 200 {
+			t.Fatalf("resize: %d %s", status, body)
+		}
+		input("tput cols\nexit\n")
+		read("100\n")
+		read("")
+		if !ended {
+			t.Fatalf("no end event; output %q", out)
+		}
+	})
+}

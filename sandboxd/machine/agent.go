@@ -314,7 +314,17 @@ func (a *agent) serve(f *os.File) {
 // stdio, answers with its pid, and, on the same connection, with its exit.
 func (a *agent) spawn(c *net.UnixConn, req agentRequest, fds []*os.File) {
 	fail := func(err error) { _ = writeFrame(c, agentResponse{Err: toAgentError(err)}) }
-	if len(fds) != 3 {
+	var master *os.File
+	if req.Pty != nil && len(fds) == 0 {
+		m, peer, err := openPTY(*req.Pty)
+		if err != nil {
+			fail(err)
+			return
+		}
+		master, fds = m, []*os.File{peer}
+		defer master.Close()
+	}
+	if len(fds) != 3 && master == nil {
 		fail(fmt.Errorf("spawn needs 3 descriptors, got %d", len(fds)))
 		return
 	}
@@ -325,9 +335,14 @@ func (a *agent) spawn(c *net.UnixConn, req agentRequest, fds []*os.File) {
 	}
 	attr := &syscall.ProcAttr{
 		Dir: req.Cwd, Env: req.Env,
-		Files: []uintptr{fds[0].Fd(), fds[1].Fd(), fds[2].Fd()},
 		// Its own group, so that "kill 0" in one command spares the others.
 		Sys: &syscall.SysProcAttr{Setpgid: true},
+	}
+	if master != nil {
+		attr.Files = []uintptr{fds[0].Fd(), fds[0].Fd(), fds[0].Fd()}
+		attr.Sys = ptyAttr()
+	} else {
+		attr.Files = []uintptr{fds[0].Fd(), fds[1].Fd(), fds[2].Fd()}
 	}
 	a.mu.Lock()
 	pid, err := syscall.ForkExec(argv0, append([]string{req.Cmd}, req.Args...), attr)
@@ -342,7 +357,11 @@ func (a *agent) spawn(c *net.UnixConn, req agentRequest, fds []*os.File) {
 		fail(&fs.PathError{Op: "exec", Path: req.Cmd, Err: err})
 		return
 	}
-	if err := writeFrame(c, agentResponse{Pid: pid}); err != nil {
+	var out []*os.File
+	if master != nil {
+		out = append(out, master)
+	}
+	if err := writeFrame(c, agentResponse{Pid: pid}, out...); err != nil {
 		return
 	}
 	ws := <-done

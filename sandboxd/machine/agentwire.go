@@ -61,6 +61,9 @@ type agentRequest struct {
 	Args   []string `json:"args,omitempty"`
 	Env    []string `json:"env,omitempty"`
 	Cwd    string   `json:"cwd,omitempty"`
+	// Pty, for a spawn, runs the command on a new terminal of the sandbox (no descriptors
+	// sent); the pid's answer carries the terminal's master.
+	Pty *PtySize `json:"pty,omitempty"`
 }
 
 type agentResponse struct {

@@ -499,7 +499,32 @@ func (b *nsBackend) spawn(spec spawnSpec, stdio [3]*os.File) (int, func() exitIn
 		return 0, nil, err
 	}
 	closeAll(fds)
-	wait := func() exitInfo {
+	return resp.Pid, b.waitExit(c), nil
+}
+
+func (b *nsBackend) spawnPty(spec spawnSpec, size PtySize) (int, *os.File, func() exitInfo, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), agentTimeout)
+	defer cancel()
+	resp, fds, c, err := b.call(ctx, agentRequest{Op: opSpawn, Cmd: spec.cmd, Args: spec.args, Env: spec.env, Cwd: spec.cwd, Pty: &size})
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	if len(fds) != 1 {
+		closeAll(fds)
+		c.Close()
+		return 0, nil, nil, fmt.Errorf("sandbox agent: %d descriptors for a terminal, want 1", len(fds))
+	}
+	master, err := pollable(fds[0])
+	if err != nil {
+		c.Close()
+		return 0, nil, nil, err
+	}
+	return resp.Pid, master, b.waitExit(c), nil
+}
+
+// waitExit waits for spawn's second answer on c, the command's exit.
+func (b *nsBackend) waitExit(c *net.UnixConn) func() exitInfo {
+	return func() exitInfo {
 		defer c.Close()
 		var end agentResponse
 		fds, err := readFrame(c, &end)
@@ -510,7 +535,6 @@ func (b *nsBackend) spawn(spec spawnSpec, stdio [3]*os.File) (int, func() exitIn
 		}
 		return *end.Exit
 	}
-	return resp.Pid, wait, nil
 }
 
 func (b *nsBackend) signal(pid int, sig syscall.Signal) error {
