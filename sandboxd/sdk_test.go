@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"sandman/sandboxd"
 )
 
 // The guarantees E2B's own SDK test suite checks (docs/sandboxd.md, "Running E2B's SDK suite"),
@@ -342,6 +344,10 @@ func TestATerminalRunsAnInteractiveShell(t *testing.T) {
 		read("")
 		if !ended {
 			t.Fatalf("no end event; output %q", out)
+		}
+		// Isolated, the shell leads its own session on that terminal: job control works.
+		if c.h.Server.Isolation() != sandboxd.IsolationNone && strings.Contains(out, "no job control") {
+			t.Fatalf("the terminal is not the shell's controlling one: %q", out)
 		}
 	})
 }
