@@ -374,14 +374,3 @@ func (s *Server) handleRefresh(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleMetrics answers like a fresh sandbox: sandboxd does not sample usage.
-func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
-	id, ok := sandboxIDParam(w, r)
-	if !ok {
-		return
-	}
-	if _, ok := s.get(id); !ok {
-		writeOpError(w, notFound(id))
-		return
-	}
-	wire.WriteJSON(w, http.StatusOK, []struct{}{})
-}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"sandman/sandboxd"
+	"sandman/sandboxd/sandboxdtest"
 )
 
 // The guarantees E2B's own SDK test suite checks (docs/sandboxd.md, "Running E2B's SDK suite"),
@@ -350,4 +351,44 @@ func TestATerminalRunsAnInteractiveShell(t *testing.T) {
 			t.Fatalf("the terminal is not the shell's controlling one: %q", out)
 		}
 	})
+}
+
+func TestMetricsMeasureWhatASandboxUses(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, sandboxdtest.WithConfig(func(cfg *sandboxd.Config) { cfg.MetricsInterval = 200 * time.Millisecond }))
+	sb := c.create(nil)
+	before := time.Now().Unix()
+	c.startBackground(sb, `python3 -c "b = bytearray(96 << 20); import time; time.sleep(60)" & while :; do :; done`)
+	type metric struct {
+		TimestampUnix int64   `json:"timestampUnix"`
+		CPUCount      int     `json:"cpuCount"`
+		CPUUsedPct    float64 `json:"cpuUsedPct"`
+		MemUsed       int64   `json:"memUsed"`
+		MemTotal      int64   `json:"memTotal"`
+		DiskUsed      int64   `json:"diskUsed"`
+		DiskTotal     int64   `json:"diskTotal"`
+	}
+	var busy metric
+	waitFor(t, "a sample of a busy sandbox", 30*time.Second, func() bool {
+		var ms []metric
+		c.must(200, "GET", "/sandboxes/"+sb.SandboxID+"/metrics", nil, &ms)
+		for _, m := range ms {
+			if m.CPUUsedPct > 20 && m.MemUsed > 64<<20 {
+				busy = m
+				return true
+			}
+		}
+		return false
+	})
+	if busy.CPUCount < 1 || busy.MemTotal <= busy.MemUsed || busy.DiskTotal <= 0 || busy.TimestampUnix < before {
+		t.Fatalf("sample %+v: want the sandbox's size and its time", busy)
+	}
+	var none []metric
+	c.must(200, "GET", fmt.Sprintf("/sandboxes/%s/metrics?start=%d&end=%d", sb.SandboxID, before-3600, before-1800), nil, &none)
+	if len(none) != 0 {
+		t.Fatalf("an hour before the sandbox: %d samples, want none", len(none))
+	}
+	if status, body, _ := c.do("GET", "/sandboxes/"+sb.SandboxID+"/metrics?start=yesterday", nil); status != 400 {
+		t.Fatalf("start=yesterday: %d %s, want 400", status, body)
+	}
 }

@@ -31,6 +31,7 @@ type Backend interface {
 	done() <-chan struct{}
 	// Home is HOME as the sandbox's commands see it.
 	Home() string
+	usage() Usage
 }
 
 // spawnSpec is a command to start; cwd is a path as the sandbox sees it.
