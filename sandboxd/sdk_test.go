@@ -392,3 +392,51 @@ func TestMetricsMeasureWhatASandboxUses(t *testing.T) {
 		t.Fatalf("start=yesterday: %d %s, want 400", status, body)
 	}
 }
+
+func TestOptionsAndEndpointsSandboxdLacksAreRefusedByName(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	count := func() int {
+		var list []map[string]any
+		c.must(200, "GET", "/v2/sandboxes", nil, &list)
+		return len(list)
+	}
+	before := count()
+	for _, tt := range []struct {
+		option string
+		body   map[string]any
+	}{
+		{"network.allowPublicTraffic=false", map[string]any{"secure": true, "network": map[string]any{"allowPublicTraffic": false}}},
+		{"network.allowOut", map[string]any{"network": map[string]any{"allowOut": []string{"8.8.8.8"}}}},
+		{"network.egressProxy", map[string]any{"network": map[string]any{"egressProxy": map[string]any{"address": "http://proxy:3128"}}}},
+		{"network.maskRequestHost", map[string]any{"network": map[string]any{"maskRequestHost": "x.example.com"}}},
+		{"network.rules", map[string]any{"network": map[string]any{"rules": map[string]any{"example.com": []any{}}}}},
+		{"mcp", map[string]any{"mcp": map[string]any{"github": map[string]any{}}}},
+		{"iam.tokens", map[string]any{"iam": map[string]any{"tokens": map[string]any{"t": map[string]any{"audience": "a", "tokenType": "jwt"}}}}},
+		{"volumeMounts", map[string]any{"volumeMounts": []any{map[string]any{"name": "v", "path": "/data"}}}},
+	} {
+		tt.body["templateID"] = "base"
+		status, body, _ := c.do("POST", "/v2/sandboxes", tt.body)
+		if status != 400 || !strings.Contains(string(body), "does not serve "+tt.option) {
+			t.Fatalf("create with %s: %d %s, want 400 naming it", tt.option, status, body)
+		}
+	}
+	// What it serves as it stands passes: everything outbound is denied already.
+	sb := c.create(map[string]any{"network": map[string]any{"denyOut": []string{"0.0.0.0/0"}}, "allow_internet_access": true, "mcp": nil})
+	if got := count(); got != before+1 {
+		t.Fatalf("%d sandboxes after the refusals and one create, want %d", got, before+1)
+	}
+	for _, tt := range []struct{ method, path, feature string }{
+		{"POST", "/sandboxes/" + sb.SandboxID + "/fork", "forking"},
+		{"POST", "/sandboxes/" + sb.SandboxID + "/snapshots", "snapshots"},
+		{"GET", "/snapshots", "snapshots"},
+		{"PUT", "/sandboxes/" + sb.SandboxID + "/network", "network updates"},
+		{"POST", "/volumes", "volumes"},
+		{"GET", "/volumes/v1", "volumes"},
+	} {
+		status, body, _ := c.do(tt.method, tt.path, map[string]any{})
+		if status != 501 || !strings.Contains(string(body), tt.feature) {
+			t.Fatalf("%s %s: %d %s, want 501 naming %s", tt.method, tt.path, status, body, tt.feature)
+		}
+	}
+}
