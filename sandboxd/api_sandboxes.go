@@ -150,7 +150,8 @@ type newSandboxRequest struct {
 		Rules              json.RawMessage `json:"rules"`
 		// denyOut is served as it stands: a sandbox reaches nothing outside.
 	} `json:"network"`
-	Mcp json.RawMessage `json:"mcp"`
+	// mcp is taken as the provider takes it: the SDK starts the gateway as a command, and
+	// it fails where the template has none, as on the provider's base template.
 	Iam *struct {
 		Tokens map[string]json.RawMessage `json:"tokens"`
 	} `json:"iam"`
@@ -177,8 +178,6 @@ func (req *newSandboxRequest) unservedOption() string {
 		}
 	}
 	switch {
-	case set(req.Mcp):
-		return "mcp: sandboxd has no MCP gateway template"
 	case req.Iam != nil && len(req.Iam.Tokens) > 0:
 		return "iam.tokens: sandboxd issues no workload identity tokens"
 	case len(req.VolumeMounts) > 0:

@@ -264,13 +264,22 @@ func TestAKilledSandboxBreaksItsCommandsStreams(t *testing.T) {
 		if ev := s.next(); ev == nil || ev.Start == nil {
 			t.Fatalf("first event %+v, want start", ev)
 		}
-		c.must(204, "DELETE", "/sandboxes/"+sb.SandboxID, nil, nil)
+		killed := make(chan struct{})
+		go func() {
+			defer close(killed)
+			c.must(204, "DELETE", "/sandboxes/"+sb.SandboxID, nil, nil)
+		}()
 		// The stream must break, not end: an end (or an end-stream message) reads as the
 		// command's own exit, and the SDKs would not see that the sandbox went.
 		rest, err := io.ReadAll(s.r)
 		if err == nil {
 			t.Fatalf("the command's stream ended cleanly after the kill (%q); want it broken", rest)
 		}
+		// The SDKs then ask envd's health at once: the sandbox must already be gone.
+		if status, body := c.envdDo(c.envdRequest(sb, "GET", "/health", nil)); status != 502 {
+			t.Fatalf("health right after the stream broke: %d %s, want 502 (the sandbox is gone)", status, body)
+		}
+		<-killed
 	})
 }
 
@@ -411,7 +420,6 @@ func TestOptionsAndEndpointsSandboxdLacksAreRefusedByName(t *testing.T) {
 		{"network.egressProxy", map[string]any{"network": map[string]any{"egressProxy": map[string]any{"address": "http://proxy:3128"}}}},
 		{"network.maskRequestHost", map[string]any{"network": map[string]any{"maskRequestHost": "x.example.com"}}},
 		{"network.rules", map[string]any{"network": map[string]any{"rules": map[string]any{"example.com": []any{}}}}},
-		{"mcp", map[string]any{"mcp": map[string]any{"github": map[string]any{}}}},
 		{"iam.tokens", map[string]any{"iam": map[string]any{"tokens": map[string]any{"t": map[string]any{"audience": "a", "tokenType": "jwt"}}}}},
 		{"volumeMounts", map[string]any{"volumeMounts": []any{map[string]any{"name": "v", "path": "/data"}}}},
 	} {
@@ -422,7 +430,7 @@ func TestOptionsAndEndpointsSandboxdLacksAreRefusedByName(t *testing.T) {
 		}
 	}
 	// What it serves as it stands passes: everything outbound is denied already.
-	sb := c.create(map[string]any{"network": map[string]any{"denyOut": []string{"0.0.0.0/0"}}, "allow_internet_access": true, "mcp": nil})
+	sb := c.create(map[string]any{"network": map[string]any{"denyOut": []string{"0.0.0.0/0"}}, "allow_internet_access": true, "mcp": map[string]any{"github": map[string]any{}}})
 	if got := count(); got != before+1 {
 		t.Fatalf("%d sandboxes after the refusals and one create, want %d", got, before+1)
 	}
