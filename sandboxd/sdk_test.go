@@ -392,6 +392,14 @@ func TestMetricsMeasureWhatASandboxUses(t *testing.T) {
 	if busy.CPUCount < 1 || busy.MemTotal <= busy.MemUsed || busy.DiskTotal <= 0 || busy.TimestampUnix < before {
 		t.Fatalf("sample %+v: want the sandbox's size and its time", busy)
 	}
+	// envd's own /metrics reads the same figures.
+	req := c.envdRequest(sb, "GET", "/metrics", nil)
+	var envdMetrics struct {
+		MemUsed int64 `json:"mem_used"`
+	}
+	if status, body := c.envdDo(req); status != 200 || json.Unmarshal(body, &envdMetrics) != nil || envdMetrics.MemUsed < 64<<20 {
+		t.Fatalf("envd /metrics: %d %s, want the ~96 MiB the sandbox holds", status, body)
+	}
 	var none []metric
 	c.must(200, "GET", fmt.Sprintf("/sandboxes/%s/metrics?start=%d&end=%d", sb.SandboxID, before-3600, before-1800), nil, &none)
 	if len(none) != 0 {

@@ -382,13 +382,22 @@ func (s *Server) handleEnvs(w http.ResponseWriter, r *http.Request, er *envdRequ
 	wire.WriteJSON(w, http.StatusOK, wire.NonNil(er.rec.EnvVars))
 }
 
-// handleEnvdMetrics reports the sandbox's size (its limits where they are in
-// force): sandboxd does not measure usage.
+// handleEnvdMetrics reports the sandbox's size (its limits where they are in force) and what
+// it uses now, as its cgroup and disk count it (docs/sandboxd.md); envd's CPU share needs two
+// readings, which the control plane's metrics have.
 func (s *Server) handleEnvdMetrics(w http.ResponseWriter, r *http.Request, er *envdRequest) {
+	var u machine.Usage
+	if m := s.sbx.Current(er.rec.ID); m != nil {
+		u = m.Usage()
+	}
+	diskTotal := int64(s.cfg.DiskMB) << 20
+	if u.DiskSize > 0 {
+		diskTotal = u.DiskSize
+	}
 	wire.WriteJSON(w, http.StatusOK, map[string]any{
 		"ts": time.Now().Unix(), "cpu_count": machine.CPUCount, "cpu_used_pct": 0,
-		"mem_total": s.cfg.MemoryMB << 20, "mem_used": 0, "mem_cache": 0,
-		"mem_total_mib": s.cfg.MemoryMB, "mem_used_mib": 0,
-		"disk_used": 0, "disk_total": s.cfg.DiskMB << 20,
+		"mem_total": s.cfg.MemoryMB << 20, "mem_used": u.MemUsed, "mem_cache": u.MemCache,
+		"mem_total_mib": s.cfg.MemoryMB, "mem_used_mib": u.MemUsed >> 20,
+		"disk_used": u.DiskUsed, "disk_total": diskTotal,
 	})
 }
