@@ -37,6 +37,15 @@ func (s *Server) apiHandler() http.Handler {
 	handle("POST /sandboxes/{sandboxID}/timeout", s.handleSetTimeout)
 	handle("POST /sandboxes/{sandboxID}/refreshes", s.handleRefresh)
 	handle("GET /sandboxes/{sandboxID}/metrics", s.handleMetrics)
+	// What the provider has and sandboxd lacks answers so, not 404: the SDKs read a 404
+	// as "sandbox not found".
+	handle("POST /sandboxes/{sandboxID}/fork", unserved("forking a sandbox"))
+	handle("/sandboxes/{sandboxID}/snapshots", unserved("snapshots"))
+	handle("/snapshots", unserved("snapshots"))
+	handle("/snapshots/{snapshotID}", unserved("snapshots"))
+	handle("PUT /sandboxes/{sandboxID}/network", unserved("network updates (a sandbox has no outbound network)"))
+	handle("/volumes", unserved("volumes"))
+	handle("/volumes/{volumeID}", unserved("volumes"))
 
 	handle("GET /events/sandboxes", s.handleEvents)
 	handle("GET /events/sandboxes/{sandboxID}", s.handleEvents)
@@ -164,4 +173,11 @@ func sandboxIDParam(w http.ResponseWriter, r *http.Request) (string, bool) {
 		wire.WriteError(w, http.StatusBadRequest, "Invalid sandbox ID")
 	}
 	return id, ok
+}
+
+// unserved answers a feature of the provider sandboxd does not have with 501, naming it.
+func unserved(feature string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		wire.WriteError(w, http.StatusNotImplemented, "sandboxd does not serve "+feature+": use E2B for it.")
+	}
 }

@@ -1,6 +1,7 @@
 package sandboxd
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -142,8 +143,47 @@ type newSandboxRequest struct {
 	Metadata            map[string]string `json:"metadata"`
 	EnvVars             map[string]string `json:"envVars"`
 	Network             *struct {
-		AllowPublicTraffic *bool `json:"allowPublicTraffic"`
+		AllowPublicTraffic *bool           `json:"allowPublicTraffic"`
+		AllowOut           []string        `json:"allowOut"`
+		EgressProxy        json.RawMessage `json:"egressProxy"`
+		MaskRequestHost    *string         `json:"maskRequestHost"`
+		Rules              json.RawMessage `json:"rules"`
+		// denyOut is served as it stands: a sandbox reaches nothing outside.
 	} `json:"network"`
+	// mcp is taken as the provider takes it: the SDK starts the gateway as a command, and
+	// it fails where the template has none, as on the provider's base template.
+	Iam *struct {
+		Tokens map[string]json.RawMessage `json:"tokens"`
+	} `json:"iam"`
+	VolumeMounts []json.RawMessage `json:"volumeMounts"`
+}
+
+// unservedOption names the first create option sandboxd cannot honour, with why, so that a
+// create asking for one is refused instead of getting a sandbox without it ("": none).
+func (req *newSandboxRequest) unservedOption() string {
+	set := func(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" }
+	const noNet = "sandboxes have no outbound network"
+	if n := req.Network; n != nil {
+		switch {
+		case n.AllowPublicTraffic != nil && !*n.AllowPublicTraffic:
+			return "network.allowPublicTraffic=false: sandboxd does not check traffic tokens, so a sandbox's ports are open to whoever reaches its sandbox address"
+		case len(n.AllowOut) > 0:
+			return "network.allowOut: " + noNet + " to allow"
+		case set(n.EgressProxy):
+			return "network.egressProxy: " + noNet + " to send through a proxy"
+		case n.MaskRequestHost != nil:
+			return "network.maskRequestHost: sandboxd routes by host name and does not rewrite it"
+		case set(n.Rules):
+			return "network.rules: " + noNet + " to transform"
+		}
+	}
+	switch {
+	case req.Iam != nil && len(req.Iam.Tokens) > 0:
+		return "iam.tokens: sandboxd issues no workload identity tokens"
+	case len(req.VolumeMounts) > 0:
+		return "volumeMounts: sandboxd has no volumes"
+	}
+	return ""
 }
 
 func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
@@ -186,8 +226,9 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	case !p.autoPauseMemory && p.autoResume:
 		wire.WriteError(w, http.StatusBadRequest, "autoPauseMemory=false (filesystem-only auto-pause) cannot be combined with autoResume: a filesystem-only snapshot must be resumed explicitly.")
 		return
-	case req.Network != nil && req.Network.AllowPublicTraffic != nil && !*req.Network.AllowPublicTraffic && !p.secure:
-		wire.WriteError(w, http.StatusBadRequest, "network.allowPublicTraffic=false requires secure=true")
+	}
+	if opt := req.unservedOption(); opt != "" {
+		wire.WriteError(w, http.StatusBadRequest, "sandboxd does not serve "+opt+"; create the sandbox without it, or use E2B.")
 		return
 	}
 	rec, err := s.create(p)
@@ -374,14 +415,3 @@ func (s *Server) handleRefresh(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleMetrics answers like a fresh sandbox: sandboxd does not sample usage.
-func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
-	id, ok := sandboxIDParam(w, r)
-	if !ok {
-		return
-	}
-	if _, ok := s.get(id); !ok {
-		writeOpError(w, notFound(id))
-		return
-	}
-	wire.WriteJSON(w, http.StatusOK, []struct{}{})
-}

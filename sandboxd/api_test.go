@@ -65,7 +65,7 @@ func TestCreateValidation(t *testing.T) {
 		{"timeout above plan", map[string]any{"templateID": "base", "timeout": 25 * 3600}, 400},
 		{"fs auto-pause without autoPause", map[string]any{"templateID": "base", "autoPauseMemory": false}, 400},
 		{"fs auto-pause with autoResume", map[string]any{"templateID": "base", "autoPause": true, "autoPauseMemory": false, "autoResume": map[string]any{"enabled": true}}, 400},
-		{"private traffic without secure", map[string]any{"templateID": "base", "network": map[string]any{"allowPublicTraffic": false}}, 400},
+		{"private traffic (not served)", map[string]any{"templateID": "base", "network": map[string]any{"allowPublicTraffic": false}}, 400},
 		{"ok with defaults", map[string]any{"templateID": "base"}, 201},
 		{"ok with tag and namespace", map[string]any{"templateID": "e2b/base:latest", "timeout": 60}, 201},
 	}

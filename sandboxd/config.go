@@ -79,6 +79,9 @@ type Config struct {
 	WebhookURLSafeSignature bool
 	// EventRetention drops older events at start (default 7 days, as the provider).
 	EventRetention time.Duration
+	// MetricsInterval is how often running sandboxes are measured (default 5 s, the
+	// provider's bucket); tests shorten it.
+	MetricsInterval time.Duration
 	// KeepaliveMax caps the interval between keepalive messages on process
 	// streams whatever the client asks (default 90s, envd's default).
 	KeepaliveMax time.Duration
@@ -167,6 +170,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.KeepaliveMax <= 0 {
 		c.KeepaliveMax = 90 * time.Second
+	}
+	if c.MetricsInterval <= 0 {
+		c.MetricsInterval = 5 * time.Second
 	}
 	if c.EnvdVersion == "" {
 		c.EnvdVersion = DefaultEnvdVersion

@@ -42,7 +42,7 @@ func TestEnvdProcessStart(t *testing.T) {
 	}{
 		{"missing cwd", "invalid_argument", startRequest("true", map[string]any{"cwd": "/home/user/nope"})},
 		{"no command", "invalid_argument", map[string]any{"process": map[string]any{"cmd": ""}}},
-		{"pty", "unimplemented", map[string]any{"process": map[string]any{"cmd": "/bin/bash"}, "pty": map[string]any{"size": map[string]any{"cols": 80, "rows": 24}}}},
+		{"pty of no size", "invalid_argument", map[string]any{"process": map[string]any{"cmd": "/bin/bash"}, "pty": map[string]any{"size": map[string]any{"cols": 0, "rows": 24}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -108,7 +108,6 @@ func TestEnvdProcessControl(t *testing.T) {
 		{"bad signal", "process.Process/SendSignal", map[string]any{"process": map[string]any{"pid": pid}, "signal": "SIGNAL_SIGHUP"}, 501, "unimplemented"},
 		{"unknown tag", "process.Process/CloseStdin", map[string]any{"process": map[string]any{"tag": "nope"}}, 404, "not_found"},
 		{"unknown method", "process.Process/Teleport", map[string]any{}, 404, ""},
-		{"watch", "filesystem.Filesystem/WatchDir", map[string]any{"path": "/home/user"}, 501, "unimplemented"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			status, body := c.rpc(sb, tt.procedure, tt.msg, nil)
@@ -322,8 +321,8 @@ func TestEnvdFilesystem(t *testing.T) {
 	for _, e := range listed.Entries {
 		got[e.Path] = e
 	}
-	if got["/home/user/a/b/f.txt"].Size != "5" || got["/home/user/link"].Type != "FILE_TYPE_SYMLINK" ||
-		got["/home/user/link"].SymlinkTarget != "a/b/f.txt" || got["/home/user/a"].Type != "FILE_TYPE_DIRECTORY" {
+	if got["/home/user/a/b/f.txt"].Size != "5" || got["/home/user/link"].Type != "FILE_TYPE_FILE" ||
+		got["/home/user/link"].SymlinkTarget != "/home/user/a/b/f.txt" || got["/home/user/a"].Type != "FILE_TYPE_DIRECTORY" {
 		t.Fatalf("list: %s", mustJSON(t, listed))
 	}
 	c.rpc(sb, "filesystem.Filesystem/ListDir", map[string]any{"path": "/home/user", "depth": 1}, &listed)

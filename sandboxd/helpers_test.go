@@ -239,6 +239,22 @@ func (c *client) openStream(sb sandboxBody, procedure string, msg any, hdr map[s
 // next returns the next event, or nil at the end of the stream.
 func (s *stream) next() *procEvent {
 	s.t.Helper()
+	msg := s.message()
+	if msg == nil {
+		return nil
+	}
+	var m struct {
+		Event procEvent `json:"event"`
+	}
+	if err := json.Unmarshal(msg, &m); err != nil {
+		s.t.Fatalf("stream message %s: %v", msg, err)
+	}
+	return &m.Event
+}
+
+// message returns the next message of any stream, or nil at its end (the trailer kept).
+func (s *stream) message() []byte {
+	s.t.Helper()
 	var hdr [5]byte
 	if _, err := io.ReadFull(s.r, hdr[:]); err != nil {
 		s.t.Fatalf("stream: %v", err)
@@ -251,13 +267,7 @@ func (s *stream) next() *procEvent {
 		s.trailer = msg
 		return nil
 	}
-	var m struct {
-		Event procEvent `json:"event"`
-	}
-	if err := json.Unmarshal(msg, &m); err != nil {
-		s.t.Fatalf("stream message %s: %v", msg, err)
-	}
-	return &m.Event
+	return msg
 }
 
 func (s *stream) close() { s.body.Close() }

@@ -429,11 +429,8 @@ func (s *Server) lose(id string) error {
 // removeLocked stops a sandbox and deletes it and its files; record, called with s.mu held,
 // records the event of its end (or none).
 func (s *Server) removeLocked(sb *sandbox, record func() *event) {
-	if sb.vm != nil {
-		sb.vm.Kill()
-		sb.vm = nil
-	}
-	s.proxy.forget()
+	// Gone first, then stopped: a client whose command stream breaks as the processes die
+	// asks at once whether the sandbox is still there, and must hear that it is not.
 	s.mu.Lock()
 	sb.gone = true
 	if sb.timer != nil {
@@ -443,6 +440,11 @@ func (s *Server) removeLocked(sb *sandbox, record func() *event) {
 	s.byStart.remove(sb)
 	ev := record()
 	s.mu.Unlock()
+	if sb.vm != nil {
+		sb.vm.Kill()
+		sb.vm = nil
+	}
+	s.proxy.forget()
 	s.removeSandboxFiles(sb.id)
 	s.deliverEvent(ev)
 }

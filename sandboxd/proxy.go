@@ -132,7 +132,9 @@ func (p *sandboxProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rec.State == store.StatePaused {
 		canResume := rec.AutoResume && rec.Snapshot == store.SnapshotMemory
 		if !canResume {
-			wire.ProxyFailure(w, r, http.StatusConflict, id, "The sandbox is paused", map[string]any{"canAutoResume": false})
+			// The provider's proxy answers a paused sandbox it may not resume with its
+			// not-found error: the SDKs' isRunning reads only a 502 as "not running".
+			wire.ProxyFailure(w, r, http.StatusBadGateway, id, "The sandbox was not found", nil)
 			return
 		}
 		timeout := time.Duration(max(rec.ResumeTimeout, 1)) * time.Second

@@ -38,7 +38,7 @@ func TestMemoryPauseKeepsProcessState(t *testing.T) {
 			t.Fatalf("before pause: %q", got)
 		}
 		c.must(204, "POST", "/sandboxes/"+sb.SandboxID+"/pause", map[string]any{"memory": true}, nil)
-		if status, body := c.preview(sb.SandboxID, port); status != 409 || !strings.Contains(body, "The sandbox is paused") {
+		if status, body := c.preview(sb.SandboxID, port); status != 502 || !strings.Contains(body, "The sandbox was not found") {
 			t.Fatalf("paused sandbox answered %d %s", status, body)
 		}
 		c.must(201, "POST", "/sandboxes/"+sb.SandboxID+"/connect", map[string]any{"timeout": 60}, nil)

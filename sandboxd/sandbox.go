@@ -32,6 +32,9 @@ type sandbox struct {
 	// vm is the running machine (guarded by op for replacement, by its own
 	// lock inside); nil when nothing has run yet or after a filesystem pause.
 	vm *machine.Machine
+	// metrics are the samples of the sandbox's runs (metrics.go).
+	metricsMu sync.Mutex
+	metrics   []metricSample
 }
 
 // now is the one clock of sandboxd: UTC, microsecond precision, so that times

@@ -240,6 +240,7 @@ func (s *Server) Start() error {
 	go s.serve(s.apiSrv, s.apiLn, "api")
 	go s.serve(s.sbxSrv, s.sbxLn, "sandbox")
 	s.deliver.start()
+	go s.sampleMetrics()
 	s.log.Info("sandboxd listening", "api_url", s.APIURL(), "sandbox_url", s.SandboxURL(), "state_dir", s.cfg.StateDir)
 	return nil
 }

@@ -143,9 +143,19 @@ func (s *Server) envdAuth(w http.ResponseWriter, r *http.Request, signable bool)
 	if rec.AccessToken != "" {
 		token := r.Header.Get("X-Access-Token")
 		okToken := subtle.ConstantTimeCompare([]byte(token), []byte(rec.AccessToken)) == 1
-		if !okToken && !(signable && validFileSignature(r, rec.AccessToken)) {
+		switch {
+		case okToken:
+		case !signable:
 			wire.WriteError(w, http.StatusUnauthorized, envdUnauthorized)
 			return nil, false
+		case token != "":
+			wire.WriteError(w, http.StatusUnauthorized, "access token present in header but does not match")
+			return nil, false
+		default:
+			if msg := fileSignatureError(r, rec.AccessToken); msg != "" {
+				wire.WriteError(w, http.StatusUnauthorized, msg)
+				return nil, false
+			}
 		}
 	}
 	return &envdRequest{rec: rec, user: user}, true
@@ -163,17 +173,19 @@ func fileSignature(p, operation, user, token string, expiration int64) string {
 	return "v1_" + base64.RawStdEncoding.EncodeToString(sum[:])
 }
 
-func validFileSignature(r *http.Request, token string) bool {
+// fileSignatureError checks a file transfer's signature as envd does, in envd's order and
+// words ("" when it is good): its absence, its match, then its expiry.
+func fileSignatureError(r *http.Request, token string) string {
 	q := r.URL.Query()
 	sig := q.Get("signature")
 	if sig == "" {
-		return false
+		return "missing signature query parameter"
 	}
 	var exp int64
 	if v := q.Get("signature_expiration"); v != "" {
 		var err error
-		if exp, err = strconv.ParseInt(v, 10, 64); err != nil || time.Now().Unix() > exp {
-			return false
+		if exp, err = strconv.ParseInt(v, 10, 64); err != nil {
+			return "invalid signature"
 		}
 	}
 	op := "read"
@@ -181,7 +193,13 @@ func validFileSignature(r *http.Request, token string) bool {
 		op = "write"
 	}
 	want := fileSignature(q.Get("path"), op, q.Get("username"), token, exp)
-	return subtle.ConstantTimeCompare([]byte(sig), []byte(want)) == 1
+	if subtle.ConstantTimeCompare([]byte(sig), []byte(want)) != 1 {
+		return "invalid signature"
+	}
+	if exp != 0 && exp < time.Now().Unix() {
+		return "signature is already expired"
+	}
+	return ""
 }
 
 // fileError answers a file operation's error with envd's statuses.
@@ -238,9 +256,28 @@ func (s *Server) handleFileRead(w http.ResponseWriter, r *http.Request, er *envd
 }
 
 type writtenFile struct {
-	Path string `json:"path"`
-	Name string `json:"name"`
-	Type string `json:"type"`
+	Path     string            `json:"path"`
+	Name     string            `json:"name"`
+	Type     string            `json:"type"`
+	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+// metadataHeaderPrefix marks the request headers that carry a file's metadata, as envd reads
+// them: the rest of the name, lowercased, is the key; the first value counts.
+const metadataHeaderPrefix = "X-Metadata-"
+
+func uploadMetadata(h http.Header) map[string]string {
+	var md map[string]string
+	for name, values := range h {
+		if len(values) == 0 || len(name) < len(metadataHeaderPrefix) || !strings.EqualFold(name[:len(metadataHeaderPrefix)], metadataHeaderPrefix) {
+			continue
+		}
+		if md == nil {
+			md = map[string]string{}
+		}
+		md[strings.ToLower(name[len(metadataHeaderPrefix):])] = values[0]
+	}
+	return md
 }
 
 func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request, er *envdRequest) {
@@ -250,13 +287,24 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request, er *env
 	}
 	queryPath := r.URL.Query().Get("path")
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	md := uploadMetadata(r.Header)
+	if err := machine.ValidateMetadata(md); err != nil {
+		wire.WriteError(w, http.StatusBadRequest, "invalid metadata: "+err.Error())
+		return
+	}
 	var out []writtenFile
 	// write answers the request itself when it fails.
 	write := func(raw string, body io.Reader) bool {
 		p := machine.CleanSandboxPath(raw)
 		f, err := files.Create(p)
+		var stored map[string]string
 		if err == nil {
 			_, err = io.Copy(f, body)
+			if err == nil {
+				// Every upload replaces the file's metadata, none included.
+				err = machine.WriteMetadata(f, md)
+			}
+			stored = machine.FileMetadata(f)
 			if cerr := f.Close(); err == nil {
 				err = cerr
 			}
@@ -265,7 +313,7 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request, er *env
 			fileError(w, p, err)
 			return false
 		}
-		out = append(out, writtenFile{Path: p, Name: path.Base(p), Type: "file"})
+		out = append(out, writtenFile{Path: p, Name: path.Base(p), Type: "file", Metadata: stored})
 		return true
 	}
 	switch ct {
@@ -334,13 +382,22 @@ func (s *Server) handleEnvs(w http.ResponseWriter, r *http.Request, er *envdRequ
 	wire.WriteJSON(w, http.StatusOK, wire.NonNil(er.rec.EnvVars))
 }
 
-// handleEnvdMetrics reports the sandbox's size (its limits where they are in
-// force): sandboxd does not measure usage.
+// handleEnvdMetrics reports the sandbox's size (its limits where they are in force) and what
+// it uses now, as its cgroup and disk count it (docs/sandboxd.md); envd's CPU share needs two
+// readings, which the control plane's metrics have.
 func (s *Server) handleEnvdMetrics(w http.ResponseWriter, r *http.Request, er *envdRequest) {
+	var u machine.Usage
+	if m := s.sbx.Current(er.rec.ID); m != nil {
+		u = m.Usage()
+	}
+	diskTotal := int64(s.cfg.DiskMB) << 20
+	if u.DiskSize > 0 {
+		diskTotal = u.DiskSize
+	}
 	wire.WriteJSON(w, http.StatusOK, map[string]any{
 		"ts": time.Now().Unix(), "cpu_count": machine.CPUCount, "cpu_used_pct": 0,
-		"mem_total": s.cfg.MemoryMB << 20, "mem_used": 0, "mem_cache": 0,
-		"mem_total_mib": s.cfg.MemoryMB, "mem_used_mib": 0,
-		"disk_used": 0, "disk_total": s.cfg.DiskMB << 20,
+		"mem_total": s.cfg.MemoryMB << 20, "mem_used": u.MemUsed, "mem_cache": u.MemCache,
+		"mem_total_mib": s.cfg.MemoryMB, "mem_used_mib": u.MemUsed >> 20,
+		"disk_used": u.DiskUsed, "disk_total": diskTotal,
 	})
 }

@@ -5,7 +5,9 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
+	"path"
 	"syscall"
+	"time"
 
 	"sandman/sandboxd/machine"
 	"sandman/sandboxd/wire"
@@ -23,6 +25,8 @@ func (s *Server) filesystemMethod(method string) envdHandlerFunc {
 		return s.rpcListDir
 	case "Remove":
 		return s.rpcRemove
+	case "WatchDir":
+		return s.rpcWatchDir
 	}
 	return func(w http.ResponseWriter, r *http.Request, _ *envdRequest) {
 		writeRPCError(w, rpcErr("unimplemented", "filesystem.Filesystem/%s is not implemented by sandboxd", method))
@@ -154,9 +158,92 @@ func (s *Server) rpcRemove(w http.ResponseWriter, r *http.Request, er *envdReque
 		writeRPCError(w, rpcErr("permission_denied", "cannot remove %s", p))
 		return
 	}
-	if err := files.Remove(p); err != nil {
+	// As envd's: removing what is not there is done already.
+	if err := files.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		writeRPCError(w, fsRPCError(p, err))
 		return
 	}
 	wire.WriteJSON(w, http.StatusOK, struct{}{})
+}
+
+type watchDirResponse struct {
+	Start      *struct{}        `json:"start,omitempty"`
+	Filesystem *filesystemEvent `json:"filesystem,omitempty"`
+	Keepalive  *struct{}        `json:"keepalive,omitempty"`
+}
+
+type filesystemEvent struct {
+	machine.WatchEvent
+	Entry *machine.EntryInfo `json:"entry,omitempty"`
+}
+
+// rpcWatchDir streams the changes in a directory as envd does: a start event once the watch
+// is in place, then one event per change, keepalives while nothing changes.
+func (s *Server) rpcWatchDir(w http.ResponseWriter, r *http.Request, er *envdRequest) {
+	sw := newStreamWriter(w)
+	var req struct {
+		Path         string `json:"path"`
+		Recursive    bool   `json:"recursive"`
+		IncludeEntry bool   `json:"includeEntry"`
+		// allowNetworkMounts changes nothing: a sandbox has no network filesystem.
+	}
+	if e := decodeStreamRequest(r, &req); e != nil {
+		sw.end(e)
+		return
+	}
+	m, _, e := s.runningMachine(er.rec.ID)
+	if e != nil {
+		sw.end(e)
+		return
+	}
+	files := m.Files()
+	p := machine.CleanSandboxPath(req.Path)
+	watch, err := files.Watch(p, req.Recursive)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		sw.end(rpcErr("not_found", "path %s not found: %v", p, err))
+		return
+	case machine.IsErrno(err, syscall.ENOTDIR):
+		sw.end(rpcErr("invalid_argument", "path %s not a directory", p))
+		return
+	case err != nil:
+		sw.end(rpcErr("internal", "error watching path %s: %v", p, err))
+		return
+	}
+	defer watch.Close()
+	if err := sw.send(watchDirResponse{Start: &struct{}{}}); err != nil {
+		return
+	}
+	interval := s.keepalive(r)
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-ticker.C:
+			if err := sw.send(watchDirResponse{Keepalive: &struct{}{}}); err != nil {
+				return
+			}
+		case evs, ok := <-watch.Events:
+			if !ok {
+				sw.end(rpcErr("internal", "the watch of %s ended", p))
+				return
+			}
+			for _, ev := range evs {
+				fe := &filesystemEvent{WatchEvent: ev}
+				// Only for what still exists at its path, as envd: a removed or renamed-away
+				// entry's path may already hold another.
+				if req.IncludeEntry && (ev.Type == "EVENT_TYPE_CREATE" || ev.Type == "EVENT_TYPE_WRITE" || ev.Type == "EVENT_TYPE_CHMOD") {
+					if e, err := files.Entry(path.Join(p, ev.Name)); err == nil {
+						fe.Entry = &e
+					}
+				}
+				if err := sw.send(watchDirResponse{Filesystem: fe}); err != nil {
+					return
+				}
+			}
+			ticker.Reset(interval)
+		}
+	}
 }

@@ -54,9 +54,24 @@ func (sel processSelector) find(m *machine.Machine) (*machine.Process, *rpcError
 	return nil, rpcErr("not_found", "process not found")
 }
 
+// ptyRequest is envd's PTY message.
+type ptyRequest struct {
+	Size struct {
+		Cols flexUint32 `json:"cols"`
+		Rows flexUint32 `json:"rows"`
+	} `json:"size"`
+}
+
+func (r ptyRequest) size() (machine.PtySize, *rpcError) {
+	if r.Size.Cols == 0 || r.Size.Rows == 0 || r.Size.Cols > 0xffff || r.Size.Rows > 0xffff {
+		return machine.PtySize{}, rpcErr("invalid_argument", "pty size %dx%d: columns and rows must be 1 to 65535", r.Size.Cols, r.Size.Rows)
+	}
+	return machine.PtySize{Cols: uint16(r.Size.Cols), Rows: uint16(r.Size.Rows)}, nil
+}
+
 type startRequest struct {
 	Process machine.ProcessConfig `json:"process"`
-	Pty     json.RawMessage       `json:"pty"`
+	Pty     *ptyRequest           `json:"pty"`
 	Tag     *string               `json:"tag"`
 	Stdin   *bool                 `json:"stdin"`
 }
@@ -79,6 +94,8 @@ func (s *Server) processMethod(method string) envdHandlerFunc {
 		return s.rpcSendInput
 	case "CloseStdin":
 		return s.rpcCloseStdin
+	case "Update":
+		return s.rpcUpdate
 	}
 	return func(w http.ResponseWriter, r *http.Request, _ *envdRequest) {
 		writeRPCError(w, rpcErr("unimplemented", "process.Process/%s is not implemented by sandboxd", method))
@@ -132,9 +149,13 @@ func (s *Server) rpcStart(w http.ResponseWriter, r *http.Request, er *envdReques
 		sw.end(e)
 		return
 	}
-	if len(req.Pty) > 0 && string(req.Pty) != "null" {
-		sw.end(rpcErr("unimplemented", "pty is not supported by sandboxd"))
-		return
+	var size machine.PtySize
+	if req.Pty != nil {
+		var e *rpcError
+		if size, e = req.Pty.size(); e != nil {
+			sw.end(e)
+			return
+		}
 	}
 	if req.Process.Cmd == "" {
 		sw.end(rpcErr("invalid_argument", "process.cmd is required"))
@@ -164,7 +185,14 @@ func (s *Server) rpcStart(w http.ResponseWriter, r *http.Request, er *envdReques
 	}
 	openStdin := req.Stdin == nil || *req.Stdin
 	env := processEnv(rec, m, er.user, req.Process.Envs)
-	p, sub, err := m.StartProcess(req.Process, req.Tag, openStdin, env, cwd, timeout)
+	var p *machine.Process
+	var sub *machine.Subscriber
+	var err error
+	if req.Pty != nil {
+		p, sub, err = m.StartPty(req.Process, req.Tag, size, env, cwd, timeout)
+	} else {
+		p, sub, err = m.StartProcess(req.Process, req.Tag, openStdin, env, cwd, timeout)
+	}
 	if err != nil {
 		sw.end(rpcErr("invalid_argument", "error starting process '%s': %v", req.Process.Cmd, err))
 		return
@@ -181,10 +209,7 @@ func (s *Server) rpcStart(w http.ResponseWriter, r *http.Request, er *envdReques
 // process keeps running when the client leaves, as with envd.
 func (s *Server) pump(r *http.Request, sw *streamWriter, p *machine.Process, sub *machine.Subscriber) {
 	defer p.Unsubscribe(sub)
-	interval := s.cfg.KeepaliveMax
-	if v, err := strconv.Atoi(r.Header.Get("Keepalive-Ping-Interval")); err == nil && v > 0 {
-		interval = min(time.Duration(v)*time.Second, interval)
-	}
+	interval := s.keepalive(r)
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	ctx := r.Context()
@@ -197,6 +222,11 @@ func (s *Server) pump(r *http.Request, sw *streamWriter, p *machine.Process, sub
 				sw.end(nil)
 				return
 			}
+			if ev.Lost {
+				// Break the stream, with no end message: the client sees its connection
+				// cut as when a sandbox of the provider goes.
+				panic(http.ErrAbortHandler)
+			}
 			if err := sw.send(processEventMsg{Event: ev}); err != nil {
 				return
 			}
@@ -207,6 +237,16 @@ func (s *Server) pump(r *http.Request, sw *streamWriter, p *machine.Process, sub
 			}
 		}
 	}
+}
+
+// keepalive is the interval between keepalives of a stream: the client's
+// Keepalive-Ping-Interval, capped.
+func (s *Server) keepalive(r *http.Request) time.Duration {
+	interval := s.cfg.KeepaliveMax
+	if v, err := strconv.Atoi(r.Header.Get("Keepalive-Ping-Interval")); err == nil && v > 0 {
+		interval = min(time.Duration(v)*time.Second, interval)
+	}
+	return interval
 }
 
 func (s *Server) rpcConnect(w http.ResponseWriter, r *http.Request, er *envdRequest) {
@@ -312,7 +352,11 @@ func (s *Server) rpcSendInput(w http.ResponseWriter, r *http.Request, er *envdRe
 		return
 	}
 	if req.Input.Pty != nil {
-		writeRPCError(w, rpcErr("failed_precondition", "tty not assigned to process"))
+		if err := p.WritePty(req.Input.Pty); err != nil {
+			writeRPCError(w, rpcErr("failed_precondition", "%v", err))
+			return
+		}
+		wire.WriteJSON(w, http.StatusOK, struct{}{})
 		return
 	}
 	if err := p.WriteStdin(req.Input.Stdin); err != nil {
@@ -336,5 +380,34 @@ func (s *Server) rpcCloseStdin(w http.ResponseWriter, r *http.Request, er *envdR
 		return
 	}
 	p.CloseStdin()
+	wire.WriteJSON(w, http.StatusOK, struct{}{})
+}
+
+// rpcUpdate resizes a command's terminal, envd's only update.
+func (s *Server) rpcUpdate(w http.ResponseWriter, r *http.Request, er *envdRequest) {
+	var req struct {
+		Process processSelector `json:"process"`
+		Pty     *ptyRequest     `json:"pty"`
+	}
+	if e := decodeUnary(r, &req); e != nil {
+		writeRPCError(w, e)
+		return
+	}
+	p, e := req.Process.find(s.sbx.Current(er.rec.ID))
+	if e != nil {
+		writeRPCError(w, e)
+		return
+	}
+	if req.Pty != nil {
+		size, e := req.Pty.size()
+		if e != nil {
+			writeRPCError(w, e)
+			return
+		}
+		if err := p.Resize(size); err != nil {
+			writeRPCError(w, rpcErr("failed_precondition", "%v", err))
+			return
+		}
+	}
 	wire.WriteJSON(w, http.StatusOK, struct{}{})
 }

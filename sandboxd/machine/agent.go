@@ -242,6 +242,9 @@ func (a *agent) serve(f *os.File) {
 	case opSpawn:
 		a.spawn(c, req, fds)
 		return
+	case opWatch:
+		watchFor(c, req)
+		return
 	case opSignal:
 		err = signalTree(req.Pid, syscall.Signal(req.Signal), req.Tree)
 	case opSignalAll:
@@ -311,7 +314,17 @@ func (a *agent) serve(f *os.File) {
 // stdio, answers with its pid, and, on the same connection, with its exit.
 func (a *agent) spawn(c *net.UnixConn, req agentRequest, fds []*os.File) {
 	fail := func(err error) { _ = writeFrame(c, agentResponse{Err: toAgentError(err)}) }
-	if len(fds) != 3 {
+	var master *os.File
+	if req.Pty != nil && len(fds) == 0 {
+		m, peer, err := openPTY(*req.Pty)
+		if err != nil {
+			fail(err)
+			return
+		}
+		master, fds = m, []*os.File{peer}
+		defer master.Close()
+	}
+	if len(fds) != 3 && master == nil {
 		fail(fmt.Errorf("spawn needs 3 descriptors, got %d", len(fds)))
 		return
 	}
@@ -322,9 +335,14 @@ func (a *agent) spawn(c *net.UnixConn, req agentRequest, fds []*os.File) {
 	}
 	attr := &syscall.ProcAttr{
 		Dir: req.Cwd, Env: req.Env,
-		Files: []uintptr{fds[0].Fd(), fds[1].Fd(), fds[2].Fd()},
 		// Its own group, so that "kill 0" in one command spares the others.
 		Sys: &syscall.SysProcAttr{Setpgid: true},
+	}
+	if master != nil {
+		attr.Files = []uintptr{fds[0].Fd(), fds[0].Fd(), fds[0].Fd()}
+		attr.Sys = ptyAttr()
+	} else {
+		attr.Files = []uintptr{fds[0].Fd(), fds[1].Fd(), fds[2].Fd()}
 	}
 	a.mu.Lock()
 	pid, err := syscall.ForkExec(argv0, append([]string{req.Cmd}, req.Args...), attr)
@@ -339,12 +357,44 @@ func (a *agent) spawn(c *net.UnixConn, req agentRequest, fds []*os.File) {
 		fail(&fs.PathError{Op: "exec", Path: req.Cmd, Err: err})
 		return
 	}
-	if err := writeFrame(c, agentResponse{Pid: pid}); err != nil {
+	var out []*os.File
+	if master != nil {
+		out = append(out, master)
+	}
+	if err := writeFrame(c, agentResponse{Pid: pid}, out...); err != nil {
 		return
 	}
 	ws := <-done
 	exit := exitFromWaitStatus(ws)
 	_ = writeFrame(c, agentResponse{Exit: &exit})
+}
+
+// watchFor watches req.Path inside the sandbox and sends sandboxd its changes on c until
+// sandboxd closes c (its read here then ends) or the directory goes.
+func watchFor(c *net.UnixConn, req agentRequest) {
+	t, err := newInotifyTree(req.Path, req.Tree)
+	if err != nil {
+		_ = writeFrame(c, agentResponse{Err: toAgentError(err)})
+		return
+	}
+	defer t.close()
+	if err := writeFrame(c, agentResponse{}); err != nil {
+		return
+	}
+	go func() {
+		var b [1]byte
+		_, _ = c.Read(b[:])
+		t.close()
+	}()
+	for {
+		evs, err := t.next()
+		if len(evs) > 0 && writeFrame(c, agentResponse{Events: evs}) != nil {
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // lookPath finds cmd the way execvp would with the command's own PATH.
@@ -459,7 +509,16 @@ func (a *agent) entry(p string) (EntryInfo, error) {
 	if err != nil {
 		return EntryInfo{}, err
 	}
-	return newEntry(p, fi, func() (string, error) { return os.Readlink(p) }, a.names), nil
+	e := newEntry(p, fi, func() (string, fs.FileInfo, error) {
+		t, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			return "", nil, err
+		}
+		tfi, err := os.Stat(t)
+		return t, tfi, err
+	}, a.names)
+	e.Metadata = pathMetadata(p)
+	return e, nil
 }
 
 // names names a file's owner and group as the sandbox's own /etc/passwd and

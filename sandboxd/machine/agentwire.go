@@ -45,6 +45,7 @@ const (
 	opMove      = "move"      // path to dest → entry of dest
 	opList      = "list"      // → entries, depth levels deep
 	opRemove    = "remove"
+	opWatch     = "watch" // path (tree: recursive) → ready, then batches of events until either side closes
 )
 
 type agentRequest struct {
@@ -60,17 +61,21 @@ type agentRequest struct {
 	Args   []string `json:"args,omitempty"`
 	Env    []string `json:"env,omitempty"`
 	Cwd    string   `json:"cwd,omitempty"`
+	// Pty, for a spawn, runs the command on a new terminal of the sandbox (no descriptors
+	// sent); the pid's answer carries the terminal's master.
+	Pty *PtySize `json:"pty,omitempty"`
 }
 
 type agentResponse struct {
-	Err     *agentError `json:"err,omitempty"`
-	Ready   bool        `json:"ready,omitempty"`
-	Pid     int         `json:"pid,omitempty"`
-	Size    int64       `json:"size,omitempty"`
-	IsDir   bool        `json:"isDir,omitempty"`
-	Entry   *EntryInfo  `json:"entry,omitempty"`
-	Entries []EntryInfo `json:"entries,omitempty"`
-	Exit    *exitInfo   `json:"exit,omitempty"`
+	Err     *agentError  `json:"err,omitempty"`
+	Ready   bool         `json:"ready,omitempty"`
+	Pid     int          `json:"pid,omitempty"`
+	Size    int64        `json:"size,omitempty"`
+	IsDir   bool         `json:"isDir,omitempty"`
+	Entry   *EntryInfo   `json:"entry,omitempty"`
+	Entries []EntryInfo  `json:"entries,omitempty"`
+	Exit    *exitInfo    `json:"exit,omitempty"`
+	Events  []WatchEvent `json:"events,omitempty"`
 }
 
 // agentError carries an errno across the wire so that errors.Is(err,

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -65,6 +66,9 @@ type FileOps interface {
 	List(p string, depth int) ([]EntryInfo, error)
 	// Remove deletes p and everything below it.
 	Remove(p string) error
+	// Watch reports changes in directory p (with recursive, in every directory below it)
+	// until closed; a missing p is fs.ErrNotExist, a file ENOTDIR.
+	Watch(p string, recursive bool) (*Watch, error)
 }
 
 // IsProtectedPath reports the paths no client may remove: the roots of the
@@ -149,13 +153,6 @@ func (p *fsPath) openFile() (*os.File, error) {
 	return os.Open(p.host)
 }
 
-func (p *fsPath) readlink() (string, error) {
-	if p.root != nil {
-		return p.root.Readlink(p.rel)
-	}
-	return os.Readlink(p.host)
-}
-
 // child resolves a name inside directory p.
 func (p *fsPath) child(name string) *fsPath {
 	c := *p
@@ -173,7 +170,46 @@ func (p *fsPath) entry() (EntryInfo, error) {
 	if err != nil {
 		return EntryInfo{}, err
 	}
-	return newEntry(p.display, fi, p.readlink, func(uid, gid uint32) (string, string) { return idName(uid), idName(gid) }), nil
+	e := newEntry(p.display, fi, p.resolveLink, func(uid, gid uint32) (string, string) { return idName(uid), idName(gid) })
+	e.Metadata = p.metadata()
+	return e, nil
+}
+
+// resolveLink resolves the symlink p inside its root, as the sandbox would see it.
+func (p *fsPath) resolveLink() (string, fs.FileInfo, error) {
+	if p.root == nil {
+		t, err := filepath.EvalSymlinks(p.host)
+		if err != nil {
+			return "", nil, err
+		}
+		fi, err := os.Stat(t)
+		return t, fi, err
+	}
+	target, err := p.root.Readlink(p.rel)
+	if err != nil {
+		return "", nil, err
+	}
+	if !path.IsAbs(target) {
+		target = path.Join(path.Dir(p.display), target)
+	}
+	fi, err := p.stat()
+	return path.Clean(target), fi, err
+}
+
+// metadata reads p's metadata through a descriptor opened inside its root, so that no
+// symlink takes the read out of the sandbox's directories. Only files and directories:
+// opening a FIFO would block.
+func (p *fsPath) metadata() map[string]string {
+	fi, err := p.stat()
+	if err != nil || !(fi.Mode().IsRegular() || fi.IsDir()) {
+		return nil
+	}
+	f, err := p.openFile()
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	return FileMetadata(f)
 }
 
 // sub returns the resolved path of q, a path below p.display.
@@ -337,6 +373,8 @@ func listTree(p string, depth int, readDir func(string) ([]string, error), entry
 		if err != nil {
 			return err
 		}
+		// envd lists by name, parents before their children.
+		slices.Sort(names)
 		for _, name := range names {
 			e, err := entry(path.Join(dir, name))
 			if err != nil {
@@ -370,28 +408,46 @@ type EntryInfo struct {
 	Group         string    `json:"group"`
 	ModifiedTime  time.Time `json:"modifiedTime"`
 	SymlinkTarget *string   `json:"symlinkTarget,omitempty"`
+	// Metadata is the file's user.e2b.* extended attributes, prefix stripped.
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
-// newEntry describes fi (an lstat result) found at display.
-func newEntry(display string, fi fs.FileInfo, readlink func() (string, error), names func(uid, gid uint32) (string, string)) EntryInfo {
+// newEntry describes fi (an lstat result) found at display. A symlink is described as envd
+// does: its target resolved to an absolute path (the link's own path when it cannot be
+// resolved), with the target's type and mode; resolve answers both.
+func newEntry(display string, fi fs.FileInfo, resolve func() (string, fs.FileInfo, error), names func(uid, gid uint32) (string, string)) EntryInfo {
 	e := EntryInfo{
 		Name: path.Base(display), Path: display, Size: strconv.FormatInt(fi.Size(), 10),
 		Mode: uint32(fi.Mode().Perm()), Permissions: fi.Mode().String(), Owner: "root", Group: "root",
-		ModifiedTime: fi.ModTime().UTC(), Type: "FILE_TYPE_FILE",
+		ModifiedTime: fi.ModTime().UTC(), Type: fileType(fi),
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		e.Owner, e.Group = names(st.Uid, st.Gid)
 	}
-	switch {
-	case fi.Mode()&fs.ModeSymlink != 0:
-		e.Type = "FILE_TYPE_SYMLINK"
-		if t, err := readlink(); err == nil {
-			e.SymlinkTarget = &t
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		target, tfi, err := resolve()
+		if target == "" {
+			target = display
 		}
-	case fi.IsDir():
-		e.Type = "FILE_TYPE_DIRECTORY"
+		e.SymlinkTarget = &target
+		e.Type, e.Mode = "FILE_TYPE_UNSPECIFIED", 0
+		if err == nil {
+			e.Type, e.Mode = fileType(tfi), uint32(tfi.Mode().Perm())
+		}
 	}
 	return e
+}
+
+func fileType(fi fs.FileInfo) string {
+	switch {
+	case fi.Mode().IsRegular():
+		return "FILE_TYPE_FILE"
+	case fi.IsDir():
+		return "FILE_TYPE_DIRECTORY"
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return "FILE_TYPE_SYMLINK"
+	}
+	return "FILE_TYPE_UNSPECIFIED"
 }
 
 // idName names a uid or gid without isolation: commands run as sandboxd's

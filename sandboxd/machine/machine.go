@@ -16,6 +16,8 @@ type Backend interface {
 	// spawn starts cmd with stdio as its stdin, stdout and stderr (the
 	// backend closes them) and returns its pid and a wait for its end.
 	spawn(spec spawnSpec, stdio [3]*os.File) (pid int, wait func() exitInfo, err error)
+	// spawnPty starts cmd on a new terminal of size and returns the terminal's master.
+	spawnPty(spec spawnSpec, size PtySize) (pid int, master *os.File, wait func() exitInfo, err error)
 	// signal sends sig to pid and every process below it.
 	signal(pid int, sig syscall.Signal) error
 	// dial connects to a port of the sandbox's loopback.
@@ -29,6 +31,7 @@ type Backend interface {
 	done() <-chan struct{}
 	// Home is HOME as the sandbox's commands see it.
 	Home() string
+	usage() Usage
 }
 
 // spawnSpec is a command to start; cwd is a path as the sandbox sees it.
@@ -171,7 +174,31 @@ func (m *Machine) StartProcess(cfg ProcessConfig, tag *string, openStdin bool, e
 		}
 		return nil, nil, err
 	}
-	p.run(outR, errR, wait, timeout)
+	p.run([]output{{outR, outStdout}, {errR, outStderr}}, wait, timeout)
+	return p, first, nil
+}
+
+// StartPty starts a command on a new terminal of size, as envd's Start with a pty: its
+// output and input are the terminal's.
+func (m *Machine) StartPty(cfg ProcessConfig, tag *string, size PtySize, env []string, cwd string, timeout time.Duration) (*Process, *Subscriber, error) {
+	p := &Process{Config: cfg, Tag: tag, m: m, done: make(chan struct{}), subs: map[*Subscriber]struct{}{}}
+	first := p.Subscribe()
+	m.mu.Lock()
+	if m.killed || m.frozen {
+		m.mu.Unlock()
+		return nil, nil, errStopping
+	}
+	pid, master, wait, err := m.b.spawnPty(spawnSpec{cmd: cfg.Cmd, args: cfg.Args, env: env, cwd: cwd}, size)
+	if err == nil {
+		p.Pid = uint32(pid)
+		p.pty = master
+		m.procs[p.Pid] = p
+	}
+	m.mu.Unlock()
+	if err != nil {
+		return nil, nil, err
+	}
+	p.run([]output{{master, outPty}}, wait, timeout)
 	return p, first, nil
 }
 

@@ -499,7 +499,32 @@ func (b *nsBackend) spawn(spec spawnSpec, stdio [3]*os.File) (int, func() exitIn
 		return 0, nil, err
 	}
 	closeAll(fds)
-	wait := func() exitInfo {
+	return resp.Pid, b.waitExit(c), nil
+}
+
+func (b *nsBackend) spawnPty(spec spawnSpec, size PtySize) (int, *os.File, func() exitInfo, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), agentTimeout)
+	defer cancel()
+	resp, fds, c, err := b.call(ctx, agentRequest{Op: opSpawn, Cmd: spec.cmd, Args: spec.args, Env: spec.env, Cwd: spec.cwd, Pty: &size})
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	if len(fds) != 1 {
+		closeAll(fds)
+		c.Close()
+		return 0, nil, nil, fmt.Errorf("sandbox agent: %d descriptors for a terminal, want 1", len(fds))
+	}
+	master, err := pollable(fds[0])
+	if err != nil {
+		c.Close()
+		return 0, nil, nil, err
+	}
+	return resp.Pid, master, b.waitExit(c), nil
+}
+
+// waitExit waits for spawn's second answer on c, the command's exit.
+func (b *nsBackend) waitExit(c *net.UnixConn) func() exitInfo {
+	return func() exitInfo {
 		defer c.Close()
 		var end agentResponse
 		fds, err := readFrame(c, &end)
@@ -510,7 +535,6 @@ func (b *nsBackend) spawn(spec spawnSpec, stdio [3]*os.File) (int, func() exitIn
 		}
 		return *end.Exit
 	}
-	return resp.Pid, wait, nil
 }
 
 func (b *nsBackend) signal(pid int, sig syscall.Signal) error {
@@ -705,6 +729,31 @@ func (a agentFiles) List(p string, depth int) ([]EntryInfo, error) {
 		resp.Entries = []EntryInfo{}
 	}
 	return resp.Entries, err
+}
+
+func (a agentFiles) Watch(p string, recursive bool) (*Watch, error) {
+	ctx, cancel := a.ctx()
+	defer cancel()
+	_, fds, c, err := a.b.call(ctx, agentRequest{Op: opWatch, Path: p, Tree: recursive})
+	if err != nil {
+		return nil, err
+	}
+	closeAll(fds)
+	// Closing c ends the agent's watch, and the read below.
+	w, ch := newWatch(func() { c.Close() })
+	go func() {
+		defer close(ch)
+		defer c.Close()
+		for {
+			var resp agentResponse
+			fds, err := readFrame(c, &resp)
+			closeAll(fds)
+			if err != nil || !w.deliver(ch, resp.Events) {
+				return
+			}
+		}
+	}()
+	return w, nil
 }
 
 func (a agentFiles) Remove(p string) error {

@@ -89,6 +89,39 @@ func (b *plainBackend) spawn(spec spawnSpec, stdio [3]*os.File) (int, func() exi
 	return c.Process.Pid, wait, nil
 }
 
+// spawnPty starts a command on a terminal of the host's, in the sandbox's process group (so
+// that a kill reaches it) rather than a session of its own: without isolation a sandbox is
+// trusted code, and bash runs without job control.
+func (b *plainBackend) spawnPty(spec spawnSpec, size PtySize) (int, *os.File, func() exitInfo, error) {
+	dir, err := b.hostPath(spec.cwd)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	master, peer, err := openPTY(size)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	defer peer.Close()
+	c := exec.Command(spec.cmd, spec.args...)
+	c.Dir, c.Env = dir, spec.env
+	c.Stdin, c.Stdout, c.Stderr = peer, peer, peer
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: b.pgid, Pdeathsig: syscall.SIGKILL}
+	if err := c.Start(); err != nil {
+		master.Close()
+		return 0, nil, nil, err
+	}
+	if master, err = pollable(master); err != nil {
+		_ = c.Process.Kill()
+		go c.Wait()
+		return 0, nil, nil, err
+	}
+	wait := func() exitInfo {
+		_ = c.Wait()
+		return exitFromWaitStatus(c.ProcessState.Sys().(syscall.WaitStatus))
+	}
+	return c.Process.Pid, master, wait, nil
+}
+
 // hostPath maps a sandbox path under /home/user or /tmp to the host.
 func (b *plainBackend) hostPath(p string) (string, error) {
 	rel, under, ok := SplitSandboxPath(p)

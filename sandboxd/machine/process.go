@@ -23,6 +23,10 @@ type ProcEvent struct {
 	Data      *procData  `json:"data,omitempty"`
 	End       *procEnd   `json:"end,omitempty"`
 	Keepalive *struct{}  `json:"keepalive,omitempty"`
+	// Lost ends the stream in place of End when the sandbox itself ended under the command
+	// (killed, paused): the provider's stream breaks then, and the SDKs tell the sandbox's
+	// end from a command's by that.
+	Lost bool `json:"-"`
 }
 
 type ProcStart struct {
@@ -32,7 +36,20 @@ type ProcStart struct {
 type procData struct {
 	Stdout []byte `json:"stdout,omitempty"`
 	Stderr []byte `json:"stderr,omitempty"`
+	Pty    []byte `json:"pty,omitempty"`
 }
+
+// output is one stream of a command's output, and which of procData's it is.
+type output struct {
+	f    *os.File
+	kind int
+}
+
+const (
+	outStdout = iota
+	outStderr
+	outPty
+)
 
 type procEnd struct {
 	ExitCode int32   `json:"exitCode"`
@@ -49,6 +66,8 @@ type Process struct {
 	m      *Machine
 	done   chan struct{}
 	stdin  io.WriteCloser // nil when stdin is closed or was never open
+	// pty is the terminal's master for a command started on one: its input and size.
+	pty *os.File
 
 	mu   sync.Mutex
 	subs map[*Subscriber]struct{}
@@ -134,12 +153,9 @@ func (p *Process) idle(n int) {
 }
 
 // run streams the command's output to its subscribers and reports its end.
-func (p *Process) run(outR, errR *os.File, wait func() exitInfo, timeout time.Duration) {
+func (p *Process) run(outs []output, wait func() exitInfo, timeout time.Duration) {
 	var readers sync.WaitGroup
-	for _, r := range []struct {
-		f      *os.File
-		stderr bool
-	}{{outR, false}, {errR, true}} {
+	for _, r := range outs {
 		readers.Go(func() {
 			buf := make([]byte, 32<<10)
 			for {
@@ -147,8 +163,11 @@ func (p *Process) run(outR, errR *os.File, wait func() exitInfo, timeout time.Du
 				if n > 0 {
 					chunk := append([]byte(nil), buf[:n]...)
 					ev := ProcEvent{Data: &procData{Stdout: chunk}}
-					if r.stderr {
+					switch r.kind {
+					case outStderr:
 						ev = ProcEvent{Data: &procData{Stderr: chunk}}
+					case outPty:
+						ev = ProcEvent{Data: &procData{Pty: chunk}}
 					}
 					if !p.publish(ev) {
 						p.idle(n)
@@ -178,15 +197,17 @@ func (p *Process) run(outR, errR *os.File, wait func() exitInfo, timeout time.Du
 		select {
 		case <-drained:
 		case <-time.After(200 * time.Millisecond):
-			outR.Close()
-			errR.Close()
+			closeOutputs(outs)
 			<-drained
 		}
-		outR.Close()
-		errR.Close()
+		closeOutputs(outs)
 		end := &procEnd{Status: exit.Status, Exited: exit.Exited, ExitCode: int32(exit.Code)}
 		if !exit.Exited || exit.Code != 0 {
 			end.Error = &exit.Status
+		}
+		last := ProcEvent{End: end}
+		if !p.m.Alive() {
+			last = ProcEvent{Lost: true}
 		}
 		p.m.forget(p)
 		p.mu.Lock()
@@ -196,7 +217,7 @@ func (p *Process) run(outR, errR *os.File, wait func() exitInfo, timeout time.Du
 		p.mu.Unlock()
 		for s := range subs {
 			select {
-			case s.C <- ProcEvent{End: end}:
+			case s.C <- last:
 			case <-s.gone:
 			}
 			close(s.C)
@@ -210,6 +231,29 @@ func (p *Process) run(outR, errR *os.File, wait func() exitInfo, timeout time.Du
 // client knows may be a shell around the real program.
 func (p *Process) Signal(sig syscall.Signal) error {
 	return p.m.b.signal(int(p.Pid), sig)
+}
+
+func closeOutputs(outs []output) {
+	for _, o := range outs {
+		o.f.Close()
+	}
+}
+
+// WritePty types b into the command's terminal.
+func (p *Process) WritePty(b []byte) error {
+	if p.pty == nil {
+		return errors.New("tty not assigned to process")
+	}
+	_, err := p.pty.Write(b)
+	return err
+}
+
+// Resize sets the size of the command's terminal.
+func (p *Process) Resize(size PtySize) error {
+	if p.pty == nil {
+		return errors.New("tty not assigned to process")
+	}
+	return resize(p.pty, size)
 }
 
 func (p *Process) WriteStdin(b []byte) error {
