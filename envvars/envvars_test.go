@@ -281,7 +281,7 @@ func TestAnotherFoundersProjectIsNotFound(t *testing.T) {
 // A name CheckName accepts is one the database's own rule accepts too, so a refusal is always
 // the clear 422, never the database's error.
 func FuzzCheckNameAgreesWithTheDatabase(f *testing.F) {
-	for _, s := range []string{"OPENAI_API_KEY", "_", "a1", "1a", "PORT", "ld_x", "É", "A B", strings.Repeat("A", 129)} {
+	for _, s := range []string{"OPENAI_API_KEY", "_", "a1", "1a", "PORT", "ld_x", "É", "A B", "A-B", strings.Repeat("A", 129)} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
