@@ -144,6 +144,10 @@ func (h *Handlers) routes(e *echo.Echo) {
 	// The one event stream an API token may open: the founder's backend follows its app's output.
 	api.GET("/projects/:id/logs/stream", h.apiLogStream)
 	api.GET("/projects/:id/problems", h.apiProblems)
+	api.GET("/projects/:id/env", h.apiListEnv)
+	api.PUT("/projects/:id/env", h.apiPutEnv)
+	api.PUT("/projects/:id/env/:name", h.apiPutEnvVar)
+	api.DELETE("/projects/:id/env/:name", h.apiDeleteEnvVar)
 	api.GET("/sandboxes/:id", h.apiGetSandbox)
 	h.withBody(api, "/sandboxes/:id/reports", h.apiReport, reportRule)
 	api.POST("/sandboxes/:id/pause", h.apiSandboxAction(http.StatusAccepted, h.pause))

@@ -46,11 +46,20 @@ func (s *Service) startDevServer(ctx context.Context, h sandboxHandle, project d
 			return devRun{run: run}, nil
 		}
 	}
+	env, err := s.appEnv(ctx, run.SandboxID, run.ProjectID)
+	if err != nil {
+		return devRun{run: run}, err
+	}
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	p, err := s.providerStart(sctx, h, project.StartCommand, project.Port)
+	p, err := s.providerStart(sctx, h, project.StartCommand, project.Port, env.Map())
 	if err != nil {
 		return devRun{run: run}, fmt.Errorf("start the dev server: %w", err)
+	}
+	// The variables it runs with: a preview behind the project's is given the change in place.
+	// (Not recorded, it is only restarted once more.)
+	if err := s.q.SetSandboxEnvRevision(ctx, db.SetSandboxEnvRevisionParams{ID: run.SandboxID, EnvRevision: env.Revision}); err != nil {
+		s.log.Warn("record the variables a dev server runs with", "sandbox_id", run.SandboxID, "err", err)
 	}
 	d := devRun{run: run, f: s.watch.Follow(run, p)}
 	pid := int32(p.PID)
