@@ -1,0 +1,148 @@
+package handlers_test
+
+import (
+	"archive/zip"
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"sandman/app/apptest"
+	"sandman/internal/testkit"
+)
+
+// envServer is an app that serves its environment: a plain variable as it is, a secret by its
+// length only; and prints the secret, which the log must never hold.
+const envServer = `const http = require("http");
+console.log("starting with key " + (process.env.API_KEY || "none"));
+http.createServer((q, r) => r.end("GREETING=" + process.env.GREETING + " KEYLEN=" + (process.env.API_KEY || "").length))
+  .listen(process.env.PORT, process.env.HOST);`
+
+// previewSays waits for the preview to serve want.
+func previewSays(t *testing.T, s *stack, previewURL, want string) {
+	t.Helper()
+	testkit.Eventually(t, 60*time.Second, "the preview to serve "+want, func() error {
+		res, err := s.Host.HTTPClient().Get(previewURL)
+		if err != nil {
+			return err
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		if !strings.Contains(string(body), want) {
+			return fmt.Errorf("the preview serves %.200q", body)
+		}
+		return nil
+	})
+}
+
+// A project's variables reach its running preview in place (its dev server restarted, free),
+// and a sleeping one when it wakes; the history names them. A secret reaches the app's
+// environment but never an answer: not the API, the build page, the version's zip or its
+// files. Bad input is a 400 or a 422 naming the variable, and another founder's project a 404.
+func TestVariablesReachThePreviewAndSecretsNeverLeaveSandman(t *testing.T) {
+	t.Parallel()
+	s := start(t, apptest.Options{})
+	c := s.NewClient(t)
+	c.SignUp("env@example.com")
+	pid, sid := c.BuildCounter()
+	r, _ := postVersion(t, c, pid, map[string]any{"files": []vfile{text("server.js", envServer)}}, nil)
+	apptest.RequireStatus(t, r, http.StatusCreated)
+	sb := c.WaitSandbox(sid, "running", time.Minute)
+	previewSays(t, s, sb.PreviewURL, "GREETING=undefined KEYLEN=0")
+	credits := c.Credits()
+
+	const secret = "sk-test-9d8c7b6a5f4e3d2c"
+	apptest.RequireStatus(t, c.API(http.MethodPut, "/api/projects/"+pid+"/env", map[string]any{"vars": []map[string]any{
+		{"name": "GREETING", "value": "hello"}, {"name": "API_KEY", "value": secret, "secret": true}, {"name": "UNUSED", "value": "x"}}}, nil),
+		http.StatusNoContent)
+	previewSays(t, s, sb.PreviewURL, fmt.Sprintf("GREETING=hello KEYLEN=%d", len(secret)))
+	if got := c.Credits(); got != credits {
+		t.Fatalf("applying variables cost %d credits", credits-got)
+	}
+
+	var listed struct {
+		Vars []struct {
+			Name   string
+			Secret bool
+			Value  *string
+			Used   bool
+		}
+	}
+	res := c.API(http.MethodGet, "/api/projects/"+pid+"/env", nil, &listed)
+	apptest.RequireStatus(t, res, http.StatusOK)
+	if len(listed.Vars) != 3 || listed.Vars[0].Name != "API_KEY" || !listed.Vars[0].Secret || listed.Vars[0].Value != nil ||
+		!listed.Vars[0].Used || listed.Vars[1].Value == nil || *listed.Vars[1].Value != "hello" || listed.Vars[2].Used {
+		t.Fatalf("listed %s", res.Body)
+	}
+	page := c.Get("/projects/" + pid)
+	testkit.Eventually(t, 30*time.Second, "the history to name the change", func() error {
+		page = c.Get("/projects/" + pid)
+		if !strings.Contains(page.Body, "Environment changed: API_KEY, GREETING, UNUSED set") {
+			i := strings.Index(page.Body, "history")
+			return fmt.Errorf("no change in the history: %.3000s", page.Body[max(i, 0):])
+		}
+		return nil
+	})
+	zipped := c.Get("/api/projects/" + pid + "/versions/2/archive")
+	apptest.RequireStatus(t, zipped, http.StatusOK)
+	zr, err := zip.NewReader(bytes.NewReader([]byte(zipped.Body)), int64(len(zipped.Body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range zr.File {
+		if strings.HasPrefix(f.Name, ".env") {
+			t.Errorf("the zip holds %s", f.Name)
+		}
+	}
+	for what, body := range map[string]string{"the API's list": res.Body, "the build page": page.Body, "the zip": zipped.Body,
+		"the files": c.Get("/api/projects/" + pid + "/versions/2").Body} {
+		if strings.Contains(body, secret) {
+			t.Errorf("%s holds the secret", what)
+		}
+	}
+
+	// Bad input, and another founder.
+	for _, tt := range []struct {
+		method, path string
+		body         string
+		status       int
+		names        string
+	}{
+		{http.MethodPut, "/api/projects/" + pid + "/env/PORT", `{"value":"1"}`, http.StatusUnprocessableEntity, "PORT"},
+		{http.MethodPut, "/api/projects/" + pid + "/env", `{"vars":[{"name":"OK","value":"1"},{"name":"LD_PRELOAD","value":"x"}]}`, http.StatusUnprocessableEntity, "LD_PRELOAD"},
+		{http.MethodPut, "/api/projects/" + pid + "/env/NUL", `{"value":"a\u0000b"}`, http.StatusUnprocessableEntity, "NUL"},
+		{http.MethodPut, "/api/projects/" + pid + "/env", `{"vars":`, http.StatusBadRequest, ""},
+		{http.MethodPut, "/api/projects/" + pid + "/env/X", `{"value":1}`, http.StatusBadRequest, ""},
+		{http.MethodDelete, "/api/projects/" + pid + "/env/NOPE", ``, http.StatusNotFound, ""},
+	} {
+		got := c.Do(tt.method, tt.path, strings.NewReader(tt.body), map[string]string{"Content-Type": "application/json", "X-CSRF-Token": c.CSRF()})
+		if got.Status != tt.status || !strings.Contains(got.Body, tt.names) {
+			t.Errorf("%s %s %s: %d %s, want %d naming %q", tt.method, tt.path, tt.body, got.Status, got.Body, tt.status, tt.names)
+		}
+	}
+	other := s.NewClient(t)
+	other.SignUp("env-other@example.com")
+	for _, m := range []string{http.MethodGet, http.MethodPut, http.MethodDelete} {
+		got := other.API(m, "/api/projects/"+pid+"/env/GREETING", map[string]any{"value": "x"}, nil)
+		if m == http.MethodGet {
+			got = other.API(m, "/api/projects/"+pid+"/env", nil, nil)
+		}
+		if got.Status != http.StatusNotFound {
+			t.Errorf("%s by another founder: %d %s", m, got.Status, got.Body)
+		}
+	}
+
+	// A sleeping preview gets a change when it wakes.
+	c.Pause(sid)
+	apptest.RequireStatus(t, c.API(http.MethodPut, "/api/projects/"+pid+"/env/GREETING", map[string]any{"value": "good morning"}, nil),
+		http.StatusNoContent)
+	apptest.RequireStatus(t, c.API(http.MethodDelete, "/api/projects/"+pid+"/env/API_KEY", nil, nil), http.StatusNoContent)
+	if r := c.API(http.MethodPost, "/api/sandboxes/"+sid+"/resume", nil, nil); r.Status != http.StatusAccepted && r.Status != http.StatusOK {
+		t.Fatalf("resume: %d %s", r.Status, r.Body)
+	}
+	sb = c.WaitSandbox(sid, "running", time.Minute)
+	previewSays(t, s, sb.PreviewURL, "GREETING=good morning KEYLEN=0")
+}
