@@ -219,7 +219,10 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 	}
 	lc := cfg.Lifecycle
 	lc.Size = cfg.Ops.Size
-	a.applog = applog.New(pool, applog.NewWriter(pool, cfg.AppLog, logger, a.registry), applog.NewFeed(logger), cfg.Reports)
+	logs := applog.NewWriter(pool, cfg.AppLog, logger, a.registry)
+	// What the apps print is stored with their secrets replaced.
+	logs.RedactWith(envvars.New(pool, cfg.Secrets, nil).SecretsOf)
+	a.applog = applog.New(pool, logs, applog.NewFeed(logger), cfg.Reports)
 	// The reads apply the lifecycle's idle rule to a running sandbox (its SleepsAt).
 	a.overview = overview.New(db.New(pool), lc.IdleDeadline)
 	a.lifecycle, err = lifecycle.New(lifecycle.Options{Pool: pool, Provider: a.provider, Config: lc,

@@ -97,6 +97,43 @@ func (q *Queries) ListProjectEnv(ctx context.Context, projectID uuid.UUID) ([]Pr
 	return items, nil
 }
 
+const listSealedEnvByProjects = `-- name: ListSealedEnvByProjects :many
+SELECT project_id, name, sealed, key_id FROM project_env WHERE secret AND project_id = ANY($1::uuid[]) ORDER BY project_id, name
+`
+
+type ListSealedEnvByProjectsRow struct {
+	ProjectID uuid.UUID
+	Name      string
+	Sealed    []byte
+	KeyID     *string
+}
+
+// The secrets of the projects (the app log's redaction), sealed.
+func (q *Queries) ListSealedEnvByProjects(ctx context.Context, projectIds []uuid.UUID) ([]ListSealedEnvByProjectsRow, error) {
+	rows, err := q.db.Query(ctx, listSealedEnvByProjects, projectIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ListSealedEnvByProjectsRow{}
+	for rows.Next() {
+		var i ListSealedEnvByProjectsRow
+		if err := rows.Scan(
+			&i.ProjectID,
+			&i.Name,
+			&i.Sealed,
+			&i.KeyID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listStaleSealedEnv = `-- name: ListStaleSealedEnv :many
 SELECT project_id, name, sealed, key_id FROM project_env
 WHERE secret AND key_id <> $1 AND (project_id, name) > ($2::uuid, $3::text)

@@ -414,3 +414,28 @@ func deref(p *string) string {
 	}
 	return *p
 }
+
+// SecretsOf opens the secrets of the projects, name to value by project: what the app log's
+// writer replaces in their output. One that does not open is not in any app's environment
+// either (Open), so it is left out.
+func (s *Store) SecretsOf(ctx context.Context, projectIDs []uuid.UUID) (map[uuid.UUID]map[string]string, error) {
+	out := map[uuid.UUID]map[string]string{}
+	if !s.keys.Enabled() || len(projectIDs) == 0 {
+		return out, nil
+	}
+	rows, err := s.q.ListSealedEnvByProjects(ctx, projectIDs)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range rows {
+		plain, err := s.keys.Open(deref(r.KeyID), r.Sealed, associated(r.ProjectID, r.Name))
+		if err != nil {
+			continue
+		}
+		if out[r.ProjectID] == nil {
+			out[r.ProjectID] = map[string]string{}
+		}
+		out[r.ProjectID][r.Name] = string(plain)
+	}
+	return out, nil
+}

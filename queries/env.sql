@@ -47,3 +47,7 @@ WHERE project_id = @project_id AND name = @name AND secret AND key_id = @old_key
 -- name: SetSandboxEnvRevision :exec
 -- The variables' count the sandbox's dev server was started with.
 UPDATE sandboxes SET env_revision = @env_revision WHERE id = @id;
+
+-- name: ListSealedEnvByProjects :many
+-- The secrets of the projects (the app log's redaction), sealed.
+SELECT project_id, name, sealed, key_id FROM project_env WHERE secret AND project_id = ANY(@project_ids::uuid[]) ORDER BY project_id, name;
