@@ -38,6 +38,19 @@ func previewSays(t *testing.T, s *stack, previewURL, want string) {
 	})
 }
 
+// historySays waits for the project's build page to say want, and returns the page.
+func historySays(t *testing.T, c *apptest.Client, pid, want string) apptest.Response {
+	t.Helper()
+	var page apptest.Response
+	testkit.Eventually(t, 30*time.Second, "the build page to say "+want, func() error {
+		if page = c.Get("/projects/" + pid); !strings.Contains(page.Body, want) {
+			return fmt.Errorf("it does not")
+		}
+		return nil
+	})
+	return page
+}
+
 // A project's variables reach its running preview in place (its dev server restarted, free),
 // and a sleeping one when it wakes; the history names them. A secret reaches the app's
 // environment but never an answer: not the API, the build page, the version's zip or its
@@ -52,6 +65,7 @@ func TestVariablesReachThePreviewAndSecretsNeverLeaveSandman(t *testing.T) {
 	apptest.RequireStatus(t, r, http.StatusCreated)
 	sb := c.WaitSandbox(sid, "running", time.Minute)
 	previewSays(t, s, sb.PreviewURL, "GREETING=undefined KEYLEN=0")
+	historySays(t, c, pid, "Version 2 is live") // its apply is over: the change below is one of its own
 	credits := c.Credits()
 
 	const secret = "sk-test-9d8c7b6a5f4e3d2c"
@@ -77,14 +91,7 @@ func TestVariablesReachThePreviewAndSecretsNeverLeaveSandman(t *testing.T) {
 		!listed.Vars[0].Used || listed.Vars[1].Value == nil || *listed.Vars[1].Value != "hello" || listed.Vars[2].Used {
 		t.Fatalf("listed %s", res.Body)
 	}
-	page := c.Get("/projects/" + pid)
-	testkit.Eventually(t, 30*time.Second, "the history to name the change", func() error {
-		page = c.Get("/projects/" + pid)
-		if !strings.Contains(page.Body, "Environment changed: API_KEY, GREETING, UNUSED set") {
-			return fmt.Errorf("no change in the history")
-		}
-		return nil
-	})
+	page := historySays(t, c, pid, "Environment changed: API_KEY, GREETING, UNUSED set")
 	var logs struct{ Lines []struct{ Text string } }
 	testkit.Eventually(t, 30*time.Second, "the log to hold the secret's name in its place", func() error {
 		logs.Lines = nil
