@@ -107,3 +107,15 @@ func (rs *redactors) redact(ctx context.Context, batch []Line, now time.Time) er
 	}
 	return nil
 }
+
+// redactor is one project's Redactor, read now (nil without secrets).
+func (w *Writer) redactor(ctx context.Context, project uuid.UUID) (*Redactor, error) {
+	if w == nil || w.redact.secrets == nil {
+		return nil, nil
+	}
+	secrets, err := w.redact.secrets(ctx, []uuid.UUID{project})
+	if err != nil {
+		return nil, err
+	}
+	return NewRedactor(secrets[project]), nil
+}

@@ -163,4 +163,23 @@ func TestVariablesReachThePreviewAndSecretsNeverLeaveSandman(t *testing.T) {
 	}
 	sb = c.WaitSandbox(sid, "running", time.Minute)
 	previewSays(t, s, sb.PreviewURL, "GREETING=good morning KEYLEN=0")
+
+	// A version that prints a secret as it fails: its history line and its problem name it.
+	apptest.RequireStatus(t, c.API(http.MethodPut, "/api/projects/"+pid+"/env/API_KEY", map[string]any{"value": secret, "secret": true}, nil),
+		http.StatusNoContent)
+	r, _ = postVersion(t, c, pid, map[string]any{"files": []vfile{text("server.js", `console.error("bad key " + process.env.API_KEY); process.exit(3);`)}}, nil)
+	apptest.RequireStatus(t, r, http.StatusCreated)
+	page = historySays(t, c, pid, "Version 3 didn")
+	var problems struct{ Problems []struct{ Message, Detail string } }
+	testkit.Eventually(t, 30*time.Second, "version 3's problem", func() error {
+		apptest.RequireStatus(t, c.API(http.MethodGet, "/api/projects/"+pid+"/problems", nil, &problems), http.StatusOK)
+		if len(problems.Problems) == 0 {
+			return fmt.Errorf("no problem")
+		}
+		return nil
+	})
+	body := c.Get("/api/projects/" + pid + "/problems").Body
+	if strings.Contains(page.Body, secret) || strings.Contains(body, secret) || !strings.Contains(page.Body+body, "bad key [secret API_KEY]") {
+		t.Fatalf("a failure's output holds the secret, or not its name: %s", body)
+	}
 }

@@ -106,11 +106,11 @@ func (s *Service) waitUp(ctx context.Context, url string, d devRun) (startup, er
 	case <-d.f.Done():
 		if code, ended := d.f.Ended(); ended && ctx.Err() == nil {
 			s.flushLines(ctx, d.run) // the job's transaction records the exit with its problem
-			return startup{exited: true, code: code, output: d.f.Tail()}, nil
+			return startup{exited: true, code: code, output: s.redactTail(ctx, d.run, d.f.Tail())}, nil
 		}
 	default:
 	}
-	return startup{output: d.f.Tail()}, err
+	return startup{output: s.redactTail(ctx, d.run, d.f.Tail())}, err
 }
 
 // failure is a startup that failed, as facts: what the start command did, and the tail of what
@@ -176,7 +176,7 @@ func (s *Service) appEnded(ctx context.Context, e watch.Exit) error {
 	}
 	s.flushLines(ctx, e.Run)
 	_, err := s.changeApp(ctx, e.Run.SandboxID, appChange{run: e.Run.ID, to: sandbox.AppExited, exitCode: e.ExitCode,
-		onlyRunning: true, event: reasonAppExited, source: sandbox.SourceWatch, output: e.Tail})
+		onlyRunning: true, event: reasonAppExited, source: sandbox.SourceWatch, output: s.redactTail(ctx, e.Run, e.Tail)})
 	return err
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"sandman/applog"
 	"sandman/db"
 	"sandman/envvars"
 	"sandman/sandbox"
@@ -46,4 +47,16 @@ func (s *Service) appEnv(ctx context.Context, sandboxID, projectID uuid.UUID) (e
 		err = nil
 	}
 	return env, err
+}
+
+// redactTail is the last lines a run printed with its project's secrets replaced, as the log
+// stores its lines (applog's redaction): what a failure or an exit records in the history and
+// its problem. When the secrets cannot be read the output is withheld rather than risked.
+func (s *Service) redactTail(ctx context.Context, run applog.Run, tail string) string {
+	secrets, err := s.env.SecretsOf(ctx, []uuid.UUID{run.ProjectID})
+	if err != nil {
+		s.log.Warn("read a project's secrets to replace them in its output", "project_id", run.ProjectID, "err", err)
+		return "[output withheld: Sandman could not read this project's secrets to hide them]"
+	}
+	return applog.NewRedactor(secrets[run.ProjectID]).Redact(tail)
 }

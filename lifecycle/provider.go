@@ -107,14 +107,14 @@ func (s *Service) providerInstall(ctx context.Context, h sandboxHandle, cmd stri
 	switch {
 	case ended:
 	case ctx.Err() != nil:
-		return 0, f.Tail(), ctx.Err()
+		return 0, s.redactTail(context.WithoutCancel(ctx), run, f.Tail()), ctx.Err()
 	default:
-		return 0, f.Tail(), f.Err()
+		return 0, s.redactTail(ctx, run, f.Tail()), f.Err()
 	}
 	if code != 0 {
 		s.installFailed(context.WithoutCancel(ctx), run, code)
 	}
-	return int(code), f.Tail(), nil
+	return int(code), s.redactTail(ctx, run, f.Tail()), nil
 }
 
 // devServerPID is where the dev server's process id and start time are written, so that it can
