@@ -170,7 +170,9 @@ func TestVariablesReachThePreviewAndSecretsNeverLeaveSandman(t *testing.T) {
 	r, _ = postVersion(t, c, pid, map[string]any{"files": []vfile{text("server.js", `console.error("bad key " + process.env.API_KEY); process.exit(3);`)}}, nil)
 	apptest.RequireStatus(t, r, http.StatusCreated)
 	page = historySays(t, c, pid, "Version 3 didn")
-	var problems struct{ Problems []struct{ Message, Detail string } }
+	var problems struct {
+		Problems []struct{ Message, Detail string }
+	}
 	testkit.Eventually(t, 30*time.Second, "version 3's problem", func() error {
 		apptest.RequireStatus(t, c.API(http.MethodGet, "/api/projects/"+pid+"/problems", nil, &problems), http.StatusOK)
 		if len(problems.Problems) == 0 {
