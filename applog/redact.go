@@ -23,7 +23,12 @@ const MinSecretLen = 6
 type Secrets func(ctx context.Context, projectIDs []uuid.UUID) (map[uuid.UUID]map[string]string, error)
 
 // Redactor replaces one project's secret values in text. A nil *Redactor replaces nothing.
-type Redactor struct{ r *strings.Replacer }
+type Redactor struct {
+	r *strings.Replacer
+	// starts has a bit for the first two bytes of each secret: most lines hold none of them,
+	// and one pass over a line's pairs of bytes tells so, faster than the replacer's search.
+	starts *[1 << 16 / 64]uint64
+}
 
 // NewRedactor returns the Redactor of secrets (name to value); nil when none is long enough.
 func NewRedactor(secrets map[string]string) *Redactor {
@@ -46,7 +51,12 @@ func NewRedactor(secrets map[string]string) *Redactor {
 	for _, p := range ps {
 		args = append(args, p.value, "[secret "+p.name+"]")
 	}
-	return &Redactor{r: strings.NewReplacer(args...)}
+	red := &Redactor{r: strings.NewReplacer(args...), starts: new([1 << 16 / 64]uint64)}
+	for _, p := range ps {
+		k := uint16(p.value[0])<<8 | uint16(p.value[1])
+		red.starts[k/64] |= 1 << (k % 64)
+	}
+	return red
 }
 
 // Redact returns text with every secret value replaced.
@@ -54,7 +64,13 @@ func (r *Redactor) Redact(text string) string {
 	if r == nil {
 		return text
 	}
-	return r.r.Replace(text)
+	for i := 0; i+1 < len(text); i++ {
+		k := uint16(text[i])<<8 | uint16(text[i+1])
+		if r.starts[k/64]&(1<<(k%64)) != 0 {
+			return r.r.Replace(text)
+		}
+	}
+	return text
 }
 
 // redactors are the Writer's Redactors by run: a run's process has the variables of its start,
