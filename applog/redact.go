@@ -24,39 +24,38 @@ type Secrets func(ctx context.Context, projectIDs []uuid.UUID) (map[uuid.UUID]ma
 
 // Redactor replaces one project's secret values in text. A nil *Redactor replaces nothing.
 type Redactor struct {
-	r *strings.Replacer
 	// starts has a bit for the first two bytes of each secret: most lines hold none of them,
-	// and one pass over a line's pairs of bytes tells so, faster than the replacer's search.
+	// and one pass over a line's pairs of bytes tells so.
 	starts *[1 << 16 / 64]uint64
+	// byStart are the secrets by their first two bytes, the longest first, so that a secret
+	// that holds another is replaced whole.
+	byStart map[uint16][]secretValue
 }
+
+type secretValue struct{ value, replacement string }
+
+func pairAt(s string, i int) uint16 { return uint16(s[i])<<8 | uint16(s[i+1]) }
 
 // NewRedactor returns the Redactor of secrets (name to value); nil when none is long enough.
 func NewRedactor(secrets map[string]string) *Redactor {
-	type pair struct{ name, value string }
-	var ps []pair
+	r := &Redactor{starts: new([1 << 16 / 64]uint64), byStart: map[uint16][]secretValue{}}
 	for n, v := range secrets {
-		if len(v) >= MinSecretLen {
-			ps = append(ps, pair{n, v})
+		if len(v) < MinSecretLen {
+			continue
 		}
+		k := pairAt(v, 0)
+		r.starts[k/64] |= 1 << (k % 64)
+		r.byStart[k] = append(r.byStart[k], secretValue{v, "[secret " + n + "]"})
 	}
-	if len(ps) == 0 {
+	if len(r.byStart) == 0 {
 		return nil
 	}
-	// The longest first: the replacer tries its pairs in order at each position, so a secret
-	// that holds another is replaced whole.
-	slices.SortFunc(ps, func(a, b pair) int {
-		return cmp.Or(cmp.Compare(len(b.value), len(a.value)), strings.Compare(a.name, b.name))
-	})
-	args := make([]string, 0, 2*len(ps))
-	for _, p := range ps {
-		args = append(args, p.value, "[secret "+p.name+"]")
+	for _, vs := range r.byStart {
+		slices.SortFunc(vs, func(a, b secretValue) int {
+			return cmp.Or(cmp.Compare(len(b.value), len(a.value)), strings.Compare(a.replacement, b.replacement))
+		})
 	}
-	red := &Redactor{r: strings.NewReplacer(args...), starts: new([1 << 16 / 64]uint64)}
-	for _, p := range ps {
-		k := uint16(p.value[0])<<8 | uint16(p.value[1])
-		red.starts[k/64] |= 1 << (k % 64)
-	}
-	return red
+	return r
 }
 
 // Redact returns text with every secret value replaced.
@@ -64,13 +63,33 @@ func (r *Redactor) Redact(text string) string {
 	if r == nil {
 		return text
 	}
-	for i := 0; i+1 < len(text); i++ {
-		k := uint16(text[i])<<8 | uint16(text[i+1])
-		if r.starts[k/64]&(1<<(k%64)) != 0 {
-			return r.r.Replace(text)
+	var b strings.Builder
+	done := 0 // text[:done] is in b
+	for i := 0; i+1 < len(text); {
+		k := pairAt(text, i)
+		if r.starts[k/64]&(1<<(k%64)) == 0 {
+			i++
+			continue
+		}
+		matched := false
+		for _, sv := range r.byStart[k] {
+			if strings.HasPrefix(text[i:], sv.value) {
+				b.WriteString(text[done:i])
+				b.WriteString(sv.replacement)
+				i += len(sv.value)
+				done, matched = i, true
+				break
+			}
+		}
+		if !matched {
+			i++
 		}
 	}
-	return text
+	if done == 0 {
+		return text
+	}
+	b.WriteString(text[done:])
+	return b.String()
 }
 
 // redactors are the Writer's Redactors by run: a run's process has the variables of its start,
