@@ -57,6 +57,9 @@ func New(pool *pgxpool.Pool, keys *keyring.Keyring, onChange Hook) *Store {
 	return &Store{pool: pool, q: db.New(pool), keys: keys, onChange: onChange}
 }
 
+// SecretsOn says whether secrets can be set here (SANDMAN_SECRETS_KEY is set).
+func (s *Store) SecretsOn() bool { return s.keys.Enabled() }
+
 // Var is a variable as its founder sees it: a secret's value is never in it.
 type Var struct {
 	Name      string

@@ -289,3 +289,22 @@ func EnvChangedText(set, removed []string) string {
 	}
 	return "Environment changed: " + strings.Join(parts, ", ")
 }
+
+// replaceLabel and replaceButton are a variable's replace form's words: a secret is replaced,
+// never shown, so its field starts empty.
+func replaceLabel(v EnvVar) string {
+	if v.Secret {
+		return "New value for " + v.Name
+	}
+	return "Value of " + v.Name
+}
+
+func replaceButton(v EnvVar) string {
+	if v.Secret {
+		return "Replace"
+	}
+	return "Save"
+}
+
+// EnvSetAgo is when a variable was set, as the section says it.
+func EnvSetAgo(at, now time.Time) string { return agoText(at, now) }
