@@ -298,3 +298,22 @@ func FuzzCheckNameAgreesWithTheDatabase(f *testing.F) {
 		}
 	})
 }
+
+// A founder's account deleted takes its projects' variables with it (the foreign keys cascade),
+// secrets included.
+func TestAnAccountDeletedTakesItsVariables(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.NewPool(t)
+	owner, pid := project(t, pool, map[string]string{"a": "b"})
+	if err := envvars.New(pool, keys(t, keyA, ""), nil).Set(ctx, owner, pid, []envvars.Input{secret("TOKEN", "value-one"), plain("DEBUG", "1")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `DELETE FROM users WHERE id = $1`, owner); err != nil {
+		t.Fatal(err)
+	}
+	var left int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM project_env`).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("%d variables left (%v)", left, err)
+	}
+}
