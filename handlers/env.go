@@ -72,6 +72,9 @@ func (h *Handlers) apiPutEnvVar(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if _, err := h.Projects.Get(c.Request().Context(), principal(c).Founder.ID, id); err != nil {
+		return err // another founder's project is not found, whatever the body says
+	}
 	var in struct {
 		Value  *string `json:"value"`
 		Secret *bool   `json:"secret"`
@@ -93,6 +96,9 @@ func (h *Handlers) apiPutEnv(c echo.Context) error {
 	id, err := h.projectID(c)
 	if err != nil {
 		return err
+	}
+	if _, err := h.Projects.Get(c.Request().Context(), principal(c).Founder.ID, id); err != nil {
+		return err // another founder's project is not found, whatever the body says
 	}
 	var in struct {
 		Vars   []envInJSON `json:"vars"`
