@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -57,7 +58,8 @@ func historySays(t *testing.T, c *apptest.Client, pid, want string) apptest.Resp
 // files. Bad input is a 400 or a 422 naming the variable, and another founder's project a 404.
 func TestVariablesReachThePreviewAndSecretsNeverLeaveSandman(t *testing.T) {
 	t.Parallel()
-	s := start(t, apptest.Options{})
+	own := &testkit.SyncBuffer{} // Sandman's own log, every level
+	s := start(t, apptest.Options{Logger: slog.New(slog.NewJSONHandler(own, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	c := s.NewClient(t)
 	c.SignUp("env@example.com")
 	pid, sid := c.BuildCounter()
@@ -183,5 +185,8 @@ func TestVariablesReachThePreviewAndSecretsNeverLeaveSandman(t *testing.T) {
 	body := c.Get("/api/projects/" + pid + "/problems").Body
 	if strings.Contains(page.Body, secret) || strings.Contains(body, secret) || !strings.Contains(page.Body+body, "bad key [secret API_KEY]") {
 		t.Fatalf("a failure's output holds the secret, or not its name: %s", body)
+	}
+	if !strings.Contains(own.String(), "/api/projects/"+pid+"/env") || strings.Contains(own.String(), secret) {
+		t.Fatal("Sandman's own log holds the secret (or logged no request of the test)")
 	}
 }
