@@ -117,6 +117,18 @@ func TestVariablesReachThePreviewAndSecretsNeverLeaveSandman(t *testing.T) {
 			t.Errorf("the zip holds %s", f.Name)
 		}
 	}
+	// A project made from the downloaded zip carries no variables: they are not files.
+	c.Get("/projects/new")
+	r = upload(t, c, map[string]string{"name": "Copy", "start_command": "node server.js", "port": "3000"}, []upFile{{"copy.zip", zipped.Body}})
+	m := projectLinkRe.FindStringSubmatch(r.Header.Get("Location"))
+	if r.Status != http.StatusSeeOther || m == nil {
+		t.Fatalf("upload the zip: %d %s", r.Status, r.Body)
+	}
+	var copied struct{ Vars []any }
+	apptest.RequireStatus(t, c.API(http.MethodGet, "/api/projects/"+m[1]+"/env", nil, &copied), http.StatusOK)
+	if len(copied.Vars) != 0 {
+		t.Fatalf("the copy has variables: %v", copied.Vars)
+	}
 	for what, body := range map[string]string{"the API's list": res.Body, "the build page": page.Body, "the zip": zipped.Body, "the log": logsBody,
 		"the files": c.Get("/api/projects/" + pid + "/versions/2").Body} {
 		if strings.Contains(body, secret) {
