@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -172,6 +173,11 @@ func TestVariablesReachThePreviewAndSecretsNeverLeaveSandman(t *testing.T) {
 	apptest.RequireStatus(t, c.API(http.MethodPut, "/api/projects/"+pid+"/env/GREETING", map[string]any{"value": "good morning"}, nil),
 		http.StatusNoContent)
 	apptest.RequireStatus(t, c.API(http.MethodDelete, "/api/projects/"+pid+"/env/API_KEY", nil, nil), http.StatusNoContent)
+	// The change is a note in the history, never why the preview sleeps.
+	page = historySays(t, c, pid, "Environment changed: API_KEY removed")
+	if why := regexp.MustCompile(`data-testid="why-text">([^<]*)<`).FindStringSubmatch(page.Body); why == nil || why[1] != "Paused by you" {
+		t.Fatalf("the sleeping preview's why: %q", why)
+	}
 	if r := c.API(http.MethodPost, "/api/sandboxes/"+sid+"/resume", nil, nil); r.Status != http.StatusAccepted && r.Status != http.StatusOK {
 		t.Fatalf("resume: %d %s", r.Status, r.Body)
 	}

@@ -30,8 +30,54 @@ ALTER TABLE sandbox_events ADD COLUMN env_set text[] NOT NULL DEFAULT '{}',
 ALTER TYPE event_reason ADD VALUE 'env_changed';
 ALTER TYPE event_reason ADD VALUE 'env_applied';
 
+-- A change of variables is a note, like a visitor's: never why a preview is in its state (a
+-- sleeping one's "Paused after 3 min…" stays its why). (::text: a value added to an enum cannot
+-- be used as one in the transaction that added it.)
+CREATE OR REPLACE VIEW project_states AS
+SELECT p.id AS project_id, p.owner_id,
+       coalesce(cur.file_count, 0)::integer AS file_count,
+       coalesce(cur.number, 0)::integer AS current_version,
+       coalesce((SELECT max(n.app_good_version) FROM sandboxes n WHERE n.project_id = p.id), 0)::integer AS last_good_version,
+       EXISTS (SELECT 1 FROM share_links l WHERE l.project_id = p.id)::boolean AS shared,
+       s.id AS sandbox_id,
+       coalesce(chg.id, 0)::bigint AS change_event_id,
+       coalesce((SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id), 0)::bigint AS latest_event_id,
+       coalesce((SELECT v.number FROM versions v WHERE v.id = s.deployed_version_id), 0)::integer AS deployed_number,
+       coalesce((SELECT v.number FROM versions v WHERE v.id = s.deploying_version_id), 0)::integer AS deploying_number
+FROM projects p
+LEFT JOIN LATERAL (SELECT v.number, v.file_count FROM versions v WHERE v.project_id = p.id
+    ORDER BY v.number DESC LIMIT 1) cur ON true
+-- Laterals, not subqueries in a join's condition: each is computed once per project, however
+-- many times the queries that read the view join on its result.
+LEFT JOIN LATERAL (SELECT n.id FROM sandboxes n WHERE n.project_id = p.id
+    ORDER BY n.created_at DESC LIMIT 1) newest ON true
+LEFT JOIN sandboxes s ON s.id = newest.id
+LEFT JOIN LATERAL (SELECT max(ev.id) AS id FROM sandbox_events ev WHERE ev.sandbox_id = s.id
+    AND NOT (ev.from_status = ev.to_status AND (ev.source = 'visitor' OR ev.reason::text = 'env_changed'))) chg ON true;
+
 -- +goose Down
 -- event_reason keeps its values: PostgreSQL cannot drop an enum's value.
+CREATE OR REPLACE VIEW project_states AS
+SELECT p.id AS project_id, p.owner_id,
+       coalesce(cur.file_count, 0)::integer AS file_count,
+       coalesce(cur.number, 0)::integer AS current_version,
+       coalesce((SELECT max(n.app_good_version) FROM sandboxes n WHERE n.project_id = p.id), 0)::integer AS last_good_version,
+       EXISTS (SELECT 1 FROM share_links l WHERE l.project_id = p.id)::boolean AS shared,
+       s.id AS sandbox_id,
+       coalesce(chg.id, 0)::bigint AS change_event_id,
+       coalesce((SELECT max(ev.id) FROM sandbox_events ev WHERE ev.sandbox_id = s.id), 0)::bigint AS latest_event_id,
+       coalesce((SELECT v.number FROM versions v WHERE v.id = s.deployed_version_id), 0)::integer AS deployed_number,
+       coalesce((SELECT v.number FROM versions v WHERE v.id = s.deploying_version_id), 0)::integer AS deploying_number
+FROM projects p
+LEFT JOIN LATERAL (SELECT v.number, v.file_count FROM versions v WHERE v.project_id = p.id
+    ORDER BY v.number DESC LIMIT 1) cur ON true
+-- Laterals, not subqueries in a join's condition: each is computed once per project, however
+-- many times the queries that read the view join on its result.
+LEFT JOIN LATERAL (SELECT n.id FROM sandboxes n WHERE n.project_id = p.id
+    ORDER BY n.created_at DESC LIMIT 1) newest ON true
+LEFT JOIN sandboxes s ON s.id = newest.id
+LEFT JOIN LATERAL (SELECT max(ev.id) AS id FROM sandbox_events ev WHERE ev.sandbox_id = s.id
+    AND NOT (ev.source = 'visitor' AND ev.from_status = ev.to_status)) chg ON true;
 ALTER TABLE sandbox_events DROP COLUMN env_set, DROP COLUMN env_removed;
 ALTER TABLE sandboxes DROP COLUMN env_revision;
 ALTER TABLE projects DROP COLUMN env_revision;
