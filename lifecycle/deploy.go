@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sandman/envvars"
+	"sandman/versions"
 	"strings"
 	"time"
 
@@ -26,11 +28,21 @@ import (
 // building, resuming or pausing gets the version when that ends (nowRunning). The newest
 // version always wins; none is applied twice.
 
-// VersionMade is the versions package's hook, in the transaction that makes a version: the
+// Hooks are what the lifecycle does in the transactions of the packages that change what a
+// preview runs: a new version (versions.New's hook), a change of variables (envvars.New's).
+type Hooks struct {
+	VersionMade versions.Hook
+	EnvChanged  envvars.Hook
+}
+
+// Hooks returns the lifecycle's hooks, to give to versions.New and envvars.New.
+func (s *Service) Hooks() Hooks { return Hooks{VersionMade: s.versionMade, EnvChanged: s.envChanged} }
+
+// versionMade is the versions package's hook, in the transaction that makes a version: the
 // project's running preview gets an apply job, and its pages are told (the card's "v9 waiting").
 // The sandbox row is locked, so an apply under way either sees this version before it lets go or
 // lets go before this job can run (deployWorker).
-func (s *Service) VersionMade(ctx context.Context, tx db.Tx, owner uuid.UUID, v db.Version) error {
+func (s *Service) versionMade(ctx context.Context, tx db.Tx, owner uuid.UUID, v db.Version) error {
 	sb, err := tx.GetCurrentSandboxByProjectForUpdate(ctx, v.ProjectID)
 	if db.IsNotFound(err) {
 		return nil

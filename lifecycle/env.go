@@ -16,11 +16,11 @@ import (
 // to a running preview in place like a version (the deploy job restarts its dev server), to a
 // sleeping one when it wakes, and a rebuild starts with them.
 
-// EnvChanged is the envvars package's hook, in the transaction that changes a project's
+// envChanged is the envvars package's hook, in the transaction that changes a project's
 // variables: the change is in its preview's history (names, never values), and a running
 // preview gets an apply job. The sandbox row is locked, so an apply under way either sees the
 // change before it lets go or lets go before this job can run (deployWorker).
-func (s *Service) EnvChanged(ctx context.Context, tx db.Tx, owner, projectID uuid.UUID, set, removed []string) error {
+func (s *Service) envChanged(ctx context.Context, tx db.Tx, owner, projectID uuid.UUID, set, removed []string) error {
 	sb, err := tx.GetCurrentSandboxByProjectForUpdate(ctx, projectID)
 	if db.IsNotFound(err) {
 		return nil
