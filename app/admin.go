@@ -2,10 +2,12 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"sandman/accounts"
 	"sandman/db"
+	"sandman/envvars"
 	"sandman/lifecycle"
 	"sandman/ops"
 	"sandman/overview"
@@ -80,4 +82,27 @@ func Operator(ctx context.Context, cfg Config, add bool, email, actor string) (s
 		return o.Grant(ctx, email, actor)
 	}
 	return o.Revoke(ctx, email, actor)
+}
+
+// RotateSecrets seals again under SANDMAN_SECRETS_KEY every value kept secret that is sealed
+// under another key (SANDMAN_SECRETS_KEY_PREVIOUS), and says how many it sealed
+// (docs/architecture.md, "Secrets at rest").
+func RotateSecrets(ctx context.Context, cfg Config) (string, error) {
+	if !cfg.Secrets.Enabled() {
+		return "", errors.New("SANDMAN_SECRETS_KEY is not set: set the new key, and the old one as SANDMAN_SECRETS_KEY_PREVIOUS")
+	}
+	pool, err := db.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return "", err
+	}
+	defer pool.Close()
+	if err := db.Migrate(ctx, pool); err != nil {
+		return "", err
+	}
+	n, err := envvars.New(pool, cfg.Secrets, nil).Reseal(ctx)
+	msg := fmt.Sprintf("%d environment secret(s) sealed again under key %s", n, cfg.Secrets.CurrentID())
+	if err != nil {
+		return msg, fmt.Errorf("%s; some did not open: %w", msg, err)
+	}
+	return msg, nil
 }

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sandman/envvars"
 	"strings"
 	"sync"
 	"time"
@@ -218,12 +219,15 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 	}
 	lc := cfg.Lifecycle
 	lc.Size = cfg.Ops.Size
-	a.applog = applog.New(pool, applog.NewWriter(pool, cfg.AppLog, logger, a.registry), applog.NewFeed(logger), cfg.Reports)
+	logs := applog.NewWriter(pool, cfg.AppLog, logger, a.registry)
+	// What the apps print is stored with their secrets replaced.
+	logs.RedactWith(envvars.New(pool, cfg.Secrets, nil).SecretsOf)
+	a.applog = applog.New(pool, logs, applog.NewFeed(logger), cfg.Reports)
 	// The reads apply the lifecycle's idle rule to a running sandbox (its SleepsAt).
 	a.overview = overview.New(db.New(pool), lc.IdleDeadline)
 	a.lifecycle, err = lifecycle.New(lifecycle.Options{Pool: pool, Provider: a.provider, Config: lc,
 		Logger: logger, Registerer: a.registry, Work: cfg.Role.works(), Name: "sandman-watch-" + uuid.NewString()[:8],
-		Sink: appLogSink{l: a.applog}, Overview: a.overview})
+		Sink: appLogSink{l: a.applog}, Overview: a.overview, Secrets: cfg.Secrets})
 	if err != nil {
 		return nil, err
 	}
@@ -278,7 +282,7 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 	}
 	a.handler = handlers.New(handlers.Deps{
 		Pool: pool, Sessions: sessions, Accounts: a.accounts, Projects: projects.New(pool).WithLimits(cfg.ProjectLimit, cfg.StorageQuota), Shares: a.shares,
-		Versions: versions.New(pool, a.lifecycle.VersionMade).WithQuota(cfg.StorageQuota), Lifecycle: a.lifecycle, Credits: credits.New(pool), Overview: a.overview, AppLog: a.applog,
+		Versions: versions.New(pool, a.lifecycle.Hooks().VersionMade).WithQuota(cfg.StorageQuota), Env: envvars.New(pool, cfg.Secrets, a.lifecycle.Hooks().EnvChanged), Lifecycle: a.lifecycle, Credits: credits.New(pool), Overview: a.overview, AppLog: a.applog,
 		Live: a.hub, Feed: a.feed, Ops: a.ops, Operators: a.operators, Logger: logger, Registry: a.registry, Metrics: metricsOnMain, TrustProxy: cfg.TrustProxy, HSTS: cfg.CookieSecure,
 		FrameOrigins: []string{frameOrigin(a.provider)}, LargeBodies: cfg.LargeBodies, LargeBodyWait: cfg.LargeBodyWait,
 	})

@@ -264,10 +264,15 @@ func (s *Service) report(ctx context.Context, project, sandbox uuid.UUID, versio
 	if err := s.limits.allow(sandbox, viewer); err != nil {
 		return Problem{}, err
 	}
+	// A page's error may quote a secret the app put in it, as its output may.
+	red, err := s.Writer.redactor(ctx, project)
+	if err != nil {
+		return Problem{}, err
+	}
 	var p Problem
 	err = db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		var err error
-		p, err = upsert(ctx, tx, project, sandbox, SourceBrowser, version, r.problemMessage(), r.problemDetail())
+		p, err = upsert(ctx, tx, project, sandbox, SourceBrowser, version, red.Redact(r.problemMessage()), red.Redact(r.problemDetail()))
 		return err
 	})
 	return p, err

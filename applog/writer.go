@@ -69,6 +69,7 @@ type Writer struct {
 	lastTaken    time.Time // when lines were last taken to be written
 
 	flushMu sync.Mutex // one batch written at a time, in order
+	redact  redactors  // under flushMu
 }
 
 // runState is one run's allowance (a token bucket) and what it dropped since it last said so.
@@ -87,7 +88,7 @@ func NewWriter(pool *pgxpool.Pool, cfg WriterConfig, log *slog.Logger, reg prome
 		log = slog.Default()
 	}
 	w := &Writer{pool: pool, cfg: cfg, log: log, now: time.Now, kick: make(chan struct{}, 1),
-		runs: map[uuid.UUID]*runState{},
+		runs: map[uuid.UUID]*runState{}, redact: redactors{byRun: map[uuid.UUID]*runRedactor{}},
 		stored: prometheus.NewCounter(prometheus.CounterOpts{Name: "sandman_app_log_lines_total",
 			Help: "Lines of the apps' output stored."}),
 		drops: prometheus.NewCounter(prometheus.CounterOpts{Name: "sandman_app_log_dropped_total",
@@ -98,6 +99,10 @@ func NewWriter(pool *pgxpool.Pool, cfg WriterConfig, log *slog.Logger, reg prome
 	}
 	return w
 }
+
+// RedactWith has every line's secret values replaced before it is stored (redact.go); call it
+// before Run.
+func (w *Writer) RedactWith(s Secrets) { w.redact.secrets = s }
 
 // Lines takes lines of any runs. It never waits for the database: the lines are batched, and
 // those past their run's rate, or past what may wait, are dropped and counted.
@@ -179,7 +184,14 @@ func (w *Writer) flush(ctx context.Context, all bool) error {
 		if len(batch) == 0 {
 			return nil
 		}
-		if err := w.write(ctx, batch); err != nil {
+		// Like the write, a taken batch's redaction is not cut short by ctx.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+		err := w.redact.redact(rctx, batch, w.now())
+		cancel()
+		if err == nil {
+			err = w.write(ctx, batch)
+		}
+		if err != nil {
 			w.drops.Add(float64(len(batch)))
 			w.log.Error("applog: store lines", "lines", len(batch), "err", err)
 			return err

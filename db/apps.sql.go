@@ -207,7 +207,7 @@ UPDATE sandboxes x SET
 WHERE x.id = $7::uuid AND ($2::boolean OR x.app_run_id = $5::uuid
     AND (x.app_status IS DISTINCT FROM $1::app_status OR $6::integer IS NOT NULL))
     AND (NOT $8::boolean OR x.status = 'running' AND x.pause_requested_at IS NULL)
-RETURNING x.id, x.provider_id, x.owner_id, x.project_id, x.build_id, x.status, x.snapshot_kind, x.preview_url, x.envd_token, x.provider_domain, x.last_active_at, x.last_verified_at, x.verification_failures, x.state_changed_at, x.last_event_at, x.end_at, x.killed_at, x.killed_reason, x.failure_cause, x.recreated, x.kill_requested, x.version, x.created_at, x.pause_requested_at, x.app_changed_files, x.files_seen_at, x.missing_since, x.deployed_version_id, x.deploying_version_id, x.deploying_since, x.deploying_job, x.killed_detail, x.failure_detail, x.vcpus, x.memory_mib, x.lifetime_seconds, x.changed_by_provider, x.app_status, x.app_version, x.app_since, x.app_exit_code, x.app_run_id, x.app_pid, x.app_good_version
+RETURNING x.id, x.provider_id, x.owner_id, x.project_id, x.build_id, x.status, x.snapshot_kind, x.preview_url, x.envd_token, x.provider_domain, x.last_active_at, x.last_verified_at, x.verification_failures, x.state_changed_at, x.last_event_at, x.end_at, x.killed_at, x.killed_reason, x.failure_cause, x.recreated, x.kill_requested, x.version, x.created_at, x.pause_requested_at, x.app_changed_files, x.files_seen_at, x.missing_since, x.deployed_version_id, x.deploying_version_id, x.deploying_since, x.deploying_job, x.killed_detail, x.failure_detail, x.vcpus, x.memory_mib, x.lifetime_seconds, x.changed_by_provider, x.app_status, x.app_version, x.app_since, x.app_exit_code, x.app_run_id, x.app_pid, x.app_good_version, x.env_revision
 `
 
 type SetSandboxAppParams struct {
@@ -284,6 +284,7 @@ func (q *Queries) SetSandboxApp(ctx context.Context, arg SetSandboxAppParams) (S
 		&i.AppRunID,
 		&i.AppPid,
 		&i.AppGoodVersion,
+		&i.EnvRevision,
 	)
 	return i, err
 }

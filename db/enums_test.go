@@ -35,7 +35,8 @@ func TestEveryEnumValueIsTyped(t *testing.T) {
 			sandbox.ReasonProviderPaused, sandbox.ReasonProviderResumed, sandbox.ReasonProviderTimeout, sandbox.ReasonProviderRequest,
 			sandbox.ReasonProviderOther, sandbox.ReasonMissingPastEnd, sandbox.ReasonMissingAfterKill, sandbox.ReasonLost,
 			sandbox.ReasonVisitorWake, sandbox.ReasonVisitorFoundGone, sandbox.ReasonVersionLive, sandbox.ReasonVersionFailed,
-			sandbox.ReasonWokeWithVersion, sandbox.ReasonOther, sandbox.ReasonAppExited, sandbox.ReasonWokeNotStarting)},
+			sandbox.ReasonWokeWithVersion, sandbox.ReasonOther, sandbox.ReasonAppExited, sandbox.ReasonWokeNotStarting,
+			sandbox.ReasonEnvChanged, sandbox.ReasonEnvApplied)},
 		{"event_source", strs(sandbox.SourceUser, sandbox.SourceWebhook, sandbox.SourceReconciler, sandbox.SourceScheduler,
 			sandbox.SourceBuild, sandbox.SourceEventsAPI, sandbox.SourceVisitor, sandbox.SourceOperator, sandbox.SourceWatch)},
 	} {

@@ -477,6 +477,17 @@ type Project struct {
 	CreatedAt       time.Time
 	ReloadsItself   bool
 	PreviewReporter bool
+	EnvRevision     int64
+}
+
+type ProjectEnv struct {
+	ProjectID uuid.UUID
+	Name      string
+	Secret    bool
+	Value     *string
+	Sealed    []byte
+	KeyID     *string
+	UpdatedAt time.Time
 }
 
 type ProjectState struct {
@@ -538,6 +549,7 @@ type Sandbox struct {
 	AppRunID             *uuid.UUID
 	AppPid               *int32
 	AppGoodVersion       *int32
+	EnvRevision          int64
 }
 
 type SandboxEvent struct {
@@ -561,6 +573,8 @@ type SandboxEvent struct {
 	FailureExitCode   *int32
 	FailurePort       *int32
 	FailureLimitMs    *int64
+	EnvSet            []string
+	EnvRemoved        []string
 }
 
 type ShareLink struct {

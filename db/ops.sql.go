@@ -136,7 +136,7 @@ func (q *Queries) GetLatestWebhookDelivery(ctx context.Context) (GetLatestWebhoo
 }
 
 const getSandboxForOps = `-- name: GetSandboxForOps :one
-SELECT s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, s.app_status, s.app_version, s.app_since, s.app_exit_code, s.app_run_id, s.app_pid, s.app_good_version, p.name AS project_name, u.email AS founder
+SELECT s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, s.app_status, s.app_version, s.app_since, s.app_exit_code, s.app_run_id, s.app_pid, s.app_good_version, s.env_revision, p.name AS project_name, u.email AS founder
 FROM sandboxes s JOIN projects p ON p.id = s.project_id JOIN users u ON u.id = s.owner_id
 WHERE s.id = $1
 `
@@ -196,6 +196,7 @@ func (q *Queries) GetSandboxForOps(ctx context.Context, id uuid.UUID) (GetSandbo
 		&i.Sandbox.AppRunID,
 		&i.Sandbox.AppPid,
 		&i.Sandbox.AppGoodVersion,
+		&i.Sandbox.EnvRevision,
 		&i.ProjectName,
 		&i.Founder,
 	)

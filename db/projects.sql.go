@@ -40,7 +40,7 @@ func (q *Queries) CountProjectsByOwnerAndStarter(ctx context.Context, arg CountP
 }
 
 const getProject = `-- name: GetProject :one
-SELECT id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself, preview_reporter FROM projects WHERE id = $1
+SELECT id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself, preview_reporter, env_revision FROM projects WHERE id = $1
 `
 
 // A project by id alone: for a visitor of its share link, whose link names the project.
@@ -59,12 +59,13 @@ func (q *Queries) GetProject(ctx context.Context, id uuid.UUID) (Project, error)
 		&i.CreatedAt,
 		&i.ReloadsItself,
 		&i.PreviewReporter,
+		&i.EnvRevision,
 	)
 	return i, err
 }
 
 const getProjectByOwner = `-- name: GetProjectByOwner :one
-SELECT id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself, preview_reporter FROM projects WHERE id = $1 AND owner_id = $2
+SELECT id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself, preview_reporter, env_revision FROM projects WHERE id = $1 AND owner_id = $2
 `
 
 type GetProjectByOwnerParams struct {
@@ -88,12 +89,13 @@ func (q *Queries) GetProjectByOwner(ctx context.Context, arg GetProjectByOwnerPa
 		&i.CreatedAt,
 		&i.ReloadsItself,
 		&i.PreviewReporter,
+		&i.EnvRevision,
 	)
 	return i, err
 }
 
 const getProjectState = `-- name: GetProjectState :one
-SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself, projects.preview_reporter, st.project_id, st.owner_id, st.file_count, st.current_version, st.last_good_version, st.shared, st.sandbox_id, st.change_event_id, st.latest_event_id, st.deployed_number, st.deploying_number
+SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself, projects.preview_reporter, projects.env_revision, st.project_id, st.owner_id, st.file_count, st.current_version, st.last_good_version, st.shared, st.sandbox_id, st.change_event_id, st.latest_event_id, st.deployed_number, st.deploying_number
 FROM project_states st JOIN projects ON projects.id = st.project_id
 WHERE st.owner_id = $1 AND st.project_id = $2
 `
@@ -125,6 +127,7 @@ func (q *Queries) GetProjectState(ctx context.Context, arg GetProjectStateParams
 		&i.Project.CreatedAt,
 		&i.Project.ReloadsItself,
 		&i.Project.PreviewReporter,
+		&i.Project.EnvRevision,
 		&i.ProjectState.ProjectID,
 		&i.ProjectState.OwnerID,
 		&i.ProjectState.FileCount,
@@ -141,8 +144,8 @@ func (q *Queries) GetProjectState(ctx context.Context, arg GetProjectStateParams
 }
 
 const getProjectStateOfSandbox = `-- name: GetProjectStateOfSandbox :one
-SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself, projects.preview_reporter, u.credits AS owner_credits, st.project_id, st.owner_id, st.file_count, st.current_version, st.last_good_version, st.shared, st.sandbox_id, st.change_event_id, st.latest_event_id, st.deployed_number, st.deploying_number,
-       s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, s.app_status, s.app_version, s.app_since, s.app_exit_code, s.app_run_id, s.app_pid, s.app_good_version, b.id, b.project_id, b.version, b.status, b.stage, b.failure_detail, b.kind, b.created_at, b.finished_at, b.files_version_id, b.failure_code, b.failure_command, b.failure_exit_code, b.failure_port, b.failure_limit_ms, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail, e.failure_code, e.failure_command, e.failure_exit_code, e.failure_port, e.failure_limit_ms
+SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself, projects.preview_reporter, projects.env_revision, u.credits AS owner_credits, st.project_id, st.owner_id, st.file_count, st.current_version, st.last_good_version, st.shared, st.sandbox_id, st.change_event_id, st.latest_event_id, st.deployed_number, st.deploying_number,
+       s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, s.app_status, s.app_version, s.app_since, s.app_exit_code, s.app_run_id, s.app_pid, s.app_good_version, s.env_revision, b.id, b.project_id, b.version, b.status, b.stage, b.failure_detail, b.kind, b.created_at, b.finished_at, b.files_version_id, b.failure_code, b.failure_command, b.failure_exit_code, b.failure_port, b.failure_limit_ms, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail, e.failure_code, e.failure_command, e.failure_exit_code, e.failure_port, e.failure_limit_ms, e.env_set, e.env_removed
 FROM sandboxes x
 JOIN project_states st ON st.project_id = x.project_id AND st.owner_id = $1
 JOIN projects ON projects.id = st.project_id
@@ -187,6 +190,7 @@ func (q *Queries) GetProjectStateOfSandbox(ctx context.Context, arg GetProjectSt
 		&i.Project.CreatedAt,
 		&i.Project.ReloadsItself,
 		&i.Project.PreviewReporter,
+		&i.Project.EnvRevision,
 		&i.OwnerCredits,
 		&i.ProjectState.ProjectID,
 		&i.ProjectState.OwnerID,
@@ -243,6 +247,7 @@ func (q *Queries) GetProjectStateOfSandbox(ctx context.Context, arg GetProjectSt
 		&i.Sandbox.AppRunID,
 		&i.Sandbox.AppPid,
 		&i.Sandbox.AppGoodVersion,
+		&i.Sandbox.EnvRevision,
 		&i.Build.ID,
 		&i.Build.ProjectID,
 		&i.Build.Version,
@@ -278,6 +283,8 @@ func (q *Queries) GetProjectStateOfSandbox(ctx context.Context, arg GetProjectSt
 		&i.SandboxEvent.FailureExitCode,
 		&i.SandboxEvent.FailurePort,
 		&i.SandboxEvent.FailureLimitMs,
+		&i.SandboxEvent.EnvSet,
+		&i.SandboxEvent.EnvRemoved,
 	)
 	return i, err
 }
@@ -285,7 +292,7 @@ func (q *Queries) GetProjectStateOfSandbox(ctx context.Context, arg GetProjectSt
 const insertProject = `-- name: InsertProject :one
 INSERT INTO projects (owner_id, name, starter, install_command, start_command, port, pause_kind, reloads_itself)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-RETURNING id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself, preview_reporter
+RETURNING id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself, preview_reporter, env_revision
 `
 
 type InsertProjectParams struct {
@@ -323,12 +330,13 @@ func (q *Queries) InsertProject(ctx context.Context, arg InsertProjectParams) (P
 		&i.CreatedAt,
 		&i.ReloadsItself,
 		&i.PreviewReporter,
+		&i.EnvRevision,
 	)
 	return i, err
 }
 
 const listProjectStatesByOwner = `-- name: ListProjectStatesByOwner :many
-SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself, projects.preview_reporter, st.project_id, st.owner_id, st.file_count, st.current_version, st.last_good_version, st.shared, st.sandbox_id, st.change_event_id, st.latest_event_id, st.deployed_number, st.deploying_number, s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, s.app_status, s.app_version, s.app_since, s.app_exit_code, s.app_run_id, s.app_pid, s.app_good_version, b.id, b.project_id, b.version, b.status, b.stage, b.failure_detail, b.kind, b.created_at, b.finished_at, b.files_version_id, b.failure_code, b.failure_command, b.failure_exit_code, b.failure_port, b.failure_limit_ms, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail, e.failure_code, e.failure_command, e.failure_exit_code, e.failure_port, e.failure_limit_ms,
+SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself, projects.preview_reporter, projects.env_revision, st.project_id, st.owner_id, st.file_count, st.current_version, st.last_good_version, st.shared, st.sandbox_id, st.change_event_id, st.latest_event_id, st.deployed_number, st.deploying_number, s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, s.app_status, s.app_version, s.app_since, s.app_exit_code, s.app_run_id, s.app_pid, s.app_good_version, s.env_revision, b.id, b.project_id, b.version, b.status, b.stage, b.failure_detail, b.kind, b.created_at, b.finished_at, b.files_version_id, b.failure_code, b.failure_command, b.failure_exit_code, b.failure_port, b.failure_limit_ms, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail, e.failure_code, e.failure_command, e.failure_exit_code, e.failure_port, e.failure_limit_ms, e.env_set, e.env_removed,
        (SELECT count(*) FROM projects o WHERE o.owner_id = $1)::integer AS project_count,
        (SELECT u.credits FROM users u WHERE u.id = $1)::integer AS credits
 FROM project_states st
@@ -375,6 +383,7 @@ func (q *Queries) ListProjectStatesByOwner(ctx context.Context, ownerID uuid.UUI
 			&i.Project.CreatedAt,
 			&i.Project.ReloadsItself,
 			&i.Project.PreviewReporter,
+			&i.Project.EnvRevision,
 			&i.ProjectState.ProjectID,
 			&i.ProjectState.OwnerID,
 			&i.ProjectState.FileCount,
@@ -430,6 +439,7 @@ func (q *Queries) ListProjectStatesByOwner(ctx context.Context, ownerID uuid.UUI
 			&i.Sandbox.AppRunID,
 			&i.Sandbox.AppPid,
 			&i.Sandbox.AppGoodVersion,
+			&i.Sandbox.EnvRevision,
 			&i.Build.ID,
 			&i.Build.ProjectID,
 			&i.Build.Version,
@@ -465,6 +475,8 @@ func (q *Queries) ListProjectStatesByOwner(ctx context.Context, ownerID uuid.UUI
 			&i.SandboxEvent.FailureExitCode,
 			&i.SandboxEvent.FailurePort,
 			&i.SandboxEvent.FailureLimitMs,
+			&i.SandboxEvent.EnvSet,
+			&i.SandboxEvent.EnvRemoved,
 			&i.ProjectCount,
 			&i.Credits,
 		); err != nil {
@@ -479,7 +491,7 @@ func (q *Queries) ListProjectStatesByOwner(ctx context.Context, ownerID uuid.UUI
 }
 
 const listProjectsByOwner = `-- name: ListProjectsByOwner :many
-SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself, projects.preview_reporter, st.project_id, st.owner_id, st.file_count, st.current_version, st.last_good_version, st.shared, st.sandbox_id, st.change_event_id, st.latest_event_id, st.deployed_number, st.deploying_number
+SELECT projects.id, projects.owner_id, projects.name, projects.starter, projects.install_command, projects.start_command, projects.port, projects.pause_kind, projects.created_at, projects.reloads_itself, projects.preview_reporter, projects.env_revision, st.project_id, st.owner_id, st.file_count, st.current_version, st.last_good_version, st.shared, st.sandbox_id, st.change_event_id, st.latest_event_id, st.deployed_number, st.deploying_number
 FROM project_states st JOIN projects ON projects.id = st.project_id
 WHERE st.owner_id = $1 ORDER BY projects.created_at DESC, projects.id
 `
@@ -512,6 +524,7 @@ func (q *Queries) ListProjectsByOwner(ctx context.Context, ownerID uuid.UUID) ([
 			&i.Project.CreatedAt,
 			&i.Project.ReloadsItself,
 			&i.Project.PreviewReporter,
+			&i.Project.EnvRevision,
 			&i.ProjectState.ProjectID,
 			&i.ProjectState.OwnerID,
 			&i.ProjectState.FileCount,
@@ -535,7 +548,7 @@ func (q *Queries) ListProjectsByOwner(ctx context.Context, ownerID uuid.UUID) ([
 }
 
 const lockProjectByOwner = `-- name: LockProjectByOwner :one
-SELECT id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself, preview_reporter FROM projects WHERE id = $1 AND owner_id = $2 FOR NO KEY UPDATE
+SELECT id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself, preview_reporter, env_revision FROM projects WHERE id = $1 AND owner_id = $2 FOR NO KEY UPDATE
 `
 
 type LockProjectByOwnerParams struct {
@@ -562,12 +575,13 @@ func (q *Queries) LockProjectByOwner(ctx context.Context, arg LockProjectByOwner
 		&i.CreatedAt,
 		&i.ReloadsItself,
 		&i.PreviewReporter,
+		&i.EnvRevision,
 	)
 	return i, err
 }
 
 const setProjectPreviewReporter = `-- name: SetProjectPreviewReporter :one
-UPDATE projects SET preview_reporter = $1 WHERE id = $2 AND owner_id = $3 RETURNING id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself, preview_reporter
+UPDATE projects SET preview_reporter = $1 WHERE id = $2 AND owner_id = $3 RETURNING id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself, preview_reporter, env_revision
 `
 
 type SetProjectPreviewReporterParams struct {
@@ -592,12 +606,13 @@ func (q *Queries) SetProjectPreviewReporter(ctx context.Context, arg SetProjectP
 		&i.CreatedAt,
 		&i.ReloadsItself,
 		&i.PreviewReporter,
+		&i.EnvRevision,
 	)
 	return i, err
 }
 
 const setProjectReloadsItself = `-- name: SetProjectReloadsItself :one
-UPDATE projects SET reloads_itself = $1 WHERE id = $2 AND owner_id = $3 RETURNING id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself, preview_reporter
+UPDATE projects SET reloads_itself = $1 WHERE id = $2 AND owner_id = $3 RETURNING id, owner_id, name, starter, install_command, start_command, port, pause_kind, created_at, reloads_itself, preview_reporter, env_revision
 `
 
 type SetProjectReloadsItselfParams struct {
@@ -622,6 +637,7 @@ func (q *Queries) SetProjectReloadsItself(ctx context.Context, arg SetProjectRel
 		&i.CreatedAt,
 		&i.ReloadsItself,
 		&i.PreviewReporter,
+		&i.EnvRevision,
 	)
 	return i, err
 }

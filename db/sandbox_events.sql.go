@@ -29,7 +29,7 @@ func (q *Queries) CountFailedResumesSinceRunning(ctx context.Context, sandboxID 
 }
 
 const getLatestSandboxEvent = `-- name: GetLatestSandboxEvent :one
-SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, version_number, duration_ms, output, via_token, detail, failure_code, failure_command, failure_exit_code, failure_port, failure_limit_ms FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id DESC LIMIT 1
+SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, version_number, duration_ms, output, via_token, detail, failure_code, failure_command, failure_exit_code, failure_port, failure_limit_ms, env_set, env_removed FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id DESC LIMIT 1
 `
 
 // The sandbox's newest event: its state's version for live updates.
@@ -57,6 +57,8 @@ func (q *Queries) GetLatestSandboxEvent(ctx context.Context, sandboxID uuid.UUID
 		&i.FailureExitCode,
 		&i.FailurePort,
 		&i.FailureLimitMs,
+		&i.EnvSet,
+		&i.EnvRemoved,
 	)
 	return i, err
 }
@@ -82,11 +84,13 @@ func (q *Queries) HasVisitorNote(ctx context.Context, arg HasVisitorNoteParams) 
 const insertSandboxEvent = `-- name: InsertSandboxEvent :one
 WITH e AS (
     INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason, detail, provider_event_id, provider_timestamp, files,
-        via_token, version_number, duration_ms, output, failure_code, failure_command, failure_exit_code, failure_port, failure_limit_ms)
+        via_token, version_number, duration_ms, output, failure_code, failure_command, failure_exit_code, failure_port, failure_limit_ms,
+        env_set, env_removed)
     VALUES ($3, $4, $5, $6, $7, $8, $9, $10,
         coalesce($11::text[], '{}'), $12, $13, $14,
         coalesce($15::text, ''), $16, coalesce($17::text, ''),
-        $18, $19, $20)
+        $18, $19, $20,
+        coalesce($21::text[], '{}'), coalesce($22::text[], '{}'))
     RETURNING id, sandbox_id
 )
 SELECT e.id FROM e, pg_notify($1::text, $2::text)
@@ -113,6 +117,8 @@ type InsertSandboxEventParams struct {
 	FailureExitCode   *int32
 	FailurePort       *int32
 	FailureLimitMs    *int64
+	EnvSet            []string
+	EnvRemoved        []string
 }
 
 // An event row that is no move (a new sandbox's first, a note; a move's is UpdateSandboxStatus's)
@@ -140,6 +146,8 @@ func (q *Queries) InsertSandboxEvent(ctx context.Context, arg InsertSandboxEvent
 		arg.FailureExitCode,
 		arg.FailurePort,
 		arg.FailureLimitMs,
+		arg.EnvSet,
+		arg.EnvRemoved,
 	)
 	var id int64
 	err := row.Scan(&id)
@@ -147,7 +155,7 @@ func (q *Queries) InsertSandboxEvent(ctx context.Context, arg InsertSandboxEvent
 }
 
 const listProjectHistory = `-- name: ListProjectHistory :many
-SELECT e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail, e.failure_code, e.failure_command, e.failure_exit_code, e.failure_port, e.failure_limit_ms, b.kind AS build_kind
+SELECT e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail, e.failure_code, e.failure_command, e.failure_exit_code, e.failure_port, e.failure_limit_ms, e.env_set, e.env_removed, b.kind AS build_kind
 FROM sandbox_events e
 JOIN sandboxes s ON s.id = e.sandbox_id
 JOIN builds b ON b.id = s.build_id
@@ -205,6 +213,8 @@ func (q *Queries) ListProjectHistory(ctx context.Context, arg ListProjectHistory
 			&i.SandboxEvent.FailureExitCode,
 			&i.SandboxEvent.FailurePort,
 			&i.SandboxEvent.FailureLimitMs,
+			&i.SandboxEvent.EnvSet,
+			&i.SandboxEvent.EnvRemoved,
 			&i.BuildKind,
 		); err != nil {
 			return nil, err
@@ -218,7 +228,7 @@ func (q *Queries) ListProjectHistory(ctx context.Context, arg ListProjectHistory
 }
 
 const listSandboxEvents = `-- name: ListSandboxEvents :many
-SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, version_number, duration_ms, output, via_token, detail, failure_code, failure_command, failure_exit_code, failure_port, failure_limit_ms FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id
+SELECT id, sandbox_id, from_status, to_status, source, reason, provider_event_id, provider_timestamp, created_at, files, version_number, duration_ms, output, via_token, detail, failure_code, failure_command, failure_exit_code, failure_port, failure_limit_ms, env_set, env_removed FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id
 `
 
 func (q *Queries) ListSandboxEvents(ctx context.Context, sandboxID uuid.UUID) ([]SandboxEvent, error) {
@@ -251,6 +261,8 @@ func (q *Queries) ListSandboxEvents(ctx context.Context, sandboxID uuid.UUID) ([
 			&i.FailureExitCode,
 			&i.FailurePort,
 			&i.FailureLimitMs,
+			&i.EnvSet,
+			&i.EnvRemoved,
 		); err != nil {
 			return nil, err
 		}

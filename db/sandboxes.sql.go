@@ -17,7 +17,7 @@ const claimSandboxDeploy = `-- name: ClaimSandboxDeploy :one
 UPDATE sandboxes SET deploying_version_id = $1, deploying_since = now(), deploying_job = $2
 WHERE id = $3 AND (deploying_version_id IS NULL OR deploying_job = $2
     OR deploying_since < now() - make_interval(secs => $4::float8))
-RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider, app_status, app_version, app_since, app_exit_code, app_run_id, app_pid, app_good_version
+RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider, app_status, app_version, app_since, app_exit_code, app_run_id, app_pid, app_good_version, env_revision
 `
 
 type ClaimSandboxDeployParams struct {
@@ -82,6 +82,7 @@ func (q *Queries) ClaimSandboxDeploy(ctx context.Context, arg ClaimSandboxDeploy
 		&i.AppRunID,
 		&i.AppPid,
 		&i.AppGoodVersion,
+		&i.EnvRevision,
 	)
 	return i, err
 }
@@ -104,7 +105,7 @@ func (q *Queries) EndSandboxDeploy(ctx context.Context, arg EndSandboxDeployPara
 }
 
 const getCurrentSandboxByProject = `-- name: GetCurrentSandboxByProject :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider, app_status, app_version, app_since, app_exit_code, app_run_id, app_pid, app_good_version FROM sandboxes WHERE project_id = $1 ORDER BY created_at DESC LIMIT 1
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider, app_status, app_version, app_since, app_exit_code, app_run_id, app_pid, app_good_version, env_revision FROM sandboxes WHERE project_id = $1 ORDER BY created_at DESC LIMIT 1
 `
 
 // The sandbox of the project's newest build.
@@ -156,12 +157,13 @@ func (q *Queries) GetCurrentSandboxByProject(ctx context.Context, projectID uuid
 		&i.AppRunID,
 		&i.AppPid,
 		&i.AppGoodVersion,
+		&i.EnvRevision,
 	)
 	return i, err
 }
 
 const getCurrentSandboxByProjectForUpdate = `-- name: GetCurrentSandboxByProjectForUpdate :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider, app_status, app_version, app_since, app_exit_code, app_run_id, app_pid, app_good_version FROM sandboxes WHERE project_id = $1 ORDER BY created_at DESC LIMIT 1 FOR NO KEY UPDATE
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider, app_status, app_version, app_since, app_exit_code, app_run_id, app_pid, app_good_version, env_revision FROM sandboxes WHERE project_id = $1 ORDER BY created_at DESC LIMIT 1 FOR NO KEY UPDATE
 `
 
 // The project's current sandbox, locked: a visitor's wake decides under this lock, so of any
@@ -214,12 +216,13 @@ func (q *Queries) GetCurrentSandboxByProjectForUpdate(ctx context.Context, proje
 		&i.AppRunID,
 		&i.AppPid,
 		&i.AppGoodVersion,
+		&i.EnvRevision,
 	)
 	return i, err
 }
 
 const getCurrentSandboxState = `-- name: GetCurrentSandboxState :one
-SELECT st.project_id, st.owner_id, st.file_count, st.current_version, st.last_good_version, st.shared, st.sandbox_id, st.change_event_id, st.latest_event_id, st.deployed_number, st.deploying_number, s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, s.app_status, s.app_version, s.app_since, s.app_exit_code, s.app_run_id, s.app_pid, s.app_good_version, b.id, b.project_id, b.version, b.status, b.stage, b.failure_detail, b.kind, b.created_at, b.finished_at, b.files_version_id, b.failure_code, b.failure_command, b.failure_exit_code, b.failure_port, b.failure_limit_ms, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail, e.failure_code, e.failure_command, e.failure_exit_code, e.failure_port, e.failure_limit_ms
+SELECT st.project_id, st.owner_id, st.file_count, st.current_version, st.last_good_version, st.shared, st.sandbox_id, st.change_event_id, st.latest_event_id, st.deployed_number, st.deploying_number, s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, s.app_status, s.app_version, s.app_since, s.app_exit_code, s.app_run_id, s.app_pid, s.app_good_version, s.env_revision, b.id, b.project_id, b.version, b.status, b.stage, b.failure_detail, b.kind, b.created_at, b.finished_at, b.files_version_id, b.failure_code, b.failure_command, b.failure_exit_code, b.failure_port, b.failure_limit_ms, e.id, e.sandbox_id, e.from_status, e.to_status, e.source, e.reason, e.provider_event_id, e.provider_timestamp, e.created_at, e.files, e.version_number, e.duration_ms, e.output, e.via_token, e.detail, e.failure_code, e.failure_command, e.failure_exit_code, e.failure_port, e.failure_limit_ms, e.env_set, e.env_removed
 FROM project_states st
 JOIN sandboxes s ON s.id = st.sandbox_id
 JOIN builds b ON b.id = s.build_id
@@ -297,6 +300,7 @@ func (q *Queries) GetCurrentSandboxState(ctx context.Context, projectID uuid.UUI
 		&i.Sandbox.AppRunID,
 		&i.Sandbox.AppPid,
 		&i.Sandbox.AppGoodVersion,
+		&i.Sandbox.EnvRevision,
 		&i.Build.ID,
 		&i.Build.ProjectID,
 		&i.Build.Version,
@@ -332,12 +336,14 @@ func (q *Queries) GetCurrentSandboxState(ctx context.Context, projectID uuid.UUI
 		&i.SandboxEvent.FailureExitCode,
 		&i.SandboxEvent.FailurePort,
 		&i.SandboxEvent.FailureLimitMs,
+		&i.SandboxEvent.EnvSet,
+		&i.SandboxEvent.EnvRemoved,
 	)
 	return i, err
 }
 
 const getSandbox = `-- name: GetSandbox :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider, app_status, app_version, app_since, app_exit_code, app_run_id, app_pid, app_good_version FROM sandboxes WHERE id = $1
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider, app_status, app_version, app_since, app_exit_code, app_run_id, app_pid, app_good_version, env_revision FROM sandboxes WHERE id = $1
 `
 
 func (q *Queries) GetSandbox(ctx context.Context, id uuid.UUID) (Sandbox, error) {
@@ -388,12 +394,13 @@ func (q *Queries) GetSandbox(ctx context.Context, id uuid.UUID) (Sandbox, error)
 		&i.AppRunID,
 		&i.AppPid,
 		&i.AppGoodVersion,
+		&i.EnvRevision,
 	)
 	return i, err
 }
 
 const getSandboxByBuild = `-- name: GetSandboxByBuild :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider, app_status, app_version, app_since, app_exit_code, app_run_id, app_pid, app_good_version FROM sandboxes WHERE build_id = $1
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider, app_status, app_version, app_since, app_exit_code, app_run_id, app_pid, app_good_version, env_revision FROM sandboxes WHERE build_id = $1
 `
 
 func (q *Queries) GetSandboxByBuild(ctx context.Context, buildID uuid.UUID) (Sandbox, error) {
@@ -444,12 +451,13 @@ func (q *Queries) GetSandboxByBuild(ctx context.Context, buildID uuid.UUID) (San
 		&i.AppRunID,
 		&i.AppPid,
 		&i.AppGoodVersion,
+		&i.EnvRevision,
 	)
 	return i, err
 }
 
 const getSandboxByOwner = `-- name: GetSandboxByOwner :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider, app_status, app_version, app_since, app_exit_code, app_run_id, app_pid, app_good_version FROM sandboxes WHERE id = $1 AND owner_id = $2
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider, app_status, app_version, app_since, app_exit_code, app_run_id, app_pid, app_good_version, env_revision FROM sandboxes WHERE id = $1 AND owner_id = $2
 `
 
 type GetSandboxByOwnerParams struct {
@@ -505,12 +513,13 @@ func (q *Queries) GetSandboxByOwner(ctx context.Context, arg GetSandboxByOwnerPa
 		&i.AppRunID,
 		&i.AppPid,
 		&i.AppGoodVersion,
+		&i.EnvRevision,
 	)
 	return i, err
 }
 
 const getSandboxByProviderID = `-- name: GetSandboxByProviderID :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider, app_status, app_version, app_since, app_exit_code, app_run_id, app_pid, app_good_version FROM sandboxes WHERE provider_id = $1
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider, app_status, app_version, app_since, app_exit_code, app_run_id, app_pid, app_good_version, env_revision FROM sandboxes WHERE provider_id = $1
 `
 
 func (q *Queries) GetSandboxByProviderID(ctx context.Context, providerID *string) (Sandbox, error) {
@@ -561,12 +570,13 @@ func (q *Queries) GetSandboxByProviderID(ctx context.Context, providerID *string
 		&i.AppRunID,
 		&i.AppPid,
 		&i.AppGoodVersion,
+		&i.EnvRevision,
 	)
 	return i, err
 }
 
 const getSandboxByProviderIDForUpdate = `-- name: GetSandboxByProviderIDForUpdate :one
-SELECT s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, s.app_status, s.app_version, s.app_since, s.app_exit_code, s.app_run_id, s.app_pid, s.app_good_version, p.pause_kind FROM sandboxes s JOIN projects p ON p.id = s.project_id
+SELECT s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, s.app_status, s.app_version, s.app_since, s.app_exit_code, s.app_run_id, s.app_pid, s.app_good_version, s.env_revision, p.pause_kind FROM sandboxes s JOIN projects p ON p.id = s.project_id
 WHERE s.provider_id = $1 FOR NO KEY UPDATE OF s
 `
 
@@ -625,13 +635,14 @@ func (q *Queries) GetSandboxByProviderIDForUpdate(ctx context.Context, providerI
 		&i.Sandbox.AppRunID,
 		&i.Sandbox.AppPid,
 		&i.Sandbox.AppGoodVersion,
+		&i.Sandbox.EnvRevision,
 		&i.PauseKind,
 	)
 	return i, err
 }
 
 const getSandboxForUpdate = `-- name: GetSandboxForUpdate :one
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider, app_status, app_version, app_since, app_exit_code, app_run_id, app_pid, app_good_version FROM sandboxes WHERE id = $1 FOR NO KEY UPDATE
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider, app_status, app_version, app_since, app_exit_code, app_run_id, app_pid, app_good_version, env_revision FROM sandboxes WHERE id = $1 FOR NO KEY UPDATE
 `
 
 func (q *Queries) GetSandboxForUpdate(ctx context.Context, id uuid.UUID) (Sandbox, error) {
@@ -682,12 +693,13 @@ func (q *Queries) GetSandboxForUpdate(ctx context.Context, id uuid.UUID) (Sandbo
 		&i.AppRunID,
 		&i.AppPid,
 		&i.AppGoodVersion,
+		&i.EnvRevision,
 	)
 	return i, err
 }
 
 const getSandboxStatus = `-- name: GetSandboxStatus :one
-SELECT x.id, x.provider_id, x.owner_id, x.project_id, x.build_id, x.status, x.snapshot_kind, x.preview_url, x.envd_token, x.provider_domain, x.last_active_at, x.last_verified_at, x.verification_failures, x.state_changed_at, x.last_event_at, x.end_at, x.killed_at, x.killed_reason, x.failure_cause, x.recreated, x.kill_requested, x.version, x.created_at, x.pause_requested_at, x.app_changed_files, x.files_seen_at, x.missing_since, x.deployed_version_id, x.deploying_version_id, x.deploying_since, x.deploying_job, x.killed_detail, x.failure_detail, x.vcpus, x.memory_mib, x.lifetime_seconds, x.changed_by_provider, x.app_status, x.app_version, x.app_since, x.app_exit_code, x.app_run_id, x.app_pid, x.app_good_version,
+SELECT x.id, x.provider_id, x.owner_id, x.project_id, x.build_id, x.status, x.snapshot_kind, x.preview_url, x.envd_token, x.provider_domain, x.last_active_at, x.last_verified_at, x.verification_failures, x.state_changed_at, x.last_event_at, x.end_at, x.killed_at, x.killed_reason, x.failure_cause, x.recreated, x.kill_requested, x.version, x.created_at, x.pause_requested_at, x.app_changed_files, x.files_seen_at, x.missing_since, x.deployed_version_id, x.deploying_version_id, x.deploying_since, x.deploying_job, x.killed_detail, x.failure_detail, x.vcpus, x.memory_mib, x.lifetime_seconds, x.changed_by_provider, x.app_status, x.app_version, x.app_since, x.app_exit_code, x.app_run_id, x.app_pid, x.app_good_version, x.env_revision,
        (x.id = st.sandbox_id)::boolean AS is_current,
        (SELECT v.number FROM versions v WHERE v.id = x.deployed_version_id)::integer AS deployed_number,
        st.current_version, st.last_good_version
@@ -761,6 +773,7 @@ func (q *Queries) GetSandboxStatus(ctx context.Context, arg GetSandboxStatusPara
 		&i.Sandbox.AppRunID,
 		&i.Sandbox.AppPid,
 		&i.Sandbox.AppGoodVersion,
+		&i.Sandbox.EnvRevision,
 		&i.IsCurrent,
 		&i.DeployedNumber,
 		&i.CurrentVersion,
@@ -770,7 +783,7 @@ func (q *Queries) GetSandboxStatus(ctx context.Context, arg GetSandboxStatusPara
 }
 
 const getSharedSandboxByProject = `-- name: GetSharedSandboxByProject :one
-SELECT s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, s.app_status, s.app_version, s.app_since, s.app_exit_code, s.app_run_id, s.app_pid, s.app_good_version, b.id, b.project_id, b.version, b.status, b.stage, b.failure_detail, b.kind, b.created_at, b.finished_at, b.files_version_id, b.failure_code, b.failure_command, b.failure_exit_code, b.failure_port, b.failure_limit_ms, st.latest_event_id
+SELECT s.id, s.provider_id, s.owner_id, s.project_id, s.build_id, s.status, s.snapshot_kind, s.preview_url, s.envd_token, s.provider_domain, s.last_active_at, s.last_verified_at, s.verification_failures, s.state_changed_at, s.last_event_at, s.end_at, s.killed_at, s.killed_reason, s.failure_cause, s.recreated, s.kill_requested, s.version, s.created_at, s.pause_requested_at, s.app_changed_files, s.files_seen_at, s.missing_since, s.deployed_version_id, s.deploying_version_id, s.deploying_since, s.deploying_job, s.killed_detail, s.failure_detail, s.vcpus, s.memory_mib, s.lifetime_seconds, s.changed_by_provider, s.app_status, s.app_version, s.app_since, s.app_exit_code, s.app_run_id, s.app_pid, s.app_good_version, s.env_revision, b.id, b.project_id, b.version, b.status, b.stage, b.failure_detail, b.kind, b.created_at, b.finished_at, b.files_version_id, b.failure_code, b.failure_command, b.failure_exit_code, b.failure_port, b.failure_limit_ms, st.latest_event_id
 FROM project_states st
 JOIN sandboxes s ON s.id = st.sandbox_id
 JOIN builds b ON b.id = s.build_id
@@ -835,6 +848,7 @@ func (q *Queries) GetSharedSandboxByProject(ctx context.Context, projectID uuid.
 		&i.Sandbox.AppRunID,
 		&i.Sandbox.AppPid,
 		&i.Sandbox.AppGoodVersion,
+		&i.Sandbox.EnvRevision,
 		&i.Build.ID,
 		&i.Build.ProjectID,
 		&i.Build.Version,
@@ -871,7 +885,7 @@ const insertSandbox = `-- name: InsertSandbox :one
 INSERT INTO sandboxes (owner_id, project_id, build_id, recreated, deployed_version_id, vcpus, memory_mib, lifetime_seconds)
 VALUES ($1, $2, $3, $4, (SELECT files_version_id FROM builds WHERE id = $3), $5, $6,
     $7)
-RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider, app_status, app_version, app_since, app_exit_code, app_run_id, app_pid, app_good_version
+RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider, app_status, app_version, app_since, app_exit_code, app_run_id, app_pid, app_good_version, env_revision
 `
 
 type InsertSandboxParams struct {
@@ -940,6 +954,7 @@ func (q *Queries) InsertSandbox(ctx context.Context, arg InsertSandboxParams) (S
 		&i.AppRunID,
 		&i.AppPid,
 		&i.AppGoodVersion,
+		&i.EnvRevision,
 	)
 	return i, err
 }
@@ -986,7 +1001,7 @@ func (q *Queries) ListReconcileRows(ctx context.Context) ([]ListReconcileRowsRow
 }
 
 const listStuckSandboxes = `-- name: ListStuckSandboxes :many
-SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider, app_status, app_version, app_since, app_exit_code, app_run_id, app_pid, app_good_version FROM sandboxes
+SELECT id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider, app_status, app_version, app_since, app_exit_code, app_run_id, app_pid, app_good_version, env_revision FROM sandboxes
 WHERE (status = 'starting' AND state_changed_at < $1::timestamptz)
    OR (status = 'resuming' AND state_changed_at < $2::timestamptz)
 ORDER BY state_changed_at LIMIT 500
@@ -1052,6 +1067,7 @@ func (q *Queries) ListStuckSandboxes(ctx context.Context, arg ListStuckSandboxes
 			&i.AppRunID,
 			&i.AppPid,
 			&i.AppGoodVersion,
+			&i.EnvRevision,
 		); err != nil {
 			return nil, err
 		}
@@ -1223,7 +1239,7 @@ const setSandboxProvider = `-- name: SetSandboxProvider :one
 UPDATE sandboxes SET provider_id = $1, preview_url = $2, envd_token = $3,
     provider_domain = $4, end_at = $5
 WHERE id = $6 AND status = 'starting'
-RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider, app_status, app_version, app_since, app_exit_code, app_run_id, app_pid, app_good_version
+RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider, app_status, app_version, app_since, app_exit_code, app_run_id, app_pid, app_good_version, env_revision
 `
 
 type SetSandboxProviderParams struct {
@@ -1291,6 +1307,7 @@ func (q *Queries) SetSandboxProvider(ctx context.Context, arg SetSandboxProvider
 		&i.AppRunID,
 		&i.AppPid,
 		&i.AppGoodVersion,
+		&i.EnvRevision,
 	)
 	return i, err
 }
@@ -1307,7 +1324,7 @@ func (q *Queries) TouchActivity(ctx context.Context, id uuid.UUID) error {
 const touchSandboxActivity = `-- name: TouchSandboxActivity :one
 UPDATE sandboxes SET last_active_at = now()
 WHERE id = $1 AND owner_id = $2 AND last_active_at < now() - interval '1 second'
-RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider, app_status, app_version, app_since, app_exit_code, app_run_id, app_pid, app_good_version
+RETURNING id, provider_id, owner_id, project_id, build_id, status, snapshot_kind, preview_url, envd_token, provider_domain, last_active_at, last_verified_at, verification_failures, state_changed_at, last_event_at, end_at, killed_at, killed_reason, failure_cause, recreated, kill_requested, version, created_at, pause_requested_at, app_changed_files, files_seen_at, missing_since, deployed_version_id, deploying_version_id, deploying_since, deploying_job, killed_detail, failure_detail, vcpus, memory_mib, lifetime_seconds, changed_by_provider, app_status, app_version, app_since, app_exit_code, app_run_id, app_pid, app_good_version, env_revision
 `
 
 type TouchSandboxActivityParams struct {
@@ -1364,6 +1381,7 @@ func (q *Queries) TouchSandboxActivity(ctx context.Context, arg TouchSandboxActi
 		&i.AppRunID,
 		&i.AppPid,
 		&i.AppGoodVersion,
+		&i.EnvRevision,
 	)
 	return i, err
 }
@@ -1390,7 +1408,7 @@ WITH u AS (
         pause_requested_at = NULL,
         missing_since    = NULL
     WHERE x.id = $16 AND x.version = $17
-    RETURNING x.id, x.provider_id, x.owner_id, x.project_id, x.build_id, x.status, x.snapshot_kind, x.preview_url, x.envd_token, x.provider_domain, x.last_active_at, x.last_verified_at, x.verification_failures, x.state_changed_at, x.last_event_at, x.end_at, x.killed_at, x.killed_reason, x.failure_cause, x.recreated, x.kill_requested, x.version, x.created_at, x.pause_requested_at, x.app_changed_files, x.files_seen_at, x.missing_since, x.deployed_version_id, x.deploying_version_id, x.deploying_since, x.deploying_job, x.killed_detail, x.failure_detail, x.vcpus, x.memory_mib, x.lifetime_seconds, x.changed_by_provider, x.app_status, x.app_version, x.app_since, x.app_exit_code, x.app_run_id, x.app_pid, x.app_good_version
+    RETURNING x.id, x.provider_id, x.owner_id, x.project_id, x.build_id, x.status, x.snapshot_kind, x.preview_url, x.envd_token, x.provider_domain, x.last_active_at, x.last_verified_at, x.verification_failures, x.state_changed_at, x.last_event_at, x.end_at, x.killed_at, x.killed_reason, x.failure_cause, x.recreated, x.kill_requested, x.version, x.created_at, x.pause_requested_at, x.app_changed_files, x.files_seen_at, x.missing_since, x.deployed_version_id, x.deploying_version_id, x.deploying_since, x.deploying_job, x.killed_detail, x.failure_detail, x.vcpus, x.memory_mib, x.lifetime_seconds, x.changed_by_provider, x.app_status, x.app_version, x.app_since, x.app_exit_code, x.app_run_id, x.app_pid, x.app_good_version, x.env_revision
 ), e AS (
     INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason, detail, provider_event_id, provider_timestamp)
     SELECT u.id, $18::sandbox_status, u.status, $19::event_source, $20::event_reason, $11::text,
@@ -1398,7 +1416,7 @@ WITH u AS (
     FROM u
     RETURNING id, sandbox_id
 )
-SELECT u.id, u.provider_id, u.owner_id, u.project_id, u.build_id, u.status, u.snapshot_kind, u.preview_url, u.envd_token, u.provider_domain, u.last_active_at, u.last_verified_at, u.verification_failures, u.state_changed_at, u.last_event_at, u.end_at, u.killed_at, u.killed_reason, u.failure_cause, u.recreated, u.kill_requested, u.version, u.created_at, u.pause_requested_at, u.app_changed_files, u.files_seen_at, u.missing_since, u.deployed_version_id, u.deploying_version_id, u.deploying_since, u.deploying_job, u.killed_detail, u.failure_detail, u.vcpus, u.memory_mib, u.lifetime_seconds, u.changed_by_provider, u.app_status, u.app_version, u.app_since, u.app_exit_code, u.app_run_id, u.app_pid, u.app_good_version FROM u JOIN e ON e.sandbox_id = u.id, pg_notify($1::text, $2::text)
+SELECT u.id, u.provider_id, u.owner_id, u.project_id, u.build_id, u.status, u.snapshot_kind, u.preview_url, u.envd_token, u.provider_domain, u.last_active_at, u.last_verified_at, u.verification_failures, u.state_changed_at, u.last_event_at, u.end_at, u.killed_at, u.killed_reason, u.failure_cause, u.recreated, u.kill_requested, u.version, u.created_at, u.pause_requested_at, u.app_changed_files, u.files_seen_at, u.missing_since, u.deployed_version_id, u.deploying_version_id, u.deploying_since, u.deploying_job, u.killed_detail, u.failure_detail, u.vcpus, u.memory_mib, u.lifetime_seconds, u.changed_by_provider, u.app_status, u.app_version, u.app_since, u.app_exit_code, u.app_run_id, u.app_pid, u.app_good_version, u.env_revision FROM u JOIN e ON e.sandbox_id = u.id, pg_notify($1::text, $2::text)
 `
 
 type UpdateSandboxStatusParams struct {
@@ -1470,6 +1488,7 @@ type UpdateSandboxStatusRow struct {
 	AppRunID             *uuid.UUID
 	AppPid               *int32
 	AppGoodVersion       *int32
+	EnvRevision          int64
 }
 
 // The only statement that writes status: lifecycle's apply calls it inside a transaction. The
@@ -1547,6 +1566,7 @@ func (q *Queries) UpdateSandboxStatus(ctx context.Context, arg UpdateSandboxStat
 		&i.AppRunID,
 		&i.AppPid,
 		&i.AppGoodVersion,
+		&i.EnvRevision,
 	)
 	return i, err
 }

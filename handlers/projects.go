@@ -72,9 +72,13 @@ func (h *Handlers) projectPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	env, err := h.envVM(c, id, l.Now)
+	if err != nil {
+		return err
+	}
 	vm := views.ProjectPage{Layout: l, Preview: previewVM(h.Lifecycle, v, l.Now, l.CSRF), Share: box, History: historyVM(p.ID.String(), hist, h.Lifecycle.Deadlines().IdleTimeout, l.Now),
 		InstallCommand: p.InstallCommand, StartCommand: p.StartCommand, Port: p.Port, PauseKind: p.PauseKind,
-		ReloadsItself: p.ReloadsItself, PreviewReporter: p.PreviewReporter, Versions: vs, Health: health}
+		ReloadsItself: p.ReloadsItself, PreviewReporter: p.PreviewReporter, Versions: vs, Health: health, Env: env}
 	for _, f := range files {
 		vm.Files = append(vm.Files, views.File{Path: f.Path, Size: humanSize(f.Size)})
 	}

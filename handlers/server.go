@@ -16,6 +16,7 @@ import (
 	"sandman/accounts"
 	"sandman/applog"
 	"sandman/credits"
+	"sandman/envvars"
 	"sandman/feed"
 	"sandman/lifecycle"
 	"sandman/live"
@@ -34,6 +35,8 @@ type Deps struct {
 	Projects *projects.Service
 	Shares   *shares.Service
 	Versions *versions.Service
+	// Env is the projects' environment variables.
+	Env *envvars.Store
 	// AppLog is the apps' output and problems (and the log streams' feed).
 	AppLog    *applog.Service
 	Lifecycle *lifecycle.Service

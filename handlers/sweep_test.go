@@ -95,6 +95,8 @@ func (r route) path(t testing.TB, in ids) string {
 				v = "1" // every project has its version 1
 			case "files":
 				v = "package.json" // a file of the counter starter's version 1
+			case "env":
+				v = "SWEEP_VARIABLE" // a variable's name
 			}
 		}
 		if v == "" {

@@ -3,9 +3,11 @@ package handlers_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,4 +107,48 @@ func BenchmarkVersionsList(b *testing.B) {
 	}
 	b.StopTimer()
 	reportQuantiles(b, "versions-list", samples)
+}
+
+// BENCHMARKS.md: a variable changed on a running preview → the preview serving its new value,
+// p50 and p99: the API's PUT, the apply job, the dev server restarted with the new environment
+// and probed, seen by asking the preview every 5 ms (the version's figure, beside, is to
+// "Version N is live" on the stream).
+func BenchmarkEnvLive(b *testing.B) {
+	s := start(b, apptest.Options{})
+	c := s.NewClient(b)
+	c.SignUp("bench-env@example.com")
+	pid, sid := c.BuildCounter()
+	r, _ := postVersion(b, c, pid, map[string]any{"files": []vfile{text("server.js", envServer)}}, nil)
+	apptest.RequireStatus(b, r, http.StatusCreated)
+	sb := c.WaitSandbox(sid, "running", time.Minute)
+	hc := s.Host.HTTPClient()
+	serves := func(want string) bool {
+		res, err := hc.Get(sb.PreviewURL)
+		if err != nil {
+			return false
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return strings.Contains(string(body), want)
+	}
+	for !serves("GREETING=undefined") {
+		time.Sleep(5 * time.Millisecond)
+	}
+	var samples []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		want := fmt.Sprintf("hello-%d", i)
+		start := time.Now()
+		apptest.RequireStatus(b, c.API(http.MethodPut, "/api/projects/"+pid+"/env/GREETING", map[string]any{"value": want}, nil), http.StatusNoContent)
+		deadline := start.Add(time.Minute)
+		for !serves("GREETING=" + want + " ") {
+			if time.Now().After(deadline) {
+				b.Fatalf("the preview does not serve %s after a minute", want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		samples = append(samples, time.Since(start))
+	}
+	b.StopTimer()
+	reportQuantiles(b, "env-live", samples)
 }

@@ -32,6 +32,9 @@ var (
 	ErrOpen = errors.New("keyring: the sealed value does not open")
 )
 
+// Overhead is what sealing adds to a value's length: GCM's 12-byte nonce and 16-byte tag.
+const Overhead = 12 + 16
+
 // Keyring holds the current key and, during a rotation, the previous one. The zero of a
 // *Keyring (nil) has no key: it refuses to seal or open.
 type Keyring struct {

@@ -46,7 +46,7 @@ func appVersions(t testing.TB, host *sandboxdtest.Host) versioned {
 	cfg.ReadyTimeout = appReadyTimeout
 	cfg.WatchScanEvery = 500 * time.Millisecond
 	b := setupWith(t, host, cfg, true)
-	return versioned{testBundle: b, host: host, v: versions.New(b.pool, b.svc.VersionMade)}
+	return versioned{testBundle: b, host: host, v: versions.New(b.pool, b.svc.Hooks().VersionMade)}
 }
 
 // waitApp waits until the sandbox's app is in status (its API state, SandboxStatus).

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sandman/envvars"
+	"sandman/versions"
 	"strings"
 	"time"
 
@@ -26,11 +28,21 @@ import (
 // building, resuming or pausing gets the version when that ends (nowRunning). The newest
 // version always wins; none is applied twice.
 
-// VersionMade is the versions package's hook, in the transaction that makes a version: the
+// Hooks are what the lifecycle does in the transactions of the packages that change what a
+// preview runs: a new version (versions.New's hook), a change of variables (envvars.New's).
+type Hooks struct {
+	VersionMade versions.Hook
+	EnvChanged  envvars.Hook
+}
+
+// Hooks returns the lifecycle's hooks, to give to versions.New and envvars.New.
+func (s *Service) Hooks() Hooks { return Hooks{VersionMade: s.versionMade, EnvChanged: s.envChanged} }
+
+// versionMade is the versions package's hook, in the transaction that makes a version: the
 // project's running preview gets an apply job, and its pages are told (the card's "v9 waiting").
 // The sandbox row is locked, so an apply under way either sees this version before it lets go or
 // lets go before this job can run (deployWorker).
-func (s *Service) VersionMade(ctx context.Context, tx db.Tx, owner uuid.UUID, v db.Version) error {
+func (s *Service) versionMade(ctx context.Context, tx db.Tx, owner uuid.UUID, v db.Version) error {
 	sb, err := tx.GetCurrentSandboxByProjectForUpdate(ctx, v.ProjectID)
 	if db.IsNotFound(err) {
 		return nil
@@ -53,7 +65,11 @@ func (s *Service) nowRunning(ctx context.Context, tx db.Tx, sb db.Sandbox, build
 		return err
 	}
 	cur, err := tx.GetCurrentVersion(ctx, sb.ProjectID)
-	if err != nil || cur.ID == sb.DeployedVersionID {
+	if err != nil {
+		return err
+	}
+	rev, err := tx.GetProjectEnvRevision(ctx, sb.ProjectID)
+	if err != nil || cur.ID == sb.DeployedVersionID && rev == sb.EnvRevision {
 		return err
 	}
 	_, err = s.river.InsertTx(ctx, tx.Pgx(), DeployArgs{SandboxID: sb.ID}, nil)
@@ -88,7 +104,11 @@ func (w *deployWorker) Work(ctx context.Context, job *river.Job[DeployArgs]) err
 		return nil // a sandbox that is not running gets the version when it runs again
 	}
 	to, err := s.currentFiles(ctx, sb.ProjectID)
-	if err != nil || to.version.ID == sb.DeployedVersionID && sb.DeployingVersionID == nil {
+	if err != nil {
+		return err
+	}
+	rev, err := s.q.GetProjectEnvRevision(ctx, sb.ProjectID)
+	if err != nil || to.version.ID == sb.DeployedVersionID && rev == sb.EnvRevision && sb.DeployingVersionID == nil {
 		return err
 	}
 	sb, err = s.q.ClaimSandboxDeploy(ctx, db.ClaimSandboxDeployParams{ID: sb.ID, VersionID: &to.version.ID, JobID: &job.ID,
@@ -99,7 +119,7 @@ func (w *deployWorker) Work(ctx context.Context, job *river.Job[DeployArgs]) err
 	if err != nil {
 		return err
 	}
-	if sb.DeployedVersionID == to.version.ID { // another apply finished it between the read and the claim
+	if sb.DeployedVersionID == to.version.ID && sb.EnvRevision >= rev { // another apply finished it between the read and the claim
 		return s.letGo(ctx, sb, nil)
 	}
 	project, err := s.q.GetProjectByOwner(ctx, db.GetProjectByOwnerParams{ID: sb.ProjectID, OwnerID: sb.OwnerID})
@@ -136,6 +156,10 @@ func (w *deployWorker) Work(ctx context.Context, job *river.Job[DeployArgs]) err
 		if sb, err = s.q.GetSandbox(ctx, sb.ID); err != nil {
 			return s.letGo(ctx, sb, err)
 		}
+		// Its variables may have changed too.
+		if project, err = s.q.GetProjectByOwner(ctx, db.GetProjectByOwnerParams{ID: sb.ProjectID, OwnerID: sb.OwnerID}); err != nil {
+			return s.letGo(ctx, sb, db.MapError(err))
+		}
 		to = next
 	}
 }
@@ -159,6 +183,8 @@ type applied struct {
 	// and st how its start went.
 	dev *devRun
 	st  startup
+	// envOnly: the project's variables changed, not its files (the history says so).
+	envOnly bool
 }
 
 // deployOnce applies to to a running sandbox whose files are from's: converge, install when the
@@ -185,7 +211,10 @@ func (s *Service) deployOnce(ctx context.Context, sb db.Sandbox, project db.Proj
 		}
 	}
 	var d devRun
-	if c.touched() && (deps || !project.ReloadsItself) {
+	// The variables are read by the dev server at its start: a change of them restarts it.
+	envBehind := project.EnvRevision != sb.EnvRevision
+	a.envOnly = envBehind && !c.touched()
+	if c.touched() && (deps || !project.ReloadsItself) || envBehind {
 		// A new run before the old server stops: its end is not this version's.
 		run, err := s.newAppRun(ctx, sb, to.version.Number, applog.SourceApp)
 		if err != nil {
@@ -269,6 +298,9 @@ func (s *Service) deployed(ctx context.Context, id uuid.UUID, to wanted, a appli
 		n, ms := to.version.Number, int32(a.took.Milliseconds())
 		ev := db.InsertSandboxEventParams{SandboxID: id, FromStatus: sb.Status, ToStatus: sb.Status, Source: sandbox.SourceUser,
 			Reason: reasonVersionLive, VersionNumber: &n, DurationMs: &ms, Files: nonNilStrings(a.conv.changes.Paths())}
+		if a.envOnly {
+			ev.Reason = reasonEnvApplied
+		}
 		if a.failed.Failed() {
 			ev.Reason = reasonVersionFailed
 			withFailure(&ev, a.failed)
@@ -280,7 +312,11 @@ func (s *Service) deployed(ctx context.Context, id uuid.UUID, to wanted, a appli
 		if err != nil {
 			return err
 		}
-		if cur.ID != to.version.ID && sb.Status == sandbox.Running {
+		rev, err := tx.GetProjectEnvRevision(ctx, sb.ProjectID)
+		if err != nil {
+			return err
+		}
+		if (cur.ID != to.version.ID || rev != sb.EnvRevision) && sb.Status == sandbox.Running {
 			more = true
 			return tx.SetSandboxDeploying(ctx, db.SetSandboxDeployingParams{ID: id, VersionID: &cur.ID})
 		}

@@ -40,7 +40,7 @@ func setupVersions(t testing.TB) versioned {
 	cfg := fastConfig()
 	cfg.IdleTimeout = time.Hour // the tests pause when they mean to
 	b := setupWith(t, host, cfg, true)
-	return versioned{testBundle: b, host: host, v: versions.New(b.pool, b.svc.VersionMade)}
+	return versioned{testBundle: b, host: host, v: versions.New(b.pool, b.svc.Hooks().VersionMade)}
 }
 
 // runningPreview is a new founder's project with a preview running its version 1.
@@ -356,7 +356,7 @@ func TestProjectLockLetsAnApplyRecordItsOutcome(t *testing.T) {
 	}
 }
 
-// A new version's writer holds the project's lock and waits for the sandbox's (VersionMade);
+// A new version's writer holds the project's lock and waits for the sandbox's (versionMade);
 // the app's writer holds the sandbox's. An app seen up records its last good version without
 // waiting for the project's lock: when it wrote the project's row, ten versions made at once
 // while the app came up deadlocked with it (docs/architecture.md, "Data and SQL").

@@ -46,11 +46,20 @@ func (s *Service) startDevServer(ctx context.Context, h sandboxHandle, project d
 			return devRun{run: run}, nil
 		}
 	}
+	env, err := s.appEnv(ctx, run.SandboxID, run.ProjectID)
+	if err != nil {
+		return devRun{run: run}, err
+	}
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	p, err := s.providerStart(sctx, h, project.StartCommand, project.Port)
+	p, err := s.providerStart(sctx, h, project.StartCommand, project.Port, env.Map())
 	if err != nil {
 		return devRun{run: run}, fmt.Errorf("start the dev server: %w", err)
+	}
+	// The variables it runs with: a preview behind the project's is given the change in place.
+	// (Not recorded, it is only restarted once more.)
+	if err := s.q.SetSandboxEnvRevision(ctx, db.SetSandboxEnvRevisionParams{ID: run.SandboxID, EnvRevision: env.Revision}); err != nil {
+		s.log.Warn("record the variables a dev server runs with", "sandbox_id", run.SandboxID, "err", err)
 	}
 	d := devRun{run: run, f: s.watch.Follow(run, p)}
 	pid := int32(p.PID)
@@ -97,11 +106,11 @@ func (s *Service) waitUp(ctx context.Context, url string, d devRun) (startup, er
 	case <-d.f.Done():
 		if code, ended := d.f.Ended(); ended && ctx.Err() == nil {
 			s.flushLines(ctx, d.run) // the job's transaction records the exit with its problem
-			return startup{exited: true, code: code, output: d.f.Tail()}, nil
+			return startup{exited: true, code: code, output: s.redactTail(ctx, d.run, d.f.Tail())}, nil
 		}
 	default:
 	}
-	return startup{output: d.f.Tail()}, err
+	return startup{output: s.redactTail(ctx, d.run, d.f.Tail())}, err
 }
 
 // failure is a startup that failed, as facts: what the start command did, and the tail of what
@@ -167,7 +176,7 @@ func (s *Service) appEnded(ctx context.Context, e watch.Exit) error {
 	}
 	s.flushLines(ctx, e.Run)
 	_, err := s.changeApp(ctx, e.Run.SandboxID, appChange{run: e.Run.ID, to: sandbox.AppExited, exitCode: e.ExitCode,
-		onlyRunning: true, event: reasonAppExited, source: sandbox.SourceWatch, output: e.Tail})
+		onlyRunning: true, event: reasonAppExited, source: sandbox.SourceWatch, output: s.redactTail(ctx, e.Run, e.Tail)})
 	return err
 }
 

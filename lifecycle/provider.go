@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"strconv"
 	"time"
@@ -91,7 +92,8 @@ func (s *Service) providerDigest(ctx context.Context, h sandboxHandle, paths []s
 // the wait): its lines go to the log as run's (source install), and its last lines come back
 // with its exit code.
 func (s *Service) providerInstall(ctx context.Context, h sandboxHandle, cmd string, run applog.Run) (int, string, error) {
-	p, err := s.provider.StartProcess(ctx, h, e2b.ProcessParams{Command: cmd, Cwd: appDir, Tag: "install"})
+	env, _ := s.appEnv(ctx, run.SandboxID, run.ProjectID)
+	p, err := s.provider.StartProcess(ctx, h, e2b.ProcessParams{Command: cmd, Cwd: appDir, Tag: "install", Envs: env.Map()})
 	if err != nil {
 		return 0, "", err
 	}
@@ -105,14 +107,14 @@ func (s *Service) providerInstall(ctx context.Context, h sandboxHandle, cmd stri
 	switch {
 	case ended:
 	case ctx.Err() != nil:
-		return 0, f.Tail(), ctx.Err()
+		return 0, s.redactTail(context.WithoutCancel(ctx), run, f.Tail()), ctx.Err()
 	default:
-		return 0, f.Tail(), f.Err()
+		return 0, s.redactTail(ctx, run, f.Tail()), f.Err()
 	}
 	if code != 0 {
 		s.installFailed(context.WithoutCancel(ctx), run, code)
 	}
-	return int(code), f.Tail(), nil
+	return int(code), s.redactTail(ctx, run, f.Tail()), nil
 }
 
 // devServerPID is where the dev server's process id and start time are written, so that it can
@@ -126,7 +128,11 @@ const devServerPID = "/home/user/dev-server.pid"
 // Sandman are the start command's own. The shells are not login shells: a login shell first
 // reads profiles that the template, not Sandman, decides (one that starts a version manager
 // costs seconds), and envd's environment has the PATH already (docs/states.md, "The app").
-func (s *Service) providerStart(ctx context.Context, h sandboxHandle, cmd string, port int32) (*e2b.Process, error) {
+// The project's variables come first: Sandman's own (refused as names of variables) win.
+func (s *Service) providerStart(ctx context.Context, h sandboxHandle, cmd string, port int32, vars map[string]string) (*e2b.Process, error) {
+	env := map[string]string{}
+	maps.Copy(env, vars)
+	maps.Copy(env, map[string]string{"PORT": strconv.Itoa(int(port)), "HOST": "0.0.0.0", "SANDMAN_START_COMMAND": cmd})
 	return s.provider.StartProcess(ctx, h, e2b.ProcessParams{
 		// The start command is the founder's shell text (it may be several commands): a shell of
 		// its own runs it whole, in the same process (exec), and bash runs a lone command in its
@@ -134,7 +140,7 @@ func (s *Service) providerStart(ctx context.Context, h sandboxHandle, cmd string
 		Argv: []string{"/bin/bash", "-c", `read -r s < /proc/$$/stat; set -- ${s##*) }; echo "$$ ${20}" > ` + devServerPID +
 			`; c=$SANDMAN_START_COMMAND; unset SANDMAN_START_COMMAND; exec /bin/bash -c "$c"`},
 		Cwd: appDir, Tag: "dev-server",
-		Envs: map[string]string{"PORT": strconv.Itoa(int(port)), "HOST": "0.0.0.0", "SANDMAN_START_COMMAND": cmd},
+		Envs: env,
 	})
 }
 

@@ -35,4 +35,8 @@ const (
 	// (its failure's facts).
 	reasonAppExited       = sandbox.ReasonAppExited
 	reasonWokeNotStarting = sandbox.ReasonWokeNotStarting
+	// The project's variables changed (env_set, env_removed: names); a change of them was
+	// applied to a running preview and its dev server answered.
+	reasonEnvChanged = sandbox.ReasonEnvChanged
+	reasonEnvApplied = sandbox.ReasonEnvApplied
 )

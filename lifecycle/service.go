@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"sandman/envvars"
 	"sandman/overview"
 	"time"
 
@@ -81,6 +82,8 @@ type Service struct {
 	overview *overview.Reader
 	// proxy is the preview proxy's binary (nil: no proxy, lifecycle/proxy.go).
 	proxy *proxyBinary
+	// env opens the projects' variables for their installs and dev servers (lifecycle/env.go).
+	env *envvars.Store
 	// stopIdle ends the idle queue's loop (lifecycle/idle.go), and idleDone is closed once it
 	// has ended.
 	stopIdle context.CancelFunc

@@ -120,7 +120,7 @@ func TestANotAnsweringAppIsUpOnceItAnswers(t *testing.T) {
 	cfg.AnswerProbeEvery = 200 * time.Millisecond
 	host := sandboxdtest.Start(t)
 	b := setupWith(t, host, cfg, true)
-	v := versioned{testBundle: b, host: host, v: versions.New(b.pool, b.svc.VersionMade)}
+	v := versioned{testBundle: b, host: host, v: versions.New(b.pool, b.svc.Hooks().VersionMade)}
 	u, p, sb := v.runningPreview(t)
 	v.waitApp(t, u.ID, sb.ID, sandbox.AppUp, appSeen)
 	// It listens well after the readiness timeout.
@@ -152,7 +152,7 @@ func TestASilentStreamIsFollowedAgainAndTheEndIsSeen(t *testing.T) {
 	cfg.WatchSilence = 500 * time.Millisecond
 	host := sandboxdtest.Start(t)
 	b := instance(t, instanceOptions{host: host, config: cfg, work: true, logger: logs.Logger()})
-	v := versioned{testBundle: b, host: host, v: versions.New(b.pool, b.svc.VersionMade)}
+	v := versioned{testBundle: b, host: host, v: versions.New(b.pool, b.svc.Hooks().VersionMade)}
 	u, p, sb := v.runningPreview(t)
 	v.change(t, u.ID, p.ID, map[string]string{"server.js": quietServer("silent")})
 	waitWatchedUp(t, v, sb.ID, 2)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sandman/envvars"
+	"sandman/keyring"
 	"sandman/overview"
 	"sync"
 	"time"
@@ -63,6 +65,9 @@ type Options struct {
 	Overview *overview.Reader
 	// Name tells the instance's watch connection in pg_stat_activity.
 	Name string
+	// Secrets opens the projects' secret variables for their apps (SANDMAN_SECRETS_KEY); nil:
+	// apps get their plain variables only.
+	Secrets *keyring.Keyring
 }
 
 // New assembles the Service and its River client.
@@ -88,7 +93,8 @@ func New(opts Options) (*Service, error) {
 		opts.Sink = watch.Discard
 	}
 	s := &Service{pool: opts.Pool, q: db.New(opts.Pool), ledger: credits.New(opts.Pool), provider: opts.Provider, cfg: opts.Config, log: opts.Logger,
-		metrics: newMetrics(opts.Registerer), work: opts.Work, sink: opts.Sink, overview: opts.Overview}
+		metrics: newMetrics(opts.Registerer), work: opts.Work, sink: opts.Sink, overview: opts.Overview,
+		env: envvars.New(opts.Pool, opts.Secrets, nil)}
 	if s.overview == nil {
 		s.overview = overview.New(s.q, opts.Config.IdleDeadline)
 	}

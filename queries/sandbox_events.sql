@@ -4,11 +4,13 @@
 -- trip: the NOTIFY is sent at commit, with the row, or not at all.
 WITH e AS (
     INSERT INTO sandbox_events (sandbox_id, from_status, to_status, source, reason, detail, provider_event_id, provider_timestamp, files,
-        via_token, version_number, duration_ms, output, failure_code, failure_command, failure_exit_code, failure_port, failure_limit_ms)
+        via_token, version_number, duration_ms, output, failure_code, failure_command, failure_exit_code, failure_port, failure_limit_ms,
+        env_set, env_removed)
     VALUES (@sandbox_id, @from_status, @to_status, @source, @reason, @detail, sqlc.narg('provider_event_id'), sqlc.narg('provider_timestamp'),
         coalesce(sqlc.narg('files')::text[], '{}'), sqlc.narg('via_token'), sqlc.narg('version_number'), sqlc.narg('duration_ms'),
         coalesce(sqlc.narg('output')::text, ''), sqlc.narg('failure_code'), coalesce(sqlc.narg('failure_command')::text, ''),
-        sqlc.narg('failure_exit_code'), sqlc.narg('failure_port'), sqlc.narg('failure_limit_ms'))
+        sqlc.narg('failure_exit_code'), sqlc.narg('failure_port'), sqlc.narg('failure_limit_ms'),
+        coalesce(sqlc.narg('env_set')::text[], '{}'), coalesce(sqlc.narg('env_removed')::text[], '{}'))
     RETURNING id, sandbox_id
 )
 SELECT e.id FROM e, pg_notify(@channel::text, @payload::text);

@@ -39,6 +39,8 @@ const (
 	ReasonOther               Reason = "other"                 // a row written before these codes, its text in detail
 	ReasonAppExited           Reason = "app_exited"            // a running preview's dev server ended (failure_exit_code: its exit code; output: its last lines)
 	ReasonWokeNotStarting     Reason = "woke_not_starting"     // a wake that worked, with a version whose dev server does not start
+	ReasonEnvChanged          Reason = "env_changed"           // the project's variables changed (env_set, env_removed: names only)
+	ReasonEnvApplied          Reason = "env_applied"           // a change of variables was applied to a running preview and its dev server answered
 )
 
 // Source is who or what changed a sandbox's state (the event_source enum).

@@ -2,6 +2,7 @@ package views
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"sandman/db"
@@ -22,6 +23,14 @@ func EventText(ev db.SandboxEvent, kind sandbox.BuildKind, idle time.Duration) s
 	case sandbox.ReasonVersionLive, sandbox.ReasonVersionFailed, sandbox.ReasonWokeWithVersion, sandbox.ReasonAppExited,
 		sandbox.ReasonWokeNotStarting:
 		return versionText(ev)
+	case sandbox.ReasonEnvChanged:
+		return EnvChangedText(ev.EnvSet, ev.EnvRemoved)
+	case sandbox.ReasonEnvApplied:
+		took := 0.0
+		if ev.DurationMs != nil {
+			took = float64(*ev.DurationMs) / 1000
+		}
+		return fmt.Sprintf("The new environment is live (%.1f s)", took)
 	}
 	return moveText(ev, kind == sandbox.BuildRebuild, idle)
 }
@@ -267,3 +276,35 @@ func printed(out string) string {
 	}
 	return out
 }
+
+// EnvChangedText is the history's line for a change of a project's variables: their names,
+// never their values.
+func EnvChangedText(set, removed []string) string {
+	var parts []string
+	if len(set) > 0 {
+		parts = append(parts, strings.Join(set, ", ")+" set")
+	}
+	if len(removed) > 0 {
+		parts = append(parts, strings.Join(removed, ", ")+" removed")
+	}
+	return "Environment changed: " + strings.Join(parts, ", ")
+}
+
+// replaceLabel and replaceButton are a variable's replace form's words: a secret is replaced,
+// never shown, so its field starts empty.
+func replaceLabel(v EnvVar) string {
+	if v.Secret {
+		return "New value for " + v.Name
+	}
+	return "Value of " + v.Name
+}
+
+func replaceButton(v EnvVar) string {
+	if v.Secret {
+		return "Replace"
+	}
+	return "Save"
+}
+
+// EnvSetAgo is when a variable was set, as the section says it.
+func EnvSetAgo(at, now time.Time) string { return agoText(at, now) }

@@ -229,3 +229,21 @@ func TestAnAppsExitNamesItsExitCode(t *testing.T) {
 		t.Errorf("no exit code: %q, want %q", got, want)
 	}
 }
+
+// A change of variables reads as their names, set then removed, never their values.
+func TestAnEnvironmentChangeNamesItsVariables(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		set, removed []string
+		want         string
+	}{
+		{[]string{"OPENAI_API_KEY"}, []string{"DEBUG"}, "Environment changed: OPENAI_API_KEY set, DEBUG removed"},
+		{[]string{"A", "B"}, nil, "Environment changed: A, B set"},
+		{nil, []string{"DEBUG"}, "Environment changed: DEBUG removed"},
+	} {
+		ev := db.SandboxEvent{Reason: sandbox.ReasonEnvChanged, EnvSet: tt.set, EnvRemoved: tt.removed}
+		if got := EventText(ev, sandbox.BuildInitial, time.Minute); got != tt.want {
+			t.Errorf("%v %v: %q, want %q", tt.set, tt.removed, got, tt.want)
+		}
+	}
+}

@@ -70,6 +70,7 @@ type ProjectPage struct {
 	Files           []File
 	Versions        Versions
 	Health          AppHealth
+	Env             EnvVars
 }
 
 // AppHealth is the build page's Logs panel and Problems list (docs/states.md, "The app").
@@ -276,4 +277,36 @@ type APIToken struct {
 	Expired          bool
 	LastUsedAt       *time.Time
 	LastUsedFrom     string
+}
+
+// EnvVars is the build page's section of environment variables.
+type EnvVars struct {
+	ProjectID string
+	CSRF      string
+	SecretsOn bool
+	Vars      []EnvVar
+	// Form and Errors are a refused form's (its value is never sent back).
+	Form   EnvForm
+	Errors map[string]string
+}
+
+// EnvVar is one variable: a secret's Value is always empty.
+type EnvVar struct {
+	Name, Value string
+	Secret      bool
+	SetAgo      string
+	Used        bool
+}
+
+// EnvForm is what the add form was sent with.
+type EnvForm struct {
+	Name   string
+	Secret bool
+}
+
+// EnvPage is the variables alone, a refused form's answer.
+type EnvPage struct {
+	Layout
+	ProjectName string
+	Env         EnvVars
 }

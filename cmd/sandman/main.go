@@ -4,6 +4,7 @@
 //	sandman migrate                         apply database migrations and exit
 //	sandman demo-founder EMAIL PASSWORD     create a founder with the starter projects, built (idempotent)
 //	sandman operator add|remove EMAIL       let a founder's account open the operator's console, or not (idempotent)
+//	sandman secrets rotate                  seal every secret again under SANDMAN_SECRETS_KEY (after a key change)
 package main
 
 import (
@@ -73,8 +74,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 		fmt.Fprintln(stdout, msg)
 		return nil
+	case "secrets":
+		if len(args) != 1 || args[0] != "rotate" {
+			return errors.New("usage: sandman secrets rotate")
+		}
+		msg, err := app.RotateSecrets(ctx, cfg.Config)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, msg)
+		return nil
 	}
-	return fmt.Errorf("unknown command %q (want serve, migrate, demo-founder or operator)", cmd)
+	return fmt.Errorf("unknown command %q (want serve, migrate, demo-founder, operator or secrets)", cmd)
 }
 
 // cliActor is who ran a command, as the operators' log records it.
