@@ -35,6 +35,7 @@ import (
 	"sandman/lifecycle"
 	"sandman/live"
 	"sandman/ops"
+	"sandman/outbox"
 	"sandman/overview"
 	"sandman/projects"
 	"sandman/sandbox"
@@ -128,6 +129,9 @@ type Config struct {
 	StorageQuota int64
 	// ProjectLimit is how many projects one founder may have (SANDMAN_PROJECT_LIMIT).
 	ProjectLimit int
+	// Webhooks is the outgoing webhooks' rules and schedule (AllowPrivate:
+	// SANDMAN_WEBHOOKS_ALLOW_PRIVATE); tests shorten its retries.
+	Webhooks outbox.Config
 }
 
 // DefaultConfig is production's configuration before the environment is read.
@@ -148,6 +152,7 @@ func DefaultConfig() Config {
 		ProjectLimit:    projects.DefaultLimit,
 		AppLog:          applog.DefaultWriterConfig(),
 		Reports:         applog.DefaultReportLimits(),
+		Webhooks:        outbox.DefaultConfig(),
 	}
 }
 
@@ -166,6 +171,7 @@ type App struct {
 	operators *ops.Operators
 	accounts  *accounts.Service
 	shares    *shares.Service
+	outbox    *outbox.Service        // its sender runs where jobs run; its endpoints and feed are served
 	applog    *applog.Service        // its Writer runs in every role; its Feed only where streams are served
 	sessions  *accounts.SessionStore // nil for RoleWorker
 	hub       *live.Hub              // nil for RoleWorker
@@ -218,6 +224,7 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 	}
 	lc := cfg.Lifecycle
 	lc.Size = cfg.Ops.Size
+	a.outbox = outbox.New(pool, cfg.Secrets, cfg.Webhooks, logger)
 	a.applog = applog.New(pool, applog.NewWriter(pool, cfg.AppLog, logger, a.registry), applog.NewFeed(logger), cfg.Reports)
 	// The reads apply the lifecycle's idle rule to a running sandbox (its SleepsAt).
 	a.overview = overview.New(db.New(pool), lc.IdleDeadline)
@@ -303,6 +310,9 @@ func (a *App) Start(ctx context.Context) error {
 	a.background(bg, a.applog.Writer.Run) // before the workers, which write to it
 	if err := a.lifecycle.Start(bg); err != nil {
 		return err
+	}
+	if a.cfg.Role.works() {
+		a.background(bg, a.outbox.Run)
 	}
 	if a.cfg.WebhookURL != "" && a.cfg.Role.works() {
 		if err := a.lifecycle.RegisterWebhook(ctx, a.cfg.WebhookURL, a.cfg.Lifecycle.WebhookSecret); err != nil {
@@ -424,7 +434,7 @@ func (a *App) Stop(ctx context.Context) error {
 }
 
 // prune keeps the rate limits' and the sessions' tables small: what no longer counts, and
-// expired sessions (and their copies in memory). It is safe to run on every instance.
+// expired sessions (and their copies in memory); and the event feed to its 7 days. It is safe to run on every instance.
 func (a *App) prune(ctx context.Context) {
 	t := time.NewTicker(10 * time.Minute)
 	defer t.Stop()
@@ -434,7 +444,8 @@ func (a *App) prune(ctx context.Context) {
 			return
 		case <-t.C:
 			a.sessions.Sweep()
-			err := errors.Join(a.accounts.PruneLimits(ctx), a.shares.PruneLimits(ctx), db.New(a.pool).DeleteExpiredSessions(ctx))
+			err := errors.Join(a.accounts.PruneLimits(ctx), a.shares.PruneLimits(ctx), db.New(a.pool).DeleteExpiredSessions(ctx),
+				a.outbox.Prune(ctx))
 			if err != nil && ctx.Err() == nil {
 				a.log.Warn("prune the rate limits' and sessions' tables", "err", err)
 			}
@@ -506,6 +517,9 @@ func (a *App) Hub() *live.Hub { return a.hub }
 // AppLog is the apps' output and problems: the dev servers' watch writes their lines to its
 // Writer.
 func (a *App) AppLog() *applog.Service { return a.applog }
+
+// Outbox is the instance's outgoing webhooks (for tests, and `sandman secrets rotate`'s Reseal).
+func (a *App) Outbox() *outbox.Service { return a.outbox }
 
 // Handler is the instance's HTTP handler with every route and middleware (nil for a worker).
 func (a *App) Handler() http.Handler { return a.handler }
