@@ -480,7 +480,7 @@ func (q *Queries) PruneOutboxEvents(ctx context.Context, keepSeconds float64) (i
 const recordOutboxEvent = `-- name: RecordOutboxEvent :one
 WITH ev AS (
     INSERT INTO outbox_events (owner_id, type, sandbox_id, endpoint_id, payload)
-    VALUES ($2, $3, $4, $5, $6)
+    VALUES (coalesce($2::uuid, (SELECT p.owner_id FROM projects p WHERE p.id = $3::uuid)), $4, $5, $6, $7)
     RETURNING id, owner_id, type, sandbox_id, endpoint_id
 ), d AS (
     INSERT INTO outbox_deliveries (event_id, endpoint_id, owner_id, order_key)
@@ -497,7 +497,8 @@ FROM ev
 
 type RecordOutboxEventParams struct {
 	Channel    string
-	OwnerID    uuid.UUID
+	OwnerID    *uuid.UUID
+	ProjectID  *uuid.UUID
 	Type       string
 	SandboxID  *uuid.UUID
 	EndpointID *uuid.UUID
@@ -512,11 +513,12 @@ type RecordOutboxEventRow struct {
 
 // An event and its deliveries to every endpoint of its founder that is on and wants its type,
 // in the caller's transaction, announced at commit when it has a delivery: one statement.
-// endpoint_id set: a test for that endpoint only.
+// endpoint_id set: a test for that endpoint only. Without owner_id, the project's owner.
 func (q *Queries) RecordOutboxEvent(ctx context.Context, arg RecordOutboxEventParams) (RecordOutboxEventRow, error) {
 	row := q.db.QueryRow(ctx, recordOutboxEvent,
 		arg.Channel,
 		arg.OwnerID,
+		arg.ProjectID,
 		arg.Type,
 		arg.SandboxID,
 		arg.EndpointID,

@@ -20,6 +20,7 @@ import (
 	"sandman/lifecycle"
 	"sandman/live"
 	"sandman/ops"
+	"sandman/outbox"
 	"sandman/overview"
 	"sandman/projects"
 	"sandman/shares"
@@ -35,7 +36,9 @@ type Deps struct {
 	Shares   *shares.Service
 	Versions *versions.Service
 	// AppLog is the apps' output and problems (and the log streams' feed).
-	AppLog    *applog.Service
+	AppLog *applog.Service
+	// Outbox is the founders' outgoing webhooks and event feed.
+	Outbox    *outbox.Service
 	Lifecycle *lifecycle.Service
 	// Credits reads the founders' balances.
 	Credits *credits.Ledger

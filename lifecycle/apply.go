@@ -10,6 +10,7 @@ import (
 
 	"sandman/db"
 	"sandman/ops"
+	"sandman/outbox"
 	"sandman/sandbox"
 )
 
@@ -85,6 +86,12 @@ func apply(ctx context.Context, tx db.Tx, sb db.Sandbox, c Change) (db.Sandbox, 
 	// What it costs and what its sleep saves follow its state (docs/operations.md).
 	if err := ops.Record(ctx, tx, &sb, updated, now); err != nil {
 		return sb, err
+	}
+	// The founder's backend hears of the move with it (docs/api.md, "Webhooks").
+	if t, ok := outbox.PreviewType(c.To); ok && c.To != sb.Status {
+		if err := outbox.Record(ctx, tx, outbox.OfSandbox(t, updated, string(c.Reason))); err != nil {
+			return sb, err
+		}
 	}
 	return updated, nil
 }

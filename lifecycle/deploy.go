@@ -12,6 +12,7 @@ import (
 
 	"sandman/applog"
 	"sandman/db"
+	"sandman/outbox"
 	"sandman/sandbox"
 )
 
@@ -31,6 +32,10 @@ import (
 // The sandbox row is locked, so an apply under way either sees this version before it lets go or
 // lets go before this job can run (deployWorker).
 func (s *Service) VersionMade(ctx context.Context, tx db.Tx, owner uuid.UUID, v db.Version) error {
+	if err := outbox.Record(ctx, tx, outbox.Event{Owner: owner, Type: outbox.VersionCreated, ProjectID: v.ProjectID,
+		Version: v.Number}); err != nil {
+		return err
+	}
 	sb, err := tx.GetCurrentSandboxByProjectForUpdate(ctx, v.ProjectID)
 	if db.IsNotFound(err) {
 		return nil

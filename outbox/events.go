@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"sandman/db"
+	"sandman/sandbox"
 )
 
 // Type is an event's type, as its payload's "type" says.
@@ -50,7 +51,7 @@ const Channel = "sandman_outbox"
 // Event is one thing that happened to a founder's project, as Record stores it. Its data carries
 // codes, never a sentence: State and Reason are the typed values of package sandbox as strings.
 type Event struct {
-	Owner     uuid.UUID
+	Owner     uuid.UUID // uuid.Nil: the project's owner
 	Type      Type
 	ProjectID uuid.UUID
 	SandboxID *uuid.UUID
@@ -104,6 +105,38 @@ func record(ctx context.Context, tx db.Tx, e Event, endpoint *uuid.UUID) (db.Rec
 	if err != nil {
 		return db.RecordOutboxEventRow{}, err
 	}
-	return tx.RecordOutboxEvent(ctx, db.RecordOutboxEventParams{Channel: Channel, OwnerID: e.Owner, Type: string(e.Type),
-		SandboxID: e.SandboxID, EndpointID: endpoint, Payload: body})
+	p := db.RecordOutboxEventParams{Channel: Channel, Type: string(e.Type), SandboxID: e.SandboxID, EndpointID: endpoint, Payload: body}
+	if e.Owner != uuid.Nil {
+		p.OwnerID = &e.Owner
+	} else {
+		p.ProjectID = &e.ProjectID
+	}
+	return tx.RecordOutboxEvent(ctx, p)
+}
+
+// PreviewType is the event of a preview's move to status (false: the move tells none, like the
+// first starting, which is build.started).
+func PreviewType(status sandbox.Status) (Type, bool) {
+	switch {
+	case status == sandbox.Running:
+		return PreviewRunning, true
+	case status == sandbox.Paused:
+		return PreviewPaused, true
+	case status == sandbox.Resuming:
+		return PreviewResuming, true
+	case status == sandbox.ResumeFailed:
+		return PreviewResumeFailed, true
+	case status.Gone():
+		return PreviewGone, true
+	}
+	return "", false
+}
+
+// OfSandbox is an event of sb's project and sandbox, with its state and app version.
+func OfSandbox(t Type, sb db.Sandbox, reason string) Event {
+	e := Event{Owner: sb.OwnerID, Type: t, ProjectID: sb.ProjectID, SandboxID: &sb.ID, State: string(sb.Status), Reason: reason}
+	if sb.AppVersion != nil {
+		e.Version = *sb.AppVersion
+	}
+	return e
 }

@@ -53,10 +53,10 @@ WHERE id = @id AND secret_sealed = @old_sealed
 -- name: RecordOutboxEvent :one
 -- An event and its deliveries to every endpoint of its founder that is on and wants its type,
 -- in the caller's transaction, announced at commit when it has a delivery: one statement.
--- endpoint_id set: a test for that endpoint only.
+-- endpoint_id set: a test for that endpoint only. Without owner_id, the project's owner.
 WITH ev AS (
     INSERT INTO outbox_events (owner_id, type, sandbox_id, endpoint_id, payload)
-    VALUES (@owner_id, @type, sqlc.narg('sandbox_id'), sqlc.narg('endpoint_id'), @payload)
+    VALUES (coalesce(sqlc.narg('owner_id')::uuid, (SELECT p.owner_id FROM projects p WHERE p.id = sqlc.narg('project_id')::uuid)), @type, sqlc.narg('sandbox_id'), sqlc.narg('endpoint_id'), @payload)
     RETURNING id, owner_id, type, sandbox_id, endpoint_id
 ), d AS (
     INSERT INTO outbox_deliveries (event_id, endpoint_id, owner_id, order_key)
