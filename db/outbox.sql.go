@@ -358,18 +358,19 @@ func (q *Queries) ListOutboxEvents(ctx context.Context, arg ListOutboxEventsPara
 
 const listStaleWebhookSecrets = `-- name: ListStaleWebhookSecrets :many
 SELECT id, owner_id, url, description, event_types, enabled, disabled_reason, secret_key_id, secret_sealed, previous_key_id, previous_sealed, previous_until, failing_since, created_at FROM webhook_endpoints
-WHERE secret_key_id <> $1 OR (previous_key_id IS NOT NULL AND previous_key_id <> $1)
-ORDER BY id LIMIT $2
+WHERE (secret_key_id <> $1 OR (previous_key_id IS NOT NULL AND previous_key_id <> $1)) AND id > $2
+ORDER BY id LIMIT $3
 `
 
 type ListStaleWebhookSecretsParams struct {
 	KeyID string
+	After uuid.UUID
 	Max   int32
 }
 
 // Endpoints with a secret sealed under another key than the current one (a key rotation).
 func (q *Queries) ListStaleWebhookSecrets(ctx context.Context, arg ListStaleWebhookSecretsParams) ([]WebhookEndpoint, error) {
-	rows, err := q.db.Query(ctx, listStaleWebhookSecrets, arg.KeyID, arg.Max)
+	rows, err := q.db.Query(ctx, listStaleWebhookSecrets, arg.KeyID, arg.After, arg.Max)
 	if err != nil {
 		return nil, err
 	}

@@ -321,8 +321,11 @@ func (s *Service) Reseal(ctx context.Context) (int, error) {
 	}
 	q := db.New(s.pool)
 	done := 0
+	// By id, once each: a row a rotation changed meanwhile is left to that rotation (its new
+	// secret is sealed under the current key), never looked at again in a loop.
+	var after uuid.UUID
 	for {
-		rows, err := q.ListStaleWebhookSecrets(ctx, db.ListStaleWebhookSecretsParams{KeyID: s.keys.CurrentID(), Max: 100})
+		rows, err := q.ListStaleWebhookSecrets(ctx, db.ListStaleWebhookSecretsParams{KeyID: s.keys.CurrentID(), After: after, Max: 100})
 		if err != nil {
 			return done, err
 		}
@@ -330,6 +333,7 @@ func (s *Service) Reseal(ctx context.Context) (int, error) {
 			return done, nil
 		}
 		for _, r := range rows {
+			after = r.ID
 			p, err := s.resealed(r)
 			if err != nil {
 				return done, fmt.Errorf("endpoint %s: %w", r.ID, err)

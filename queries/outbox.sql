@@ -40,7 +40,7 @@ RETURNING *;
 -- name: ListStaleWebhookSecrets :many
 -- Endpoints with a secret sealed under another key than the current one (a key rotation).
 SELECT * FROM webhook_endpoints
-WHERE secret_key_id <> @key_id OR (previous_key_id IS NOT NULL AND previous_key_id <> @key_id)
+WHERE (secret_key_id <> @key_id OR (previous_key_id IS NOT NULL AND previous_key_id <> @key_id)) AND id > @after
 ORDER BY id LIMIT @max;
 
 -- name: ResealWebhookSecrets :execrows
