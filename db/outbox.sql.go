@@ -488,7 +488,7 @@ WITH ev AS (
     SELECT ev.id, e.id, ev.owner_id, coalesce(ev.sandbox_id::text, 'event:' || ev.id::text)
     FROM ev JOIN webhook_endpoints e ON e.owner_id = ev.owner_id AND e.enabled
         AND (ev.endpoint_id IS NULL OR e.id = ev.endpoint_id)
-        AND (cardinality(e.event_types) = 0 OR ev.type = ANY (e.event_types))
+        AND (ev.endpoint_id IS NOT NULL OR cardinality(e.event_types) = 0 OR ev.type = ANY (e.event_types))
     RETURNING id
 )
 SELECT ev.id, (SELECT count(*) FROM d)::integer AS deliveries,
