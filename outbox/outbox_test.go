@@ -58,7 +58,7 @@ type harness struct {
 	owner uuid.UUID
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t testing.TB) *harness {
 	t.Helper()
 	pool := dbtest.NewPool(t)
 	u, err := db.New(pool).InsertUser(context.Background(), db.InsertUserParams{Email: uuid.NewString()[:8] + "@example.com", PasswordHash: "x"})
@@ -70,7 +70,7 @@ func newHarness(t *testing.T) *harness {
 
 // service makes an outbox over the harness's database; run starts its sender until the test
 // ends (or stop is called).
-func (h *harness) service(t *testing.T, cfg outbox.Config, run bool) (s *outbox.Service, stop func()) {
+func (h *harness) service(t testing.TB, cfg outbox.Config, run bool) (s *outbox.Service, stop func()) {
 	t.Helper()
 	s = outbox.New(h.pool, keys(t), cfg, testkit.Logger())
 	if !run {
@@ -86,7 +86,7 @@ func (h *harness) service(t *testing.T, cfg outbox.Config, run bool) (s *outbox.
 }
 
 // emit records events as a change's transaction does, one transaction each.
-func (h *harness) emit(t *testing.T, events ...outbox.Event) {
+func (h *harness) emit(t testing.TB, events ...outbox.Event) {
 	t.Helper()
 	for _, e := range events {
 		if e.Owner == uuid.Nil {
@@ -113,7 +113,7 @@ type receiver struct {
 	answer func(n int, r *http.Request, body []byte) int
 }
 
-func newReceiver(t *testing.T, answer func(n int, r *http.Request, body []byte) int) *receiver {
+func newReceiver(t testing.TB, answer func(n int, r *http.Request, body []byte) int) *receiver {
 	t.Helper()
 	rc := &receiver{answer: answer}
 	rc.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -153,13 +153,13 @@ func (rc *receiver) delivered() []received {
 	return out
 }
 
-func (rc *receiver) waitDelivered(t *testing.T, n int) []received {
+func (rc *receiver) waitDelivered(t testing.TB, n int) []received {
 	t.Helper()
 	testkit.Until(t, within, fmt.Sprintf("%d deliveries", n), func() bool { return len(rc.delivered()) >= n })
 	return rc.delivered()
 }
 
-func payloadOf(t *testing.T, r received) outbox.Payload {
+func payloadOf(t testing.TB, r received) outbox.Payload {
 	t.Helper()
 	var p outbox.Payload
 	if err := json.Unmarshal(r.body, &p); err != nil {
@@ -168,7 +168,7 @@ func payloadOf(t *testing.T, r received) outbox.Payload {
 	return p
 }
 
-func create(t *testing.T, s *outbox.Service, owner uuid.UUID, url string, events ...string) outbox.Endpoint {
+func create(t testing.TB, s *outbox.Service, owner uuid.UUID, url string, events ...string) outbox.Endpoint {
 	t.Helper()
 	e, err := s.Create(context.Background(), owner, outbox.EndpointInput{URL: url, Events: events, Enabled: true})
 	if err != nil {
