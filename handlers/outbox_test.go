@@ -166,7 +166,9 @@ func TestWebhookRoutesAnswerAndKeepFoundersApart(t *testing.T) {
 		t.Fatalf("the list: %d %s; want the endpoint without its secret", r.Status, r.Body)
 	}
 	apptest.RequireStatus(t, owner.API(http.MethodPost, "/api/webhooks/"+ep.ID+"/test", nil, nil), http.StatusAccepted)
-	var ds struct{ Deliveries []struct{ ID, EventType string } }
+	var ds struct {
+		Deliveries []struct{ ID, EventType string }
+	}
 	apptest.RequireStatus(t, owner.API(http.MethodGet, "/api/webhooks/"+ep.ID+"/deliveries", nil, &ds), http.StatusOK)
 	if len(ds.Deliveries) != 1 || ds.Deliveries[0].EventType != "webhook.test" {
 		t.Fatalf("deliveries %+v: want the test", ds.Deliveries)
@@ -278,4 +280,19 @@ func TestBrowserWebhooksPage(t *testing.T) {
 	tab.WaitFor(t, "the URL's error", `!!document.querySelector("[data-testid=err-url]")`)
 	tab.ScriptsBack(t)
 	checkForEveryone(t, tab, "webhooks-error", `!!document.querySelector("[data-testid=err-url]")`)
+}
+
+// endpointWithDelivery gives the founder an endpoint (on a port nobody listens on) with one
+// delivery, its test, for the sweeps' routes: their ids.
+func endpointWithDelivery(t testing.TB, c *apptest.Client) (endpoint, delivery string) {
+	t.Helper()
+	var ep madeEndpoint
+	apptest.RequireStatus(t, c.API(http.MethodPost, "/api/webhooks", map[string]any{"url": "http://127.0.0.1:9/sweep"}, &ep), http.StatusCreated)
+	apptest.RequireStatus(t, c.API(http.MethodPost, "/api/webhooks/"+ep.ID+"/test", nil, nil), http.StatusAccepted)
+	var ds struct{ Deliveries []struct{ ID string } }
+	apptest.RequireStatus(t, c.API(http.MethodGet, "/api/webhooks/"+ep.ID+"/deliveries", nil, &ds), http.StatusOK)
+	if len(ds.Deliveries) != 1 {
+		t.Fatalf("deliveries %+v: want the test", ds.Deliveries)
+	}
+	return ep.ID, ds.Deliveries[0].ID
 }
