@@ -316,7 +316,7 @@ func TestPendingDeliveriesSurviveASenderThatDied(t *testing.T) {
 		h.emit(t, outbox.Event{Type: outbox.BuildReady})
 	}
 	// An instance claims three and dies before sending them.
-	claimed, err := db.New(h.pool).ClaimOutboxDeliveries(context.Background(), db.ClaimOutboxDeliveriesParams{LeaseSeconds: 1.5, Busy: []uuid.UUID{}, Max: 3})
+	claimed, err := db.New(h.pool).ClaimOutboxDeliveries(context.Background(), db.ClaimOutboxDeliveriesParams{LeaseSeconds: 1.5, Busy: []uuid.UUID{}, Max: 3, PerOwner: 3})
 	if err != nil || len(claimed) != 3 {
 		t.Fatalf("claim: %d, %v", len(claimed), err)
 	}
@@ -498,4 +498,48 @@ func TestResealKeepsSecretsThroughAKeyRotation(t *testing.T) {
 	if err := wh.Verify(r.body, r.header); err != nil {
 		t.Fatalf("after the key rotation, the delivery does not verify with the endpoint's secret: %v", err)
 	}
+}
+
+// One founder's flood does not hold another founder's event behind it: every claim takes a
+// share of each founder's due deliveries, so the other's arrives while most of the flood waits.
+func TestOneFoundersFloodDoesNotDelayAnother(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	s, _ := h.service(t, testConfig(), false)
+	var calm *harness
+	{
+		u, err := db.New(h.pool).InsertUser(context.Background(), db.InsertUserParams{Email: uuid.NewString()[:8] + "@example.com", PasswordHash: "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		calm = &harness{pool: h.pool, owner: u.ID}
+	}
+	rc := newReceiver(t, nil)
+	create(t, s, h.owner, rc.URL+"/flood")
+	create(t, s, calm.owner, rc.URL+"/calm")
+	const flood = 1000
+	ctx := context.Background()
+	if err := db.InTx(ctx, h.pool, func(tx db.Tx) error {
+		for range flood {
+			sb := uuid.New()
+			if err := outbox.Record(ctx, tx, outbox.Event{Owner: h.owner, Type: outbox.PreviewRunning, SandboxID: &sb}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	calm.emit(t, outbox.Event{Type: outbox.PreviewPaused}) // after the whole flood
+	h.service(t, testConfig(), true)
+	rc.waitDelivered(t, flood+1)
+	for i, r := range rc.requests() {
+		if payloadOf(t, r).Type == outbox.PreviewPaused {
+			if i > flood/2 {
+				t.Fatalf("the calm founder's event arrived after %d of the flood's %d", i, flood)
+			}
+			return
+		}
+	}
+	t.Fatal("the calm founder's event never arrived")
 }

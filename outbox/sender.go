@@ -25,11 +25,15 @@ const (
 	// endpoint, so a slow or dead endpoint holds at most that many of them and never the rest.
 	maxInFlight = 256
 	perEndpoint = 16
-	// claimBatch is the most deliveries one claim takes.
+	// claimBatch is the most deliveries one claim takes, and perOwner the most of one founder's
+	// in it.
 	claimBatch = 100
+	perOwner   = 25
 	// maxSleep is the longest the sender waits without news: it then looks for leases that ran
 	// out (an instance that died mid-delivery) and retries that came due.
 	maxSleep = time.Second
+	// minSleep is the shortest: due deliveries nobody may claim yet are not looked at in a loop.
+	minSleep = 20 * time.Millisecond
 	// excerpt is how much of an endpoint's answer is kept.
 	excerpt = 4096
 	// finishBatch is the most outcomes written in one statement.
@@ -95,12 +99,15 @@ func (s *Service) Run(ctx context.Context) {
 		if err != nil && ctx.Err() == nil {
 			s.log.Warn("webhooks: claim deliveries", "err", err)
 		}
-		if n == claimBatch {
-			continue
+		if n > 0 {
+			continue // more may be due: a founder's share of a claim is not all of it
 		}
+		// Nothing claimable: what is due waits for an earlier delivery of its sandbox, or for an
+		// endpoint at its limit, whose sends wake this loop as they end; so a due time already
+		// past sleeps minSleep, not a spin.
 		sleep := maxSleep
 		if next, err := db.New(s.pool).NextOutboxDue(ctx); err == nil {
-			sleep = min(max(time.Until(next), 0), maxSleep)
+			sleep = min(max(time.Until(next), minSleep), maxSleep)
 		}
 		t := time.NewTimer(sleep)
 		select {
@@ -160,7 +167,7 @@ func (x *sender) claim(ctx context.Context, sends *sync.WaitGroup) (int, error) 
 	}
 	lease := 3 * x.s.cfg.Timeout
 	rows, err := db.New(x.s.pool).ClaimOutboxDeliveries(ctx, db.ClaimOutboxDeliveriesParams{
-		LeaseSeconds: lease.Seconds(), Busy: busy, Max: int32(room)})
+		LeaseSeconds: lease.Seconds(), Busy: busy, Max: int32(room), PerOwner: perOwner})
 	if err != nil {
 		return 0, err
 	}

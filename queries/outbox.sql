@@ -73,19 +73,25 @@ FROM ev;
 -- name: ClaimOutboxDeliveries :many
 -- Due deliveries, each the oldest pending of its endpoint and sandbox (the order of one
 -- sandbox's events), of endpoints that are on and not busy on this instance, leased to the
--- claimer: one that dies lets its lease run out and another claims them again.
+-- claimer: one that dies lets its lease run out and another claims them again. At most
+-- per_owner of each founder's: one founder's flood shares every claim with the others'.
 UPDATE outbox_deliveries d SET lease_until = now() + make_interval(secs => @lease_seconds::float8), tries = d.tries + 1
 FROM outbox_events ev, webhook_endpoints e
 WHERE d.id IN (
-    SELECT c.id FROM outbox_deliveries c
-    WHERE c.state = 'pending' AND c.next_attempt_at <= now() AND (c.lease_until IS NULL OR c.lease_until < now())
-      AND NOT (c.endpoint_id = ANY (sqlc.arg('busy')::uuid[]))
-      AND EXISTS (SELECT 1 FROM webhook_endpoints w WHERE w.id = c.endpoint_id AND w.enabled)
-      AND NOT EXISTS (SELECT 1 FROM outbox_deliveries p WHERE p.state = 'pending' AND p.endpoint_id = c.endpoint_id
-          AND p.order_key = c.order_key AND p.id < c.id)
-    ORDER BY c.next_attempt_at, c.id
-    LIMIT @max
-    FOR UPDATE SKIP LOCKED)
+    SELECT c.id
+    FROM (SELECT DISTINCT o.owner_id FROM outbox_deliveries o WHERE o.state = 'pending' AND o.next_attempt_at <= now()) owners
+    CROSS JOIN LATERAL (
+        SELECT c.id FROM outbox_deliveries c
+        WHERE c.owner_id = owners.owner_id AND c.state = 'pending' AND c.next_attempt_at <= now()
+          AND (c.lease_until IS NULL OR c.lease_until < now())
+          AND NOT (c.endpoint_id = ANY (sqlc.arg('busy')::uuid[]))
+          AND EXISTS (SELECT 1 FROM webhook_endpoints w WHERE w.id = c.endpoint_id AND w.enabled)
+          AND NOT EXISTS (SELECT 1 FROM outbox_deliveries p WHERE p.state = 'pending' AND p.endpoint_id = c.endpoint_id
+              AND p.order_key = c.order_key AND p.id < c.id)
+        ORDER BY c.next_attempt_at, c.id
+        LIMIT @per_owner
+        FOR UPDATE SKIP LOCKED) c
+    LIMIT @max)
   AND ev.id = d.event_id AND e.id = d.endpoint_id
 RETURNING d.id, d.tries, d.endpoint_id, ev.payload, e.url, e.secret_key_id, e.secret_sealed,
     e.previous_key_id, e.previous_sealed, e.previous_until;

@@ -60,7 +60,7 @@ CREATE TABLE outbox_deliveries (
     lease_until     timestamptz,
     created_at      timestamptz NOT NULL DEFAULT now()
 );
-CREATE INDEX outbox_deliveries_due_idx ON outbox_deliveries (next_attempt_at, id) WHERE state = 'pending';
+CREATE INDEX outbox_deliveries_due_idx ON outbox_deliveries (owner_id, next_attempt_at, id) WHERE state = 'pending';
 CREATE INDEX outbox_deliveries_order_idx ON outbox_deliveries (endpoint_id, order_key, id) WHERE state = 'pending';
 CREATE INDEX outbox_deliveries_endpoint_idx ON outbox_deliveries (endpoint_id, id);
 
