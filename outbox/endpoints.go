@@ -103,17 +103,21 @@ type EndpointInput struct {
 	Enabled     bool
 }
 
-// validate checks an endpoint's fields: the URL's refusal is CodeURLRefused's, naming why.
-func (s *Service) validate(ctx context.Context, in *EndpointInput) error {
+// validate checks an endpoint's fields: the URL's refusal is CodeURLRefused's, naming why. An
+// unchanged URL (newURL false) is not resolved again: turning an endpoint off must work while
+// its host does not resolve (the dialer checks every connection anyway).
+func (s *Service) validate(ctx context.Context, in *EndpointInput, newURL bool) error {
 	in.URL = strings.TrimSpace(in.URL)
 	in.Description = strings.TrimSpace(in.Description)
 	if in.URL == "" {
 		return apperr.Invalid(map[string]string{"url": "Enter the URL your backend listens on."})
 	}
-	if why := checkURL(ctx, in.URL, s.cfg.AllowPrivate); why != "" {
-		e := apperr.Invalid(map[string]string{"url": why})
-		e.Code, e.Message = CodeURLRefused, why
-		return e
+	if newURL {
+		if why := checkURL(ctx, in.URL, s.cfg.AllowPrivate); why != "" {
+			e := apperr.Invalid(map[string]string{"url": why})
+			e.Code, e.Message = CodeURLRefused, why
+			return e
+		}
 	}
 	if len(in.Description) > MaxDescription {
 		return apperr.Invalid(map[string]string{"description": fmt.Sprintf("Keep the description under %d characters.", MaxDescription)})
@@ -164,7 +168,7 @@ func (s *Service) seal(endpoint uuid.UUID) (secret, keyID string, sealed []byte,
 
 // Create makes an endpoint; its secret is in this answer only.
 func (s *Service) Create(ctx context.Context, owner uuid.UUID, in EndpointInput) (Endpoint, error) {
-	if err := s.validate(ctx, &in); err != nil {
+	if err := s.validate(ctx, &in, true); err != nil {
 		return Endpoint{}, err
 	}
 	id := uuid.New()
@@ -254,7 +258,7 @@ func (s *Service) Update(ctx context.Context, owner, id uuid.UUID, p Patch) (End
 	if p.Enabled != nil {
 		in.Enabled = *p.Enabled
 	}
-	if err := s.validate(ctx, &in); err != nil {
+	if err := s.validate(ctx, &in, p.URL != nil && strings.TrimSpace(*p.URL) != cur.URL); err != nil {
 		return Endpoint{}, err
 	}
 	r, err := db.New(s.pool).UpdateWebhookEndpoint(ctx, db.UpdateWebhookEndpointParams{ID: id, OwnerID: owner, URL: in.URL,

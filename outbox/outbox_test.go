@@ -274,11 +274,12 @@ func TestADeadEndpointDoesNotDelayALiveOne(t *testing.T) {
 func TestOneSandboxsDeliveriesArriveInOrder(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	s, _ := h.service(t, testConfig(), true)
+	s, _ := h.service(t, testConfig(), false)
 	var failedOnce sync.Once
 	rc := newReceiver(t, func(_ int, _ *http.Request, body []byte) int {
 		code := http.StatusOK
-		if strings.Contains(string(body), `"version":1}`) {
+		var p outbox.Payload
+		if json.Unmarshal(body, &p) == nil && p.Data["version"] == float64(1) {
 			failedOnce.Do(func() { code = http.StatusInternalServerError })
 		}
 		return code
@@ -286,10 +287,15 @@ func TestOneSandboxsDeliveriesArriveInOrder(t *testing.T) {
 	create(t, s, h.owner, rc.URL)
 	sb := uuid.New()
 	const n = 5
+	// All pending before the sender starts: each could be claimed at once but for the order.
 	for i := range n {
 		h.emit(t, outbox.Event{Type: outbox.VersionLive, SandboxID: &sb, Version: int32(i + 1)})
 	}
+	h.service(t, testConfig(), true)
 	got := rc.waitDelivered(t, n)
+	if len(rc.requests()) != n+1 {
+		t.Fatalf("%d requests: want %d, the first attempt of version 1 refused", len(rc.requests()), n+1)
+	}
 	for i, r := range got {
 		if v := payloadOf(t, r).Data["version"]; v != float64(i+1) {
 			var order []any
@@ -407,6 +413,14 @@ func TestEndpointURLsAreRefusedByRule(t *testing.T) {
 	// refuses the connection itself.
 	rc := newReceiver(t, nil)
 	ep := create(t, allowing, h.owner, rc.URL)
+	// Its URL, refused where it is looked at now, is not looked at again to turn it off or on:
+	// only a new URL is.
+	off, on := false, true
+	for _, enabled := range []*bool{&off, &on} {
+		if _, err := refusing.Update(context.Background(), h.owner, ep.ID, outbox.Patch{Enabled: enabled}); err != nil {
+			t.Fatalf("turning an endpoint with an unchanged URL %v: %v", map[bool]string{false: "off", true: "on"}[*enabled], err)
+		}
+	}
 	h.service(t, strict, true)
 	h.emit(t, outbox.Event{Type: outbox.BuildFailed})
 	testkit.Eventually(t, within, "a refused attempt", func() error {

@@ -25,7 +25,8 @@ CREATE TABLE webhook_endpoints (
 CREATE INDEX webhook_endpoints_owner_idx ON webhook_endpoints (owner_id, created_at);
 
 -- Every event of a founder, kept 7 days: the feed (GET /api/events) reads it, deliveries point
--- to it. payload is the whole Standard Webhooks body ({"type","timestamp","data"}). An event
+-- to it. payload is the whole Standard Webhooks body ({"type","timestamp","data"}), json (not
+-- jsonb) so that the bytes signed and sent are the bytes written. An event
 -- with endpoint_id is a test sent to that endpoint only, and is no part of the feed.
 CREATE TABLE outbox_events (
     id          bigserial PRIMARY KEY,
@@ -33,7 +34,7 @@ CREATE TABLE outbox_events (
     type        text NOT NULL,
     sandbox_id  uuid,
     endpoint_id uuid REFERENCES webhook_endpoints (id) ON DELETE CASCADE,
-    payload     jsonb NOT NULL,
+    payload     json NOT NULL,
     -- The inserting transaction: the feed hands out only events of transactions older than
     -- every running one, so a reader's cursor never passes an event that commits later.
     txid        xid8 NOT NULL DEFAULT pg_current_xact_id(),
