@@ -118,13 +118,16 @@ func TestAPreviewsLifeReachesItsWebhookSigned(t *testing.T) {
 	for _, e := range feed.Events {
 		fromFeed = append(fromFeed, e.Type)
 	}
-	var delivered []string
-	for _, ty := range rc.types() {
-		if slices.Contains(want, ty) {
-			delivered = append(delivered, ty)
+	// The sandbox's events in one order in both; credits.changed, of no sandbox, in its own.
+	ofSandbox := want[:0:0]
+	for _, w := range want {
+		if w != "credits.changed" {
+			ofSandbox = append(ofSandbox, w)
 		}
 	}
-	if !slices.Equal(filter(fromFeed, want), delivered) || feed.Next != feed.Events[len(feed.Events)-1].ID {
+	delivered := filter(rc.types(), ofSandbox)
+	if !slices.Equal(filter(fromFeed, ofSandbox), delivered) || !slices.Contains(fromFeed, "credits.changed") ||
+		feed.Next != feed.Events[len(feed.Events)-1].ID {
 		t.Fatalf("the feed %v (next %q) and the deliveries %v differ", fromFeed, feed.Next, delivered)
 	}
 }
