@@ -69,7 +69,7 @@ type madeEndpoint struct {
 }
 
 // A preview's life reaches the founder's endpoint as it happens: its build starting (with the
-// credit it spends), ready, running, then paused, each signed so that a Standard Webhooks
+// credit it spends), ready, running, paused, resuming, a new version made and live, each signed so that a Standard Webhooks
 // library verifies it, with the project and sandbox in its data; the feed replays the same
 // events in the same order.
 func TestAPreviewsLifeReachesItsWebhookSigned(t *testing.T) {
@@ -85,8 +85,13 @@ func TestAPreviewsLifeReachesItsWebhookSigned(t *testing.T) {
 	c.WaitSandbox(sandboxID, "running", 2*time.Minute)
 	c.Pause(sandboxID)
 	c.WaitSandbox(sandboxID, "paused", time.Minute)
-	want := []string{"build.started", "credits.changed", "build.ready", "preview.running", "preview.paused"}
-	testkit.Eventually(t, 30*time.Second, "the preview's events", func() error {
+	apptest.RequireStatus(t, c.API(http.MethodPost, "/api/sandboxes/"+sandboxID+"/resume", nil, nil), http.StatusAccepted)
+	c.WaitSandbox(sandboxID, "running", time.Minute)
+	apptest.RequireStatus(t, c.API(http.MethodPost, "/api/projects/"+projectID+"/versions", map[string]any{
+		"files": []map[string]string{{"path": "notes.txt", "content": "a version for the webhook"}}}, nil), http.StatusCreated)
+	want := []string{"build.started", "credits.changed", "build.ready", "preview.running", "preview.paused", "preview.resuming",
+		"version.created", "version.live"}
+	testkit.Eventually(t, time.Minute, "the preview's events", func() error {
 		got := rc.types()
 		for _, w := range want {
 			if !slices.Contains(got, w) {

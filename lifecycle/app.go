@@ -7,7 +7,6 @@ import (
 
 	"sandman/applog"
 	"sandman/db"
-	"sandman/outbox"
 	"sandman/sandbox"
 )
 
@@ -71,11 +70,6 @@ func (s *Service) setApp(ctx context.Context, tx db.Tx, sandboxID uuid.UUID, c a
 		}
 		s.problemOpened(run, p)
 	}
-	if t, ok := appEventType(c.event); ok {
-		if err := outbox.Record(ctx, tx, outbox.OfSandbox(t, sb, string(c.event))); err != nil {
-			return sb, false, err
-		}
-	}
 	if c.event == "" {
 		if c.announced {
 			return sb, true, nil
@@ -85,17 +79,6 @@ func (s *Service) setApp(ctx context.Context, tx db.Tx, sandboxID uuid.UUID, c a
 	ev := db.InsertSandboxEventParams{SandboxID: sb.ID, FromStatus: sb.Status, ToStatus: sb.Status, Source: c.source,
 		Reason: c.event, VersionNumber: sb.AppVersion, Output: nonEmpty(c.output), FailureExitCode: c.exitCode}
 	return sb, true, record(ctx, tx, ev, sb.OwnerID)
-}
-
-// appEventType is the webhook event of an app change the history tells, if it has one.
-func appEventType(r sandbox.Reason) (outbox.Type, bool) {
-	switch r {
-	case reasonVersionLive:
-		return outbox.VersionLive, true
-	case reasonVersionFailed, reasonWokeNotStarting:
-		return outbox.VersionFailed, true
-	}
-	return "", false
 }
 
 // changeApp is setApp in a transaction of its own.
