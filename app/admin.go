@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"sandman/accounts"
 	"sandman/db"
 	"sandman/envvars"
 	"sandman/lifecycle"
 	"sandman/ops"
+	"sandman/outbox"
 	"sandman/overview"
 	"sandman/projects"
 )
@@ -100,8 +102,9 @@ func RotateSecrets(ctx context.Context, cfg Config) (string, error) {
 		return "", err
 	}
 	n, err := envvars.New(pool, cfg.Secrets, nil).Reseal(ctx)
-	msg := fmt.Sprintf("%d environment secret(s) sealed again under key %s", n, cfg.Secrets.CurrentID())
-	if err != nil {
+	w, werr := outbox.New(pool, cfg.Secrets, cfg.Webhooks, slog.New(slog.DiscardHandler)).Reseal(ctx)
+	msg := fmt.Sprintf("%d environment secret(s) and %d webhook signing secret(s) sealed again under key %s", n, w, cfg.Secrets.CurrentID())
+	if err = errors.Join(err, werr); err != nil {
 		return msg, fmt.Errorf("%s; some did not open: %w", msg, err)
 	}
 	return msg, nil

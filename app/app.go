@@ -36,6 +36,7 @@ import (
 	"sandman/lifecycle"
 	"sandman/live"
 	"sandman/ops"
+	"sandman/outbox"
 	"sandman/overview"
 	"sandman/projects"
 	"sandman/sandbox"
@@ -129,6 +130,9 @@ type Config struct {
 	StorageQuota int64
 	// ProjectLimit is how many projects one founder may have (SANDMAN_PROJECT_LIMIT).
 	ProjectLimit int
+	// Webhooks is the outgoing webhooks' rules and schedule (AllowPrivate:
+	// SANDMAN_WEBHOOKS_ALLOW_PRIVATE); tests shorten its retries.
+	Webhooks outbox.Config
 }
 
 // DefaultConfig is production's configuration before the environment is read.
@@ -149,6 +153,7 @@ func DefaultConfig() Config {
 		ProjectLimit:    projects.DefaultLimit,
 		AppLog:          applog.DefaultWriterConfig(),
 		Reports:         applog.DefaultReportLimits(),
+		Webhooks:        outbox.DefaultConfig(),
 	}
 }
 
@@ -167,6 +172,7 @@ type App struct {
 	operators *ops.Operators
 	accounts  *accounts.Service
 	shares    *shares.Service
+	outbox    *outbox.Service        // its sender runs where jobs run; its endpoints and feed are served
 	applog    *applog.Service        // its Writer runs in every role; its Feed only where streams are served
 	sessions  *accounts.SessionStore // nil for RoleWorker
 	hub       *live.Hub              // nil for RoleWorker
@@ -219,6 +225,7 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 	}
 	lc := cfg.Lifecycle
 	lc.Size = cfg.Ops.Size
+	a.outbox = outbox.New(pool, cfg.Secrets, cfg.Webhooks, logger)
 	logs := applog.NewWriter(pool, cfg.AppLog, logger, a.registry)
 	// What the apps print is stored with their secrets replaced.
 	logs.RedactWith(envvars.New(pool, cfg.Secrets, nil).SecretsOf)
@@ -282,7 +289,7 @@ func assemble(ctx context.Context, cfg Config, logger *slog.Logger, pool *pgxpoo
 	}
 	a.handler = handlers.New(handlers.Deps{
 		Pool: pool, Sessions: sessions, Accounts: a.accounts, Projects: projects.New(pool).WithLimits(cfg.ProjectLimit, cfg.StorageQuota), Shares: a.shares,
-		Versions: versions.New(pool, a.lifecycle.Hooks().VersionMade).WithQuota(cfg.StorageQuota), Env: envvars.New(pool, cfg.Secrets, a.lifecycle.Hooks().EnvChanged), Lifecycle: a.lifecycle, Credits: credits.New(pool), Overview: a.overview, AppLog: a.applog,
+		Versions: versions.New(pool, a.lifecycle.Hooks().VersionMade).WithQuota(cfg.StorageQuota), Env: envvars.New(pool, cfg.Secrets, a.lifecycle.Hooks().EnvChanged), Lifecycle: a.lifecycle, Credits: credits.New(pool), Overview: a.overview, AppLog: a.applog, Outbox: a.outbox,
 		Live: a.hub, Feed: a.feed, Ops: a.ops, Operators: a.operators, Logger: logger, Registry: a.registry, Metrics: metricsOnMain, TrustProxy: cfg.TrustProxy, HSTS: cfg.CookieSecure,
 		FrameOrigins: []string{frameOrigin(a.provider)}, LargeBodies: cfg.LargeBodies, LargeBodyWait: cfg.LargeBodyWait,
 	})
@@ -307,6 +314,9 @@ func (a *App) Start(ctx context.Context) error {
 	a.background(bg, a.applog.Writer.Run) // before the workers, which write to it
 	if err := a.lifecycle.Start(bg); err != nil {
 		return err
+	}
+	if a.cfg.Role.works() {
+		a.background(bg, a.outbox.Run)
 	}
 	if a.cfg.WebhookURL != "" && a.cfg.Role.works() {
 		if err := a.lifecycle.RegisterWebhook(ctx, a.cfg.WebhookURL, a.cfg.Lifecycle.WebhookSecret); err != nil {
@@ -428,7 +438,7 @@ func (a *App) Stop(ctx context.Context) error {
 }
 
 // prune keeps the rate limits' and the sessions' tables small: what no longer counts, and
-// expired sessions (and their copies in memory). It is safe to run on every instance.
+// expired sessions (and their copies in memory); and the event feed to its 7 days. It is safe to run on every instance.
 func (a *App) prune(ctx context.Context) {
 	t := time.NewTicker(10 * time.Minute)
 	defer t.Stop()
@@ -438,7 +448,8 @@ func (a *App) prune(ctx context.Context) {
 			return
 		case <-t.C:
 			a.sessions.Sweep()
-			err := errors.Join(a.accounts.PruneLimits(ctx), a.shares.PruneLimits(ctx), db.New(a.pool).DeleteExpiredSessions(ctx))
+			err := errors.Join(a.accounts.PruneLimits(ctx), a.shares.PruneLimits(ctx), db.New(a.pool).DeleteExpiredSessions(ctx),
+				a.outbox.Prune(ctx))
 			if err != nil && ctx.Err() == nil {
 				a.log.Warn("prune the rate limits' and sessions' tables", "err", err)
 			}
@@ -510,6 +521,9 @@ func (a *App) Hub() *live.Hub { return a.hub }
 // AppLog is the apps' output and problems: the dev servers' watch writes their lines to its
 // Writer.
 func (a *App) AppLog() *applog.Service { return a.applog }
+
+// Outbox is the instance's outgoing webhooks (for tests, and `sandman secrets rotate`'s Reseal).
+func (a *App) Outbox() *outbox.Service { return a.outbox }
 
 // Handler is the instance's HTTP handler with every route and middleware (nil for a worker).
 func (a *App) Handler() http.Handler { return a.handler }

@@ -11,6 +11,7 @@ import (
 
 	"sandman/apperr"
 	"sandman/db"
+	"sandman/outbox"
 )
 
 // MaxPage is the most lines one read returns.
@@ -181,6 +182,11 @@ func upsert(ctx context.Context, tx db.Tx, project, sandbox uuid.UUID, source So
 		return Problem{}, err
 	}
 	if row.Created {
+		e := problemEvent(outbox.ProblemOpened, project, row.ID, version)
+		e.SandboxID, e.Reason = &sandbox, string(source)
+		if err := outbox.Record(ctx, tx, e); err != nil {
+			return Problem{}, err
+		}
 		if err := tx.TrimAppProblems(ctx, db.TrimAppProblemsParams{ProjectID: project, MaxProblems: MaxProblems}); err != nil {
 			return Problem{}, err
 		}
@@ -210,7 +216,21 @@ func (s *Service) OpenExitProblem(ctx context.Context, run Run, exitCode int) (P
 // CloseProblems closes the project's open problems of versions older than upVersion, which is
 // up: what broke in them is not what runs now. It returns how many it closed.
 func CloseProblems(ctx context.Context, tx db.Tx, project uuid.UUID, upVersion int32) (int64, error) {
-	return tx.CloseAppProblems(ctx, db.CloseAppProblemsParams{ProjectID: project, UpVersion: upVersion})
+	closed, err := tx.CloseAppProblems(ctx, db.CloseAppProblemsParams{ProjectID: project, UpVersion: upVersion})
+	if err != nil {
+		return 0, err
+	}
+	for _, p := range closed {
+		if err := outbox.Record(ctx, tx, problemEvent(outbox.ProblemClosed, project, p.ID, p.Version)); err != nil {
+			return 0, err
+		}
+	}
+	return int64(len(closed)), nil
+}
+
+// problemEvent is the webhook event of a problem opened or closed (docs/api.md, "Webhooks").
+func problemEvent(t outbox.Type, project uuid.UUID, id uuid.UUID, version int32) outbox.Event {
+	return outbox.Event{Type: t, ProjectID: project, Version: version, Extra: map[string]any{"problemId": id}}
 }
 
 // CloseProblems is the function of the same name in a transaction of its own.

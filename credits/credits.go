@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"sandman/db"
+	"sandman/outbox"
 )
 
 // ErrNoCredit is a debit refused: the founder has no credit left, and nothing was taken.
@@ -70,7 +71,12 @@ func (d *Debit) Take(ctx context.Context, tx db.Tx) error {
 	if n == 0 {
 		return ErrNoCredit
 	}
-	return nil
+	return outbox.Record(ctx, tx, changed(d.owner, -1, "debit"))
+}
+
+// changed is the webhook event of a change of the founder's balance (docs/api.md, "Webhooks").
+func changed(owner uuid.UUID, delta int, reason string) outbox.Event {
+	return outbox.Event{Owner: owner, Type: outbox.CreditsChanged, Reason: reason, Extra: map[string]any{"delta": delta}}
 }
 
 // PaysFor records the build the debit paid for: what a later claim of its key finds.
@@ -88,5 +94,8 @@ func Refund(ctx context.Context, tx db.Tx, owner, build uuid.UUID, detail string
 	if err != nil {
 		return err
 	}
-	return tx.CreditUser(ctx, owner)
+	if err := tx.CreditUser(ctx, owner); err != nil {
+		return err
+	}
+	return outbox.Record(ctx, tx, changed(owner, 1, "refund"))
 }

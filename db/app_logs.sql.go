@@ -48,9 +48,10 @@ func (q *Queries) AddAppLogTotals(ctx context.Context, arg AddAppLogTotalsParams
 	return items, nil
 }
 
-const closeAppProblems = `-- name: CloseAppProblems :execrows
+const closeAppProblems = `-- name: CloseAppProblems :many
 UPDATE app_problems SET closed_at = now()
 WHERE project_id = $1 AND version < $2 AND closed_at IS NULL
+RETURNING id, version
 `
 
 type CloseAppProblemsParams struct {
@@ -58,13 +59,30 @@ type CloseAppProblemsParams struct {
 	UpVersion int32
 }
 
+type CloseAppProblemsRow struct {
+	ID      uuid.UUID
+	Version int32
+}
+
 // A newer version is up: every open problem of an older version is over.
-func (q *Queries) CloseAppProblems(ctx context.Context, arg CloseAppProblemsParams) (int64, error) {
-	result, err := q.db.Exec(ctx, closeAppProblems, arg.ProjectID, arg.UpVersion)
+func (q *Queries) CloseAppProblems(ctx context.Context, arg CloseAppProblemsParams) ([]CloseAppProblemsRow, error) {
+	rows, err := q.db.Query(ctx, closeAppProblems, arg.ProjectID, arg.UpVersion)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return result.RowsAffected(), nil
+	defer rows.Close()
+	items := []CloseAppProblemsRow{}
+	for rows.Next() {
+		var i CloseAppProblemsRow
+		if err := rows.Scan(&i.ID, &i.Version); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 type CopyAppLogLinesParams struct {

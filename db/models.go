@@ -643,3 +643,20 @@ type WebhookDelivery struct {
 	Detail      string
 	EventAt     *time.Time
 }
+
+type WebhookEndpoint struct {
+	ID             uuid.UUID
+	OwnerID        uuid.UUID
+	URL            string
+	Description    string
+	EventTypes     []string
+	Enabled        bool
+	DisabledReason *string
+	SecretKeyID    string
+	SecretSealed   []byte
+	PreviousKeyID  *string
+	PreviousSealed []byte
+	PreviousUntil  *time.Time
+	FailingSince   *time.Time
+	CreatedAt      time.Time
+}

@@ -30,6 +30,7 @@ func FuzzJSONBodies(f *testing.F) {
 	var tok struct{ ID string }
 	apptest.RequireStatus(f, c.API(http.MethodPost, "/api/tokens", map[string]string{"name": "fuzz"}, &tok), http.StatusCreated)
 	in := ids{project: p.ID, sandbox: built.Sandbox.ID, build: built.Build.ID, apiToken: tok.ID}
+	in.webhook, in.delivery = endpointWithDelivery(f, c)
 	var jsonRoutes []route
 	for _, r := range s.routes(f) {
 		if r.stateChanging() && (strings.HasPrefix(r.pattern, "/api/") || r.pattern == "/webhooks/e2b") {

@@ -107,6 +107,13 @@ func (h *Handlers) routes(e *echo.Echo) {
 	app.GET("/settings/tokens", h.tokensPage)
 	app.POST("/settings/tokens", h.createTokenSubmit)
 	app.POST("/settings/tokens/:id/revoke", h.revokeTokenSubmit)
+	app.GET("/settings/webhooks", h.webhooksPage)
+	app.POST("/settings/webhooks", h.createEndpointSubmit)
+	app.POST("/settings/webhooks/:id/test", h.endpointAction("test", h.testEndpoint))
+	app.POST("/settings/webhooks/:id/rotate", h.rotateEndpointSubmit)
+	app.POST("/settings/webhooks/:id/enabled", h.endpointAction("enabled", h.enableEndpoint))
+	app.POST("/settings/webhooks/:id/delete", h.endpointAction("deleted", h.deleteEndpoint))
+	app.POST("/settings/webhooks/:id/deliveries/:delivery/retry", h.endpointAction("retried", h.retryDeliveryOf))
 
 	// The JSON API: JSON answers, errors included.
 	jsonAPI := e.Group("/api", answerAs(answerJSON), h.limitBody)
@@ -157,6 +164,17 @@ func (h *Handlers) routes(e *echo.Echo) {
 	api.POST("/sandboxes/:id/resume", h.apiSandboxAction(http.StatusAccepted, h.resume))
 	api.POST("/sandboxes/:id/verify", h.apiSandboxAction(http.StatusAccepted, h.verify))
 	api.POST("/sandboxes/:id/activity", h.apiSandboxAction(http.StatusOK, h.activity))
+	// The founder's outgoing webhooks and event feed (handlers/outbox.go).
+	api.POST("/webhooks", h.apiCreateEndpoint)
+	api.GET("/webhooks", h.apiListEndpoints)
+	api.GET("/webhooks/:id", h.apiGetEndpoint)
+	api.PATCH("/webhooks/:id", h.apiPatchEndpoint)
+	api.DELETE("/webhooks/:id", h.apiDeleteEndpoint)
+	api.POST("/webhooks/:id/rotate-secret", h.apiRotateSecret)
+	api.POST("/webhooks/:id/test", h.apiTestEndpoint)
+	api.GET("/webhooks/:id/deliveries", h.apiDeliveries)
+	api.POST("/webhooks/:id/deliveries/:delivery/retry", h.apiRetryDelivery)
+	api.GET("/events", h.apiEvents)
 }
 
 // answers is how a route's answers are written, its errors included: a property of its group.

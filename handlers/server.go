@@ -21,6 +21,7 @@ import (
 	"sandman/lifecycle"
 	"sandman/live"
 	"sandman/ops"
+	"sandman/outbox"
 	"sandman/overview"
 	"sandman/projects"
 	"sandman/shares"
@@ -38,7 +39,9 @@ type Deps struct {
 	// Env is the projects' environment variables.
 	Env *envvars.Store
 	// AppLog is the apps' output and problems (and the log streams' feed).
-	AppLog    *applog.Service
+	AppLog *applog.Service
+	// Outbox is the founders' outgoing webhooks and event feed.
+	Outbox    *outbox.Service
 	Lifecycle *lifecycle.Service
 	// Credits reads the founders' balances.
 	Credits *credits.Ledger

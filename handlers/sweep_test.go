@@ -66,8 +66,8 @@ func (s *stack) routes(t testing.TB) []route {
 }
 
 // ids are what a route's parameters are filled with (token: a share link's; apiToken: an API
-// token's id).
-type ids struct{ project, sandbox, build, token, apiToken string }
+// token's id; webhook and delivery: an outgoing webhook endpoint's and one of its deliveries').
+type ids struct{ project, sandbox, build, token, apiToken, webhook, delivery string }
 
 // path fills the route's parameters, each by the collection it follows ("/projects/:id" takes a
 // project id). A parameter after anything else fails the test, naming what to teach it.
@@ -91,6 +91,10 @@ func (r route) path(t testing.TB, in ids) string {
 				v = in.token
 			case "tokens":
 				v = in.apiToken
+			case "webhooks":
+				v = in.webhook
+			case "deliveries":
+				v = in.delivery
 			case "versions":
 				v = "1" // every project has its version 1
 			case "files":
@@ -143,6 +147,8 @@ func init() {
 
 // fingerprint sums up everything a request could change (sessions apart), to show a refused
 // request changed nothing.
+// Of the outgoing webhooks' events only the tests count: the others follow the build that runs
+// meanwhile (a problem its install opens), not the requests.
 func (s *stack) fingerprint(t testing.TB) string {
 	t.Helper()
 	var fp string
@@ -155,7 +161,9 @@ func (s *stack) fingerprint(t testing.TB) string {
 		(SELECT count(*) FROM webhook_deliveries), (SELECT count(*) FROM river_job),
 		(SELECT count(*) FROM login_failures), (SELECT count(*) FROM signups),
 		(SELECT string_agg(id::text || coalesce(revoked_at::text, 'live'), ',' ORDER BY id) FROM api_tokens),
-		(SELECT count(*) FROM share_links), (SELECT string_agg(id::text || encode(token_hash, 'hex'), ',' ORDER BY project_id) FROM share_links))`).Scan(&fp)
+		(SELECT count(*) FROM share_links), (SELECT string_agg(id::text || encode(token_hash, 'hex'), ',' ORDER BY project_id) FROM share_links),
+		(SELECT string_agg(id::text || url || enabled::text || encode(secret_sealed, 'hex'), ',' ORDER BY id) FROM webhook_endpoints),
+		(SELECT count(*) FROM outbox_events WHERE type = 'webhook.test'))`).Scan(&fp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,12 +224,14 @@ func newSweepFixture(t *testing.T, opts apptest.Options) *sweepFixture {
 	apptest.RequireStatus(t, owner.API(http.MethodPost, "/api/tokens", map[string]string{"name": "revoked"}, &revoked), http.StatusCreated)
 	apptest.RequireStatus(t, owner.API(http.MethodDelete, "/api/tokens/"+revoked.ID, nil, nil), http.StatusNoContent)
 	f.revokedAPI, f.ids.apiToken = owner.WithToken(revoked.Token), revoked.ID
+	f.ids.webhook, f.ids.delivery = endpointWithDelivery(t, owner)
 	return f
 }
 
 // nobodys are ids nobody has.
 var nobodys = ids{project: "00000000-0000-0000-0000-000000000000", sandbox: "00000000-0000-0000-0000-000000000000",
-	build: "00000000-0000-0000-0000-000000000000", apiToken: "00000000-0000-0000-0000-000000000000"}
+	build: "00000000-0000-0000-0000-000000000000", apiToken: "00000000-0000-0000-0000-000000000000",
+	webhook: "00000000-0000-0000-0000-000000000000", delivery: "9223372036854775807"}
 
 // apiByToken reports whether an API token may call the route: every JSON API route but the
 // token routes and the ones that open and close sessions.
@@ -448,7 +458,7 @@ func TestSecuritySweep(t *testing.T) {
 		}
 		// Another founder's ids, and ids nobody has, are not found, whatever the method.
 		if strings.Contains(r.pattern, ":") {
-			for _, in := range []ids{f.ids, nobodys, {project: "not-an-id", sandbox: "not-an-id", build: "not-an-id", apiToken: "not-an-id"}} {
+			for _, in := range []ids{f.ids, nobodys, {project: "not-an-id", sandbox: "not-an-id", build: "not-an-id", apiToken: "not-an-id", webhook: "not-an-id", delivery: "not-an-id"}} {
 				res := send(t, f.other, r.method, r.path(t, in), f.other.CSRF())
 				if res.Status != http.StatusNotFound {
 					t.Errorf("another founder's %s %s: %d %.200s, want 404", r.method, r.path(t, in), res.Status, res.Body)

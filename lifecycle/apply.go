@@ -10,6 +10,7 @@ import (
 
 	"sandman/db"
 	"sandman/ops"
+	"sandman/outbox"
 	"sandman/sandbox"
 )
 
@@ -86,6 +87,12 @@ func apply(ctx context.Context, tx db.Tx, sb db.Sandbox, c Change) (db.Sandbox, 
 	if err := ops.Record(ctx, tx, &sb, updated, now); err != nil {
 		return sb, err
 	}
+	// The founder's backend hears of the move with it (docs/api.md, "Webhooks").
+	if t, ok := outbox.PreviewType(c.To); ok && c.To != sb.Status {
+		if err := outbox.Record(ctx, tx, outbox.OfSandbox(t, updated, string(c.Reason))); err != nil {
+			return sb, err
+		}
+	}
 	return updated, nil
 }
 
@@ -108,8 +115,34 @@ func (s *Service) notifyUnchanged(ctx context.Context, sb db.Sandbox) error {
 // NOTIFYs it (db.SandboxPayload), in one statement.
 func record(ctx context.Context, tx db.Tx, ev db.InsertSandboxEventParams, owner uuid.UUID) error {
 	ev.Channel, ev.Payload = db.SandboxChannel, db.SandboxPayload(ev.SandboxID, owner)
-	_, err := tx.InsertSandboxEvent(ctx, ev)
-	return err
+	if _, err := tx.InsertSandboxEvent(ctx, ev); err != nil {
+		return err
+	}
+	t, ok := versionEventType(ev.Reason)
+	if !ok {
+		return nil
+	}
+	// The founder's backend hears of a version's outcome with its history's event.
+	sb, err := tx.GetSandbox(ctx, ev.SandboxID)
+	if err != nil {
+		return err
+	}
+	e := outbox.OfSandbox(t, sb, string(ev.Reason))
+	if ev.VersionNumber != nil {
+		e.Version = *ev.VersionNumber
+	}
+	return outbox.Record(ctx, tx, e)
+}
+
+// versionEventType is the webhook event of a history's event about a version, if it has one.
+func versionEventType(r sandbox.Reason) (outbox.Type, bool) {
+	switch r {
+	case reasonVersionLive:
+		return outbox.VersionLive, true
+	case reasonVersionFailed, reasonWokeNotStarting:
+		return outbox.VersionFailed, true
+	}
+	return "", false
 }
 
 // withFailure adds a version's failure to start to its event: its facts, its output the tail of

@@ -13,6 +13,7 @@ import (
 	"sandman/applog"
 	"sandman/credits"
 	"sandman/db"
+	"sandman/outbox"
 	"sandman/sandbox"
 )
 
@@ -305,6 +306,11 @@ func (s *Service) finishBuild(ctx context.Context, sandboxID uuid.UUID, app appC
 		if _, err := tx.FinishBuild(ctx, db.FinishBuildParams{ID: sb.BuildID, Status: sandbox.BuildReady}); err != nil {
 			return err
 		}
+		ready := outbox.OfSandbox(outbox.BuildReady, sb, string(sandbox.BuildReady))
+		ready.State, ready.Version = string(sandbox.BuildReady), app.version
+		if err := outbox.Record(ctx, tx, ready); err != nil {
+			return err
+		}
 		if err := tx.TouchActivity(ctx, sb.ID); err != nil {
 			return err
 		}
@@ -362,8 +368,16 @@ func (s *Service) finishFailed(ctx context.Context, tx db.Tx, sb db.Sandbox, f *
 	code, exit, port, limit := db.FailureColumns(f.fact)
 	n, err := tx.FinishBuild(ctx, db.FinishBuildParams{ID: sb.BuildID, Status: sandbox.BuildFailed, FailureCode: code,
 		FailureDetail: f.fact.Output, FailureCommand: f.fact.Command, FailureExitCode: exit, FailurePort: port, FailureLimitMs: limit})
-	if err != nil || n == 0 || !f.refund {
+	if err != nil || n == 0 {
 		return err
+	}
+	failed := outbox.OfSandbox(outbox.BuildFailed, sb, string(f.fact.Code))
+	failed.State = string(sandbox.BuildFailed)
+	if err := outbox.Record(ctx, tx, failed); err != nil {
+		return err
+	}
+	if !f.refund {
+		return nil
 	}
 	return credits.Refund(ctx, tx, sb.OwnerID, sb.BuildID, truncate(f.cause, maxDetail))
 }

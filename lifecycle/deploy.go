@@ -14,6 +14,7 @@ import (
 
 	"sandman/applog"
 	"sandman/db"
+	"sandman/outbox"
 	"sandman/sandbox"
 )
 
@@ -43,6 +44,10 @@ func (s *Service) Hooks() Hooks { return Hooks{VersionMade: s.versionMade, EnvCh
 // The sandbox row is locked, so an apply under way either sees this version before it lets go or
 // lets go before this job can run (deployWorker).
 func (s *Service) versionMade(ctx context.Context, tx db.Tx, owner uuid.UUID, v db.Version) error {
+	if err := outbox.Record(ctx, tx, outbox.Event{Owner: owner, Type: outbox.VersionCreated, ProjectID: v.ProjectID,
+		Version: v.Number}); err != nil {
+		return err
+	}
 	sb, err := tx.GetCurrentSandboxByProjectForUpdate(ctx, v.ProjectID)
 	if db.IsNotFound(err) {
 		return nil

@@ -19,6 +19,7 @@ import (
 	"sandman/db"
 	"sandman/e2b"
 	"sandman/ops"
+	"sandman/outbox"
 	"sandman/sandbox"
 	"sandman/watch"
 )
@@ -257,6 +258,11 @@ func (s *Service) createSandboxRow(ctx context.Context, tx db.Tx, by Actor, proj
 		return sb, err
 	}
 	if err := ops.Record(ctx, tx, nil, sb, time.Now()); err != nil {
+		return sb, err
+	}
+	started := outbox.OfSandbox(outbox.BuildStarted, sb, string(reasonCreated))
+	started.State = string(sandbox.BuildBuilding)
+	if err := outbox.Record(ctx, tx, started); err != nil {
 		return sb, err
 	}
 	return sb, announce(ctx, tx, sb, sandbox.SourceUser, reasonCreated, by.Token)

@@ -71,10 +71,11 @@ RETURNING *, (xmax = 0)::boolean AS created;
 DELETE FROM app_problems d WHERE d.project_id = @project_id AND d.id NOT IN (
     SELECT k.id FROM app_problems k WHERE k.project_id = d.project_id ORDER BY k.last_seen DESC LIMIT @max_problems);
 
--- name: CloseAppProblems :execrows
+-- name: CloseAppProblems :many
 -- A newer version is up: every open problem of an older version is over.
 UPDATE app_problems SET closed_at = now()
-WHERE project_id = @project_id AND version < @up_version AND closed_at IS NULL;
+WHERE project_id = @project_id AND version < @up_version AND closed_at IS NULL
+RETURNING id, version;
 
 -- name: ListAppProblems :many
 SELECT * FROM app_problems WHERE project_id = @project_id ORDER BY last_seen DESC, id;

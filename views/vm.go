@@ -310,3 +310,52 @@ type EnvPage struct {
 	ProjectName string
 	Env         EnvVars
 }
+
+// WebhooksPage is the founder's outgoing webhooks: the form that adds an endpoint, the secret
+// just made or rotated (shown this once), and each endpoint with its recent deliveries.
+type WebhooksPage struct {
+	Layout
+	Form   WebhookForm
+	Errors map[string]string
+	// Secret is an endpoint's secret just made or rotated; nil on any other view of the page.
+	Secret    *WebhookSecret
+	Endpoints []WebhookEndpoint
+	// Types are the event types the form offers; Max the most endpoints one may have.
+	Types []string
+	Max   int
+	// Done names the action just done ("test", "enabled", "deleted", "retried"), for its note.
+	Done string
+}
+
+// WebhookForm is what the form was sent with, to show it again with its errors.
+type WebhookForm struct {
+	URL, Description string
+	Events           []string
+}
+
+// WebhookSecret is an endpoint's signing secret, the only time it is shown.
+type WebhookSecret struct {
+	URL, Secret string
+	Rotated     bool
+}
+
+// WebhookEndpoint is one endpoint as the page shows it: never its secret.
+type WebhookEndpoint struct {
+	ID, URL, Description string
+	Events               []string
+	Enabled              bool
+	// Failing: Sandman turned it off after 3 days of failed deliveries.
+	Failing    bool
+	CreatedAt  time.Time
+	Deliveries []WebhookDelivery
+}
+
+// WebhookDelivery is one event sent to an endpoint, with its last attempt.
+type WebhookDelivery struct {
+	ID, EventType, State string
+	Attempts             int32
+	StatusCode           int32
+	Error                string
+	AttemptedAt          *time.Time
+	CreatedAt            time.Time
+}

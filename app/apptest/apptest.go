@@ -87,6 +87,8 @@ func Config(host *sandboxdtest.Host, databaseURL string) app.Config {
 	c.BcryptCost = bcrypt.MinCost
 	c.ShareKey = ShareKey
 	c.Secrets = Secrets
+	// The tests' receivers listen on loopback.
+	c.Webhooks.AllowPrivate = true
 	// A job still running when a test ends gets this long, then it is cancelled.
 	c.ShutdownWait = 2 * time.Second
 	c.Provider = e2b.Config{APIURL: host.APIURL, APIKey: host.APIKey, Domain: host.Domain,

@@ -147,6 +147,8 @@ func run(ctx context.Context) error {
 		"E2B_WEBHOOK_SECRET="+webhookSecret,
 		"SANDMAN_SHARE_KEY="+getenv("SANDMAN_SHARE_KEY", shareKey),
 		"SANDMAN_SECRETS_KEY="+getenv("SANDMAN_SECRETS_KEY", secretsKey),
+		// A founder trying webhooks locally points them at a server on this machine.
+		"SANDMAN_WEBHOOKS_ALLOW_PRIVATE="+getenv("SANDMAN_WEBHOOKS_ALLOW_PRIVATE", "true"),
 	)
 	seed := exec.CommandContext(ctx, filepath.Join(bin, "sandman"), "demo-founder", demoEmail, demoPassword)
 	seed.Env, seed.Stdout, seed.Stderr = env, os.Stdout, os.Stderr

@@ -45,6 +45,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if c.TrustProxy, err = boolEnv(getenv, "SANDMAN_TRUST_PROXY"); err != nil {
 		errs = append(errs, err.Error())
 	}
+	if c.Webhooks.AllowPrivate, err = boolEnv(getenv, "SANDMAN_WEBHOOKS_ALLOW_PRIVATE"); err != nil {
+		errs = append(errs, err.Error())
+	}
 	c.PublicURL = getenv("SANDMAN_PUBLIC_URL")
 	if c.PublicURL != "" {
 		if msg := checkPublicURL(c.PublicURL); msg != "" {

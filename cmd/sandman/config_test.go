@@ -24,7 +24,7 @@ func TestLoadConfig(t *testing.T) {
 				c.MetricsAddr != "" || c.MetricsToken != "" || c.SignUpsPerHour != 10 || c.LargeBodies != 4 ||
 				c.PublicURL != "http://127.0.0.1:8080" || c.ShareKey != "" ||
 				c.Ops.Rates.VCPUHour != 0.0504 || c.Ops.Rates.GiBHour != 0.0162 || c.Ops.Size.VCPUs != 2 || c.Ops.Size.MemoryMiB != 512 ||
-				c.StorageQuota != 1<<30 || c.ProjectLimit != 100 {
+				c.StorageQuota != 1<<30 || c.ProjectLimit != 100 || c.Webhooks.AllowPrivate || c.Webhooks.Timeout != 10*time.Second {
 				t.Fatalf("defaults: %+v", c)
 			}
 		}},
@@ -36,7 +36,7 @@ func TestLoadConfig(t *testing.T) {
 			"SANDMAN_SIGNUPS_PER_HOUR": "0", "SANDMAN_PUBLIC_URL": "https://sandman.example.com/", "SANDMAN_LARGE_BODIES": "9",
 			"SANDMAN_SHARE_KEY":      "0123456789abcdef0123456789abcdef",
 			"SANDMAN_RATE_VCPU_HOUR": "0.1", "SANDMAN_RATE_GIB_HOUR": "0.02", "SANDMAN_SANDBOX_VCPUS": "4", "SANDMAN_SANDBOX_MEMORY": "1.5GiB",
-			"SANDMAN_STORAGE_QUOTA": "500MiB", "SANDMAN_PROJECT_LIMIT": "7",
+			"SANDMAN_STORAGE_QUOTA": "500MiB", "SANDMAN_PROJECT_LIMIT": "7", "SANDMAN_WEBHOOKS_ALLOW_PRIVATE": "true",
 		}, check: func(t *testing.T, c config) {
 			if c.Addr != "0.0.0.0:9000" || c.StartCredits != 3 || !c.CookieSecure || !c.TrustProxy ||
 				c.MetricsAddr != "10.0.0.5:9100" || c.MetricsToken != "m3trics" || c.SignUpsPerHour != 0 || c.LargeBodies != 9 ||
@@ -45,7 +45,7 @@ func TestLoadConfig(t *testing.T) {
 				c.WebhookURL == "" || c.Lifecycle.WebhookSecret != "s" ||
 				c.PublicURL != "https://sandman.example.com" || c.ShareKey != "0123456789abcdef0123456789abcdef" ||
 				c.Ops.Rates.VCPUHour != 0.1 || c.Ops.Rates.GiBHour != 0.02 || c.Ops.Size.VCPUs != 4 || c.Ops.Size.MemoryMiB != 1536 ||
-				c.StorageQuota != 500<<20 || c.ProjectLimit != 7 {
+				c.StorageQuota != 500<<20 || c.ProjectLimit != 7 || !c.Webhooks.AllowPrivate {
 				t.Fatalf("settings not taken: %+v", c)
 			}
 		}},

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	"sandman/db/dbtest"
 	"sandman/envvars"
 	"sandman/keyring"
+	"sandman/outbox"
 	"sandman/versions"
 )
 
@@ -42,6 +44,12 @@ func TestSecretsRotateCommandLetsThePreviousKeyGo(t *testing.T) {
 	if err := envvars.New(pool, old, nil).Set(ctx, owner, pid, []envvars.Input{{Name: "TOKEN", Value: "the-token", Secret: &yes}}, nil); err != nil {
 		t.Fatal(err)
 	}
+	hooks := outbox.DefaultConfig()
+	hooks.AllowPrivate = true
+	if _, err := outbox.New(pool, old, hooks, slog.New(slog.DiscardHandler)).Create(ctx, owner,
+		outbox.EndpointInput{URL: "http://127.0.0.1:9/hook", Enabled: true}); err != nil {
+		t.Fatal(err)
+	}
 	sandman := func(env map[string]string, args ...string) (string, error) {
 		env["DATABASE_URL"] = url
 		var out bytes.Buffer
@@ -52,12 +60,16 @@ func TestSecretsRotateCommandLetsThePreviousKeyGo(t *testing.T) {
 		t.Fatalf("without a key: %v", err)
 	}
 	got, err := sandman(map[string]string{"SANDMAN_SECRETS_KEY": newKey, "SANDMAN_SECRETS_KEY_PREVIOUS": oldKey}, "secrets", "rotate")
-	if err != nil || !strings.HasPrefix(got, "1 environment secret(s) sealed again") {
+	if err != nil || !strings.HasPrefix(got, "1 environment secret(s) and 1 webhook signing secret(s) sealed again") {
 		t.Fatalf("rotate: %q, %v", got, err)
 	}
 	onlyNew, _ := keyring.Parse(newKey, "")
 	env, err := envvars.New(pool, onlyNew, nil).Open(ctx, db.New(pool), pid)
 	if err != nil || env.Map()["TOKEN"] != "the-token" {
 		t.Fatalf("under the new key alone: %v, %v", env.Map(), err)
+	}
+	// Nothing is left under the previous key: the webhook's secret too was sealed again.
+	if n, err := outbox.New(pool, onlyNew, hooks, slog.New(slog.DiscardHandler)).Reseal(ctx); n != 0 || err != nil {
+		t.Fatalf("after the rotation, %d webhook secret(s) still stale (%v)", n, err)
 	}
 }
