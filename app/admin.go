@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"sandman/accounts"
 	"sandman/db"
 	"sandman/envvars"
@@ -31,14 +33,11 @@ func Migrate(ctx context.Context, cfg Config) error {
 // build of each project never built, so `make run` opens on live previews: `sandman
 // demo-founder`. It needs no provider: the builds run on whichever instance takes them.
 func DemoFounder(ctx context.Context, cfg Config, email, password string) error {
-	pool, err := db.Open(ctx, cfg.DatabaseURL)
+	pool, err := migrated(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	if err := db.Migrate(ctx, pool); err != nil {
-		return err
-	}
 	u, err := accounts.New(pool, accounts.Options{StartCredits: cfg.StartCredits, BcryptCost: cfg.BcryptCost}).
 		EnsureUser(ctx, accounts.Credentials{Email: email, Password: password})
 	if err != nil {
@@ -71,14 +70,11 @@ func DemoFounder(ctx context.Context, cfg Config, email, password string) error 
 // stops it (remove), recorded with who did it (actor): `sandman operator add|remove EMAIL`. It
 // answers what happened; the account must exist.
 func Operator(ctx context.Context, cfg Config, add bool, email, actor string) (string, error) {
-	pool, err := db.Open(ctx, cfg.DatabaseURL)
+	pool, err := migrated(ctx, cfg)
 	if err != nil {
 		return "", err
 	}
 	defer pool.Close()
-	if err := db.Migrate(ctx, pool); err != nil {
-		return "", err
-	}
 	o := ops.NewOperators(pool)
 	if add {
 		return o.Grant(ctx, email, actor)
@@ -93,14 +89,11 @@ func RotateSecrets(ctx context.Context, cfg Config) (string, error) {
 	if !cfg.Secrets.Enabled() {
 		return "", errors.New("SANDMAN_SECRETS_KEY is not set: set the new key, and the old one as SANDMAN_SECRETS_KEY_PREVIOUS")
 	}
-	pool, err := db.Open(ctx, cfg.DatabaseURL)
+	pool, err := migrated(ctx, cfg)
 	if err != nil {
 		return "", err
 	}
 	defer pool.Close()
-	if err := db.Migrate(ctx, pool); err != nil {
-		return "", err
-	}
 	n, err := envvars.New(pool, cfg.Secrets, nil).Reseal(ctx)
 	w, werr := outbox.New(pool, cfg.Secrets, cfg.Webhooks, slog.New(slog.DiscardHandler)).Reseal(ctx)
 	msg := fmt.Sprintf("%d environment secret(s) and %d webhook signing secret(s) sealed again under key %s", n, w, cfg.Secrets.CurrentID())
@@ -108,4 +101,17 @@ func RotateSecrets(ctx context.Context, cfg Config) (string, error) {
 		return msg, fmt.Errorf("%s; some did not open: %w", msg, err)
 	}
 	return msg, nil
+}
+
+// migrated opens the database and brings its schema up to date, for a command run by hand.
+func migrated(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
+	pool, err := db.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	if err := db.Migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return pool, nil
 }

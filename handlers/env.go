@@ -68,12 +68,9 @@ func inputs(in []envInJSON) ([]envvars.Input, error) {
 }
 
 func (h *Handlers) apiPutEnvVar(c echo.Context) error {
-	id, err := h.projectID(c)
+	id, err := h.ownedProjectID(c)
 	if err != nil {
 		return err
-	}
-	if _, err := h.Projects.Get(c.Request().Context(), principal(c).Founder.ID, id); err != nil {
-		return err // another founder's project is not found, whatever the body says
 	}
 	var in struct {
 		Value  *string `json:"value"`
@@ -93,12 +90,9 @@ func (h *Handlers) apiPutEnvVar(c echo.Context) error {
 }
 
 func (h *Handlers) apiPutEnv(c echo.Context) error {
-	id, err := h.projectID(c)
+	id, err := h.ownedProjectID(c)
 	if err != nil {
 		return err
-	}
-	if _, err := h.Projects.Get(c.Request().Context(), principal(c).Founder.ID, id); err != nil {
-		return err // another founder's project is not found, whatever the body says
 	}
 	var in struct {
 		Vars   []envInJSON `json:"vars"`

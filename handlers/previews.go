@@ -152,6 +152,17 @@ func safeReturn(raw, fallback string) string {
 func (h *Handlers) projectID(c echo.Context) (uuid.UUID, error) {
 	return parseID(c.Param("id"), "Project")
 }
+
+// ownedProjectID is the route's project, read before its body: another founder's project is
+// not found, whatever the body says (a refusal of the body would tell that it exists).
+func (h *Handlers) ownedProjectID(c echo.Context) (uuid.UUID, error) {
+	id, err := h.projectID(c)
+	if err != nil {
+		return id, err
+	}
+	_, err = h.Projects.Get(c.Request().Context(), principal(c).Founder.ID, id)
+	return id, err
+}
 func (h *Handlers) sandboxID(c echo.Context) (uuid.UUID, error) {
 	return parseID(c.Param("id"), "Sandbox")
 }

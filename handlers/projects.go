@@ -180,15 +180,12 @@ func toProjectJSON(p db.Project) projectJSON {
 // apiPatchProject changes a project's settings; the preview reporter's switch is the one it
 // takes so far.
 func (h *Handlers) apiPatchProject(c echo.Context) error {
-	id, err := h.projectID(c)
+	id, err := h.ownedProjectID(c)
 	if err != nil {
 		return err
 	}
 	owner := principal(c).Founder.ID
 	ctx := c.Request().Context()
-	if _, err := h.Projects.Get(ctx, owner, id); err != nil {
-		return err // another founder's project is not found, whatever the body says
-	}
 	var in struct {
 		PreviewReporter *bool `json:"previewReporter"`
 	}
