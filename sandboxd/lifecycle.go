@@ -440,13 +440,16 @@ func (s *Server) removeLocked(sb *sandbox, record func() *event) {
 	s.byStart.remove(sb)
 	ev := record()
 	s.mu.Unlock()
+	// Its end is told as soon as it is gone from the list, not after the processes and files
+	// are cleared (hundreds of milliseconds under load): a client that lists in between must not
+	// see a sandbox missing whose end it has not been told.
+	s.deliverEvent(ev)
 	if sb.vm != nil {
 		sb.vm.Kill()
 		sb.vm = nil
 	}
 	s.proxy.forget()
 	s.removeSandboxFiles(sb.id)
-	s.deliverEvent(ev)
 }
 
 func killData(rec store.Record, reason string) map[string]any {
