@@ -325,9 +325,9 @@ func (rc *hookReceiver) find(t *testing.T, within time.Duration, typ string, mat
 // Every change of a preview that has a webhook event reaches the founder's endpoint with the
 // facts a program acts on: a version whose server exits (version.failed, problem.opened), the
 // good version restored (version.live, problem.closed), a version made while the preview slept
-// and live when it wakes (version.live), a wake of a sandbox the provider lost
-// (preview.resume_failed), and a build the provider failed (build.failed, its sandbox gone, the
-// credit refunded).
+// and live when it wakes (version.live), one that fails when it wakes (version.failed alone), a
+// wake of a sandbox the provider lost (preview.resume_failed), and a build the provider failed
+// (build.failed, its sandbox gone, the credit refunded).
 func TestEveryPreviewEventReachesItsWebhook(t *testing.T) {
 	t.Parallel()
 	s := start(t, apptest.Options{})
@@ -366,6 +366,15 @@ func TestEveryPreviewEventReachesItsWebhook(t *testing.T) {
 		t.Errorf("the wake's version.live data %v: want reason woke_with_version and the sandbox", d)
 	}
 
+	// One made while it sleeps that does not start fails when it wakes, and was never live.
+	c.Pause(sandboxID)
+	c.WaitSandbox(sandboxID, "paused", time.Minute)
+	r, _ = postVersion(t, c, pid, map[string]any{"files": []vfile{text("server.js", `throw new Error("broken while it slept")`)}}, nil)
+	apptest.RequireStatus(t, r, http.StatusCreated)
+	apptest.RequireStatus(t, c.API(http.MethodPost, "/api/sandboxes/"+sandboxID+"/resume", nil, nil), http.StatusAccepted)
+	c.WaitSandbox(sandboxID, "running", time.Minute)
+	rc.find(t, 30*time.Second, "version.failed", is(pid, "version", 5.0))
+
 	// The provider loses the sleeping sandbox: the wake fails.
 	c.Pause(sandboxID)
 	c.WaitSandbox(sandboxID, "paused", time.Minute)
@@ -389,9 +398,10 @@ func TestEveryPreviewEventReachesItsWebhook(t *testing.T) {
 		t.Errorf("preview.gone's data %v: want the sandbox, state terminated", d)
 	}
 	rc.find(t, 30*time.Second, "credits.changed", func(d map[string]any) bool { return d["reason"] == "refund" && d["delta"] == 1.0 })
+	// A version's outcome is one event: a failed version was never live.
 	for _, d := range rc.deliveries() {
-		if d.Type == "version.failed" && d.Data["version"] != 2.0 {
-			t.Errorf("version.failed of %v: only version 2 failed", d.Data)
+		if d.Type == "version.live" && (d.Data["version"] == 2.0 || d.Data["version"] == 5.0) {
+			t.Errorf("version.live of %v: versions 2 and 5 failed", d.Data)
 		}
 	}
 }
