@@ -16,6 +16,7 @@ import (
 
 	"sandman/app/apptest"
 	"sandman/internal/testkit"
+	"sandman/sandboxd"
 )
 
 // hookReceiver is the founder's backend: a real HTTP server that keeps what it is sent.
@@ -303,4 +304,104 @@ func endpointWithDelivery(t testing.TB, c *apptest.Client) (endpoint, delivery s
 		t.Fatalf("deliveries %+v: want the test", ds.Deliveries)
 	}
 	return ep.ID, ds.Deliveries[0].ID
+}
+
+// find waits for the first delivery of type typ that match accepts, and returns it.
+func (rc *hookReceiver) find(t *testing.T, within time.Duration, typ string, match func(map[string]any) bool) hookDelivery {
+	t.Helper()
+	var found hookDelivery
+	testkit.Eventually(t, within, typ, func() error {
+		for _, d := range rc.deliveries() {
+			if d.Type == typ && match(d.Data) {
+				found = d
+				return nil
+			}
+		}
+		return &missing{typ + " with the data wanted", rc.types()}
+	})
+	return found
+}
+
+// Every change of a preview that has a webhook event reaches the founder's endpoint with the
+// facts a program acts on: a version whose server exits (version.failed, problem.opened), the
+// good version restored (version.live, problem.closed), a version made while the preview slept
+// and live when it wakes (version.live), one that fails when it wakes (version.failed alone), a
+// wake of a sandbox the provider lost (preview.resume_failed), and a build the provider failed
+// (build.failed, its sandbox gone, the credit refunded).
+func TestEveryPreviewEventReachesItsWebhook(t *testing.T) {
+	t.Parallel()
+	s := start(t, apptest.Options{})
+	c := s.NewClient(t)
+	c.SignUp("hooks-every@example.com")
+	rc := newHookReceiver(t)
+	apptest.RequireStatus(t, c.API(http.MethodPost, "/api/webhooks", map[string]any{"url": rc.URL + "/hooks"}, nil), http.StatusCreated)
+	of := func(project string) func(map[string]any) bool {
+		return func(d map[string]any) bool { return d["projectId"] == project }
+	}
+	is := func(project, key string, want any) func(map[string]any) bool {
+		return func(d map[string]any) bool { return d["projectId"] == project && d[key] == want }
+	}
+
+	pid, sandboxID := c.BuildCounter()
+	c.WaitSandbox(sandboxID, "running", 2*time.Minute)
+	r, _ := postVersion(t, c, pid, map[string]any{"files": []vfile{text("server.js", `throw new Error("broken on purpose")`)}}, nil)
+	apptest.RequireStatus(t, r, http.StatusCreated)
+	rc.find(t, 30*time.Second, "version.failed", is(pid, "version", 2.0))
+	opened := rc.find(t, 30*time.Second, "problem.opened", is(pid, "version", 2.0)).Data
+	if opened["reason"] != "app" || opened["sandboxId"] != sandboxID || opened["problemId"] == nil {
+		t.Errorf("problem.opened's data %v: want source app, the sandbox and the problem", opened)
+	}
+	apptest.RequireStatus(t, c.API(http.MethodPost, "/api/projects/"+pid+"/versions/1/restore", map[string]any{}, nil), http.StatusCreated)
+	rc.find(t, 30*time.Second, "version.live", is(pid, "version", 3.0))
+	rc.find(t, 30*time.Second, "problem.closed", is(pid, "problemId", opened["problemId"]))
+
+	// A version made while the preview sleeps is live when it wakes.
+	c.Pause(sandboxID)
+	c.WaitSandbox(sandboxID, "paused", time.Minute)
+	r, _ = postVersion(t, c, pid, map[string]any{"files": []vfile{text("notes.txt", "made while it slept")}}, nil)
+	apptest.RequireStatus(t, r, http.StatusCreated)
+	apptest.RequireStatus(t, c.API(http.MethodPost, "/api/sandboxes/"+sandboxID+"/resume", nil, nil), http.StatusAccepted)
+	sb := c.WaitSandbox(sandboxID, "running", time.Minute)
+	if d := rc.find(t, 30*time.Second, "version.live", is(pid, "version", 4.0)).Data; d["reason"] != "woke_with_version" || d["sandboxId"] != sandboxID {
+		t.Errorf("the wake's version.live data %v: want reason woke_with_version and the sandbox", d)
+	}
+
+	// One made while it sleeps that does not start fails when it wakes, and was never live.
+	c.Pause(sandboxID)
+	c.WaitSandbox(sandboxID, "paused", time.Minute)
+	r, _ = postVersion(t, c, pid, map[string]any{"files": []vfile{text("server.js", `throw new Error("broken while it slept")`)}}, nil)
+	apptest.RequireStatus(t, r, http.StatusCreated)
+	apptest.RequireStatus(t, c.API(http.MethodPost, "/api/sandboxes/"+sandboxID+"/resume", nil, nil), http.StatusAccepted)
+	c.WaitSandbox(sandboxID, "running", time.Minute)
+	rc.find(t, 30*time.Second, "version.failed", is(pid, "version", 5.0))
+
+	// The provider loses the sleeping sandbox: the wake fails.
+	c.Pause(sandboxID)
+	c.WaitSandbox(sandboxID, "paused", time.Minute)
+	s.Host.Lose(t, sb.ProviderID)
+	apptest.RequireStatus(t, c.API(http.MethodPost, "/api/sandboxes/"+sandboxID+"/resume", nil, nil), http.StatusAccepted)
+	if d := rc.find(t, time.Minute, "preview.resume_failed", of(pid)).Data; d["sandboxId"] != sandboxID || d["state"] != "resume_failed" ||
+		d["reason"] != "resume_not_found" {
+		t.Errorf("preview.resume_failed's data %v: want the sandbox, state resume_failed, reason resume_not_found", d)
+	}
+	// The provider refuses every sandbox: the build fails, its sandbox is gone, the credit comes
+	// back. Last, as the refusals open the client's circuit breaker.
+	var failing struct{ ID string }
+	apptest.RequireStatus(t, c.API(http.MethodPost, "/api/projects", map[string]string{"starter": "counter"}, &failing), http.StatusCreated)
+	s.Host.InjectFault(t, sandboxd.Fault{Route: "POST /sandboxes", Status: 503, Count: 1000})
+	apptest.RequireStatus(t, c.API(http.MethodPost, "/api/projects/"+failing.ID+"/builds", map[string]string{"idempotencyKey": "k-every"}, nil),
+		http.StatusAccepted)
+	if d := rc.find(t, 90*time.Second, "build.failed", of(failing.ID)).Data; d["state"] != "failed" || d["reason"] != "provider" {
+		t.Errorf("build.failed's data %v: want state failed, reason provider", d)
+	}
+	if d := rc.find(t, 30*time.Second, "preview.gone", of(failing.ID)).Data; d["state"] != "terminated" || d["sandboxId"] == nil {
+		t.Errorf("preview.gone's data %v: want the sandbox, state terminated", d)
+	}
+	rc.find(t, 30*time.Second, "credits.changed", func(d map[string]any) bool { return d["reason"] == "refund" && d["delta"] == 1.0 })
+	// A version's outcome is one event: a failed version was never live.
+	for _, d := range rc.deliveries() {
+		if d.Type == "version.live" && (d.Data["version"] == 2.0 || d.Data["version"] == 5.0) {
+			t.Errorf("version.live of %v: versions 2 and 5 failed", d.Data)
+		}
+	}
 }

@@ -123,13 +123,18 @@ func record(ctx context.Context, tx db.Tx, ev db.InsertSandboxEventParams, owner
 		return nil
 	}
 	// The founder's backend hears of a version's outcome with its history's event.
-	sb, err := tx.GetSandbox(ctx, ev.SandboxID)
+	return recordVersionHook(ctx, tx, t, ev.SandboxID, ev.Reason, ev.VersionNumber)
+}
+
+// recordVersionHook records the webhook event of a version's outcome, with the version's number.
+func recordVersionHook(ctx context.Context, tx db.Tx, t outbox.Type, id uuid.UUID, r sandbox.Reason, version *int32) error {
+	sb, err := tx.GetSandbox(ctx, id)
 	if err != nil {
 		return err
 	}
-	e := outbox.OfSandbox(t, sb, string(ev.Reason))
-	if ev.VersionNumber != nil {
-		e.Version = *ev.VersionNumber
+	e := outbox.OfSandbox(t, sb, string(r))
+	if version != nil {
+		e.Version = *version
 	}
 	return outbox.Record(ctx, tx, e)
 }

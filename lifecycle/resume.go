@@ -14,6 +14,7 @@ import (
 	"sandman/apperr"
 	"sandman/applog"
 	"sandman/db"
+	"sandman/outbox"
 	"sandman/sandbox"
 )
 
@@ -232,7 +233,9 @@ func (s *Service) recordWoke(ctx context.Context, tx db.Tx, sb db.Sandbox, sourc
 		return err
 	}
 	if !r.failed.Failed() {
-		return nil
+		// "Woke with version 8" is that version live: the founder's backend hears it as it hears
+		// an apply's, and only when it did not fail (never live, then failed).
+		return recordVersionHook(ctx, tx, outbox.VersionLive, sb.ID, reasonWokeWithVersion, &n)
 	}
 	ev := db.InsertSandboxEventParams{SandboxID: sb.ID, FromStatus: sb.Status, ToStatus: sb.Status,
 		Source: source, Reason: reasonVersionFailed, VersionNumber: &n}
