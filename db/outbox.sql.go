@@ -382,28 +382,38 @@ func (q *Queries) ListOutboxDeliveries(ctx context.Context, arg ListOutboxDelive
 }
 
 const listOutboxEvents = `-- name: ListOutboxEvents :many
-SELECT id, payload FROM outbox_events
-WHERE owner_id = $1 AND endpoint_id IS NULL AND id > $2
+SELECT id, txid::text::bigint AS tx, payload FROM outbox_events
+WHERE owner_id = $1 AND endpoint_id IS NULL
+  AND (txid, id) > (CAST(CAST($2::bigint AS text) AS xid8), $3::bigint)
   AND txid < pg_snapshot_xmin(pg_current_snapshot())
-ORDER BY id
-LIMIT $3
+ORDER BY txid, id
+LIMIT $4
 `
 
 type ListOutboxEventsParams struct {
 	OwnerID uuid.UUID
-	After   int64
+	AfterTx int64
+	AfterID int64
 	Max     int32
 }
 
 type ListOutboxEventsRow struct {
 	ID      int64
+	Tx      int64
 	Payload []byte
 }
 
-// The founder's feed after a cursor, oldest first: only events of transactions older than every
-// running one, so none can commit later behind the cursor.
+// The founder's feed after a cursor, in the order of their transactions, then of their ids:
+// only events of transactions older than every running one, so every transaction before the
+// cursor's had ended when it was read and none can commit an event behind it
+// (docs/architecture.md, "Outgoing webhooks").
 func (q *Queries) ListOutboxEvents(ctx context.Context, arg ListOutboxEventsParams) ([]ListOutboxEventsRow, error) {
-	rows, err := q.db.Query(ctx, listOutboxEvents, arg.OwnerID, arg.After, arg.Max)
+	rows, err := q.db.Query(ctx, listOutboxEvents,
+		arg.OwnerID,
+		arg.AfterTx,
+		arg.AfterID,
+		arg.Max,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -411,7 +421,7 @@ func (q *Queries) ListOutboxEvents(ctx context.Context, arg ListOutboxEventsPara
 	items := []ListOutboxEventsRow{}
 	for rows.Next() {
 		var i ListOutboxEventsRow
-		if err := rows.Scan(&i.ID, &i.Payload); err != nil {
+		if err := rows.Scan(&i.ID, &i.Tx, &i.Payload); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

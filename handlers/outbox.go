@@ -167,13 +167,20 @@ func pageQuery(c echo.Context) (int64, int32, error) {
 	if err != nil {
 		return 0, 0, echo.NewHTTPError(http.StatusBadRequest, `"after" is the "next" of a previous answer: a whole number.`)
 	}
+	limit, err := limitQuery(c)
+	return after, limit, err
+}
+
+// limitQuery reads ?limit=: a malformed one is a 400.
+func limitQuery(c echo.Context) (int32, error) {
 	limit := 0
 	if v := c.QueryParam("limit"); v != "" {
+		var err error
 		if limit, err = strconv.Atoi(v); err != nil || limit < 1 {
-			return 0, 0, echo.NewHTTPError(http.StatusBadRequest, `"limit" is a whole number from 1 to 100.`)
+			return 0, echo.NewHTTPError(http.StatusBadRequest, `"limit" is a whole number from 1 to 100.`)
 		}
 	}
-	return after, outbox.Page(limit), nil
+	return outbox.Page(limit), nil
 }
 
 func (h *Handlers) apiDeliveries(c echo.Context) error {
@@ -229,7 +236,11 @@ func (h *Handlers) apiRetryDelivery(c echo.Context) error {
 
 // apiEvents is the feed: the founder's events after the cursor, oldest first.
 func (h *Handlers) apiEvents(c echo.Context) error {
-	after, limit, err := pageQuery(c)
+	after, err := outbox.ParseFeedCursor(c.QueryParam("after"))
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, `"after" is the "next" of a previous answer, as it was given.`)
+	}
+	limit, err := limitQuery(c)
 	if err != nil {
 		return err
 	}
@@ -244,7 +255,7 @@ func (h *Handlers) apiEvents(c echo.Context) error {
 	out := struct {
 		Events []item `json:"events"`
 		Next   string `json:"next"`
-	}{Events: make([]item, len(items)), Next: strconv.FormatInt(next, 10)}
+	}{Events: make([]item, len(items)), Next: next.String()}
 	for i, it := range items {
 		out.Events[i].ID = it.ID
 		if err := json.Unmarshal(it.Payload, &out.Events[i].Payload); err != nil {

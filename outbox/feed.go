@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -44,17 +45,47 @@ func Cursor(s string) (int64, error) {
 	return n, nil
 }
 
+// FeedCursor is a place in the feed: past the events of every transaction before Tx, and of Tx
+// up to ID. Events are ordered by their transactions, not their ids alone: an id is taken when
+// the event is inserted, not when it commits, so a cursor of ids could pass an event that
+// commits after it was read (docs/architecture.md, "Outgoing webhooks").
+type FeedCursor struct{ Tx, ID int64 }
+
+// String is the cursor as the API gives it ("" at the start).
+func (c FeedCursor) String() string {
+	if c == (FeedCursor{}) {
+		return ""
+	}
+	return strconv.FormatInt(c.Tx, 10) + "-" + strconv.FormatInt(c.ID, 10)
+}
+
+// ParseFeedCursor reads a cursor of the feed ("" is the start).
+func ParseFeedCursor(s string) (FeedCursor, error) {
+	if s == "" {
+		return FeedCursor{}, nil
+	}
+	tx, id, ok := strings.Cut(s, "-")
+	c := FeedCursor{}
+	var err1, err2 error
+	c.Tx, err1 = strconv.ParseInt(tx, 10, 64)
+	c.ID, err2 = strconv.ParseInt(id, 10, 64)
+	if !ok || err1 != nil || err2 != nil || c.Tx < 0 || c.ID < 0 {
+		return FeedCursor{}, apperr.Invalid(map[string]string{"after": "The cursor is the \"next\" of a previous answer, as it was given."})
+	}
+	return c, nil
+}
+
 // Events is the founder's feed after the cursor, oldest first, and the cursor to go on from
 // (the same when nothing is new). Events are kept for Config.Keep.
-func (s *Service) Events(ctx context.Context, owner uuid.UUID, after int64, limit int32) ([]FeedItem, int64, error) {
-	rows, err := db.New(s.pool).ListOutboxEvents(ctx, db.ListOutboxEventsParams{OwnerID: owner, After: after, Max: limit})
+func (s *Service) Events(ctx context.Context, owner uuid.UUID, after FeedCursor, limit int32) ([]FeedItem, FeedCursor, error) {
+	rows, err := db.New(s.pool).ListOutboxEvents(ctx, db.ListOutboxEventsParams{OwnerID: owner, AfterTx: after.Tx, AfterID: after.ID, Max: limit})
 	if err != nil {
 		return nil, after, err
 	}
 	out := make([]FeedItem, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, FeedItem{ID: strconv.FormatInt(r.ID, 10), Payload: r.Payload})
-		after = r.ID
+		after = FeedCursor{Tx: r.Tx, ID: r.ID}
 	}
 	return out, after, nil
 }

@@ -460,7 +460,7 @@ func TestTheFeedReplaysEveryEventAfterACursor(t *testing.T) {
 	other.emit(t, outbox.Event{Type: outbox.VersionCreated, Version: 99})
 
 	var versions []float64
-	var after int64
+	var after outbox.FeedCursor
 	for range n {
 		items, next, err := s.Events(context.Background(), h.owner, after, 3)
 		if err != nil {
@@ -480,6 +480,87 @@ func TestTheFeedReplaysEveryEventAfterACursor(t *testing.T) {
 	}
 	if fmt.Sprint(versions) != "[1 2 3 4 5 6 7]" {
 		t.Fatalf("the feed replayed versions %v: want 1…7, once each, in order", versions)
+	}
+}
+
+// An event whose transaction began after another's, but took a smaller id and commits after
+// the other's event was read, is still in the feed after that read's cursor: a backend that
+// catches up from its cursor misses nothing.
+func TestTheFeedNeverPassesAnEventThatCommitsLater(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	s, _ := h.service(t, testConfig(), false)
+	ctx := context.Background()
+	other, err := db.New(h.pool).InsertUser(ctx, db.InsertUserParams{Email: uuid.NewString()[:8] + "@example.com", PasswordHash: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(after outbox.FeedCursor) ([]float64, outbox.FeedCursor) {
+		items, next, err := s.Events(ctx, h.owner, after, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var versions []float64
+		for _, it := range items {
+			var p outbox.Payload
+			if err := json.Unmarshal(it.Payload, &p); err != nil {
+				t.Fatal(err)
+			}
+			versions = append(versions, p.Data["version"].(float64))
+		}
+		return versions, next
+	}
+	// The older transaction (its id taken by a write of another founder's event) records
+	// version 2 after the younger one recorded version 1, and commits first.
+	olderWrote, youngerWrote := make(chan struct{}), make(chan struct{})
+	olderDone := make(chan error, 1)
+	go func() {
+		olderDone <- db.InTx(ctx, h.pool, func(tx db.Tx) error {
+			if err := outbox.Record(ctx, tx, outbox.Event{Owner: other.ID, Type: outbox.VersionCreated, Version: 99}); err != nil {
+				return err
+			}
+			close(olderWrote)
+			select {
+			case <-youngerWrote:
+			case <-time.After(30 * time.Second):
+				return errors.New("the younger transaction never wrote")
+			}
+			return outbox.Record(ctx, tx, outbox.Event{Owner: h.owner, Type: outbox.VersionCreated, Version: 2})
+		})
+	}()
+	select {
+	case <-olderWrote:
+	case err := <-olderDone:
+		t.Fatalf("the older transaction: %v", err)
+	}
+	var first []float64
+	var cursor outbox.FeedCursor
+	if err := db.InTx(ctx, h.pool, func(tx db.Tx) error {
+		if err := outbox.Record(ctx, tx, outbox.Event{Owner: h.owner, Type: outbox.VersionCreated, Version: 1}); err != nil {
+			return err
+		}
+		close(youngerWrote)
+		if err := <-olderDone; err != nil {
+			return err
+		}
+		first, cursor = read(outbox.FeedCursor{}) // version 2 committed, version 1 not yet
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The feed waits for every transaction older than the oldest running one in the whole
+	// cluster, other tests' included: read on until both are in, or the wait is over.
+	got := first
+	testkit.Eventually(t, 10*time.Second, "both versions in the feed", func() error {
+		more, next := read(cursor)
+		got, cursor = append(got, more...), next
+		if len(got) < 2 {
+			return fmt.Errorf("the feed gave versions %v (the first read %v): want 2, then 1, committed after the first read", got, first)
+		}
+		return nil
+	})
+	if fmt.Sprint(got) != "[2 1]" {
+		t.Fatalf("the feed gave versions %v (the first read %v): want 2, then 1", got, first)
 	}
 }
 

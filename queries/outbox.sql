@@ -142,12 +142,15 @@ WHERE id = @id AND endpoint_id = @endpoint_id AND owner_id = @owner_id
   AND (lease_until IS NULL OR lease_until < now());
 
 -- name: ListOutboxEvents :many
--- The founder's feed after a cursor, oldest first: only events of transactions older than every
--- running one, so none can commit later behind the cursor.
-SELECT id, payload FROM outbox_events
-WHERE owner_id = @owner_id AND endpoint_id IS NULL AND id > @after
+-- The founder's feed after a cursor, in the order of their transactions, then of their ids:
+-- only events of transactions older than every running one, so every transaction before the
+-- cursor's had ended when it was read and none can commit an event behind it
+-- (docs/architecture.md, "Outgoing webhooks").
+SELECT id, txid::text::bigint AS tx, payload FROM outbox_events
+WHERE owner_id = @owner_id AND endpoint_id IS NULL
+  AND (txid, id) > (CAST(CAST(sqlc.arg(after_tx)::bigint AS text) AS xid8), sqlc.arg(after_id)::bigint)
   AND txid < pg_snapshot_xmin(pg_current_snapshot())
-ORDER BY id
+ORDER BY txid, id
 LIMIT @max;
 
 -- name: PruneOutboxEvents :execrows

@@ -40,7 +40,7 @@ CREATE TABLE outbox_events (
     txid        xid8 NOT NULL DEFAULT pg_current_xact_id(),
     created_at  timestamptz NOT NULL DEFAULT now()
 );
-CREATE INDEX outbox_events_owner_idx ON outbox_events (owner_id, id);
+CREATE INDEX outbox_events_owner_idx ON outbox_events (owner_id, txid, id); -- the feed's order
 CREATE INDEX outbox_events_created_idx ON outbox_events (created_at);
 
 -- One event to one endpoint: its id is the webhook-id of every attempt. Pending rows are the
