@@ -351,15 +351,11 @@ func (s *Server) rpcSendInput(w http.ResponseWriter, r *http.Request, er *envdRe
 		writeRPCError(w, e)
 		return
 	}
-	if req.Input.Pty != nil {
-		if err := p.WritePty(req.Input.Pty); err != nil {
-			writeRPCError(w, rpcErr("failed_precondition", "%v", err))
-			return
-		}
-		wire.WriteJSON(w, http.StatusOK, struct{}{})
-		return
+	write, input := p.WriteStdin, req.Input.Stdin
+	if req.Input.Pty != nil { // a terminal's input goes to its terminal, not a stdin
+		write, input = p.WritePty, req.Input.Pty
 	}
-	if err := p.WriteStdin(req.Input.Stdin); err != nil {
+	if err := write(input); err != nil {
 		writeRPCError(w, rpcErr("failed_precondition", "%v", err))
 		return
 	}
